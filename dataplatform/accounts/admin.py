@@ -1,0 +1,39 @@
+from django.contrib import admin
+
+from .models import ApiToken, Membership, Project
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "created_at"]
+    search_fields = ["slug", "name"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["project", "user", "role"]
+    list_filter = ["role", "project"]
+    search_fields = ["user__username", "project__slug"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens can be inspected and revoked here; secrets are never stored, so never shown."""
+
+    list_display = ["name", "user", "prefix", "read_only", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["read_only", "revoked_at"]
+    search_fields = ["name", "prefix", "user__username"]
+    readonly_fields = ["prefix", "digest", "created_at", "last_used_at"]
+    filter_horizontal = ["projects"]
+
+    def has_add_permission(self, request) -> bool:
+        # Creating a token here could not show its secret; use `manage.py issuetoken` or the tokens page.
+        return False

@@ -1,0 +1,89 @@
+"""Role helpers that every selector, view and API view goes through.
+
+The rule: a user sees a project only through a Membership (superusers see all,
+as admin). An API token can narrow that further to some projects and to
+read-only methods. Another project's objects are a 404, never a 403, so that
+their existence does not leak.
+"""
+
+from collections.abc import Iterable
+
+from django.db.models import QuerySet
+from django.http import Http404
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+
+from .models import ApiToken, Membership, Project, Role
+
+ALL_ROLES = frozenset(Role)
+# Who may do what. Workflows add their own sets next to these.
+CAN_MANAGE_PROJECT = frozenset({Role.ADMIN})
+CAN_RUN_JOBS = frozenset({Role.ADMIN, Role.CURATOR})
+CAN_SEE_JOBS = frozenset({Role.ADMIN, Role.CURATOR})
+CAN_READ_EXPORTS = frozenset({Role.ADMIN, Role.CURATOR, Role.TRAINER})
+
+
+def role_in(user, project: Project) -> Role | None:
+    """The user's role in the project, or None if they are not a member."""
+    if not user.is_authenticated or not user.is_active:
+        return None
+    if user.is_superuser:
+        return Role.ADMIN
+    role = Membership.objects.filter(user=user, project=project).values_list("role", flat=True).first()
+    return Role(role) if role else None
+
+
+def visible_projects(user, *, roles: Iterable[Role] | None = None, token: ApiToken | None = None) -> QuerySet[Project]:
+    """Projects the user may see (optionally only those where they hold one of `roles`)."""
+    if not user.is_authenticated or not user.is_active:
+        return Project.objects.none()
+    projects = Project.objects.all()
+    if not user.is_superuser:
+        memberships = Membership.objects.filter(user=user)
+        if roles is not None:
+            memberships = memberships.filter(role__in=list(roles))
+        projects = projects.filter(pk__in=memberships.values("project_id"))
+    if isinstance(token, ApiToken) and token.projects.exists():
+        projects = projects.filter(pk__in=token.projects.values("pk"))
+    return projects
+
+
+def require_role(user, project: Project, roles: Iterable[Role], *, token: ApiToken | None = None) -> Role:
+    """Return the user's role if it is one of `roles`.
+
+    Not a member (or outside the token's scope): Http404. A member with another role: PermissionDenied.
+    """
+    from django.core.exceptions import PermissionDenied
+
+    if not visible_projects(user, token=token).filter(pk=project.pk).exists():
+        raise Http404("No such project.")
+    role = role_in(user, project)
+    if role not in set(roles):
+        raise PermissionDenied(f"Your role ({role}) cannot do this in project {project.slug}.")
+    return role
+
+
+def project_for(user, slug: str, roles: Iterable[Role], *, token: ApiToken | None = None) -> tuple[Project, Role]:
+    """Look up a project by slug for a user who must hold one of `roles` there."""
+    project = visible_projects(user, token=token).filter(slug=slug).first()
+    if project is None:
+        raise Http404("No such project.")
+    return project, require_role(user, project, roles, token=token)
+
+
+def request_token(request) -> ApiToken | None:
+    """The API token a request was authenticated with, if any."""
+    auth = getattr(request, "auth", None)
+    return auth if isinstance(auth, ApiToken) else None
+
+
+class IsAuthenticatedWithTokenScope(BasePermission):
+    """Authenticated, and a read-only token may only use safe methods."""
+
+    message = "This API token is read-only."
+
+    def has_permission(self, request: Request, view) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        token = request_token(request)
+        return not (token and token.read_only and request.method not in SAFE_METHODS)

@@ -1,0 +1,69 @@
+"""HTML views for projects and personal API tokens. Thin: they call selectors and services."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from dataplatform.jobs.registry import get_kind
+from dataplatform.jobs.selectors import jobs_of_project
+
+from . import selectors, services
+from .permissions import ALL_ROLES, CAN_RUN_JOBS, CAN_SEE_JOBS, project_for
+
+RECENT_JOBS = 20
+
+
+@login_required
+def project_list(request):
+    return render(request, "accounts/project_list.html", {"projects": selectors.projects_for_user(request.user)})
+
+
+@login_required
+def project_detail(request, slug: str):
+    project, role = project_for(request.user, slug, ALL_ROLES)
+    context = {"project": project, "role": role, "members": selectors.members_of(project)}
+    if role in CAN_SEE_JOBS:
+        jobs = jobs_of_project(request.user, project)
+        before = request.GET.get("before")
+        if before and before.isdigit():
+            jobs = jobs.filter(pk__lt=int(before))
+        page = list(jobs.order_by("-id")[: RECENT_JOBS + 1])
+        context["jobs"] = page[:RECENT_JOBS]
+        context["older_than"] = page[RECENT_JOBS - 1].pk if len(page) > RECENT_JOBS else None
+    if role in CAN_RUN_JOBS:
+        context["demo_kind"] = get_kind("demo.sample_continuations")
+    return render(request, "accounts/project_detail.html", context)
+
+
+@login_required
+def token_list(request):
+    """The user's own API tokens. A new secret is shown exactly once, right after creation."""
+    new_secret = None
+    if request.method == "POST":
+        name = (request.POST.get("name") or "").strip()[:100]
+        if not name:
+            messages.error(request, "Give the token a name, e.g. the machine or trainer it is for.")
+        else:
+            project_slugs = request.POST.getlist("projects")
+            projects = list(selectors.projects_for_user(request.user).filter(slug__in=project_slugs))
+            token, new_secret = services.issue_token(
+                user=request.user, name=name, read_only=bool(request.POST.get("read_only")), projects=projects
+            )
+            messages.success(request, f"Token '{token.name}' created. Copy it now: it will not be shown again.")
+    response = render(request, "accounts/token_list.html", {
+        "tokens": selectors.tokens_for_user(request.user),
+        "projects": selectors.projects_for_user(request.user),
+        "new_secret": new_secret,
+    })
+    response["Cache-Control"] = "no-store"  # the page may carry a secret
+    return response
+
+
+@login_required
+@require_POST
+def token_revoke(request, token_id: int):
+    token = get_object_or_404(selectors.tokens_for_user(request.user), pk=token_id)
+    services.revoke_token(token=token)
+    messages.success(request, f"Token '{token.name}' revoked.")
+    return redirect("token-list")

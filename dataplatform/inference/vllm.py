@@ -1,0 +1,267 @@
+"""Client of vLLM's OpenAI-compatible server (`vllm serve`), speaking token ids.
+
+Prompts go to /v1/completions as lists of ids and tokens come back as
+"token_id:N" strings (`return_tokens_as_token_ids`), so nothing is re-tokenized
+between what the annotator saw and what the model continues. /tokenize and
+/detokenize (served at the root, not under /v1) apply the served model's own
+tokenizer and chat template.
+"""
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from functools import cached_property
+from typing import Any
+
+import httpx
+
+from .base import BackendError, BackendHealth, BackendUnavailable, TokenStep
+from .pieces import tokenizer_pieces
+
+logger = logging.getLogger(__name__)
+
+TOKEN_ID_PREFIX = "token_id:"
+
+
+class VllmBackend:
+    name = "vllm"
+
+    def __init__(self, *, base_url: str, model: str, api_key: str, timeout: float, tokenizer_dir: str | None):
+        # The key lives only in the client's default headers: never on self, never in a message or log line.
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            base_url=base_url, headers=headers, timeout=httpx.Timeout(timeout, connect=min(5, timeout))
+        )
+        self._timeout = timeout
+        # For error messages: the server without any user:password a URL might carry.
+        self._server = str(self._client.base_url.copy_with(username=None, password=None)).rstrip("/")
+        self._model = model
+        self._tokenizer_dir = tokenizer_dir
+        self._detokenized_pieces: dict[int, bytes] = {}
+
+    def close(self) -> None:
+        self._client.close()
+
+    @property
+    def model_id(self) -> str:
+        """MODEL_NAME if configured, else the first model the server lists (asked once)."""
+        if not self._model:
+            self._model = self._served_models()[0]
+            logger.info("vLLM model %r (first of %s/v1/models).", self._model, self._server)
+        return self._model
+
+    # --- HTTP ---------------------------------------------------------------------
+    @contextmanager
+    def _request(
+        self, method: str, path: str, payload: dict[str, Any] | None = None, *, stream: bool = False
+    ) -> Iterator[httpx.Response]:
+        """Send one request and yield its successful response (read, unless `stream`).
+
+        Every call goes through here so that failures map one way, including
+        those met while the caller reads a stream or parses the body inside the
+        `with` block: unreachable, timed out or 5xx is BackendUnavailable (worth
+        retrying); 4xx is BackendError with the server's own message; a body of
+        an unexpected shape is BackendError.
+        """
+        where = f"vLLM {method} {self._server}{path}"
+        try:
+            with self._client.stream(method, path, json=payload) as response:
+                if response.is_error:
+                    response.read()
+                    error = BackendUnavailable if response.status_code >= 500 else BackendError
+                    raise error(f"{where}: HTTP {response.status_code}: {_error_message(response)}")
+                if not stream:
+                    response.read()
+                yield response
+        except httpx.TimeoutException as exc:
+            raise BackendUnavailable(f"{where}: timed out after {self._timeout:g} s ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            raise BackendUnavailable(f"{where}: {type(exc).__name__}: {exc}") from exc
+        except (LookupError, TypeError, ValueError) as exc:
+            raise BackendError(f"{where}: unexpected response: {exc!r}") from exc
+
+    def _served_models(self) -> list[str]:
+        with self._request("GET", "/v1/models") as response:
+            served = [entry["id"] for entry in response.json()["data"]]
+        if not served:
+            raise BackendError(f"vLLM at {self._server} serves no model.")
+        return served
+
+    # --- text <-> ids -------------------------------------------------------------
+    def chat_prompt_ids(self, messages: list[dict]) -> list[int]:
+        payload = {"model": self.model_id, "messages": messages, "add_generation_prompt": True}
+        with self._request("POST", "/tokenize", payload) as response:
+            return [int(token_id) for token_id in response.json()["tokens"]]
+
+    def tokenize(self, text: str) -> list[int]:
+        payload = {"model": self.model_id, "prompt": text, "add_special_tokens": False}
+        with self._request("POST", "/tokenize", payload) as response:
+            return [int(token_id) for token_id in response.json()["tokens"]]
+
+    def detokenize(self, ids: list[int]) -> str:
+        with self._request("POST", "/detokenize", {"model": self.model_id, "tokens": list(ids)}) as response:
+            return str(response.json()["prompt"])
+
+    @cached_property
+    def _tokenizer(self):
+        if not self._tokenizer_dir:
+            return None
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(self._tokenizer_dir)
+
+    def token_pieces(self, ids: list[int]) -> list[bytes]:
+        """The raw bytes of each token.
+
+        With VLLM_TOKENIZER_DIR (a copy of the served model's tokenizer files)
+        the bytes are exact, as in the local backend. Without it each distinct
+        id is sent to /detokenize once and cached; the server decodes a lone
+        token to text, so a piece that is only part of a UTF-8 character (byte-
+        level BPE splits emoji and CJK) comes back as the bytes of U+FFFD rather
+        than its real bytes. That loss is why VLLM_TOKENIZER_DIR exists.
+        """
+        if self._tokenizer is not None:
+            return tokenizer_pieces(self._tokenizer, ids)
+        for token_id in dict.fromkeys(ids):
+            if token_id not in self._detokenized_pieces:
+                self._detokenized_pieces[token_id] = self.detokenize([token_id]).encode("utf-8")
+        return [self._detokenized_pieces[token_id] for token_id in ids]
+
+    # --- generation ---------------------------------------------------------------
+    def stream(
+        self, prompt_ids: list[int], *, max_tokens: int, temperature: float, seed: int | None, top_k: int
+    ) -> Iterator[TokenStep]:
+        payload: dict[str, Any] = {
+            "model": self.model_id,
+            "prompt": list(prompt_ids),
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "logprobs": top_k,
+            "return_tokens_as_token_ids": True,
+            "stream": True,
+            "skip_special_tokens": False,
+        }
+        if seed is not None:
+            payload["seed"] = seed
+        # One step of lookahead: vLLM may send the finish_reason in a last chunk
+        # without tokens, and it belongs on the last token.
+        pending: TokenStep | None = None
+        with self._request("POST", "/v1/completions", payload, stream=True) as response:
+            for chunk in self._stream_chunks(response):
+                for choice in chunk["choices"]:  # one choice (n=1); a usage-only chunk has none
+                    for step in _choice_steps(choice):
+                        if pending is not None:
+                            yield pending
+                        pending = step
+                    if choice.get("finish_reason") and pending is not None:
+                        pending = replace(pending, finish_reason=choice["finish_reason"])
+        if pending is not None:
+            yield pending
+
+    def _stream_chunks(self, response: httpx.Response) -> Iterator[dict[str, Any]]:
+        """The JSON chunks of a completion stream (server-sent events) up to `data: [DONE]`."""
+        where = f"vLLM POST {self._server}/v1/completions stream"
+        for line in response.iter_lines():
+            if not line.startswith("data:"):
+                continue  # blank event separators and ": keep-alive" comments
+            data = line.removeprefix("data:").strip()
+            if data == "[DONE]":
+                return
+            chunk = json.loads(data)
+            # vLLM reports errors met after the 200 (e.g. a prompt too long) as a chunk.
+            if (message := _payload_error(chunk)) is not None:
+                raise BackendError(f"{where}: {message}")
+            yield chunk
+        # A clean end without [DONE] means the server went away mid-generation.
+        raise BackendUnavailable(f"{where}: ended before [DONE].")
+
+    def prompt_logprobs(self, ids: list[int], *, top_k: int) -> list[dict[int, float] | None]:
+        payload = {
+            "model": self.model_id,
+            "prompt": list(ids),
+            "max_tokens": 1,  # vLLM must generate something; the one token is ignored
+            "prompt_logprobs": top_k,
+            "return_tokens_as_token_ids": True,
+            "temperature": 0,
+        }
+        with self._request("POST", "/v1/completions", payload) as response:
+            entries = response.json()["choices"][0]["prompt_logprobs"]
+            if len(entries) != len(ids):
+                raise BackendError(f"vLLM returned {len(entries)} prompt logprobs for {len(ids)} prompt tokens.")
+            # Entry 0 is null: nothing precedes the first token.
+            return [
+                None if entry is None else {_token_id(key): float(value["logprob"]) for key, value in entry.items()}
+                for entry in entries
+            ]
+
+    def health(self) -> BackendHealth:
+        """Whether the server is up and serves the configured model. Never raises."""
+        started = time.perf_counter()
+        try:
+            with self._request("GET", "/health"):
+                pass
+            served = self._served_models()
+        except BackendError as exc:
+            return BackendHealth(ok=False, backend=self.name, model_id=self._model, detail=str(exc))
+        latency_ms = (time.perf_counter() - started) * 1000
+        if self._model and self._model not in served:
+            detail = f"MODEL_NAME {self._model!r} is not served by {self._server}; it serves {', '.join(served)}."
+            return BackendHealth(ok=False, backend=self.name, model_id=self._model, detail=detail, latency_ms=latency_ms)
+        self._model = self._model or served[0]  # resolves model_id without asking again
+        return BackendHealth(
+            ok=True, backend=self.name, model_id=self._model, detail=f"served by {self._server}", latency_ms=latency_ms
+        )
+
+
+def _token_id(key: str) -> int:
+    """A token id from "token_id:123" (return_tokens_as_token_ids) or a plain "123" (prompt_logprobs keys)."""
+    return int(key.removeprefix(TOKEN_ID_PREFIX))
+
+
+def _choice_steps(choice: dict[str, Any]) -> list[TokenStep]:
+    """The tokens of one streamed choice: zero, one or several per chunk."""
+    logprobs = choice.get("logprobs")
+    if not logprobs:
+        return []
+    return [
+        TokenStep(
+            token_id=_token_id(token),
+            logprob=float(logprob),
+            top=sorted(((_token_id(key), float(value)) for key, value in top.items()), key=lambda item: -item[1]),
+        )
+        for token, logprob, top in zip(
+            logprobs["tokens"], logprobs["token_logprobs"], logprobs["top_logprobs"], strict=True
+        )
+    ]
+
+
+def _payload_error(body: Any) -> str | None:
+    """The message of a vLLM error payload, or None if `body` is not one.
+
+    Newer vLLM sends {"error": {"message": ...}}, older {"object": "error",
+    "message": ...}; FastAPI's request validation sends {"detail": ...}.
+    """
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    if error:
+        return str(error)
+    if body.get("object") == "error":
+        return str(body.get("message"))
+    if "detail" in body:
+        return str(body["detail"])
+    return None
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The server's own words for a failed request, else its raw body."""
+    try:
+        message = _payload_error(response.json())
+    except ValueError:
+        message = None
+    return message or response.text[:500] or response.reason_phrase

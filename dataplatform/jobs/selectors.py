@@ -1,0 +1,25 @@
+"""Reads of jobs, scoped to what the requesting user may see."""
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from dataplatform.accounts.models import ApiToken, Project
+from dataplatform.accounts.permissions import CAN_SEE_JOBS, visible_projects
+
+from .models import Job
+
+
+def jobs_visible_to(user, *, token: ApiToken | None = None) -> QuerySet[Job]:
+    projects = visible_projects(user, roles=CAN_SEE_JOBS, token=token)
+    return Job.objects.filter(project__in=projects).select_related("project", "created_by")
+
+
+def jobs_of_project(user, project: Project, *, token: ApiToken | None = None) -> QuerySet[Job]:
+    return jobs_visible_to(user, token=token).filter(project=project)
+
+
+def job_for(user, job_id: int, *, token: ApiToken | None = None) -> Job:
+    job = jobs_visible_to(user, token=token).filter(pk=job_id).first()
+    if job is None:
+        raise Http404("No such job.")
+    return job

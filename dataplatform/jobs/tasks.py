@@ -1,0 +1,29 @@
+"""Celery tasks for jobs. They only call services; retries use Celery's own machinery."""
+
+from celery import shared_task
+from django.conf import settings
+
+from dataplatform.inference import BackendUnavailable
+
+from . import services
+
+
+@shared_task(bind=True, max_retries=None, acks_late=True)
+def run_job(self, job_id: int) -> None:
+    """Run one job. Only a transient backend outage is retried, with exponential backoff."""
+    try:
+        services.execute_job(job_id=job_id)
+    except BackendUnavailable as exc:
+        attempt = self.request.retries + 1
+        max_attempts = settings.JOB_MAX_RETRIES + 1
+        if attempt >= max_attempts:
+            services.fail_job(
+                job_id=job_id,
+                error=f"The model backend stayed unavailable after {attempt} attempts: {exc}",
+            )
+            return
+        retry_in = settings.JOB_RETRY_BACKOFF_SECONDS * 2 ** self.request.retries
+        services.mark_retrying(
+            job_id=job_id, error=str(exc), retry_in=retry_in, attempt=attempt, max_attempts=max_attempts
+        )
+        raise self.retry(exc=exc, countdown=retry_in) from exc

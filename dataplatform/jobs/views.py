@@ -1,0 +1,77 @@
+"""HTML views for jobs: start, watch (htmx progress partial), cancel."""
+
+from datetime import timedelta
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from dataplatform.accounts.permissions import CAN_RUN_JOBS, project_for, require_role, role_in
+from dataplatform.broker import BrokerUnavailable
+from dataplatform.system.selectors import worker_status
+
+from . import selectors, services
+from .models import JobState
+
+# A job queued longer than this makes the page check whether any worker is alive.
+STALL_AFTER = timedelta(seconds=10)
+
+
+@login_required
+@require_POST
+def job_create(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_RUN_JOBS)
+    kind = request.POST.get("kind", "")
+    params = {key: value for key, value in request.POST.items() if key not in {"kind", "csrfmiddlewaretoken"}}
+    try:
+        job = services.enqueue_job(project=project, kind=kind, params=params, user=request.user)
+    except LookupError as exc:
+        messages.error(request, str(exc))
+        return redirect("project-detail", slug=slug)
+    except services.InvalidJobParams as exc:
+        for field, errors in exc.errors.items():
+            messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
+        return redirect("project-detail", slug=slug)
+    except BrokerUnavailable as exc:
+        messages.error(request, str(exc))
+        return redirect("project-detail", slug=slug)
+    return redirect("job-detail", job_id=job.pk)
+
+
+def _stalled_reason(job) -> str | None:
+    if job.state != JobState.QUEUED or timezone.now() - job.created_at < STALL_AFTER:
+        return None
+    workers = worker_status(timeout=0.5)
+    if workers.ok:
+        return None
+    return f"This job has been queued for {(timezone.now() - job.created_at).seconds} s and {workers.detail}"
+
+
+@login_required
+def job_detail(request, job_id: int):
+    job = selectors.job_for(request.user, job_id)
+    can_cancel = not job.is_terminal and role_in(request.user, job.project) in CAN_RUN_JOBS
+    return render(request, "jobs/job_detail.html", {
+        "job": job, "can_cancel": can_cancel, "stalled_reason": _stalled_reason(job), "refresh_on_finish": True,
+    })
+
+
+@login_required
+def job_progress(request, job_id: int):
+    job = selectors.job_for(request.user, job_id)
+    return render(request, "frontend/progress.html", {
+        "job": job, "stalled_reason": _stalled_reason(job), "refresh_on_finish": True,
+    })
+
+
+@login_required
+@require_POST
+def job_cancel(request, job_id: int):
+    job = selectors.job_for(request.user, job_id)
+    require_role(request.user, job.project, CAN_RUN_JOBS)
+    services.cancel_job(job=job)
+    messages.success(request, f"Cancel requested for job {job.pk}.")
+    return redirect("job-detail", job_id=job.pk)
+

@@ -1,0 +1,82 @@
+"""Reads of the platform's health. Each probe is bounded in time and never raises."""
+
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection
+
+from dataplatform.broker import BrokerUnavailable, check_broker, redacted_url
+from dataplatform.celery import app as celery_app
+from dataplatform.inference import get_backend
+
+
+@dataclass
+class ServiceStatus:
+    name: str
+    ok: bool
+    detail: str
+    facts: dict = field(default_factory=dict)
+
+
+def database_status() -> ServiceStatus:
+    vendor = connection.vendor
+    started = time.perf_counter()
+    try:
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as exc:
+        return ServiceStatus("Database", False, f"{vendor}: {exc}")
+    return ServiceStatus("Database", True, f"{vendor}, {1000 * (time.perf_counter() - started):.0f} ms")
+
+
+def broker_status() -> ServiceStatus:
+    url = redacted_url()
+    try:
+        check_broker(timeout=2.0)
+    except BrokerUnavailable as exc:
+        return ServiceStatus("Broker", False, str(exc), {"url": url})
+    return ServiceStatus("Broker", True, url, {"url": url, "queue_depth": queue_depth()})
+
+
+def queue_depth(queue: str | None = None) -> int | None:
+    """Messages waiting in the default queue (None if the transport cannot tell)."""
+    queue = queue or settings.CELERY_TASK_DEFAULT_QUEUE
+    try:
+        with celery_app.connection_for_read() as conn:
+            return conn.default_channel.queue_declare(queue=queue, passive=True).message_count
+    except Exception:
+        # A queue nobody declared yet does not exist on Redis: nothing is waiting.
+        return 0
+
+
+def worker_status(timeout: float = 1.0) -> ServiceStatus:
+    """Ask every worker to answer a Celery ping within `timeout` seconds."""
+    try:
+        replies = celery_app.control.ping(timeout=timeout) or []
+    except Exception as exc:
+        return ServiceStatus("Workers", False, f"ping failed: {exc}")
+    names = sorted(name for reply in replies for name in reply)
+    if not names:
+        hint = "start one with `make worker`" if not settings.REDIS_URL else "start `celery -A dataplatform worker`"
+        return ServiceStatus("Workers", False, f"no worker answered a ping within {timeout:.0f} s; {hint}.")
+    return ServiceStatus("Workers", True, f"{len(names)} alive", {"workers": names})
+
+
+def backend_status() -> ServiceStatus:
+    try:
+        health = get_backend().health()
+    except Exception as exc:
+        return ServiceStatus("Model backend", False, f"{settings.MODEL_BACKEND}: {exc}")
+    facts = {"backend": health.backend, "model": health.model_id}
+    if health.latency_ms is not None:
+        facts["latency_ms"] = round(health.latency_ms, 1)
+    return ServiceStatus("Model backend", health.ok, health.detail, facts)
+
+
+def platform_status() -> list[ServiceStatus]:
+    database = database_status()
+    broker = broker_status()
+    workers = worker_status() if broker.ok else ServiceStatus("Workers", False, "broker unreachable")
+    return [database, broker, workers, backend_status()]

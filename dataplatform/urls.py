@@ -1,0 +1,39 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+
+from dataplatform.accounts import api as accounts_api
+from dataplatform.accounts import views as accounts_views
+from dataplatform.jobs import api as jobs_api
+from dataplatform.jobs import views as jobs_views
+from dataplatform.system import api as system_api
+from dataplatform.system import views as system_views
+
+api_v1 = [
+    path("projects/", accounts_api.ProjectListApi.as_view(), name="api-projects"),
+    path("projects/<slug:slug>/jobs/", jobs_api.ProjectJobsApi.as_view(), name="api-project-jobs"),
+    path("jobs/<int:job_id>/", jobs_api.JobDetailApi.as_view(), name="api-job-detail"),
+    path("jobs/<int:job_id>/cancel/", jobs_api.JobCancelApi.as_view(), name="api-job-cancel"),
+    path("tokens/", accounts_api.TokenListCreateApi.as_view(), name="api-tokens"),
+    path("tokens/<int:token_id>/revoke/", accounts_api.TokenRevokeApi.as_view(), name="api-token-revoke"),
+    path("system/status/", system_api.SystemStatusApi.as_view(), name="api-system-status"),
+]
+
+urlpatterns = [
+    path("", accounts_views.project_list, name="project-list"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("projects/<slug:slug>/", accounts_views.project_detail, name="project-detail"),
+    path("projects/<slug:slug>/jobs/", jobs_views.job_create, name="job-create"),
+    path("jobs/<int:job_id>/", jobs_views.job_detail, name="job-detail"),
+    path("jobs/<int:job_id>/progress/", jobs_views.job_progress, name="job-progress"),
+    path("jobs/<int:job_id>/cancel/", jobs_views.job_cancel, name="job-cancel"),
+    path("tokens/", accounts_views.token_list, name="token-list"),
+    path("tokens/<int:token_id>/revoke/", accounts_views.token_revoke, name="token-revoke"),
+    path("system/", system_views.system_page, name="system"),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
+]
