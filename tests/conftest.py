@@ -1,0 +1,54 @@
+"""Shared fixtures: users in every role of a project, API clients with tokens, the real model."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from dataplatform.accounts import services as account_services
+from dataplatform.accounts.models import Role
+
+from .factories import MembershipFactory, ProjectFactory, UserFactory
+
+
+@pytest.fixture
+def project(db):
+    return ProjectFactory(slug="alpha", name="Alpha")
+
+
+@pytest.fixture
+def other_project(db):
+    return ProjectFactory(slug="beta", name="Beta")
+
+
+@pytest.fixture
+def members(project):
+    """One user per role in `project`, keyed by role; plus 'outsider', a member of nothing."""
+    users = {role.value: MembershipFactory(project=project, role=role, user=UserFactory(username=role.value)).user
+             for role in Role}
+    users["outsider"] = UserFactory(username="outsider")
+    return users
+
+
+def api_client_for(user, **token_options) -> APIClient:
+    """An API client authenticated the way trainers are: with a personal token."""
+    _, secret = account_services.issue_token(user=user, name="test", **token_options)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+    return client
+
+
+@pytest.fixture(scope="session")
+def local_backend():
+    """The real embedded model, loaded once for the whole session."""
+    from django.conf import settings
+
+    from dataplatform.inference.local import LocalBackend
+
+    backend = LocalBackend(settings.DATA_DIR)
+    backend.model  # load now, so no test's timing includes it
+    return backend
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    # The default PBKDF2 work factor costs ~0.3 s per user; tests create many users.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,116 @@
+import pytest
+
+from dataplatform.inference import BackendUnavailable
+from dataplatform.jobs import services
+from dataplatform.jobs.models import Job, JobState
+from dataplatform.jobs.registry import get_kind
+
+from . import kinds  # noqa: F401  (registers test.count)
+
+pytestmark = pytest.mark.django_db
+
+
+def enqueue(project, user, **params):
+    return services.enqueue_job(project=project, kind="test.count", params=params, user=user)
+
+
+def test_enqueue_publishes_only_after_commit(project, members, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        job = enqueue(project, members["curator"], to=5)
+    assert job.state == JobState.QUEUED
+    assert job.params == {"to": 5, "fail_with": ""}  # normalised by the kind's serializer
+    assert len(callbacks) == 1
+
+
+def test_invalid_params_are_refused_before_any_row_is_written(project, members):
+    with pytest.raises(services.InvalidJobParams) as info:
+        enqueue(project, members["curator"], to=0)
+    assert "to" in info.value.errors
+    assert not Job.objects.exists()
+
+
+def test_unknown_kind_is_a_clear_error(project, members):
+    with pytest.raises(LookupError, match="Unknown job kind 'nope'"):
+        services.enqueue_job(project=project, kind="nope", params={}, user=members["curator"])
+
+
+def test_execute_runs_to_succeeded_with_progress(project, members, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = enqueue(project, members["curator"], to=7)
+    services.execute_job(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED
+    assert (job.progress_done, job.progress_total, job.percent) == (7, 7, 100)
+    assert job.result == {"counted": 7}
+    assert job.attempts == 1 and job.started_at and job.finished_at
+
+
+def test_a_bug_in_the_job_fails_it_with_the_message(project, members, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = enqueue(project, members["curator"], to=7, fail_with="error")
+    services.execute_job(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert job.error == "ValueError: the count broke at 3"
+
+
+def test_backend_outage_propagates_for_retry(project, members, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = enqueue(project, members["curator"], to=2, fail_with="backend")
+    with pytest.raises(BackendUnavailable):
+        services.execute_job(job_id=job.pk)
+    assert Job.objects.get(pk=job.pk).state == JobState.RUNNING  # the task decides: retry or fail
+
+
+def test_rerun_of_a_finished_job_changes_nothing(project, members, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = enqueue(project, members["curator"], to=3)
+    services.execute_job(job_id=job.pk)
+    finished = Job.objects.get(pk=job.pk)
+    services.execute_job(job_id=job.pk)  # a redelivered message
+    again = Job.objects.get(pk=job.pk)
+    assert (again.attempts, again.finished_at, again.result) == (finished.attempts, finished.finished_at, finished.result)
+
+
+def test_rerun_of_an_interrupted_job_replaces_its_progress(project, members, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = enqueue(project, members["curator"], to=4)
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, progress_done=3, attempts=1)  # a worker died here
+    services.execute_job(job_id=job.pk)
+    job.refresh_from_db()
+    assert (job.state, job.progress_done, job.attempts) == (JobState.SUCCEEDED, 4, 2)
+
+
+def test_cancel_queued_job_is_immediate(project, members, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = enqueue(project, members["curator"], to=3)
+    services.cancel_job(job=job)
+    services.execute_job(job_id=job.pk)  # the message still arrives later
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED and job.result is None
+
+
+def test_cancel_running_job_stops_it_at_the_next_report(project, members, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = enqueue(project, members["curator"], to=3)
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+    services.cancel_job(job=Job.objects.get(pk=job.pk))
+    assert Job.objects.get(pk=job.pk).cancel_requested
+    services.execute_job(job_id=job.pk)
+    assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
+
+
+def test_mark_retrying_and_fail(project, members, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = enqueue(project, members["curator"], to=3)
+    services.mark_retrying(job_id=job.pk, error="down", retry_in=4, attempt=1, max_attempts=3)
+    job.refresh_from_db()
+    assert job.state == JobState.QUEUED and "attempt 1 of 3" in job.status_message
+    services.fail_job(job_id=job.pk, error="gave up")
+    services.mark_retrying(job_id=job.pk, error="late", retry_in=4, attempt=2, max_attempts=3)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED and job.error == "gave up"  # terminal states are final
+
+
+def test_demo_kind_is_registered():
+    assert get_kind("demo.sample_continuations").params_serializer(data={"prompt": "hi"}).is_valid()
