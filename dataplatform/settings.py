@@ -113,6 +113,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
 # htmx comes from the npm registry (frontend/package.json); `npm ci` puts it here.
 STATICFILES_DIRS = [("vendor/htmx", BASE_DIR / "frontend" / "node_modules" / "htmx.org" / "dist")]
 

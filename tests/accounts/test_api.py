@@ -1,0 +1,59 @@
+import pytest
+
+from dataplatform.accounts.models import ApiToken, Role
+from tests.conftest import api_client_for
+from tests.factories import MembershipFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_project_list_shows_only_my_projects_with_my_role(project, other_project, members):
+    response = api_client_for(members["trainer"]).get("/api/v1/projects/")
+    assert [(p["slug"], p["my_role"]) for p in response.json()] == [("alpha", "trainer")]
+
+
+def test_project_list_has_no_n_plus_one(project, members, django_assert_max_num_queries):
+    for i in range(15):
+        MembershipFactory(project__slug=f"p{i}", user=members["admin"], role=Role.CURATOR)
+    client = api_client_for(members["admin"])
+    with django_assert_max_num_queries(6):
+        response = client.get("/api/v1/projects/")
+    assert len(response.json()) == 16
+
+
+def test_token_create_shows_the_secret_once_and_lists_without_it(members):
+    client = api_client_for(members["admin"])
+    created = client.post("/api/v1/tokens/", {"name": "trainer-7", "read_only": True, "projects": ["alpha"]},
+                          format="json")
+    assert created.status_code == 201 and created["Cache-Control"] == "no-store"
+    body = created.json()
+    assert body["secret"].startswith(body["prefix"]) and body["projects"] == ["alpha"] and body["read_only"]
+    listed = client.get("/api/v1/tokens/").json()
+    assert all("secret" not in token for token in listed)
+    assert {t["name"] for t in listed} == {"test", "trainer-7"}
+
+
+def test_token_create_refuses_foreign_projects(members, other_project):
+    response = api_client_for(members["admin"]).post("/api/v1/tokens/", {"name": "x", "projects": ["beta"]},
+                                                     format="json")
+    assert response.status_code == 400 and "beta" in str(response.json()["projects"])
+
+
+def test_nobody_can_revoke_someone_elses_token(members):
+    victim = ApiToken.objects.create(user=members["curator"], name="v", prefix="dp_x", digest="0" * 64)
+    response = api_client_for(members["admin"]).post(f"/api/v1/tokens/{victim.pk}/revoke/")
+    assert response.status_code == 404
+    victim.refresh_from_db()
+    assert victim.revoked_at is None
+
+
+def test_revoke_own_token(members):
+    client = api_client_for(members["annotator"])
+    own = ApiToken.objects.create(user=members["annotator"], name="old", prefix="dp_y", digest="1" * 64)
+    assert client.post(f"/api/v1/tokens/{own.pk}/revoke/").json()["revoked_at"] is not None
+
+
+def test_openapi_schema_is_served(members):
+    response = api_client_for(members["admin"]).get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
+    assert "/api/v1/projects/{slug}/jobs/" in response.json()["paths"]

@@ -1,0 +1,91 @@
+import pytest
+from django.urls import reverse
+
+from dataplatform.jobs.models import Job, JobState
+
+pytestmark = pytest.mark.django_db
+
+HOSTILE = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
+
+
+@pytest.fixture
+def finished_job(project, members):
+    return Job.objects.create(
+        project=project, kind="demo.sample_continuations", params={"prompt": HOSTILE}, created_by=members["curator"],
+        state=JobState.SUCCEEDED, progress_done=4, progress_total=4,
+        result={"backend": "local", "model_id": "m", "prompt_tokens": 3, "samples": [{
+            "seed": 0, "text": HOSTILE, "token_ids": [1, 2], "finish_reason": "stop",
+            "first_token_alternatives": [{"token_id": 1, "text": HOSTILE, "logprob": -0.1}],
+        }]},
+    )
+
+
+def test_model_text_is_escaped_on_the_job_page(client, members, finished_job):
+    client.force_login(members["curator"])
+    response = client.get(reverse("job-detail", args=[finished_job.pk]))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;" in html
+    assert "script-src 'self'" in response["Content-Security-Policy"]
+
+
+def test_progress_partial_polls_until_terminal(client, members, project):
+    client.force_login(members["curator"])
+    job = Job.objects.create(project=project, kind="demo.sample_continuations", params={}, state=JobState.RUNNING,
+                             progress_done=3, progress_total=12)
+    html = client.get(reverse("job-progress", args=[job.pk])).content.decode()
+    assert 'hx-trigger="every 1s"' in html and 'value="25"' in html
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
+    html = client.get(reverse("job-progress", args=[job.pk])).content.decode()
+    assert "hx-trigger" not in html and 'value="100"' in html
+
+
+def test_stalled_queued_job_says_no_worker_is_alive(client, members, project, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dataplatform.system.selectors import ServiceStatus
+
+    monkeypatch.setattr("dataplatform.jobs.views.worker_status",
+                        lambda timeout: ServiceStatus("Workers", False, "no worker answered a ping within 1 s"))
+    client.force_login(members["curator"])
+    job = Job.objects.create(project=project, kind="demo.sample_continuations", params={})
+    Job.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(minutes=2))
+    html = client.get(reverse("job-progress", args=[job.pk])).content.decode()
+    assert "no worker answered a ping" in html and 'role="alert"' in html
+
+
+@pytest.mark.parametrize("who, status", [("admin", 302), ("curator", 302), ("annotator", 403), ("trainer", 403),
+                                         ("outsider", 404)])
+def test_start_demo_job_from_the_project_page_by_role(client, members, project, who, status,
+                                                      django_capture_on_commit_callbacks):
+    client.force_login(members[who])
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("job-create", args=["alpha"]),
+                               {"kind": "demo.sample_continuations", "prompt": "hi", "n": "2", "max_tokens": "8",
+                                "temperature": "0.5"})
+    assert response.status_code == status
+    assert Job.objects.count() == (1 if status == 302 else 0)
+
+
+def test_bad_params_from_the_form_come_back_as_messages(client, members, project):
+    client.force_login(members["curator"])
+    response = client.post(reverse("job-create", args=["alpha"]),
+                           {"kind": "demo.sample_continuations", "prompt": "hi", "n": "99"}, follow=True)
+    assert "n: Ensure this value is less than or equal to 8." in response.content.decode()
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize("who, status", [("curator", 200), ("annotator", 404), ("trainer", 404), ("outsider", 404)])
+def test_job_page_by_role(client, members, finished_job, who, status):
+    client.force_login(members[who])
+    assert client.get(reverse("job-detail", args=[finished_job.pk])).status_code == status
+
+
+def test_cancel_from_the_page(client, members, project):
+    client.force_login(members["admin"])
+    job = Job.objects.create(project=project, kind="demo.sample_continuations", params={})
+    client.post(reverse("job-cancel", args=[job.pk]))
+    assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
