@@ -52,3 +52,21 @@ def local_backend():
 def fast_password_hashing(settings):
     # The default PBKDF2 work factor costs ~0.3 s per user; tests create many users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def start_worker(tmp_path):
+    """Start real Celery workers (with optional env overrides); they are stopped after the test."""
+    from .worker import LiveWorker
+
+    workers = []
+
+    def start(**env_overrides: str) -> LiveWorker:
+        worker = LiveWorker(tmp_path, env_overrides)
+        workers.append(worker)
+        worker.wait_ready()
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()

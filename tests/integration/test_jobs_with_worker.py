@@ -1,0 +1,58 @@
+"""The whole job path with real parts: PostgreSQL, Redis, a live Celery worker, the real model."""
+
+import socket
+import time
+
+import pytest
+
+from dataplatform.jobs import services
+from dataplatform.jobs.models import Job, JobState
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def wait_for_terminal(job_id: int, worker, timeout: float = 120.0) -> tuple[Job, list[tuple[str, int, int, str]]]:
+    """Poll the job row like the progress bar does; return the final row and every distinct state seen."""
+    seen: list[tuple[str, int, int, str]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = Job.objects.get(pk=job_id)
+        snapshot = (job.state, job.progress_done, job.progress_total, job.status_message)
+        if not seen or seen[-1] != snapshot:
+            seen.append(snapshot)
+        if job.is_terminal:
+            return job, seen
+        time.sleep(0.05)
+    pytest.fail(f"Job {job_id} did not finish in {timeout} s; seen {seen[-5:]}\nworker log:\n{worker.log()}")
+
+
+def test_demo_job_runs_to_succeeded_with_progress(project, members, start_worker):
+    worker = start_worker()
+    job = services.enqueue_job(project=project, kind="demo.sample_continuations",
+                               params={"prompt": "Write one sentence about rain.", "n": 2, "max_tokens": 24,
+                                       "temperature": 0.7}, user=members["curator"])
+    job, seen = wait_for_terminal(job.pk, worker)
+    assert job.state == JobState.SUCCEEDED, f"{job.error}\n{worker.log()}"
+    assert job.progress_total == 48 and job.progress_done == 48 and job.attempts == 1
+    partial = [done for state, done, total, _ in seen if state == JobState.RUNNING and 0 < done < total]
+    assert partial, f"no intermediate progress was reported: {seen}"
+    assert partial == sorted(partial)
+    samples = job.result["samples"]
+    assert job.result["model_id"] == "SmolLM2-135M-Instruct" and len(samples) == 2
+    assert all(sample["text"].strip() and sample["token_ids"] for sample in samples)
+    assert [sample["seed"] for sample in samples] == [0, 1]
+
+
+def test_job_fails_after_bounded_retries_when_the_backend_is_down(project, members, start_worker):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead_port = sock.getsockname()[1]
+    worker = start_worker(MODEL_BACKEND="vllm", VLLM_BASE_URL=f"http://127.0.0.1:{dead_port}",
+                          MODEL_NAME="served-model", VLLM_TIMEOUT_SECONDS="2")
+    job = services.enqueue_job(project=project, kind="demo.sample_continuations", params={"prompt": "hi"},
+                               user=members["curator"])
+    job, seen = wait_for_terminal(job.pk, worker)
+    assert job.state == JobState.FAILED
+    assert job.attempts == 3  # JOB_MAX_RETRIES=2 retries after the first attempt, then it gives up
+    assert "stayed unavailable after 3 attempts" in job.error and f"127.0.0.1:{dead_port}" in job.error
+    assert any("retrying in" in message for _, _, _, message in seen), seen

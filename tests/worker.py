@@ -1,0 +1,68 @@
+"""Start a real `celery worker` process against the test database and the test Redis."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_database_url() -> str:
+    """The URL of the database pytest-django created, so the worker sees the test's rows."""
+    db = connection.settings_dict
+    if connection.vendor != "postgresql":
+        pytest.fail("Integration tests need PostgreSQL: set DATABASE_URL=postgres://... (bin/test does).")
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+class LiveWorker:
+    def __init__(self, tmp_path: Path, env_overrides: dict[str, str]):
+        if not settings.REDIS_URL:
+            pytest.fail("Integration tests need Redis: set REDIS_URL=redis://... (bin/test does).")
+        self.name = f"test-{uuid.uuid4().hex[:8]}@localhost"
+        self.log_path = tmp_path / f"{self.name}.log"
+        env = os.environ | {
+            "DATABASE_URL": test_database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "CELERY_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+            "DATA_DIR": str(settings.DATA_DIR),
+            "JOB_RETRY_BACKOFF_SECONDS": "0.3",
+            "JOB_MAX_RETRIES": "2",
+        } | env_overrides
+        command = [sys.executable, "-m", "celery", "-A", "dataplatform", "worker", "--loglevel=INFO",
+                   "--concurrency=1", "-n", self.name, "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
+                   "--without-gossip", "--without-mingle"]
+        self._log = open(self.log_path, "w")
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        from dataplatform.celery import app
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"The worker exited with {self.process.returncode}:\n{self.log()}")
+            if app.control.ping(destination=[self.name], timeout=0.5):
+                return
+        pytest.fail(f"The worker did not answer a ping within {timeout} s:\n{self.log()}")
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text()[-5000:]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
