@@ -113,11 +113,11 @@ def main() -> None:
     backend = LocalBackend(settings.DATA_DIR)
     model, tokenizer = backend.model, backend.tokenizer
 
-    # --- chat-template prompt length: what the template (default system prompt) adds. --------
+    # --- chat-template prompt length, against the bare message: what the template adds
+    # (role markers and the default system prompt). A count, so no ratio. ----------------------
     decode_prompt = backend.chat_prompt_ids([{"role": "user", "content": DECODE_MESSAGE}])
-    rows.append(
-        ("chat-template prompt length (tokens)", str(len(decode_prompt)), str(len(backend.tokenize(DECODE_MESSAGE))), "-")
-    )
+    message_tokens = len(backend.tokenize(DECODE_MESSAGE))
+    rows.append(("chat-template prompt length (tokens)", str(len(decode_prompt)), str(message_tokens), "-"))
 
     # --- first token after a ~200-token prefix. --------------------------------------------
     prefix = chat_prefix(backend, FIRST_TOKEN_PREFIX)
@@ -183,9 +183,11 @@ def main() -> None:
     )
 
     # --- print -------------------------------------------------------------------------------
+    # The load average tells whether other work shared the CPUs: on 2 cores it swings every figure.
     print(
         f"machine: {platform.machine()}, os.cpu_count()={os.cpu_count()}, torch {torch.__version__} "
-        f"with {torch.get_num_threads()} threads, transformers {transformers.__version__}, model {backend.model_id} fp32"
+        f"with {torch.get_num_threads()} threads, transformers {transformers.__version__}, "
+        f"model {backend.model_id} fp32, load average {os.getloadavg()[0]:.2f}"
     )
     header = ("figure", "backend", "raw baseline", "ratio")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
