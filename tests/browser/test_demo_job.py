@@ -59,3 +59,10 @@ def test_a_trainer_sees_no_job_form(page, live_server, members):
     page.get_by_role("link", name="Alpha").click()
     expect(page.get_by_role("heading", name=re.compile("Alpha"))).to_be_visible()
     expect(page.get_by_label("Prompt")).to_have_count(0)
+
+
+def test_api_docs_render_without_csp_errors(page, live_server, members):
+    log_in(page, live_server, "admin")
+    page.get_by_role("link", name="API docs").click()
+    expect(page.get_by_text("/api/v1/projects/{slug}/jobs/").first).to_be_visible(timeout=15_000)
+    assert page.console_errors == [], page.console_errors
