@@ -1,7 +1,7 @@
-from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from csp.constants import UNSAFE_INLINE
 from csp.decorators import csp_update
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 

@@ -44,7 +44,7 @@ def local_backend():
     from dataplatform.inference.local import LocalBackend
 
     backend = LocalBackend(settings.DATA_DIR)
-    backend.model  # load now, so no test's timing includes it
+    assert backend.model is not None  # load now, so no test's timing includes it
     return backend
 
 

@@ -5,7 +5,6 @@ import shutil
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from werkzeug import Request, Response
@@ -14,7 +13,6 @@ from dataplatform.inference.base import BackendError, BackendUnavailable, TokenS
 from dataplatform.inference.vllm import VllmBackend
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
-TOKENIZER_SOURCE = Path(__file__).resolve().parents[2] / "var" / "models" / "SmolLM2-135M-Instruct"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
@@ -111,12 +109,15 @@ def test_detokenize(httpserver, backend):
     assert sent_json(httpserver) == {"model": MODEL, "tokens": [19556, 905]}
 
 
-@pytest.mark.skipif(not (TOKENIZER_SOURCE / "tokenizer.json").exists(), reason="local SmolLM2 tokenizer not present")
-def test_token_pieces_from_tokenizer_dir(httpserver, make_backend, tmp_path):
+@pytest.mark.model
+def test_token_pieces_from_tokenizer_dir(httpserver, make_backend, tmp_path, local_backend):
     from transformers import AutoTokenizer
 
+    from dataplatform.inference.local import converted_dir
+
+    # The converted embedded model (made by the local_backend fixture) provides real tokenizer files.
     for name in TOKENIZER_FILES:
-        shutil.copy(TOKENIZER_SOURCE / name, tmp_path / name)
+        shutil.copy(converted_dir(local_backend.data_dir) / name, tmp_path / name)
     tokenizer = AutoTokenizer.from_pretrained(tmp_path)
     text = "Hi 🦩"  # the flamingo is split over three tokens, none of them a whole character
     ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
