@@ -48,20 +48,21 @@ RUN useradd --create-home --uid 10001 app \
     && mkdir -p /data \
     && chown app:app /data
 
-COPY --chown=app:app . .
+# The code stays owned by root: the app user can read it but not change it; it writes only to /data.
+COPY . .
 # After the source copy: .dockerignore keeps the host's node_modules out, this brings the locked one in.
-COPY --chown=app:app --from=frontend /src/frontend/node_modules frontend/node_modules
+COPY --from=frontend /src/frontend/node_modules frontend/node_modules
+
+# Collect static files into the image at build time, so a broken static setup fails the build,
+# not the first request (whitenoise serves them). The settings refuse DEBUG=0 without a real
+# SECRET_KEY, so a throwaway one is given here (it signs nothing); a dummy REDIS_URL keeps the
+# settings from creating filesystem-broker folders, and --skip-checks keeps it off the database.
+ENV STATIC_ROOT=/app/staticfiles
+RUN SECRET_KEY=build-only-collectstatic DEBUG=0 REDIS_URL=redis://unused:6379/0 DATA_DIR=/tmp/build-data \
+    python manage.py collectstatic --no-input -v 0 --skip-checks
 
 USER app
 ENV HOME=/home/app
-
-# Collect static files at build time, so a broken static setup fails the build, not the first request.
-# STATIC_ROOT is DATA_DIR/static (= /data/static): a fresh named volume on /data starts with these
-# files; the compose web command collects again at start so an upgraded image refreshes them.
-# The settings refuse DEBUG=0 without a real SECRET_KEY, so a throwaway one is given here (it signs
-# nothing); a dummy REDIS_URL keeps the settings from creating filesystem-broker folders in the image.
-RUN SECRET_KEY=build-only-collectstatic DEBUG=0 REDIS_URL=redis://unused:6379/0 \
-    python manage.py collectstatic --no-input -v 0
 
 EXPOSE 8000
 CMD ["uvicorn", "dataplatform.asgi:application", "--host", "0.0.0.0", "--port", "8000"]

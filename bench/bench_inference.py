@@ -95,6 +95,9 @@ def peak_rss_mb() -> float:
 
 
 def main() -> None:
+    # Sampled before we add our own load: it tells whether other work shared the CPUs,
+    # which on 2 cores swings every figure.
+    load_average = os.getloadavg()[0]
     rows: list[tuple[str, str, str, str]] = []
 
     def row(figure: str, backend_value: float, raw_value: float, fmt: str) -> None:
@@ -183,11 +186,10 @@ def main() -> None:
     )
 
     # --- print -------------------------------------------------------------------------------
-    # The load average tells whether other work shared the CPUs: on 2 cores it swings every figure.
     print(
         f"machine: {platform.machine()}, os.cpu_count()={os.cpu_count()}, torch {torch.__version__} "
         f"with {torch.get_num_threads()} threads, transformers {transformers.__version__}, "
-        f"model {backend.model_id} fp32, load average {os.getloadavg()[0]:.2f}"
+        f"model {backend.model_id} fp32, load average before the run {load_average:.2f}"
     )
     header = ("figure", "backend", "raw baseline", "ratio")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]

@@ -116,8 +116,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)
+# The Docker image collects static files into the image (STATIC_ROOT=/app/staticfiles).
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT") or DATA_DIR / "static")
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # htmx comes from the npm registry (frontend/package.json); `npm ci` puts it here.
 STATICFILES_DIRS = [("vendor/htmx", BASE_DIR / "frontend" / "node_modules" / "htmx.org" / "dist")]
 
@@ -127,6 +128,9 @@ SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (only then: the header is trusted).
+if env_bool("BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # No inline script or style anywhere: model text can never become code.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {

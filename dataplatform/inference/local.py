@@ -177,10 +177,19 @@ class LocalBackend:
         self._check_ids(ids)
         with self._lock, torch.inference_mode():
             logits = self.model(input_ids=torch.tensor([ids], dtype=torch.long)).logits[0].float()
-        logprobs = torch.log_softmax(logits, dim=-1)
+        # Row j-1 of the output predicts token j. One top-k over all rows, then plain lists:
+        # per-row tensor indexing in Python would cost more than the forward pass.
+        logprobs = torch.log_softmax(logits[:-1], dim=-1)
+        targets = torch.tensor(ids[1:], dtype=torch.long)
+        actual = logprobs.gather(1, targets.unsqueeze(1)).squeeze(1).tolist()
+        values, indices = torch.topk(logprobs, k=max(1, top_k), dim=-1)
         result: list[dict[int, float] | None] = [None]
-        for position in range(1, len(ids)):
-            result.append(dict(_top_with(logprobs[position - 1], top_k, ids[position])))
+        for row_ids, row_values, target, target_logprob in zip(
+            indices.tolist(), values.tolist(), ids[1:], actual, strict=True
+        ):
+            entry = dict(zip(row_ids, row_values, strict=True))
+            entry.setdefault(int(target), target_logprob)
+            result.append(entry)
         return result
 
     def health(self) -> BackendHealth:
