@@ -8,6 +8,7 @@ their existence does not leak.
 
 from collections.abc import Iterable
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 from rest_framework.permissions import SAFE_METHODS, BasePermission
@@ -53,8 +54,6 @@ def require_role(user, project: Project, roles: Iterable[Role], *, token: ApiTok
 
     Not a member (or outside the token's scope): Http404. A member with another role: PermissionDenied.
     """
-    from django.core.exceptions import PermissionDenied
-
     if not visible_projects(user, token=token).filter(pk=project.pk).exists():
         raise Http404("No such project.")
     role = role_in(user, project)

@@ -4,6 +4,7 @@ import pytest
 
 from dataplatform.inference import BackendError
 from dataplatform.inference.text import group_pieces
+from tests.inference.utf8 import is_whole_utf8
 
 pytestmark = pytest.mark.model
 
@@ -95,7 +96,7 @@ def test_cjk_and_emoji_round_trip_through_pieces_into_whole_characters(local_bac
     ids = local_backend.tokenize(text)
     pieces = local_backend.token_pieces(ids)
     assert b"".join(pieces) == text.encode("utf-8")
-    assert any(not _decodes(piece) for piece in pieces)  # some tokens really are partial characters
+    assert any(not is_whole_utf8(piece) for piece in pieces)  # some tokens really are partial characters
     groups = group_pieces(pieces)
     assert "".join(g.text for g in groups) == text
     assert all("\ufffd" not in g.text for g in groups)
@@ -116,11 +117,3 @@ def test_bad_ids_are_refused_clearly(local_backend):
 def test_health_reports_the_loaded_model(local_backend):
     health = local_backend.health()
     assert health.ok and health.model_id == "SmolLM2-135M-Instruct" and "loaded" in health.detail
-
-
-def _decodes(piece: bytes) -> bool:
-    try:
-        piece.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True

@@ -11,6 +11,7 @@ from werkzeug import Request, Response
 
 from dataplatform.inference.base import BackendError, BackendUnavailable, TokenStep
 from dataplatform.inference.vllm import VllmBackend
+from tests.inference.utf8 import is_whole_utf8
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
@@ -126,16 +127,9 @@ def test_token_pieces_from_tokenizer_dir(httpserver, make_backend, tmp_path, loc
 
     assert b"".join(pieces[:-1]) == text.encode("utf-8")
     assert pieces[-1] == b"<|im_end|>"
-    assert sum(1 for piece in pieces if not _is_utf8(piece)) >= 2
+    assert sum(1 for piece in pieces if not is_whole_utf8(piece)) >= 2
     assert httpserver.log == []  # exact bytes come from the files, not the server
 
-
-def _is_utf8(piece: bytes) -> bool:
-    try:
-        piece.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def test_token_pieces_fall_back_to_detokenize_once_per_id(httpserver, backend):
