@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "dataplatform.inference",
     "dataplatform.jobs",
     "dataplatform.system",
+    "dataplatform.exports",
     "annotate",
     "labeler",
     "datasets",
@@ -121,6 +122,37 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT") or DATA_DIR / "static")
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # htmx comes from the npm registry (frontend/package.json); `npm ci` puts it here.
 STATICFILES_DIRS = [("vendor/htmx", BASE_DIR / "frontend" / "node_modules" / "htmx.org" / "dist")]
+
+# --- Storage: export shards go to the "exports" storage --------------------------
+# The filesystem under DATA_DIR by default; S3 (or any S3-compatible store) through
+# django-storages when EXPORTS_S3_BUCKET is set. Credentials come from the usual AWS_*
+# variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or the machine's role.
+EXPORTS_S3_BUCKET = os.environ.get("EXPORTS_S3_BUCKET", "")
+if EXPORTS_S3_BUCKET:
+    EXPORTS_STORAGE = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": EXPORTS_S3_BUCKET,
+            "location": os.environ.get("EXPORTS_S3_PREFIX", ""),
+            "endpoint_url": os.environ.get("EXPORTS_S3_ENDPOINT_URL") or None,
+            "region_name": os.environ.get("EXPORTS_S3_REGION") or None,
+            "file_overwrite": True,
+            "querystring_expire": 3600,  # shard downloads redirect to URLs signed for an hour
+        },
+    }
+else:
+    EXPORTS_STORAGE = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(DATA_DIR / "files"), "base_url": None},
+    }
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage",
+                "OPTIONS": {"location": str(DATA_DIR / "media")}},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "exports": EXPORTS_STORAGE,
+}
+EXPORT_DEFAULT_SHARD_ROWS = int(os.environ.get("EXPORT_DEFAULT_SHARD_ROWS", "100000"))
+EXPORT_BATCH_ROWS = int(os.environ.get("EXPORT_BATCH_ROWS", "10000"))
 
 # --- Security -----------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True

@@ -7,6 +7,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from dataplatform.accounts import api as accounts_api
 from dataplatform.accounts import views as accounts_views
+from dataplatform.exports import api as exports_api
+from dataplatform.exports import views as exports_views
 from dataplatform.jobs import api as jobs_api
 from dataplatform.jobs import views as jobs_views
 from dataplatform.system import api as system_api
@@ -17,6 +19,14 @@ api_v1 = [
     path("projects/<slug:slug>/jobs/", jobs_api.ProjectJobsApi.as_view(), name="api-project-jobs"),
     path("jobs/<int:job_id>/", jobs_api.JobDetailApi.as_view(), name="api-job-detail"),
     path("jobs/<int:job_id>/cancel/", jobs_api.JobCancelApi.as_view(), name="api-job-cancel"),
+    path("jobs/<int:job_id>/retry/", jobs_api.JobRetryApi.as_view(), name="api-job-retry"),
+    path("projects/<slug:slug>/exports/", exports_api.ProjectExportsApi.as_view(), name="api-project-exports"),
+    path("projects/<slug:slug>/exports/<int:export_id>/", exports_api.ExportDetailApi.as_view(), name="api-export"),
+    path("projects/<slug:slug>/exports/<int:export_id>/manifest", exports_api.ExportManifestApi.as_view(),
+         name="api-export-manifest"),
+    path("projects/<slug:slug>/exports/<int:export_id>/shards/<str:name>", exports_api.ExportShardApi.as_view(),
+         name="api-export-shard"),
+    path("export-kinds/", exports_api.ExportKindsApi.as_view(), name="api-export-kinds"),
     path("tokens/", accounts_api.TokenListCreateApi.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/revoke/", accounts_api.TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("system/status/", system_api.SystemStatusApi.as_view(), name="api-system-status"),
@@ -31,6 +41,11 @@ urlpatterns = [
     path("jobs/<int:job_id>/", jobs_views.job_detail, name="job-detail"),
     path("jobs/<int:job_id>/progress/", jobs_views.job_progress, name="job-progress"),
     path("jobs/<int:job_id>/cancel/", jobs_views.job_cancel, name="job-cancel"),
+    path("jobs/<int:job_id>/retry/", jobs_views.job_retry, name="job-retry"),
+    path("projects/<slug:slug>/exports/", exports_views.export_list, name="export-list"),
+    path("projects/<slug:slug>/exports/new", exports_views.export_create, name="export-create"),
+    path("projects/<slug:slug>/exports/<int:export_id>/", exports_views.export_detail, name="export-detail"),
+    path("projects/<slug:slug>/exports/<int:export_id>/row", exports_views.export_row, name="export-row"),
     path("tokens/", accounts_views.token_list, name="token-list"),
     path("tokens/<int:token_id>/revoke/", accounts_views.token_revoke, name="token-revoke"),
     path("system/", system_views.system_page, name="system"),

@@ -22,6 +22,8 @@ CAN_MANAGE_PROJECT = frozenset({Role.ADMIN})
 CAN_RUN_JOBS = frozenset({Role.ADMIN, Role.CURATOR})
 CAN_SEE_JOBS = frozenset({Role.ADMIN, Role.CURATOR})
 CAN_READ_EXPORTS = frozenset({Role.ADMIN, Role.CURATOR, Role.TRAINER})
+CAN_CREATE_EXPORTS = frozenset({Role.ADMIN, Role.CURATOR})
+CAN_DELETE_EXPORTS = frozenset({Role.ADMIN})
 
 
 def role_in(user, project: Project) -> Role | None:

@@ -9,7 +9,7 @@ from dataplatform.jobs.registry import get_kind
 from dataplatform.jobs.selectors import jobs_of_project
 
 from . import selectors, services
-from .permissions import ALL_ROLES, CAN_RUN_JOBS, CAN_SEE_JOBS, project_for
+from .permissions import ALL_ROLES, CAN_READ_EXPORTS, CAN_RUN_JOBS, CAN_SEE_JOBS, project_for
 
 RECENT_JOBS = 20
 
@@ -22,7 +22,10 @@ def project_list(request):
 @login_required
 def project_detail(request, slug: str):
     project, role = project_for(request.user, slug, ALL_ROLES)
-    context = {"project": project, "role": role, "members": selectors.members_of(project)}
+    context = {
+        "project": project, "role": role, "members": selectors.members_of(project),
+        "can_read_exports": role in CAN_READ_EXPORTS,
+    }
     if role in CAN_SEE_JOBS:
         jobs = jobs_of_project(request.user, project)
         before = request.GET.get("before")

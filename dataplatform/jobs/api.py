@@ -89,5 +89,19 @@ class JobCancelApi(APIView):
         return Response(JobSerializer(services.cancel_job(job=job)).data)
 
 
+class JobRetryApi(APIView):
+    @extend_schema(request=None, responses={202: JobSerializer})
+    def post(self, request, job_id: int):
+        job = _job(request, job_id)
+        require_role(request.user, job.project, CAN_RUN_JOBS, token=request_token(request))
+        try:
+            job = services.retry_job(job=job)
+        except ValueError as exc:
+            raise ValidationError({"state": [str(exc)]}) from exc
+        except BrokerUnavailable as exc:
+            raise ServiceUnavailable(str(exc)) from exc
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
 def _job(request, job_id: int) -> Job:
     return selectors.job_for(request.user, job_id, token=request_token(request))

@@ -30,15 +30,17 @@ def validate_params(*, kind: str, params: dict) -> dict:
     return dict(serializer.validated_data)
 
 
-def enqueue_job(*, project: Project, kind: str, params: dict, user) -> Job:
+def enqueue_job(*, project: Project, kind: str, params: dict, user, publish: bool = True) -> Job:
     """Create a queued job and send it to a worker once the transaction commits.
 
     If the broker cannot be reached the job is marked failed and BrokerUnavailable
-    is raised: nothing ever runs inline in the web process.
+    is raised: nothing ever runs inline in the web process. Only a command-line
+    caller that runs the job itself (execute_job) passes publish=False.
     """
     clean_params = validate_params(kind=kind, params=params)
     job = Job.objects.create(project=project, kind=kind, params=clean_params, created_by=user)
-    transaction.on_commit(lambda: publish_job(job_id=job.pk))
+    if publish:
+        transaction.on_commit(lambda: publish_job(job_id=job.pk))
     return job
 
 
@@ -56,10 +58,12 @@ def publish_job(*, job_id: int) -> None:
 class ProgressReporter:
     """Writes progress to the job row (at most a few times a second) and notices cancel requests."""
 
-    def __init__(self, job: Job, min_interval: float = 0.25):
+    def __init__(self, job: Job, min_interval: float = 0.25, listener=None):
         self.job = job
         self.min_interval = min_interval
         self._last_write = 0.0
+        # listener(done, total, message) hears every report, unthrottled (e.g. a terminal progress bar).
+        self.listener = listener
 
     def set_total(self, total: int) -> None:
         self.job.progress_total = total
@@ -67,6 +71,8 @@ class ProgressReporter:
 
     def report(self, done: int, *, message: str | None = None, force: bool = False) -> None:
         self.job.progress_done = done
+        if self.listener:
+            self.listener(done, self.job.progress_total, message)
         now = time.monotonic()
         if not force and now - self._last_write < self.min_interval:
             return
@@ -99,12 +105,12 @@ def start_job(*, job_id: int) -> Job | None:
     return job
 
 
-def execute_job(*, job_id: int) -> None:
+def execute_job(*, job_id: int, listener=None) -> None:
     """Run a job's kind. BackendUnavailable propagates so the task can retry it."""
     job = start_job(job_id=job_id)
     if job is None:
         return
-    progress = ProgressReporter(job)
+    progress = ProgressReporter(job, listener=listener)
     try:
         result = get_kind(job.kind).run(job, progress)
     except JobCancelled:
@@ -143,6 +149,22 @@ def cancel_job(*, job: Job) -> Job:
             job.cancel_requested = True
             job.status_message = "Cancelling…"
             job.save(update_fields=["cancel_requested", "status_message", "updated_at"])
+    return job
+
+
+def retry_job(*, job: Job) -> Job:
+    """Queue a failed or cancelled job again. Its kind replaces whatever the earlier attempt wrote."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.state not in (JobState.FAILED, JobState.CANCELLED):
+            raise ValueError(f"Only a failed or cancelled job can be retried; job {job.pk} is {job.state}.")
+        job.state = JobState.QUEUED
+        job.cancel_requested = False
+        job.error = ""
+        job.status_message = "Queued again."
+        job.finished_at = None
+        job.save()
+        transaction.on_commit(lambda: publish_job(job_id=job.pk))
     return job
 
 

@@ -52,9 +52,11 @@ def _stalled_reason(job) -> str | None:
 @login_required
 def job_detail(request, job_id: int):
     job = selectors.job_for(request.user, job_id)
-    can_cancel = not job.is_terminal and role_in(request.user, job.project) in CAN_RUN_JOBS
+    may_run = role_in(request.user, job.project) in CAN_RUN_JOBS
     return render(request, "jobs/job_detail.html", {
-        "job": job, "can_cancel": can_cancel, "stalled_reason": _stalled_reason(job), "refresh_on_finish": True,
+        "job": job, "can_cancel": may_run and not job.is_terminal,
+        "can_retry": may_run and job.state in (JobState.FAILED, JobState.CANCELLED),
+        "stalled_reason": _stalled_reason(job), "refresh_on_finish": True,
     })
 
 
@@ -64,6 +66,20 @@ def job_progress(request, job_id: int):
     return render(request, "frontend/progress.html", {
         "job": job, "stalled_reason": _stalled_reason(job), "refresh_on_finish": True,
     })
+
+
+@login_required
+@require_POST
+def job_retry(request, job_id: int):
+    job = selectors.job_for(request.user, job_id)
+    require_role(request.user, job.project, CAN_RUN_JOBS)
+    try:
+        services.retry_job(job=job)
+    except (ValueError, BrokerUnavailable) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Job {job.pk} queued again.")
+    return redirect("job-detail", job_id=job.pk)
 
 
 @login_required

@@ -1,0 +1,186 @@
+"""The trainer pull API: create, list, watch, fetch the manifest, download shards, delete."""
+
+import django_filters
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dataplatform.accounts.permissions import (
+    CAN_CREATE_EXPORTS,
+    CAN_DELETE_EXPORTS,
+    CAN_READ_EXPORTS,
+    project_for,
+    request_token,
+)
+from dataplatform.broker import BrokerUnavailable
+from dataplatform.jobs.api import ServiceUnavailable
+from dataplatform.jobs.models import JobState
+
+from . import selectors, services
+from .models import Export
+from .ranges import file_response
+from .registry import all_kinds
+from .storage import export_storage, is_local
+
+CONTENT_TYPES = {
+    "parquet": "application/vnd.apache.parquet",
+    "jsonl": "application/x-ndjson",
+    "gz": "application/gzip",
+    "json": "application/json",
+    "md": "text/markdown; charset=utf-8",
+}
+
+
+class Conflict(APIException):
+    status_code = 409
+    default_code = "conflict"
+
+
+class ExportSerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    state = serializers.CharField(source="job.state")
+    progress_done = serializers.IntegerField(source="job.progress_done")
+    progress_total = serializers.IntegerField(source="job.progress_total")
+    percent = serializers.IntegerField(source="job.percent")
+    error = serializers.CharField(source="job.error")
+    job_id = serializers.IntegerField()
+    manifest_url = serializers.SerializerMethodField()
+    shards = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Export
+        fields = [
+            "id", "project", "kind", "kind_version", "filters", "format", "shard_rows", "shard_bytes",
+            "validation_ratio", "dedup", "data_version", "state", "progress_done", "progress_total", "percent",
+            "error", "job_id", "rows_total", "bytes_total", "manifest_url", "shards", "created_by", "created_at",
+        ]
+
+    def get_manifest_url(self, export: Export) -> str | None:
+        if not export.manifest:
+            return None
+        return self._absolute(reverse("api-export-manifest", args=[export.project.slug, export.pk]))
+
+    def get_shards(self, export: Export) -> list[dict]:
+        if not export.manifest:
+            return []
+        return [
+            shard | {"url": self._absolute(reverse("api-export-shard", args=[export.project.slug, export.pk,
+                                                                            shard["name"]]))}
+            for shard in export.manifest["shards"]
+        ]
+
+    def _absolute(self, path: str) -> str:
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+
+class ExportFilter(django_filters.FilterSet):
+    kind = django_filters.CharFilter()
+    state = django_filters.MultipleChoiceFilter(field_name="job__state", choices=JobState.choices)
+
+    class Meta:
+        model = Export
+        fields = ["kind", "state"]
+
+
+class ProjectExportsApi(generics.ListAPIView):
+    """List a project's exports (admin, curator, trainer) or create one (admin, curator)."""
+
+    serializer_class = ExportSerializer
+    filterset_class = ExportFilter
+
+    def get_queryset(self):
+        token = request_token(self.request)
+        project, _ = project_for(self.request.user, self.kwargs["slug"], CAN_READ_EXPORTS, token=token)
+        return selectors.exports_of_project(self.request.user, project, token=token)
+
+    @extend_schema(request=services.ExportOptions, responses={202: ExportSerializer})
+    def post(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CREATE_EXPORTS, token=request_token(request))
+        try:
+            export = services.create_export(project=project, user=request.user, options=request.data)
+        except services.InvalidExport as exc:
+            raise ValidationError(exc.errors) from exc
+        except BrokerUnavailable as exc:
+            raise ServiceUnavailable(str(exc)) from exc
+        return Response(ExportSerializer(export, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+
+def _export(request, slug: str, export_id: int, roles=CAN_READ_EXPORTS) -> Export:
+    token = request_token(request)
+    project, _ = project_for(request.user, slug, roles, token=token)
+    return selectors.export_for(request.user, project, export_id, token=token)
+
+
+class ExportDetailApi(APIView):
+    @extend_schema(responses=ExportSerializer)
+    def get(self, request, slug: str, export_id: int):
+        return Response(ExportSerializer(_export(request, slug, export_id), context={"request": request}).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, slug: str, export_id: int):
+        export = _export(request, slug, export_id, roles=CAN_DELETE_EXPORTS)
+        try:
+            services.delete_export(export=export)
+        except services.ExportBusy as exc:
+            raise Conflict(str(exc)) from exc
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ExportManifestApi(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, slug: str, export_id: int):
+        export = _export(request, slug, export_id)
+        if export.job.state != JobState.SUCCEEDED:
+            raise Conflict(f"Export {export.pk} is {export.job.state}; its manifest exists once it succeeds.")
+        return Response(export.manifest)
+
+
+class ExportShardApi(APIView):
+    """Download one file of a succeeded export, resumable with HTTP Range."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("Range", OpenApiTypes.STR, OpenApiParameter.HEADER,
+                                     description="bytes=START-END, bytes=START- or bytes=-SUFFIX")],
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY,
+                   (206, "application/octet-stream"): OpenApiTypes.BINARY, 304: None, 416: None},
+    )
+    def get(self, request, slug: str, export_id: int, name: str):
+        export = _export(request, slug, export_id)
+        if export.job.state != JobState.SUCCEEDED or name not in selectors.downloadable_names(export):
+            raise NotFound("No such file in this export.")
+        storage = export_storage()
+        path = f"{export.location}/{name}"
+        if not is_local(storage):
+            return HttpResponseRedirect(storage.url(path))  # a signed URL; the object store serves ranges
+        shard = next((s for s in export.manifest["shards"] if s["name"] == name), None)
+        size = storage.size(path)
+        etag = shard["sha256"] if shard else f"{export.pk}-{name}-{size}"
+        return file_response(
+            request, open_file=lambda: storage.open(path, "rb"), size=size, etag=etag,
+            content_type=CONTENT_TYPES[name.rsplit(".", 1)[-1]], filename=f"export-{export.pk}-{name}",
+        )
+
+
+class ExportKindsApi(APIView):
+    """The record kinds that can be exported, with their versions, schemas and filters."""
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        return Response([
+            {
+                "name": kind.name,
+                "version": kind.version,
+                "label": kind.label,
+                "description": kind.description,
+                "schema": [{"name": f.name, "type": str(f.type)} for f in kind.schema],
+                "filters": list(kind.filters().fields),
+            }
+            for kind in all_kinds()
+        ])

@@ -1,0 +1,75 @@
+"""Record kinds. An app declares its kinds in `<app>/exporters.py` with `register(ExportKind(...))`."""
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from rest_framework import serializers
+
+from dataplatform.accounts.models import Project
+
+
+class ExportFilters(serializers.Serializer):
+    """Filters every kind accepts. Kinds subclass it to add their own (status, tags, ...)."""
+
+    created_after = serializers.DateTimeField(required=False)
+    created_before = serializers.DateTimeField(required=False)
+
+
+@dataclass(frozen=True)
+class ExportQuery:
+    """What a kind's row generator is asked for."""
+
+    project: Project
+    filters: dict  # validated by the kind's filter serializer
+    data_version: str  # from the kind's data_version(), read at the start of the export
+    batch_size: int = 10_000
+
+
+# A batch is either a pyarrow RecordBatch in the kind's schema or a list of row dicts.
+Batch = pa.RecordBatch | list[dict]
+
+
+@dataclass(frozen=True)
+class ExportKind:
+    name: str  # e.g. "platform.jobs", "onpanda.sft"
+    version: int  # bump when the schema or the meaning of a field changes
+    schema: pa.Schema
+    label: str
+    # rows(query) yields batches, reading in keyset-paginated queries (one short query per batch),
+    # never the whole result set at once.
+    rows: Callable[[ExportQuery], Iterator[Batch]]
+    # data_version(project) -> an opaque string, e.g. the highest id, that bounds what `rows` returns.
+    data_version: Callable[[Project], str]
+    filters: type[ExportFilters] = ExportFilters
+    description: str = ""
+    # count(query) -> expected rows, for the progress bar (None: unknown).
+    count: Callable[[ExportQuery], int | None] = lambda query: None
+    # The column whose value places a row in train or validation (a stable hash of it).
+    key_field: str = "id"
+    # Columns left out of the content hash used for dedup (ids and timestamps differ between copies).
+    dedup_ignore: tuple[str, ...] = field(default=("id",))
+
+
+_KINDS: dict[str, ExportKind] = {}
+
+
+def register(kind: ExportKind) -> ExportKind:
+    if kind.key_field not in kind.schema.names:
+        raise ValueError(f"Export kind {kind.name!r}: key_field {kind.key_field!r} is not in its schema.")
+    if kind.name in _KINDS and _KINDS[kind.name] is not kind:
+        raise ValueError(f"Export kind {kind.name!r} is registered twice.")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def get_kind(name: str) -> ExportKind:
+    try:
+        return _KINDS[name]
+    except KeyError:
+        known = ", ".join(sorted(_KINDS)) or "none"
+        raise LookupError(f"Unknown export kind {name!r}; known kinds: {known}.") from None
+
+
+def all_kinds() -> list[ExportKind]:
+    return sorted(_KINDS.values(), key=lambda kind: kind.name)

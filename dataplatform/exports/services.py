@@ -1,0 +1,254 @@
+"""Every write of the export engine: create an export, write its shards, delete it."""
+
+import base64
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from django.utils import timezone
+from rest_framework import serializers
+
+from dataplatform.accounts.models import Project
+from dataplatform.jobs import services as job_services
+
+from . import cards
+from .models import Export, ExportFormat
+from .registry import ExportKind, ExportQuery, get_kind
+from .storage import delete_prefix, export_storage, publish
+from .writers import SPLITS, Deduplicator, SplitWriter, split_batch
+
+WRITE_JOB_KIND = "exports.write"
+MANIFEST_NAME = "manifest.json"
+CARD_NAME = "README.md"
+MANIFEST_FORMAT_VERSION = 1
+
+
+class _FiltersEncoder(DjangoJSONEncoder):
+    def default(self, o):
+        if isinstance(o, set | frozenset):  # MultipleChoiceField values
+            return sorted(o)
+        return super().default(o)
+
+
+class InvalidExport(ValueError):
+    def __init__(self, errors: dict):
+        super().__init__(f"Invalid export: {errors}")
+        self.errors = errors
+
+
+class ExportOptions(serializers.Serializer):
+    """How to write an export; shared by the API, the HTML form and the CLI."""
+
+    kind = serializers.CharField()
+    filters = serializers.DictField(default=dict)
+    format = serializers.ChoiceField(choices=ExportFormat.choices, default=ExportFormat.PARQUET)
+    shard_rows = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    shard_bytes = serializers.IntegerField(min_value=1024, required=False, allow_null=True)
+    validation_ratio = serializers.FloatField(min_value=0.0, max_value=0.5, default=0.0)
+    dedup = serializers.BooleanField(default=False)
+
+    def validate_kind(self, value: str) -> str:
+        try:
+            get_kind(value)
+        except LookupError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        return value
+
+    def validate(self, data: dict) -> dict:
+        filters = get_kind(data["kind"]).filters(data=data["filters"])
+        if not filters.is_valid():
+            raise serializers.ValidationError({"filters": filters.errors})
+        # Stored as JSON; validated again (into dates etc.) when the export runs.
+        data["filters"] = json.loads(json.dumps(filters.validated_data, cls=_FiltersEncoder))
+        if not data.get("shard_rows") and not data.get("shard_bytes"):
+            data["shard_rows"] = settings.EXPORT_DEFAULT_SHARD_ROWS
+        return data
+
+
+def validate_options(options: dict) -> dict:
+    serializer = ExportOptions(data=options)
+    if not serializer.is_valid():
+        raise InvalidExport(serializer.errors)
+    return dict(serializer.validated_data)
+
+
+def create_export(*, project: Project, user, options: dict, publish: bool = True) -> Export:
+    """Record an export and queue the job that writes it (sent once the transaction commits).
+
+    publish=False leaves the job for the caller to run (the `export` command runs it inline).
+    """
+    clean = validate_options(options)
+    kind = get_kind(clean["kind"])
+    with transaction.atomic():
+        job = job_services.enqueue_job(project=project, kind=WRITE_JOB_KIND, params={}, user=user, publish=publish)
+        export = Export.objects.create(
+            project=project, job=job, kind=kind.name, kind_version=kind.version, filters=clean["filters"],
+            format=clean["format"], shard_rows=clean.get("shard_rows"), shard_bytes=clean.get("shard_bytes"),
+            validation_ratio=clean["validation_ratio"], dedup=clean["dedup"], created_by=user,
+        )
+        export.location = f"exports/{project.slug}/{export.pk}"
+        export.save(update_fields=["location"])
+    return export
+
+
+def write_export(*, export: Export, progress) -> dict:
+    """Write the export's shards, then its dataset card, then manifest.json (last).
+
+    Any failure or cancellation removes every file this run wrote; a rerun of the
+    same export first removes what an earlier attempt left, so it replaces, never adds.
+    """
+    kind = get_kind(export.kind)
+    if kind.version != export.kind_version:
+        raise RuntimeError(f"Export kind {kind.name} is now version {kind.version}; "
+                           f"this export was created for version {export.kind_version}.")
+    filters = kind.filters(data=export.filters)
+    filters.is_valid(raise_exception=True)
+    storage = export_storage()
+    delete_prefix(storage, export.location)
+    if not export.data_version:
+        export.data_version = kind.data_version(export.project)
+        export.save(update_fields=["data_version"])
+    query = ExportQuery(project=export.project, filters=filters.validated_data, data_version=export.data_version,
+                        batch_size=settings.EXPORT_BATCH_ROWS)
+    progress.set_total(kind.count(query) or 0)
+
+    work_dir = Path(tempfile.mkdtemp(prefix=f"export-{export.pk}-", dir=_scratch_dir()))
+    writers = {
+        split: SplitWriter(
+            split=split, fmt=export.format, schema=kind.schema, work_dir=work_dir, shard_rows=export.shard_rows,
+            shard_bytes=export.shard_bytes,
+            on_complete=lambda path, info: publish(storage, path, f"{export.location}/{info.name}"),
+        )
+        for split in SPLITS
+    }
+    dedup = Deduplicator(kind.dedup_ignore) if export.dedup else None
+    rows_read = 0
+    try:
+        for batch in kind.rows(query):
+            batch = _as_record_batch(batch, kind)
+            rows_read += batch.num_rows
+            if dedup:
+                batch = dedup.filter(batch)
+            for split, part in split_batch(batch, kind.key_field, export.validation_ratio).items():
+                writers[split].write(part)
+            progress.report(rows_read, message=f"{rows_read:,} rows read")
+        shards = [info for split in SPLITS for info in writers[split].close()]
+        manifest = build_manifest(export, kind, shards, dedup_removed=dedup.removed if dedup else 0)
+        _publish_text(storage, work_dir, f"{export.location}/{CARD_NAME}", cards.dataset_card(export, kind, manifest))
+        _publish_text(storage, work_dir, f"{export.location}/{MANIFEST_NAME}", json.dumps(manifest, indent=2))
+    except BaseException:
+        for writer in writers.values():
+            writer.abort()
+        delete_prefix(storage, export.location)
+        raise
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+    Export.objects.filter(pk=export.pk).update(
+        rows_total=manifest["totals"]["rows"], bytes_total=manifest["totals"]["bytes"], manifest=manifest
+    )
+    progress.report(rows_read, message=f"{manifest['totals']['rows']:,} rows in {len(shards)} shards", force=True)
+    return {"export_id": export.pk, "rows": manifest["totals"]["rows"], "shards": len(shards)}
+
+
+def build_manifest(export: Export, kind: ExportKind, shards: list, *, dedup_removed: int) -> dict:
+    by_split = {split: {"rows": 0, "bytes": 0, "shards": 0} for split in SPLITS}
+    for shard in shards:
+        by_split[shard.split]["rows"] += shard.rows
+        by_split[shard.split]["bytes"] += shard.bytes
+        by_split[shard.split]["shards"] += 1
+    return {
+        "manifest_version": MANIFEST_FORMAT_VERSION,
+        "export_id": export.pk,
+        "project": export.project.slug,
+        "kind": kind.name,
+        "kind_version": kind.version,
+        "description": kind.description,
+        "filters": export.filters,
+        "data_version": export.data_version,
+        "format": export.format,
+        "compression": "zstd" if export.format == "parquet" else ("gzip" if export.format == "jsonl.gz" else None),
+        "shard_rows": export.shard_rows,
+        "shard_bytes": export.shard_bytes,
+        "split": {"method": "blake2b-64(key) / 2^64 < validation_ratio", "key_field": kind.key_field,
+                  "validation_ratio": export.validation_ratio},
+        "dedup": {"enabled": export.dedup, "ignored_fields": list(kind.dedup_ignore), "removed_rows": dedup_removed},
+        "schema": {
+            "fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in kind.schema],
+            "arrow_ipc_base64": base64.b64encode(kind.schema.serialize().to_pybytes()).decode("ascii"),
+        },
+        "shards": [shard.as_manifest_entry() for shard in shards],
+        "totals": {"rows": sum(s.rows for s in shards), "bytes": sum(s.bytes for s in shards),
+                   "shards": len(shards), "by_split": by_split},
+        "created_by": export.created_by.username if export.created_by else None,
+        "created_at": timezone.now().isoformat(),
+        "job_id": export.job_id,
+    }
+
+
+class ExportBusy(RuntimeError):
+    """The export's job is still queued or running."""
+
+
+def delete_export(*, export: Export) -> None:
+    """Remove a finished export's files and rows. A running one must be cancelled first."""
+    if not export.job.is_terminal:
+        raise ExportBusy(f"Export {export.pk} is still {export.job.state}; cancel its job first.")
+    delete_prefix(export_storage(), export.location)
+    with transaction.atomic():
+        job = export.job
+        export.delete()
+        job.delete()
+
+
+def _as_record_batch(batch, kind: ExportKind) -> pa.RecordBatch:
+    if isinstance(batch, pa.RecordBatch):
+        if not batch.schema.equals(kind.schema):
+            raise TypeError(f"Export kind {kind.name} yielded a batch whose schema is not the kind's schema.")
+        return batch
+    return pa.RecordBatch.from_pylist(batch, schema=kind.schema)
+
+
+def _publish_text(storage, work_dir: Path, name: str, text: str) -> None:
+    path = work_dir / f".{Path(name).name}.partial"
+    path.write_text(text, encoding="utf-8")
+    publish(storage, path, name)
+
+
+def _scratch_dir() -> Path:
+    # Under DATA_DIR, on the same filesystem as the local export storage, so publishing is a rename.
+    path = settings.DATA_DIR / "tmp"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def filters_from_pairs(kind_name: str, pairs: list[str]) -> dict:
+    """Turn `key=value` strings (CLI --filter, the form's filter box) into a filters dict.
+
+    A key given twice, or a key whose filter field takes several values, becomes a list.
+    """
+    from rest_framework.fields import ListField, MultipleChoiceField
+
+    fields = get_kind(kind_name).filters().fields
+    filters: dict = {}
+    for number, pair in enumerate((p.strip() for p in pairs), start=1):
+        if not pair:
+            continue
+        key, sep, value = pair.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise InvalidExport({"filters": [f"Filter {number} ({pair!r}) must look like key=value."]})
+        if key not in fields:
+            raise InvalidExport({"filters": [f"Unknown filter {key!r} for {kind_name}; known: {', '.join(fields)}."]})
+        many = isinstance(fields[key], ListField | MultipleChoiceField)
+        if many or key in filters:
+            previous = filters.get(key, [])
+            filters[key] = (previous if isinstance(previous, list) else [previous]) + [value]
+        else:
+            filters[key] = value
+    return filters

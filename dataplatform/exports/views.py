@@ -1,0 +1,80 @@
+"""HTML pages for exports: create one, watch it (htmx), download it, copy a load snippet."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from dataplatform.accounts.permissions import CAN_CREATE_EXPORTS, CAN_READ_EXPORTS, project_for
+from dataplatform.broker import BrokerUnavailable
+
+from . import selectors, services
+from .cards import load_snippets
+from .models import ExportFormat
+from .registry import all_kinds
+
+PAGE_SIZE = 25
+
+
+@login_required
+def export_list(request, slug: str):
+    project, role = project_for(request.user, slug, CAN_READ_EXPORTS)
+    exports = selectors.exports_of_project(request.user, project)
+    before = request.GET.get("before")
+    if before and before.isdigit():
+        exports = exports.filter(pk__lt=int(before))
+    page = list(exports.order_by("-id")[: PAGE_SIZE + 1])
+    return render(request, "exports/export_list.html", {
+        "project": project,
+        "exports": page[:PAGE_SIZE],
+        "older_than": page[PAGE_SIZE - 1].pk if len(page) > PAGE_SIZE else None,
+        "can_create": role in CAN_CREATE_EXPORTS,
+        "kinds": [(kind, list(kind.filters().fields)) for kind in all_kinds()],
+        "formats": ExportFormat.choices,
+    })
+
+
+@login_required
+@require_POST
+def export_create(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CREATE_EXPORTS)
+    form = request.POST
+    try:
+        options = {
+            "kind": form.get("kind", ""),
+            "format": form.get("format", "parquet"),
+            "validation_ratio": form.get("validation_ratio") or 0,
+            "dedup": bool(form.get("dedup")),
+            "shard_rows": form.get("shard_rows") or None,
+            "shard_bytes": int(float(form["shard_mb"]) * 1024 * 1024) if form.get("shard_mb") else None,
+            "filters": services.filters_from_pairs(form.get("kind", ""), form.get("filters", "").splitlines())
+            | {key: form[key] for key in ("created_after", "created_before") if form.get(key)},
+        }
+        services.create_export(project=project, user=request.user, options=options)
+    except (services.InvalidExport, LookupError, ValueError) as exc:
+        errors = exc.errors if isinstance(exc, services.InvalidExport) else {"export": [str(exc)]}
+        for field, problems in errors.items():
+            messages.error(request, f"{field}: {problems}")
+    except BrokerUnavailable as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Export queued.")
+    return redirect("export-list", slug=slug)
+
+
+@login_required
+def export_row(request, slug: str, export_id: int):
+    project, _ = project_for(request.user, slug, CAN_READ_EXPORTS)
+    export = selectors.export_for(request.user, project, export_id)
+    return render(request, "exports/_export_row.html", {"project": project, "export": export})
+
+
+@login_required
+def export_detail(request, slug: str, export_id: int):
+    project, _ = project_for(request.user, slug, CAN_READ_EXPORTS)
+    export = selectors.export_for(request.user, project, export_id)
+    manifest_url = request.build_absolute_uri(reverse("api-export-manifest", args=[slug, export.pk]))
+    return render(request, "exports/export_detail.html", {
+        "project": project, "export": export, "snippets": load_snippets(export, manifest_url),
+    })

@@ -1,0 +1,75 @@
+"""A record kind made for the tests: rows generated in Python, with duplicates and failures on demand."""
+
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+from rest_framework import serializers
+
+from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
+
+SCHEMA = pa.schema([
+    ("id", pa.int64()),
+    ("created_at", pa.timestamp("us", tz="UTC")),
+    ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+    ("tags", pa.list_(pa.string())),
+    ("score", pa.float64()),
+])
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class SyntheticFilters(ExportFilters):
+    n = serializers.IntegerField(min_value=0, default=100)
+    duplicate_every = serializers.IntegerField(min_value=0, default=0)  # row i copies row i-1 when i % k == 0
+    fail_at = serializers.IntegerField(min_value=0, required=False)  # raise when this row is reached
+
+
+class GeneratorBroke(RuntimeError):
+    pass
+
+
+# A transient failure: the next run raises when it reaches this row, then forgets it.
+TRANSIENT = {"fail_at": None}
+
+
+def make_row(i: int, content_of: int | None = None) -> dict:
+    source = i if content_of is None else content_of
+    return {
+        "id": i,
+        "created_at": START + timedelta(minutes=i),
+        "messages": [{"role": "user", "content": f"question {source} <b>&</b> ünïcødé 🙂"},
+                     {"role": "assistant", "content": f"answer {source}\n" + "x" * (source % 50)}],
+        "tags": [f"t{source % 3}", "synthetic"],
+        "score": source / 7,
+    }
+
+
+def rows(query: ExportQuery):
+    filters = query.filters
+    batch = []
+    for i in range(1, filters["n"] + 1):
+        if filters.get("fail_at") == i:
+            raise GeneratorBroke(f"generator broke at row {i}")
+        if TRANSIENT["fail_at"] == i:
+            TRANSIENT["fail_at"] = None
+            raise GeneratorBroke(f"lost the database connection at row {i}")
+        duplicate = filters["duplicate_every"] and i % filters["duplicate_every"] == 0
+        batch.append(make_row(i, content_of=i - 1 if duplicate else None))
+        if len(batch) == query.batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+SYNTHETIC = register(ExportKind(
+    name="test.synthetic",
+    version=1,
+    schema=SCHEMA,
+    label="Synthetic chat rows",
+    description="Generated rows for the export engine's tests.",
+    rows=rows,
+    data_version=lambda project: "synthetic-v1",
+    count=lambda query: query.filters["n"],
+    filters=SyntheticFilters,
+    dedup_ignore=("id", "created_at"),
+))
