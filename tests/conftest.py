@@ -70,3 +70,16 @@ def start_worker(tmp_path):
     yield start
     for worker in workers:
         worker.stop()
+
+
+@pytest.fixture
+def export_storage_in_tmp(settings, tmp_path):
+    """Point DATA_DIR and the exports storage at a temporary folder (a live worker started later follows)."""
+    from django.core.files.storage import storages
+
+    settings.DATA_DIR = tmp_path
+    settings.STORAGES = {**settings.STORAGES, "exports": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "files")}}}
+    storages._storages.pop("exports", None)  # the handler caches backends; rebuild from the new settings
+    yield tmp_path / "files"
+    storages._storages.pop("exports", None)

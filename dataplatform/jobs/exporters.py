@@ -7,7 +7,7 @@ from rest_framework import serializers
 from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
 from dataplatform.exports.sources import keyset_values
 
-from .models import Job, JobState
+from .models import TERMINAL_STATES, Job, JobState
 
 SCHEMA = pa.schema([
     ("id", pa.int64()),
@@ -30,7 +30,10 @@ class JobExportFilters(ExportFilters):
 
 
 def _jobs(query: ExportQuery):
-    jobs = Job.objects.filter(project=query.project, id__lte=int(query.data_version or 0))
+    # Finished jobs only: a queued or running job's row would still change after the export
+    # (the export's own job is one of them), and an export must be reproducible.
+    jobs = Job.objects.filter(project=query.project, id__lte=int(query.data_version or 0),
+                              state__in=list(TERMINAL_STATES))
     filters = query.filters
     if filters.get("status"):
         jobs = jobs.filter(state__in=list(filters["status"]))
@@ -59,9 +62,9 @@ register(ExportKind(
     version=1,
     schema=SCHEMA,
     label="Job history",
-    description="One row per job of the project: kind, final state, progress, attempts, error and timings.",
+    description="One row per finished job of the project: kind, final state, progress, attempts, error, timings.",
     rows=rows,
-    # Jobs created after the export starts (the export's own job included) are left out.
+    # Jobs created after the export starts are left out.
     data_version=lambda project: str(Job.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0),
     count=lambda query: _jobs(query).count(),
     filters=JobExportFilters,

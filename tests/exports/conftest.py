@@ -7,16 +7,8 @@ from . import kinds  # noqa: F401  (registers test.synthetic)
 
 
 @pytest.fixture(autouse=True)
-def export_storage_in_tmp(settings, tmp_path):
-    """Each test writes its exports under its own temporary DATA_DIR."""
-    from django.core.files.storage import storages
-
-    settings.DATA_DIR = tmp_path
-    settings.STORAGES = {**settings.STORAGES, "exports": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "files")}}}
-    storages._storages.pop("exports", None)
-    yield tmp_path / "files"
-    storages._storages.pop("exports", None)
+def _exports_in_tmp(export_storage_in_tmp):
+    """Every export test writes under its own temporary DATA_DIR."""
 
 
 @pytest.fixture

@@ -1,0 +1,65 @@
+import pytest
+from django.urls import reverse
+
+from dataplatform.exports.models import Export
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("who, status, sees_form", [
+    ("admin", 200, True), ("curator", 200, True), ("trainer", 200, False), ("annotator", 403, False),
+    ("outsider", 404, False),
+])
+def test_exports_page_by_role(client, members, project, who, status, sees_form):
+    client.force_login(members[who])
+    response = client.get(reverse("export-list", args=["alpha"]))
+    assert response.status_code == status
+    assert ('action="/projects/alpha/exports/new"' in response.content.decode()) == sees_form
+
+
+def test_create_from_the_form_with_filters(client, members, project, django_capture_on_commit_callbacks):
+    client.force_login(members["curator"])
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(reverse("export-create", args=["alpha"]), {
+            "kind": "platform.jobs", "format": "jsonl", "shard_mb": "1.5", "validation_ratio": "0.1",
+            "filters": "status=failed\nstatus=cancelled", "created_after": "2026-01-01T00:00Z", "dedup": "1",
+        })
+    assert response.status_code == 302 and len(callbacks) == 1
+    export = Export.objects.get()
+    assert export.format == "jsonl" and export.shard_bytes == 1_572_864 and export.dedup
+    assert sorted(export.filters["status"]) == ["cancelled", "failed"]
+    assert export.filters["created_after"].startswith("2026-01-01T00:00:00")
+
+
+def test_form_errors_come_back_as_messages(client, members, project):
+    client.force_login(members["curator"])
+    response = client.post(reverse("export-create", args=["alpha"]),
+                           {"kind": "platform.jobs", "filters": "colour=red"}, follow=True)
+    assert "Unknown filter" in response.content.decode()
+    assert not Export.objects.exists()
+
+
+def test_trainer_cannot_post_the_form(client, members, project):
+    client.force_login(members["trainer"])
+    assert client.post(reverse("export-create", args=["alpha"]), {"kind": "platform.jobs"}).status_code == 403
+
+
+def test_running_export_row_polls_and_finished_row_links_files(client, members, run_export):
+    client.force_login(members["trainer"])
+    export = run_export(filters={"n": 12}, shard_rows=5)
+    html = client.get(reverse("export-row", args=["alpha", export.pk])).content.decode()
+    assert "hx-trigger" not in html and "3 shards" in html and "manifest" in html
+    export.job.state = "running"
+    export.job.save()
+    html = client.get(reverse("export-row", args=["alpha", export.pk])).content.decode()
+    assert 'hx-trigger="every 1s"' in html and html.count("hx-get") == 1  # only the row polls
+
+
+def test_detail_page_shows_files_and_load_snippets(client, members, run_export):
+    client.force_login(members["trainer"])
+    export = run_export(filters={"n": 12}, validation_ratio=0.3)
+    html = client.get(reverse("export-detail", args=["alpha", export.pk])).content.decode()
+    assert "load_dataset(&#x27;parquet&#x27;" in html and "pd.read_parquet" in html and "pq.read_table" in html
+    assert f"manage.py pull http://testserver/api/v1/projects/alpha/exports/{export.pk}/" in html
+    for shard in export.manifest["shards"]:
+        assert f"/api/v1/projects/alpha/exports/{export.pk}/shards/{shard['name']}" in html
