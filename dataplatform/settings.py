@@ -54,7 +54,7 @@ INSTALLED_APPS = [
     "dataplatform.exports",
     "annotate",
     "labeler",
-    "datasets",
+    "corpora",
     "frontend",
 ]
 

@@ -196,3 +196,22 @@ def test_platform_jobs_leaves_out_unfinished_jobs(project, members, django_captu
     export.refresh_from_db()
     rows = pq.read_table(export_storage_in_tmp / export.location / "train-00000.parquet").to_pylist()
     assert sorted(r["state"] for r in rows) == ["cancelled", "succeeded"]  # not its own running job either
+
+
+@pytest.mark.parametrize("fmt, builder", [("parquet", "parquet"), ("jsonl.gz", "json")])
+def test_hf_datasets_loads_the_shards_as_they_are(run_export, export_storage_in_tmp, tmp_path, monkeypatch, fmt,
+                                                  builder):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    from datasets import load_dataset
+
+    export = run_export(filters={"n": 80}, format=fmt, shard_rows=30, validation_ratio=0.25)
+    folder = export_storage_in_tmp / export.location
+    loaded = load_dataset(builder, data_files={"train": str(folder / "train-*"),
+                                               "validation": str(folder / "validation-*")},
+                          cache_dir=str(tmp_path / "hf-cache"))
+    by_split = export.manifest["totals"]["by_split"]
+    assert loaded["train"].num_rows == by_split["train"]["rows"]
+    assert loaded["validation"].num_rows == by_split["validation"]["rows"]
+    first = sorted(loaded["train"], key=lambda row: row["id"])[0]
+    assert first["messages"] == make_row(first["id"])["messages"]
