@@ -27,6 +27,8 @@ class ProjectListApi(generics.ListAPIView):
     pagination_class = None
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation
+            return Project.objects.none()
         return selectors.projects_for_user(self.request.user, token=request_token(self.request))
 
 

@@ -96,6 +96,8 @@ class ProjectExportsApi(generics.ListAPIView):
     filterset_class = ExportFilter
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation
+            return Export.objects.none()
         token = request_token(self.request)
         project, _ = project_for(self.request.user, self.kwargs["slug"], CAN_READ_EXPORTS, token=token)
         return selectors.exports_of_project(self.request.user, project, token=token)

@@ -196,3 +196,17 @@ def test_export_kinds_lists_schema_and_filters(members):
     kinds = {k["name"]: k for k in api_client_for(members["trainer"]).get("/api/v1/export-kinds/").json()}
     assert "platform.jobs" in kinds and "status" in kinds["platform.jobs"]["filters"]
     assert [f["name"] for f in kinds["test.synthetic"]["schema"]][:2] == ["id", "created_at"]
+
+
+def test_list_query_count_does_not_grow_with_exports(members, run_export, django_assert_max_num_queries):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = api_client_for(members["trainer"])
+    run_export(filters={"n": 2})
+    with CaptureQueriesContext(connection) as few:
+        client.get(BASE)
+    for n in range(6):
+        run_export(filters={"n": n})
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        assert len(client.get(BASE).json()["results"]) == 7
