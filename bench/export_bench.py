@@ -109,11 +109,10 @@ SCHEMA = pa.schema([
     ("score", pa.float64()),
 ])
 COLUMNS = "id, created_at, messages, tags, score"
-# `messages::json`, not the jsonb column as is: Django registers a no-op jsonb loader on its psycopg2
-# connections (JSONField decodes itself), so through `connection.cursor()` a jsonb value arrives as a str,
-# which sql_keyset_batches cannot turn into list<struct>. psycopg2 still decodes `json` values.
+# The jsonb column as is: through Django's connection it arrives as text, and sql_keyset_batches
+# decodes it for the list<struct> field, as it would for any real app table.
 ROWS_SQL = (
-    f"SELECT id, created_at, messages::json AS messages, tags, score FROM {TABLE} "
+    f"SELECT id, created_at, messages, tags, score FROM {TABLE} "
     "WHERE id > %(after)s AND id <= %(upto)s ORDER BY id LIMIT %(limit)s"
 )
 

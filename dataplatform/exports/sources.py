@@ -5,6 +5,7 @@ export never holds a transaction open across the whole run, and only one batch
 is ever in memory.
 """
 
+import json
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
@@ -40,7 +41,10 @@ def sql_keyset_batches(sql: str, params: dict, schema: pa.Schema, *, batch_size:
     contains `%(after)s` (key > after) and `%(limit)s`, e.g.
     "SELECT id, text FROM t WHERE id > %(after)s ORDER BY id LIMIT %(limit)s".
     Rows become columns without ever being row dicts, which is what makes this the fast path.
+    JSON columns may arrive as text (Django's PostgreSQL connection leaves jsonb undecoded,
+    SQLite stores JSON as text); for list/struct/map fields such text is decoded here.
     """
+    nested = [_is_nested(field.type) for field in schema]
     after = -(2**63)
     while True:
         with connection.cursor() as cursor:
@@ -48,8 +52,16 @@ def sql_keyset_batches(sql: str, params: dict, schema: pa.Schema, *, batch_size:
             rows = cursor.fetchall()
         if not rows:
             return
-        columns = list(zip(*rows, strict=True))
+        columns = [
+            [json.loads(value) if isinstance(value, str) else value for value in column] if is_nested else column
+            for column, is_nested in zip(zip(*rows, strict=True), nested, strict=True)
+        ]
         yield pa.RecordBatch.from_arrays(
             [pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)], schema=schema
         )
         after = rows[-1][0]
+
+
+def _is_nested(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_struct(
+        arrow_type) or pa.types.is_map(arrow_type)

@@ -41,3 +41,16 @@ def test_sql_keyset_batches_builds_arrow_columns(jobs):
     assert [b.num_rows for b in batches] == [8, 8, 7]
     assert all(b.schema.equals(schema) for b in batches)
     assert pa.Table.from_batches(batches).column("kind").to_pylist() == [f"k{i}" for i in range(23)]
+
+
+@pytest.mark.django_db
+def test_sql_keyset_batches_decodes_json_columns(project):
+    for i in range(3):
+        Job.objects.create(project=project, kind="k", params={"tags": [f"t{i}", "x"], "meta": {"n": i}})
+    schema = pa.schema([("id", pa.int64()), ("params", pa.struct([("tags", pa.list_(pa.string())),
+                                                                   ("meta", pa.struct([("n", pa.int64())]))]))])
+    batches = list(sql_keyset_batches(
+        "SELECT id, params FROM jobs_job WHERE id > %(after)s ORDER BY id LIMIT %(limit)s", {}, schema,
+        batch_size=10))
+    rows = pa.Table.from_batches(batches).column("params").to_pylist()
+    assert rows == [{"tags": [f"t{i}", "x"], "meta": {"n": i}} for i in range(3)]
