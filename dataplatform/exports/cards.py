@@ -31,12 +31,18 @@ def load_snippets(export: Export, manifest_url: str) -> dict[str, str]:
         "datasets": (
             "from datasets import load_dataset\n\n"
             f"ds = load_dataset('{reader}', data_files={{\n"
-            f"    'train': './export-{export.pk}/train-*',\n"
-            f"    'validation': './export-{export.pk}/validation-*',\n"
-            "})"
+            + "".join(f"    '{split}': './export-{export.pk}/{split}-*',\n" for split in _splits_with_rows(export))
+            + "})"
         ),
         "shards_url": base,
     }
+
+
+def _splits_with_rows(export: Export) -> list[str]:
+    """Splits that have shards (a glob matching no file makes load_dataset fail)."""
+    if not export.manifest:
+        return ["train"]
+    return [split for split, totals in export.manifest["totals"]["by_split"].items() if totals["shards"]] or ["train"]
 
 
 def dataset_card(export: Export, kind: ExportKind, manifest: dict) -> str:

@@ -63,3 +63,11 @@ def test_detail_page_shows_files_and_load_snippets(client, members, run_export):
     assert f"manage.py pull http://testserver/api/v1/projects/alpha/exports/{export.pk}/" in html
     for shard in export.manifest["shards"]:
         assert f"/api/v1/projects/alpha/exports/{export.pk}/shards/{shard['name']}" in html
+
+
+def test_datasets_snippet_names_only_splits_that_have_files(client, members, run_export):
+    client.force_login(members["trainer"])
+    export = run_export(filters={"n": 12}, validation_ratio=0)
+    html = client.get(reverse("export-detail", args=["alpha", export.pk])).content.decode()
+    assert f"&#x27;train&#x27;: &#x27;./export-{export.pk}/train-*&#x27;" in html
+    assert "validation-*" not in html
