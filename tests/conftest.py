@@ -38,12 +38,13 @@ def api_client_for(user, **token_options) -> APIClient:
 
 @pytest.fixture(scope="session")
 def local_backend():
-    """The real embedded model, loaded once for the whole session."""
+    """The real embedded model, loaded once for the whole session (the same instance get_backend() returns)."""
     from django.conf import settings
 
-    from dataplatform.inference.local import LocalBackend
+    from dataplatform.inference import get_backend
 
-    backend = LocalBackend(settings.DATA_DIR)
+    assert settings.MODEL_BACKEND == "local", "the model tests run on the embedded local backend"
+    backend = get_backend()
     assert backend.model is not None  # load now, so no test's timing includes it
     return backend
 

@@ -1,0 +1,165 @@
+"""onPanda locate-correct-continue: items, claims, sessions as trees of nodes, and their events.
+
+A session is a tree, as in `.panda.json`: the root node holds the model's first
+response; each correction makes a child of the node it corrects, whose tokens are
+the parent's tokens up to the correction, the human's token(s), then the model's
+continuation. Token ids are the truth; text is only ever derived from them.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from dataplatform.accounts.models import Project
+
+
+class SeedPolicy(models.TextChoices):
+    FIXED = "fixed", "The same seed for every generation"
+    PER_ITEM = "per_item", "A seed derived from the item, so reruns reproduce"
+    RANDOM = "random", "A fresh random seed each time"
+
+
+class AnnotationConfig(models.Model):
+    """Per-project generation and queue settings."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="annotation_config")
+    # Which model answers; recorded on every node. Empty = the platform's configured backend model.
+    model_name = models.CharField(max_length=200, blank=True)
+    top_k = models.PositiveSmallIntegerField(default=20)
+    max_tokens = models.PositiveIntegerField(default=256)
+    temperature = models.FloatField(default=0.7)
+    seed_policy = models.CharField(max_length=16, choices=SeedPolicy.choices, default=SeedPolicy.PER_ITEM)
+    seed = models.BigIntegerField(default=0)
+    overlap = models.PositiveSmallIntegerField(default=1, help_text="annotators per item")
+    lease_minutes = models.PositiveIntegerField(default=30)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(top_k__gte=1, top_k__lte=50), name="top_k_between_1_and_50"),
+            models.CheckConstraint(condition=Q(overlap__gte=1), name="overlap_at_least_1"),
+        ]
+
+
+class Item(models.Model):
+    """A prompt to be answered and corrected, with the model's initial rollout once generated."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="annotation_items")
+    external_id = models.CharField(max_length=200, blank=True)
+    messages = models.JSONField()
+    meta = models.JSONField(default=dict, blank=True)
+    # sha256 of the canonical JSON of messages (+ id): importing the same record twice adds nothing.
+    source_sha256 = models.CharField(max_length=64)
+    prompt_ids = models.JSONField(null=True, blank=True)
+    # The initial rollout: {"token_ids", "logprobs", "top", "finish_reason", "model_id", "seed"}.
+    rollout = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "source_sha256"], name="item_unique_source_per_project"),
+        ]
+
+
+class ClaimState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    DONE = "done", "Done"
+    SKIPPED = "skipped", "Skipped"
+    RELEASED = "released", "Released"
+
+
+class Claim(models.Model):
+    """An annotator's hold on an item. Expired active claims free the slot for someone else."""
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="claims")
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="claims")
+    state = models.CharField(max_length=16, choices=ClaimState.choices, default=ClaimState.ACTIVE)
+    lease_expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["item", "annotator"], name="one_claim_per_item_annotator")]
+        indexes = [models.Index(fields=["item", "state", "lease_expires_at"], name="claim_item_state_lease")]
+
+
+class SessionStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    ACCEPTED = "accepted", "Accepted"
+    REJECTED = "rejected", "Rejected"
+
+
+class Session(models.Model):
+    claim = models.OneToOneField(Claim, on_delete=models.CASCADE, related_name="session")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="sessions")
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=16, choices=SessionStatus.choices, default=SessionStatus.OPEN)
+    # The node the annotator is looking at; undo moves it back to the parent.
+    current_node = models.ForeignKey("Node", null=True, on_delete=models.SET_NULL, related_name="+")
+    # Bumped by every write; a write that names an older version gets 409 (no silent overwrite).
+    version = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class Origin(models.TextChoices):
+    MODEL = "model", "Generated by the model"
+    CANDIDATE = "candidate", "Picked from the model's top-k"
+    TYPED = "typed", "Typed by the annotator"
+
+
+class NodeStatus(models.TextChoices):
+    STREAMING = "streaming", "Streaming"
+    COMPLETE = "complete", "Complete"
+    INTERRUPTED = "interrupted", "Interrupted (the backend failed; continue to retry)"
+
+
+class Node(models.Model):
+    """One response in the session tree (a `.panda.json` dialog)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="nodes")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    key = models.PositiveIntegerField(help_text="dialog key inside the session, 1, 2, ...")
+    # Where this node leaves its parent: tokens [0, fork_index) are the parent's.
+    fork_index = models.PositiveIntegerField(null=True, blank=True)
+    # Tokens [0, locked_until) are fixed by corrections: a new correction must come after them.
+    locked_until = models.PositiveIntegerField(default=0)
+    token_ids = models.JSONField(default=list)
+    logprobs = models.JSONField(default=list)  # per token; None for typed tokens
+    top = models.JSONField(default=list)  # per token: [[token_id, logprob], ...] best first; [] for typed
+    origins = models.JSONField(default=list)  # per token: an Origin value
+    candidate_ranks = models.JSONField(default=list)  # per token: rank in top-k when picked, else None
+    status = models.CharField(max_length=16, choices=NodeStatus.choices, default=NodeStatus.COMPLETE)
+    finish_reason = models.CharField(max_length=16, blank=True)
+    model_id = models.CharField(max_length=200, blank=True)
+    seed = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "key"]
+        constraints = [models.UniqueConstraint(fields=["session", "key"], name="node_key_unique_in_session")]
+
+
+class EventKind(models.TextChoices):
+    GENERATE_NEW = "generate_new"
+    CONTINUE_WITH_CHOSEN = "continue_with_chosen"
+    CONTINUE_WITH_INPUT = "continue_with_input"
+    CONTINUE_GENERATING = "continue_generating"
+    FORCE_STOP = "force_stop"
+    UNDO = "undo"
+    ACCEPT = "accept"
+    REJECT = "reject"
+
+
+class Event(models.Model):
+    """Append-only record of what a person (or the model on their behalf) did. Never updated."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=32, choices=EventKind.choices)
+    node = models.ForeignKey(Node, null=True, on_delete=models.SET_NULL, related_name="events")
+    payload = models.JSONField(default=dict, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]

@@ -1,0 +1,354 @@
+"""Every write of the onPanda workflow: rollouts, claims, sessions, corrections, continuation.
+
+All state changes happen here, each with its append-only Event in the same
+transaction. Writes to a session carry the version the client saw; a stale
+version is refused (the API answers 409), never silently applied.
+"""
+
+import hashlib
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from dataplatform.accounts.models import Project
+from dataplatform.inference import BackendError, get_backend
+
+from .models import (
+    AnnotationConfig,
+    Claim,
+    ClaimState,
+    Event,
+    EventKind,
+    Item,
+    Node,
+    NodeStatus,
+    Origin,
+    SeedPolicy,
+    Session,
+    SessionStatus,
+)
+
+STOP_MARKER = "<|stop|>"  # typed at the end of a rewrite, it ends the response there (as in onPanda)
+SAVE_EVERY_TOKENS = 8  # a streaming node is saved this often, so a failure loses at most a few tokens
+
+
+class AnnotationError(Exception):
+    """A request the workflow refuses, with a message for the annotator."""
+
+
+class StaleVersion(AnnotationError):
+    """The session changed since the client read it (another tab, a double click)."""
+
+
+class CorrectionRefused(AnnotationError):
+    pass
+
+
+# --- configuration ----------------------------------------------------------------------------
+
+def config_for(project: Project) -> AnnotationConfig:
+    config, _ = AnnotationConfig.objects.get_or_create(project=project)
+    return config
+
+
+def seed_for(config: AnnotationConfig, item: Item, salt: str) -> int | None:
+    if config.seed_policy == SeedPolicy.FIXED:
+        return config.seed
+    if config.seed_policy == SeedPolicy.PER_ITEM:
+        digest = hashlib.blake2b(f"{config.seed}:{item.pk}:{salt}".encode(), digest_size=4).digest()
+        return int.from_bytes(digest, "big")
+    return None
+
+
+# --- initial rollouts (a job kind) -----------------------------------------------------------------
+
+def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -> dict:
+    """Answer every item that has no rollout yet (or all, with regenerate), saving each as it is done."""
+    config = config_for(project)
+    backend = get_backend()
+    items = Item.objects.filter(project=project).order_by("id")
+    if not regenerate:
+        items = items.filter(rollout__isnull=True)
+    progress.set_total(items.count())
+    done = 0
+    for item in items.iterator(chunk_size=100):
+        prompt_ids = backend.chat_prompt_ids(item.messages)
+        seed = seed_for(config, item, "rollout")
+        steps = list(backend.stream(prompt_ids, max_tokens=config.max_tokens, temperature=config.temperature,
+                                    seed=seed, top_k=config.top_k))
+        Item.objects.filter(pk=item.pk).update(prompt_ids=prompt_ids, rollout={
+            "token_ids": [s.token_id for s in steps],
+            "logprobs": [s.logprob for s in steps],
+            "top": [[list(pair) for pair in s.top] for s in steps],
+            "finish_reason": steps[-1].finish_reason if steps else "length",
+            "model_id": backend.model_id,
+            "seed": seed,
+        })
+        done += 1
+        progress.report(done, message=f"{done} of {progress.job.progress_total} items answered")
+    return {"answered": done}
+
+
+# --- claims ---------------------------------------------------------------------------------------
+
+def _holding(now) -> Q:
+    """Claims that hold one of an item's overlap slots: done, or active with a live lease."""
+    return Q(state=ClaimState.DONE) | Q(state=ClaimState.ACTIVE, lease_expires_at__gt=now)
+
+
+def claim_next(*, project: Project, annotator) -> Claim | None:
+    """The annotator's current claim, renewed, or a claim on the next item with a free slot.
+
+    Items are locked with SELECT ... FOR UPDATE SKIP LOCKED, and the slots are counted
+    again after the lock is held: two annotators can never take the last slot together.
+    """
+    config = config_for(project)
+    now = timezone.now()
+    lease = now + timedelta(minutes=config.lease_minutes)
+    with transaction.atomic():
+        mine = (Claim.objects.select_for_update().filter(item__project=project, annotator=annotator,
+                                                          state=ClaimState.ACTIVE).order_by("id").first())
+        if mine is not None:
+            if mine.lease_expires_at > now or _free_slots(mine.item_id, config, now, excluding=mine.pk) > 0:
+                mine.lease_expires_at = lease
+                mine.save(update_fields=["lease_expires_at", "updated_at"])
+                return mine
+            mine.state = ClaimState.RELEASED  # the lease ran out and someone else took the slot
+            mine.save(update_fields=["state", "updated_at"])
+
+        taken = (Claim.objects.filter(item=OuterRef("pk")).filter(_holding(now)).values("item")
+                 .annotate(n=Count("id")).values("n"))
+        candidates = (Item.objects.filter(project=project, rollout__isnull=False)
+                      .exclude(claims__annotator=annotator)
+                      .annotate(taken=Coalesce(Subquery(taken, output_field=IntegerField()), Value(0)))
+                      .filter(taken__lt=config.overlap)
+                      .order_by("id"))
+        passed_over: list[int] = []
+        while True:
+            item = candidates.exclude(pk__in=passed_over).select_for_update(skip_locked=True, of=("self",)).first()
+            if item is None:
+                return None
+            if _free_slots(item.pk, config, now) > 0:  # counted again, now that we hold the item's lock
+                return Claim.objects.create(item=item, annotator=annotator, lease_expires_at=lease)
+            passed_over.append(item.pk)
+
+
+def _free_slots(item_id: int, config: AnnotationConfig, now, excluding: int | None = None) -> int:
+    holding = Claim.objects.filter(item_id=item_id).filter(_holding(now))
+    if excluding:
+        holding = holding.exclude(pk=excluding)
+    return config.overlap - holding.count()
+
+
+def end_claim(*, claim: Claim, state: ClaimState) -> Claim:
+    """Skip or release a claim (or mark it done)."""
+    if claim.state != ClaimState.ACTIVE:
+        raise AnnotationError(f"This claim is already {claim.state}.")
+    claim.state = state
+    claim.save(update_fields=["state", "updated_at"])
+    return claim
+
+
+def reassign(*, claim: Claim, to_user) -> Claim:
+    """A curator moves an item from one annotator to another, who starts it afresh."""
+    with transaction.atomic():
+        if Claim.objects.filter(item=claim.item, annotator=to_user).exists():
+            raise AnnotationError(f"{to_user} has already had this item.")
+        if claim.state == ClaimState.ACTIVE:
+            claim.state = ClaimState.RELEASED
+            claim.save(update_fields=["state", "updated_at"])
+        config = config_for(claim.item.project)
+        return Claim.objects.create(item=claim.item, annotator=to_user,
+                                    lease_expires_at=timezone.now() + timedelta(minutes=config.lease_minutes))
+
+
+# --- sessions -------------------------------------------------------------------------------------
+
+def open_session(*, claim: Claim) -> Session:
+    """The claim's session; the first time, its root node is the item's initial rollout."""
+    existing = Session.objects.filter(claim=claim).first()
+    if existing:
+        return existing
+    rollout = claim.item.rollout
+    if not rollout:
+        raise AnnotationError("This item has no model response yet; run the rollout job first.")
+    with transaction.atomic():
+        session = Session.objects.create(claim=claim, item=claim.item, annotator=claim.annotator)
+        root = Node.objects.create(
+            session=session, key=1, token_ids=rollout["token_ids"], logprobs=rollout["logprobs"], top=rollout["top"],
+            origins=[Origin.MODEL] * len(rollout["token_ids"]), candidate_ranks=[None] * len(rollout["token_ids"]),
+            finish_reason=rollout["finish_reason"], model_id=rollout["model_id"], seed=rollout["seed"],
+        )
+        session.current_node = root
+        session.save(update_fields=["current_node"])
+        Event.objects.create(session=session, kind=EventKind.GENERATE_NEW, node=root, actor=None,
+                             payload={"model_id": rollout["model_id"], "seed": rollout["seed"]})
+    return session
+
+
+def _locked_session(session_id: int, version: int) -> Session:
+    session = Session.objects.select_for_update(of=("self",)).select_related("current_node", "item").get(pk=session_id)
+    if session.version != version:
+        raise StaleVersion(f"The session changed (version {session.version}, you had {version}); reload it.")
+    if session.status != SessionStatus.OPEN:
+        raise AnnotationError(f"The session is {session.status}; it cannot change.")
+    return session
+
+
+def _bump(session: Session) -> None:
+    session.version += 1
+    session.save(update_fields=["version", "current_node", "status", "updated_at"])
+
+
+def correct(*, session: Session, version: int, node_id: int, position: int, actor,
+            token_id: int | None = None, text: str | None = None, stop: bool = False) -> Node:
+    """Replace the token at `position` of the current node: a top-k candidate, a typed rewrite, or a stop.
+
+    Returns the new child node. Unless the correction ends the response, the child is
+    left `streaming`; `continue_node` then generates the rest from its exact token ids.
+    """
+    if sum(x is not None and x is not False for x in (token_id, text, stop or None)) != 1:
+        raise CorrectionRefused("Give exactly one of: a candidate token, a typed rewrite, or stop.")
+    with transaction.atomic():
+        session = _locked_session(session.pk, version)
+        node = session.current_node
+        if node is None or node.pk != node_id:
+            raise CorrectionRefused("Corrections apply to the node you are looking at; reload the session.")
+        if node.status == NodeStatus.STREAMING:
+            raise CorrectionRefused("Wait for the model to finish this response before correcting it.")
+        if position < node.locked_until:
+            raise CorrectionRefused(
+                f"Token {position} comes before your earlier correction (tokens before {node.locked_until} are "
+                "fixed). Undo that correction first.")
+        if not 0 <= position < len(node.token_ids):
+            raise CorrectionRefused(f"Position {position} is outside the response ({len(node.token_ids)} tokens).")
+
+        prefix = slice(0, position)
+        child = Node(
+            session=session, parent=node, key=session.nodes.count() + 1, fork_index=position,
+            token_ids=node.token_ids[prefix], logprobs=node.logprobs[prefix], top=node.top[prefix],
+            origins=node.origins[prefix], candidate_ranks=node.candidate_ranks[prefix],
+            model_id=node.model_id, seed=node.seed, status=NodeStatus.STREAMING,
+        )
+        rejected_id = node.token_ids[position]
+        if token_id is not None:
+            candidates = [candidate for candidate, _ in node.top[position]]
+            if token_id not in candidates:
+                raise CorrectionRefused(f"Token {token_id} is not among the model's top-{len(candidates)} here.")
+            rank = candidates.index(token_id)
+            logprob = node.top[position][rank][1]
+            child.token_ids.append(token_id)
+            child.logprobs.append(logprob)
+            child.top.append(node.top[position])
+            child.origins.append(Origin.CANDIDATE)
+            child.candidate_ranks.append(rank + 1)
+            kind = EventKind.CONTINUE_WITH_CHOSEN
+            payload = {"position": position, "token_id": token_id, "rank": rank + 1, "logprob": logprob,
+                       "rejected_token_id": rejected_id, "top_logprobs": node.top[position]}
+        elif text is not None:
+            ends_here = text.endswith(STOP_MARKER)
+            typed = text[: -len(STOP_MARKER)] if ends_here else text
+            # The typed text is tokenized alone and appended to the unchanged prefix ids.
+            typed_ids = get_backend().tokenize(typed) if typed else []
+            if not typed_ids and not ends_here:
+                raise CorrectionRefused("Type some text, or end it with <|stop|> to stop here.")
+            child.token_ids += typed_ids
+            child.logprobs += [None] * len(typed_ids)
+            child.top += [[] for _ in typed_ids]
+            child.origins += [Origin.TYPED] * len(typed_ids)
+            child.candidate_ranks += [None] * len(typed_ids)
+            stop = ends_here
+            kind = EventKind.CONTINUE_WITH_INPUT
+            payload = {"position": position, "text": text, "token_ids": typed_ids, "rejected_token_id": rejected_id,
+                       "stop": ends_here}
+        else:
+            kind = EventKind.FORCE_STOP
+            payload = {"position": position, "rejected_token_id": rejected_id}
+        child.locked_until = len(child.token_ids)
+        if stop:
+            child.status, child.finish_reason = NodeStatus.COMPLETE, "stop"
+        child.save()
+        session.current_node = child
+        _bump(session)
+        Event.objects.create(session=session, kind=kind, node=child, actor=actor, payload=payload)
+    return child
+
+
+def continue_node(*, node: Node) -> Iterator:
+    """Generate the rest of a streaming (or interrupted) node from its exact token ids, yielding each step.
+
+    The node is saved every few tokens and at the end; if the backend fails, the node
+    keeps what it has, is marked interrupted, and the error propagates (retry = call again).
+    """
+    session = node.session
+    config = config_for(session.item.project)
+    if node.status == NodeStatus.COMPLETE:
+        return
+    if node.status == NodeStatus.INTERRUPTED:
+        Event.objects.create(session=session, kind=EventKind.CONTINUE_GENERATING, node=node, actor=None,
+                             payload={"from_token": len(node.token_ids)})
+    backend = get_backend()
+    remaining = config.max_tokens - len(node.token_ids)
+    fields = ["token_ids", "logprobs", "top", "origins", "candidate_ranks", "status", "finish_reason"]
+    if remaining <= 0:
+        node.status, node.finish_reason = NodeStatus.COMPLETE, "length"
+        node.save(update_fields=fields)
+        return
+    node.status = NodeStatus.STREAMING
+    prompt = session.item.prompt_ids + node.token_ids
+    seed = seed_for(config, session.item, f"node:{node.pk}:{len(node.token_ids)}")
+    try:
+        for count, step in enumerate(backend.stream(prompt, max_tokens=remaining, temperature=config.temperature,
+                                                     seed=seed, top_k=config.top_k), start=1):
+            node.token_ids.append(step.token_id)
+            node.logprobs.append(step.logprob)
+            node.top.append([list(pair) for pair in step.top])
+            node.origins.append(Origin.MODEL)
+            node.candidate_ranks.append(None)
+            if step.finish_reason:
+                node.status, node.finish_reason = NodeStatus.COMPLETE, step.finish_reason
+            if count % SAVE_EVERY_TOKENS == 0 or step.finish_reason:
+                node.save(update_fields=fields)
+            yield step
+    except BackendError:
+        node.status = NodeStatus.INTERRUPTED
+        node.save(update_fields=fields)
+        raise
+    if node.status != NodeStatus.COMPLETE:  # the backend ended without a finish reason
+        node.status, node.finish_reason = NodeStatus.COMPLETE, "length"
+        node.save(update_fields=fields)
+
+
+def undo(*, session: Session, version: int, actor) -> Session:
+    """Go back to the parent of the current node. The undone node stays in the tree as a rejected branch."""
+    with transaction.atomic():
+        session = _locked_session(session.pk, version)
+        node = session.current_node
+        if node is None or node.parent_id is None:
+            raise AnnotationError("Nothing to undo: this is the model's first response.")
+        if node.status == NodeStatus.STREAMING:
+            raise AnnotationError("Wait for the model to finish before undoing.")
+        session.current_node = node.parent
+        _bump(session)
+        Event.objects.create(session=session, kind=EventKind.UNDO, node=node.parent, actor=actor,
+                             payload={"undone_node": node.pk})
+    return session
+
+
+def finish(*, session: Session, version: int, actor, accept: bool, comment: str = "") -> Session:
+    """Accept the current node as the answer, or reject the item. Either way the claim is done."""
+    with transaction.atomic():
+        session = _locked_session(session.pk, version)
+        node = session.current_node
+        if accept and node.status != NodeStatus.COMPLETE:
+            raise AnnotationError("Only a complete response can be accepted; wait for it or continue it.")
+        session.status = SessionStatus.ACCEPTED if accept else SessionStatus.REJECTED
+        _bump(session)
+        Event.objects.create(session=session, kind=EventKind.ACCEPT if accept else EventKind.REJECT, node=node,
+                             actor=actor, payload={"comment": comment} if comment else {})
+        Claim.objects.filter(pk=session.claim_id).update(state=ClaimState.DONE, updated_at=timezone.now())
+    return session
