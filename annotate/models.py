@@ -163,3 +163,21 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+
+class ReviewDecision(models.TextChoices):
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+
+
+class Review(models.Model):
+    """A curator's verdict on an accepted session. Append-only: the latest review is the current one."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    decision = models.CharField(max_length=16, choices=ReviewDecision.choices)
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]

@@ -24,6 +24,9 @@ CAN_SEE_JOBS = frozenset({Role.ADMIN, Role.CURATOR})
 CAN_READ_EXPORTS = frozenset({Role.ADMIN, Role.CURATOR, Role.TRAINER})
 CAN_CREATE_EXPORTS = frozenset({Role.ADMIN, Role.CURATOR})
 CAN_DELETE_EXPORTS = frozenset({Role.ADMIN})
+# onPanda annotation
+CAN_ANNOTATE = frozenset({Role.ADMIN, Role.CURATOR, Role.ANNOTATOR})
+CAN_CURATE = frozenset({Role.ADMIN, Role.CURATOR})  # import, rollouts, queue state, reassign, review, metrics
 
 
 def role_in(user, project: Project) -> Role | None:
