@@ -5,6 +5,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from annotate import api as annotate_api
+from annotate import views as annotate_views
 from dataplatform.accounts import api as accounts_api
 from dataplatform.accounts import views as accounts_views
 from dataplatform.exports import api as exports_api
@@ -27,6 +29,23 @@ api_v1 = [
     path("projects/<slug:slug>/exports/<int:export_id>/shards/<str:name>", exports_api.ExportShardApi.as_view(),
          name="api-export-shard"),
     path("export-kinds/", exports_api.ExportKindsApi.as_view(), name="api-export-kinds"),
+    path("projects/<slug:slug>/annotate/config/", annotate_api.ConfigApi.as_view(), name="api-annotate-config"),
+    path("projects/<slug:slug>/annotate/import/", annotate_api.ImportApi.as_view(), name="api-annotate-import"),
+    path("projects/<slug:slug>/annotate/rollouts/", annotate_api.RolloutApi.as_view(), name="api-annotate-rollouts"),
+    path("projects/<slug:slug>/annotate/claim/", annotate_api.ClaimApi.as_view(), name="api-annotate-claim"),
+    path("projects/<slug:slug>/annotate/my-items/", annotate_api.MyItemsApi.as_view(), name="api-annotate-my-items"),
+    path("projects/<slug:slug>/annotate/queue/", annotate_api.QueueApi.as_view(), name="api-annotate-queue"),
+    path("projects/<slug:slug>/annotate/claims/<int:claim_id>/<str:action>/", annotate_api.ClaimActionApi.as_view(),
+         name="api-annotate-claim-action"),
+    path("sessions/<int:session_id>/", annotate_api.SessionApi.as_view(), name="api-session"),
+    path("sessions/<int:session_id>/nodes/<int:node_id>/candidates/<int:position>/",
+         annotate_api.CandidatesApi.as_view(), name="api-session-candidates"),
+    path("sessions/<int:session_id>/correct/", annotate_api.CorrectApi.as_view(), name="api-session-correct"),
+    path("sessions/<int:session_id>/nodes/<int:node_id>/stream/", annotate_api.StreamApi.as_view(),
+         name="api-session-stream"),
+    path("sessions/<int:session_id>/undo/", annotate_api.UndoApi.as_view(), name="api-session-undo"),
+    path("sessions/<int:session_id>/accept/", annotate_api.AcceptApi.as_view(), name="api-session-accept"),
+    path("sessions/<int:session_id>/reject/", annotate_api.RejectApi.as_view(), name="api-session-reject"),
     path("tokens/", accounts_api.TokenListCreateApi.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/revoke/", accounts_api.TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("system/status/", system_api.SystemStatusApi.as_view(), name="api-system-status"),
@@ -46,6 +65,11 @@ urlpatterns = [
     path("projects/<slug:slug>/exports/new", exports_views.export_create, name="export-create"),
     path("projects/<slug:slug>/exports/<int:export_id>/", exports_views.export_detail, name="export-detail"),
     path("projects/<slug:slug>/exports/<int:export_id>/row", exports_views.export_row, name="export-row"),
+    path("projects/<slug:slug>/annotate/", annotate_views.queue_page, name="annotate-queue"),
+    path("projects/<slug:slug>/annotate/claim", annotate_views.claim, name="annotate-claim"),
+    path("projects/<slug:slug>/annotate/import", annotate_views.import_prompts, name="annotate-import"),
+    path("projects/<slug:slug>/annotate/rollouts", annotate_views.start_rollouts, name="annotate-rollouts"),
+    path("annotate/sessions/<int:session_id>/", annotate_views.workspace, name="annotate-workspace"),
     path("tokens/", accounts_views.token_list, name="token-list"),
     path("tokens/<int:token_id>/revoke/", accounts_views.token_revoke, name="token-revoke"),
     path("system/", system_views.system_page, name="system"),

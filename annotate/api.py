@@ -1,0 +1,355 @@
+"""onPanda over the API: configure, import, roll out, claim, correct, stream, undo, accept, review."""
+
+import json
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.core.handlers.asgi import ASGIRequest
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token, role_in
+from dataplatform.broker import BrokerUnavailable
+from dataplatform.inference import BackendError
+from dataplatform.jobs import services as job_services
+from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
+
+from . import importers, selectors, services
+from .models import AnnotationConfig, Claim, ClaimState, Node, Session
+
+
+class Conflict(APIException):
+    status_code = 409
+    default_code = "stale_version"
+
+
+def _refusal(exc: services.AnnotationError) -> APIException:
+    if isinstance(exc, services.StaleVersion):
+        return Conflict(str(exc))
+    return ValidationError({"detail": str(exc)})
+
+
+# --- serializers --------------------------------------------------------------------------------
+
+class ConfigSerializer(serializers.ModelSerializer):
+    top_k = serializers.IntegerField(min_value=1, max_value=50)
+    max_tokens = serializers.IntegerField(min_value=1, max_value=8192)
+    temperature = serializers.FloatField(min_value=0.0, max_value=2.0)
+    overlap = serializers.IntegerField(min_value=1, max_value=20)
+    lease_minutes = serializers.IntegerField(min_value=1, max_value=24 * 60)
+
+    class Meta:
+        model = AnnotationConfig
+        fields = ["model_name", "top_k", "max_tokens", "temperature", "seed_policy", "seed", "overlap",
+                  "lease_minutes"]
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    text = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Node
+        fields = ["id", "key", "parent", "fork_index", "locked_until", "status", "finish_reason", "model_id",
+                  "token_ids", "logprobs", "origins", "candidate_ranks", "text"]
+
+    def get_text(self, node: Node) -> str:
+        return "".join(group.text for group in selectors.token_groups(node))
+
+
+class SessionSerializer(serializers.ModelSerializer):
+    annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    messages = serializers.JSONField(source="item.messages")
+    current_node = NodeSerializer()
+    nodes = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Session
+        fields = ["id", "item", "annotator", "status", "version", "messages", "current_node", "nodes", "created_at"]
+
+    def get_nodes(self, session: Session) -> list[dict]:
+        return list(session.nodes.values("id", "key", "parent", "fork_index", "status"))
+
+
+class ClaimSerializer(serializers.ModelSerializer):
+    session = serializers.SerializerMethodField()
+    annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Claim
+        fields = ["id", "item", "annotator", "state", "lease_expires_at", "session"]
+
+    def get_session(self, claim: Claim) -> int | None:
+        session = getattr(claim, "session", None)
+        return session.pk if session else None
+
+
+class CorrectionSerializer(serializers.Serializer):
+    version = serializers.IntegerField(min_value=0)
+    node_id = serializers.IntegerField()
+    position = serializers.IntegerField(min_value=0)
+    token_id = serializers.IntegerField(required=False)
+    text = serializers.CharField(required=False, trim_whitespace=False, max_length=20_000)
+    stop = serializers.BooleanField(required=False, default=False)
+
+
+class VersionSerializer(serializers.Serializer):
+    version = serializers.IntegerField(min_value=0)
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+
+
+class ReviewSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["approved", "rejected"])
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+
+
+# --- project-level ---------------------------------------------------------------------------------
+
+class ConfigApi(APIView):
+    @extend_schema(responses=ConfigSerializer)
+    def get(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
+        return Response(ConfigSerializer(services.config_for(project)).data)
+
+    @extend_schema(request=ConfigSerializer, responses=ConfigSerializer)
+    def put(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        serializer = ConfigSerializer(services.config_for(project), data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        serializer.save()
+        return Response(serializer.data)
+
+
+class ImportApi(APIView):
+    """Upload prompts as JSONL (multipart field `file`). `dry_run` and `skip_bad_lines` are form fields."""
+
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise ValidationError({"file": ["Upload a JSONL file in the field 'file'."]})
+        report = importers.import_prompts(
+            project=project, lines=upload, file=upload.name,
+            dry_run=_truthy(request.data.get("dry_run")), skip_bad_lines=_truthy(request.data.get("skip_bad_lines")),
+        )
+        failed = report.errors and not report.dry_run and not _truthy(request.data.get("skip_bad_lines"))
+        return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if failed else status.HTTP_200_OK)
+
+
+class RolloutApi(APIView):
+    @extend_schema(request=None, responses={202: JobSerializer})
+    def post(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        try:
+            job = job_services.enqueue_job(project=project, kind="annotate.rollouts",
+                                           params={"regenerate": _truthy(request.data.get("regenerate"))},
+                                           user=request.user)
+        except BrokerUnavailable as exc:
+            raise ServiceUnavailable(str(exc)) from exc
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ClaimApi(APIView):
+    """Claim the next item (or get back your current one). 204 when the queue is empty for you."""
+
+    @extend_schema(request=None, responses={200: ClaimSerializer, 204: None})
+    def post(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
+        claim = services.claim_next(project=project, annotator=request.user)
+        if claim is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        services.open_session(claim=claim)
+        return Response(ClaimSerializer(Claim.objects.select_related("session").get(pk=claim.pk)).data)
+
+
+class MyItemsApi(APIView):
+    @extend_schema(responses=ClaimSerializer(many=True))
+    def get(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
+        return Response(ClaimSerializer(selectors.my_claims(request.user, project)[:200], many=True).data)
+
+
+class QueueApi(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        return Response(selectors.queue_state(project))
+
+
+class ClaimActionApi(APIView):
+    """skip / release (the claim's annotator) or reassign (a curator, body {"username": ...})."""
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=ClaimSerializer)
+    def post(self, request, slug: str, claim_id: int, action: str):
+        token = request_token(request)
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=token)
+        claim = Claim.objects.filter(item__project=project, pk=claim_id).select_related("item").first()
+        if claim is None:
+            raise NotFound("No such claim.")
+        try:
+            if action in ("skip", "release"):
+                if claim.annotator_id != request.user.pk:
+                    raise NotFound("No such claim.")
+                state = ClaimState.SKIPPED if action == "skip" else ClaimState.RELEASED
+                claim = services.end_claim(claim=claim, state=state)
+            elif action == "reassign":
+                project_for(request.user, slug, CAN_CURATE, token=token)
+                to_user = get_user_model().objects.filter(username=request.data.get("username", "")).first()
+                if to_user is None or role_in(to_user, project) not in CAN_ANNOTATE:
+                    raise ValidationError({"username": ["Not an annotator of this project."]})
+                claim = services.reassign(claim=claim, to_user=to_user)
+            else:
+                raise NotFound("Unknown action.")
+        except services.AnnotationError as exc:
+            raise _refusal(exc) from exc
+        return Response(ClaimSerializer(claim).data)
+
+
+# --- sessions -----------------------------------------------------------------------------------
+
+class SessionApi(APIView):
+    @extend_schema(responses=SessionSerializer)
+    def get(self, request, session_id: int):
+        return Response(SessionSerializer(selectors.session_for(request.user, session_id,
+                                                                token=request_token(request))).data)
+
+
+class CandidatesApi(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, session_id: int, node_id: int, position: int):
+        session = selectors.session_for(request.user, session_id, token=request_token(request))
+        return Response(selectors.candidates_at(selectors.node_of(session, node_id), position))
+
+
+class CorrectApi(APIView):
+    """Correct the current node at `position`: `token_id` (a top-k candidate), `text` (a rewrite), or `stop`."""
+
+    @extend_schema(request=CorrectionSerializer, responses={201: NodeSerializer, 409: None})
+    def post(self, request, session_id: int):
+        session = selectors.session_for_writing(request.user, session_id, token=request_token(request))
+        data = CorrectionSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        try:
+            node = services.correct(
+                session=session, version=fields["version"], node_id=fields["node_id"], position=fields["position"],
+                token_id=fields.get("token_id"), text=fields.get("text"), stop=fields["stop"], actor=request.user,
+            )
+        except services.AnnotationError as exc:
+            raise _refusal(exc) from exc
+        except BackendError as exc:
+            raise ServiceUnavailable(f"The model backend failed: {exc}") from exc
+        return Response(NodeSerializer(node).data | {"session_version": fields["version"] + 1},
+                        status=status.HTTP_201_CREATED)
+
+
+class EventStreamRenderer(BaseRenderer):
+    media_type = "text/event-stream"
+    format = "sse"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return json.dumps(data).encode()
+
+
+class StreamApi(APIView):
+    """Continue a streaming (or interrupted) node, sending each token as a server-sent event.
+
+    Events: `token` {index, token_id, text, logprob, origin}, then `done` {finish_reason}
+    or `error` {message} (what was generated so far is kept; POST again to retry).
+    """
+
+    renderer_classes = [EventStreamRenderer, JSONRenderer]
+
+    @extend_schema(request=None, responses={(200, "text/event-stream"): OpenApiTypes.STR})
+    def post(self, request, session_id: int, node_id: int):
+        session = selectors.session_for_writing(request.user, session_id, token=request_token(request))
+        node = selectors.node_of(session, node_id)
+        events = _token_events(node)
+        if isinstance(request._request, ASGIRequest):
+            events = _async_events(events)
+        response = StreamingHttpResponse(events, content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # let a proxy pass tokens through at once
+        return response
+
+
+def _sse(event: str, data: dict) -> bytes:
+    # json.dumps escapes newlines, so one data line per event is always well-formed.
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _token_events(node: Node):
+    from dataplatform.inference import get_backend
+
+    backend = get_backend()
+    index = len(node.token_ids)
+    pending = b""
+    try:
+        for step in services.continue_node(node=node):
+            # Byte-level BPE: send text only once a whole character is complete.
+            pending += backend.token_pieces([step.token_id])[0]
+            try:
+                text, pending = pending.decode("utf-8"), b""
+            except UnicodeDecodeError:
+                text = ""
+            yield _sse("token", {"index": index, "token_id": step.token_id, "text": text, "logprob": step.logprob,
+                                 "origin": "model"})
+            index += 1
+        node.refresh_from_db()
+        yield _sse("done", {"finish_reason": node.finish_reason, "tokens": len(node.token_ids)})
+    except BackendError as exc:
+        yield _sse("error", {"message": f"The model backend failed: {exc}. Everything generated so far is "
+                                        "saved; retry to continue."})
+
+
+async def _async_events(events):
+    """Under ASGI, pull the sync generator in Django's sync thread so tokens go out as they come."""
+    sentinel = object()
+    step = sync_to_async(lambda: next(events, sentinel), thread_sensitive=True)
+    while (chunk := await step()) is not sentinel:
+        yield chunk
+
+
+class UndoApi(APIView):
+    @extend_schema(request=VersionSerializer, responses=SessionSerializer)
+    def post(self, request, session_id: int):
+        return _session_action(request, session_id, lambda session, data: services.undo(
+            session=session, version=data["version"], actor=request.user))
+
+
+class AcceptApi(APIView):
+    @extend_schema(request=VersionSerializer, responses=SessionSerializer)
+    def post(self, request, session_id: int):
+        return _session_action(request, session_id, lambda session, data: services.finish(
+            session=session, version=data["version"], actor=request.user, accept=True, comment=data["comment"]))
+
+
+class RejectApi(APIView):
+    @extend_schema(request=VersionSerializer, responses=SessionSerializer)
+    def post(self, request, session_id: int):
+        return _session_action(request, session_id, lambda session, data: services.finish(
+            session=session, version=data["version"], actor=request.user, accept=False, comment=data["comment"]))
+
+
+def _session_action(request, session_id: int, action):
+    session = selectors.session_for_writing(request.user, session_id, token=request_token(request))
+    data = VersionSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    try:
+        session = action(session, data.validated_data)
+    except services.AnnotationError as exc:
+        raise _refusal(exc) from exc
+    return Response(SessionSerializer(Session.objects.get(pk=session.pk)).data)
+
+
+def _truthy(value) -> bool:
+    return str(value).strip().lower() in {"1", "true", "yes", "on"}

@@ -1,0 +1,83 @@
+"""Review of accepted sessions, and where an accepted answer first departed from the model.
+
+A review is a curator's verdict on an accepted session. Reviews are append-only
+(DESIGN §6): a second review does not overwrite the first; the latest is current.
+
+`first_error_position` reads the session tree: the accepted node's ancestor chain
+holds the corrections that survived (undone branches hang off the chain and are
+ignored). Because a correction can only come after the tokens an earlier one
+fixed (`locked_until`), the fork nearest the root is also the earliest position
+the annotator changed, i.e. where the model's answer first went wrong.
+"""
+
+from collections.abc import Iterable, Mapping
+
+from django.core.exceptions import PermissionDenied
+
+from dataplatform.accounts.permissions import CAN_CURATE, role_in
+
+from .models import Node, Review, ReviewDecision, Session, SessionStatus
+from .services import AnnotationError
+
+# node id -> (parent id, fork index); enough of a session tree to walk a lineage.
+Tree = Mapping[int, tuple[int | None, int | None]]
+
+
+def review_session(*, session: Session, reviewer, decision: str, comment: str = "") -> Review:
+    """Record a curator's verdict on an accepted session.
+
+    Refused with AnnotationError when the session is not accepted, the decision is
+    unknown, or a rejection comes without a comment (the annotator needs to know
+    what to fix). A reviewer who may not curate the session's project gets
+    PermissionDenied: the API checks roles too, but a service must not rely on it.
+    """
+    if decision not in ReviewDecision.values:
+        raise AnnotationError(f"Unknown review decision {decision!r}; use one of: {', '.join(ReviewDecision.values)}.")
+    comment = comment.strip()
+    if decision == ReviewDecision.REJECTED and not comment:
+        raise AnnotationError("A rejection needs a comment that says what is wrong.")
+    if role_in(reviewer, session.item.project) not in CAN_CURATE:
+        raise PermissionDenied("Only a curator or an admin of this project can review its sessions.")
+    # Read the status from the database, not from the caller's copy, which may be stale. Accepted is a
+    # final state (no service moves a session out of it), so no lock is needed between check and insert.
+    status = Session.objects.filter(pk=session.pk).values_list("status", flat=True).first()
+    if status != SessionStatus.ACCEPTED:
+        raise AnnotationError(f"Only accepted sessions can be reviewed; this one is {status or 'gone'}.")
+    return Review.objects.create(session_id=session.pk, reviewer=reviewer, decision=decision, comment=comment)
+
+
+def lineage_forks(tree: Tree, node_id: int | None) -> list[int]:
+    """Fork positions of the corrections on `node_id`'s ancestor chain, root first.
+
+    Empty when `node_id` is the root (nothing was corrected) or is unknown.
+    """
+    forks: list[int] = []
+    seen: set[int] = set()
+    while node_id is not None and node_id in tree and node_id not in seen:
+        seen.add(node_id)  # a cycle cannot be built by the services; do not loop forever on bad data anyway
+        parent_id, fork_index = tree[node_id]
+        if parent_id is not None and fork_index is not None:
+            forks.append(fork_index)
+        node_id = parent_id
+    forks.reverse()
+    return forks
+
+
+def tree_of(rows: Iterable[tuple[int, int | None, int | None]]) -> dict[int, tuple[int | None, int | None]]:
+    """Build a Tree from (id, parent_id, fork_index) rows."""
+    return {node_id: (parent_id, fork_index) for node_id, parent_id, fork_index in rows}
+
+
+def first_error_position(session: Session) -> int | None:
+    """The fork position of the first correction that survived into the accepted answer.
+
+    None when the model's first response was accepted as it was. An accepted session
+    is frozen (no service writes to it after accept), so its current node is the
+    node the accept event names.
+    """
+    row = Session.objects.filter(pk=session.pk).values("status", "current_node_id").first()
+    if row is None or row["status"] != SessionStatus.ACCEPTED:
+        raise AnnotationError("Only an accepted session has a first error position.")
+    tree = tree_of(Node.objects.filter(session_id=session.pk).values_list("id", "parent_id", "fork_index"))
+    forks = lineage_forks(tree, row["current_node_id"])
+    return forks[0] if forks else None

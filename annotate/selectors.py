@@ -1,0 +1,118 @@
+"""Reads of the onPanda workflow, scoped to the requesting user.
+
+Annotators see only their own claims and sessions; curators and admins see the
+whole project. Writing to a session is for its annotator alone.
+"""
+
+import math
+from dataclasses import dataclass
+
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404
+from django.utils import timezone
+
+from dataplatform.accounts.models import ApiToken, Project
+from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in, visible_projects
+from dataplatform.inference import get_backend
+from dataplatform.inference.text import group_pieces
+
+from .models import Claim, ClaimState, Item, Node, Session
+
+
+def sessions_visible_to(user, *, token: ApiToken | None = None) -> QuerySet[Session]:
+    """Curators see every session of their projects; annotators only their own."""
+    curated = visible_projects(user, roles=CAN_CURATE, token=token)
+    annotated = visible_projects(user, roles=CAN_ANNOTATE, token=token)
+    return (Session.objects.filter(Q(item__project__in=curated) | Q(item__project__in=annotated, annotator=user))
+            .select_related("item", "item__project", "annotator", "current_node", "claim"))
+
+
+def session_for(user, session_id: int, *, token: ApiToken | None = None) -> Session:
+    session = sessions_visible_to(user, token=token).filter(pk=session_id).first()
+    if session is None:
+        raise Http404("No such session.")
+    return session
+
+
+def session_for_writing(user, session_id: int, *, token: ApiToken | None = None) -> Session:
+    """Only the session's own annotator may change it (others get a 404, not a hint)."""
+    session = session_for(user, session_id, token=token)
+    if session.annotator_id != user.pk:
+        raise Http404("No such session.")
+    return session
+
+
+def node_of(session: Session, node_id: int) -> Node:
+    node = session.nodes.filter(pk=node_id).first()
+    if node is None:
+        raise Http404("No such node in this session.")
+    return node
+
+
+def my_claims(user, project: Project) -> QuerySet[Claim]:
+    return (Claim.objects.filter(item__project=project, annotator=user)
+            .select_related("item", "session").order_by("-updated_at", "-id"))
+
+
+def queue_state(project: Project) -> dict:
+    """Counts a curator needs: items, answered items, claims by state, live leases."""
+    now = timezone.now()
+    items = Item.objects.filter(project=project)
+    claims = Claim.objects.filter(item__project=project)
+    by_state = dict(claims.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+    return {
+        "items": items.count(),
+        "answered": items.filter(rollout__isnull=False).count(),
+        "claims": {state: by_state.get(state, 0) for state in ClaimState.values},
+        "active_leases": claims.filter(state=ClaimState.ACTIVE, lease_expires_at__gt=now).count(),
+        "expired_leases": claims.filter(state=ClaimState.ACTIVE, lease_expires_at__lte=now).count(),
+    }
+
+
+def project_claims(project: Project) -> QuerySet[Claim]:
+    """Every claim of the project, for the curator's queue table."""
+    return (Claim.objects.filter(item__project=project)
+            .select_related("item", "annotator", "session").order_by("-updated_at", "-id"))
+
+
+def may_curate(user, project: Project) -> bool:
+    return role_in(user, project) in CAN_CURATE
+
+
+# --- presenting a node ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TokenGroup:
+    """One or more tokens that together make whole characters (what the annotator clicks)."""
+
+    start: int
+    end: int
+    text: str
+    origin: str
+    locked: bool
+
+
+def token_groups(node: Node) -> list[TokenGroup]:
+    pieces = get_backend().token_pieces(node.token_ids) if node.token_ids else []
+    groups = []
+    for group in group_pieces(pieces):
+        origins = set(node.origins[group.start:group.end])
+        origin = "typed" if "typed" in origins else ("candidate" if "candidate" in origins else "model")
+        groups.append(TokenGroup(start=group.start, end=group.end, text=group.text, origin=origin,
+                                 locked=group.start < node.locked_until))
+    return groups
+
+
+def candidates_at(node: Node, position: int) -> list[dict]:
+    """The model's top-k at a position, with text and probability; the current token marked."""
+    if not 0 <= position < len(node.token_ids):
+        raise Http404("No token at that position.")
+    backend = get_backend()
+    current = node.token_ids[position]
+    top = node.top[position]
+    pieces = backend.token_pieces([token_id for token_id, _ in top]) if top else []
+    return [
+        {"rank": rank, "token_id": token_id, "text": piece.decode("utf-8", errors="replace"),
+         "logprob": logprob, "probability": math.exp(logprob), "current": token_id == current}
+        for rank, ((token_id, logprob), piece) in enumerate(zip(top, pieces, strict=True), start=1)
+    ]
