@@ -108,7 +108,8 @@
         item.appendChild(button);
         list.appendChild(item);
       });
-      list.querySelector("button")?.focus();
+      // Move focus to the first candidate unless the annotator already went elsewhere in the panel (t).
+      if (!panel.contains(document.activeElement)) list.querySelector("button")?.focus();
     } catch (error) {
       say(`Could not load the candidates: ${error.message}`, true);
     }

@@ -1,0 +1,139 @@
+"""The annotation API: every endpoint by role, other people's sessions, versions, streaming."""
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.test import APIClient
+
+from annotate import services
+from annotate.models import Claim, Item, Session
+from tests.conftest import api_client_for
+from tests.factories import MembershipFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+ROLES = ["admin", "curator", "annotator", "trainer", "outsider", "anonymous"]
+P = "/api/v1/projects/alpha/annotate/"
+
+
+def client_as(members, who):
+    return APIClient() if who == "anonymous" else api_client_for(members[who])
+
+
+@pytest.fixture
+def annotator_session(session):
+    """The `session` fixture: the annotator's open session on a fake rollout."""
+    return session
+
+
+MATRIX = [
+    ("get", P + "config/", None, {"admin": 200, "curator": 200, "annotator": 200, "trainer": 403, "outsider": 404}),
+    ("put", P + "config/", {"top_k": 10},
+     {"admin": 200, "curator": 200, "annotator": 403, "trainer": 403, "outsider": 404}),
+    # The one item is the annotator's (resumed: 200); for admin and curator the queue is empty (204).
+    ("post", P + "claim/", None, {"admin": 204, "curator": 204, "annotator": 200, "trainer": 403, "outsider": 404}),
+    ("get", P + "my-items/", None, {"admin": 200, "curator": 200, "annotator": 200, "trainer": 403, "outsider": 404}),
+    ("get", P + "queue/", None, {"admin": 200, "curator": 200, "annotator": 403, "trainer": 403, "outsider": 404}),
+    ("post", P + "rollouts/", None, {"admin": 202, "curator": 202, "annotator": 403, "trainer": 403, "outsider": 404}),
+    ("get", "/api/v1/sessions/{session}/", None,
+     {"admin": 200, "curator": 200, "annotator": 200, "trainer": 404, "outsider": 404}),
+    ("get", "/api/v1/sessions/{session}/nodes/{node}/candidates/1/", None,
+     {"admin": 200, "curator": 200, "annotator": 200, "trainer": 404, "outsider": 404}),
+    ("post", "/api/v1/sessions/{session}/undo/", {"version": 0},
+     {"admin": 404, "curator": 404, "annotator": 400, "trainer": 404, "outsider": 404}),
+    ("post", "/api/v1/sessions/{session}/accept/", {"version": 0},
+     {"admin": 404, "curator": 404, "annotator": 200, "trainer": 404, "outsider": 404}),
+]
+
+
+@pytest.mark.parametrize("who", ROLES)
+@pytest.mark.parametrize("method, url, body, expected", MATRIX, ids=[f"{m} {u}" for m, u, _, _ in MATRIX])
+def test_annotate_endpoint_status_for_role(members, annotator_session, who, method, url, body, expected,
+                                           django_capture_on_commit_callbacks):
+    client = client_as(members, who)
+    with django_capture_on_commit_callbacks(execute=False):
+        response = getattr(client, method)(
+            url.format(session=annotator_session.pk, node=annotator_session.current_node_id), body, format="json")
+    assert response.status_code == (401 if who == "anonymous" else expected[who]), response.content[:300]
+
+
+def test_import_endpoint_reports_line_errors(members, project):
+    client = api_client_for(members["curator"])
+    good = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    upload = SimpleUploadedFile("p.jsonl", f"{good}\n{{bad\n".encode())
+    response = client.post(P + "import/", {"file": upload}, format="multipart")
+    assert response.status_code == 400
+    assert response.json()["errors"] == [{"file": "p.jsonl", "line": 2, "field": "(line)",
+                                          "message": response.json()["errors"][0]["message"]}]
+    assert not Item.objects.exists()
+    upload = SimpleUploadedFile("p.jsonl", f"{good}\n".encode())
+    assert client.post(P + "import/", {"file": upload, "dry_run": "1"}, format="multipart").json()["created"] == 0
+    upload = SimpleUploadedFile("p.jsonl", f"{good}\n".encode())
+    assert client.post(P + "import/", {"file": upload}, format="multipart").json()["created"] == 1
+    assert api_client_for(members["annotator"]).post(P + "import/", {"file": upload},
+                                                     format="multipart").status_code == 403
+
+
+def test_an_annotator_cannot_read_or_correct_another_annotators_session(members, project, annotator_session):
+    other = UserFactory(username="other-annotator")
+    MembershipFactory(project=project, user=other, role="annotator")
+    client = api_client_for(other)
+    url = f"/api/v1/sessions/{annotator_session.pk}/"
+    assert client.get(url).status_code == 404
+    correction = {"version": 0, "node_id": annotator_session.current_node_id, "position": 1, "stop": True}
+    assert client.post(url + "correct/", correction, format="json").status_code == 404
+    assert client.post(f"{url}nodes/{annotator_session.current_node_id}/stream/").status_code == 404
+    assert Session.objects.get(pk=annotator_session.pk).version == 0
+
+
+def test_another_projects_session_is_404_even_for_its_curator(members, other_project, annotator_session):
+    boss = UserFactory(username="beta-curator")
+    MembershipFactory(project=other_project, user=boss, role="curator")
+    assert api_client_for(boss).get(f"/api/v1/sessions/{annotator_session.pk}/").status_code == 404
+
+
+def test_correct_then_stale_version_is_409(members, annotator_session):
+    client = api_client_for(members["annotator"])
+    url = f"/api/v1/sessions/{annotator_session.pk}/correct/"
+    body = {"version": 0, "node_id": annotator_session.current_node_id, "position": 2, "stop": True}
+    created = client.post(url, body, format="json")
+    assert created.status_code == 201 and created.json()["token_ids"] == [10, 11]
+    assert created.json()["session_version"] == 1
+    assert client.post(url, body, format="json").status_code == 409
+
+
+def test_refused_correction_is_400_with_the_reason(members, annotator_session):
+    response = api_client_for(members["annotator"]).post(
+        f"/api/v1/sessions/{annotator_session.pk}/correct/",
+        {"version": 0, "node_id": annotator_session.current_node_id, "position": 99, "stop": True}, format="json")
+    assert response.status_code == 400 and "outside the response" in response.json()["detail"]
+
+
+def test_claim_skip_and_reassign(members, project, make_items):
+    make_items(2)
+    annotator = api_client_for(members["annotator"])
+    claim = annotator.post(P + "claim/").json()
+    assert claim["session"] is not None
+    assert annotator.post(f"{P}claims/{claim['id']}/skip/").json()["state"] == "skipped"
+    second = annotator.post(P + "claim/").json()
+    assert second["item"] != claim["item"]
+    curator = api_client_for(members["curator"])
+    moved = curator.post(f"{P}claims/{second['id']}/reassign/", {"username": "curator"}, format="json")
+    assert moved.status_code == 200 and moved.json()["annotator"] == "curator"
+    bad = curator.post(f"{P}claims/{second['id']}/reassign/", {"username": "trainer"}, format="json")
+    assert bad.status_code == 400
+    assert annotator.post(f"{P}claims/{second['id']}/reassign/", {"username": "admin"},
+                          format="json").status_code == 403
+    assert Claim.objects.filter(annotator=members["curator"]).count() == 1
+
+
+def test_empty_queue_is_204(members, project):
+    assert api_client_for(members["annotator"]).post(P + "claim/").status_code == 204
+
+
+def test_queue_state_counts(members, project, make_items):
+    make_items(3)
+    services.claim_next(project=project, annotator=members["annotator"])
+    state = api_client_for(members["curator"]).get(P + "queue/").json()
+    assert state["items"] == 3 and state["answered"] == 3 and state["claims"]["active"] == 1
