@@ -4,6 +4,7 @@ import json
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -22,7 +23,9 @@ from dataplatform.jobs import services as job_services
 from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
 
 from . import importers, selectors, services
+from .metrics import project_metrics
 from .models import AnnotationConfig, Claim, ClaimState, Node, Session
+from .reviews import review_session
 
 
 class Conflict(APIException):
@@ -353,3 +356,31 @@ def _session_action(request, session_id: int, action):
 
 def _truthy(value) -> bool:
     return str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
+class ReviewApi(APIView):
+    """A curator approves or rejects an accepted session (a rejection needs a comment)."""
+
+    @extend_schema(request=ReviewSerializer, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, session_id: int):
+        token = request_token(request)
+        session = selectors.session_for(request.user, session_id, token=token)
+        project_for(request.user, session.item.project.slug, CAN_CURATE, token=token)
+        data = ReviewSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            review = review_session(session=session, reviewer=request.user, **data.validated_data)
+        except services.AnnotationError as exc:
+            raise _refusal(exc) from exc
+        except DjangoPermissionDenied as exc:
+            raise NotFound("No such session.") from exc
+        return Response({"id": review.pk, "session": session.pk, "decision": review.decision,
+                         "comment": review.comment, "created_at": review.created_at},
+                        status=status.HTTP_201_CREATED)
+
+
+class MetricsApi(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        return Response(project_metrics(project))

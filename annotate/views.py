@@ -1,5 +1,7 @@
 """HTML pages of the onPanda workflow: the queue, the workspace, imports and rollouts."""
 
+import itertools
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
@@ -11,8 +13,8 @@ from dataplatform.broker import BrokerUnavailable
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 
-from . import importers, selectors, services
-from .models import NodeStatus, SessionStatus
+from . import charts, importers, metrics, reviews, selectors, services
+from .models import NodeStatus, Session, SessionStatus
 
 MAX_ERRORS_SHOWN = 20
 
@@ -103,5 +105,72 @@ def workspace(request, session_id: int):
             "accept": reverse("api-session-accept", args=[session.pk]),
             "reject": reverse("api-session-reject", args=[session.pk]),
             "next": reverse("annotate-claim", args=[session.item.project.slug]),
+        },
+    })
+
+
+REVIEW_PAGE_SIZE = 25
+
+
+@login_required
+def review_page(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    sessions = (Session.objects.filter(item__project=project, status=SessionStatus.ACCEPTED)
+                .select_related("item", "annotator").prefetch_related("reviews").order_by("-id"))
+    if request.GET.get("pending"):
+        sessions = sessions.filter(reviews__isnull=True)
+    before = request.GET.get("before")
+    if before and before.isdigit():
+        sessions = sessions.filter(pk__lt=int(before))
+    page = list(sessions[: REVIEW_PAGE_SIZE + 1])
+    rows = [{"session": s, "review": (list(s.reviews.all()) or [None])[-1],
+             "first_error": reviews.first_error_position(s)} for s in page[:REVIEW_PAGE_SIZE]]
+    return render(request, "annotate/review.html", {
+        "project": project, "rows": rows, "pending": bool(request.GET.get("pending")),
+        "older_than": page[REVIEW_PAGE_SIZE - 1].pk if len(page) > REVIEW_PAGE_SIZE else None,
+    })
+
+
+@login_required
+@require_POST
+def review_session(request, session_id: int):
+    session = selectors.session_for(request.user, session_id)
+    project_for(request.user, session.item.project.slug, CAN_CURATE)
+    try:
+        reviews.review_session(session=session, reviewer=request.user, decision=request.POST.get("decision", ""),
+                               comment=request.POST.get("comment", ""))
+    except services.AnnotationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Session {session.pk}: {request.POST.get('decision')}.")
+    return redirect("annotate-review", slug=session.item.project.slug)
+
+
+@login_required
+def metrics_page(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    data = metrics.project_metrics(project)
+    fork_labels = [f"{int(a * 100)}–{int(b * 100)}%" for a, b in itertools.pairwise(data["fork_positions"]["edges"])]
+    origin_mean = data["origin_ratios"]["mean"] or {}
+    return render(request, "annotate/metrics.html", {
+        "project": project,
+        "m": data,
+        "charts": {
+            "origins": charts.bar_chart(["model", "candidate", "typed"],
+                                        [origin_mean.get(k) for k in ("model", "candidate", "typed")],
+                                        title="Token origins, mean share per accepted response"),
+            "forks": charts.bar_chart(fork_labels, data["fork_positions"]["counts"],
+                                      title="Where corrections fall in the response"),
+            "ranks": charts.bar_chart(data["candidate_rank"]["labels"], data["candidate_rank"]["counts"],
+                                      title="Rank of the chosen candidate"),
+            "probabilities": charts.histogram(data["candidate_probability"]["edges"],
+                                              data["candidate_probability"]["counts"],
+                                              title="Probability of the chosen candidate"),
+            "corrections": charts.bar_chart(data["corrections_per_item"]["labels"],
+                                            data["corrections_per_item"]["counts"],
+                                            title="Corrections per accepted response"),
+            "throughput": charts.bar_chart([t["annotator"] for t in data["throughput"]],
+                                           [t["accepted"] for t in data["throughput"]],
+                                           title="Accepted responses per annotator"),
         },
     })

@@ -9,7 +9,7 @@ from dataplatform.jobs.registry import get_kind
 from dataplatform.jobs.selectors import jobs_of_project
 
 from . import selectors, services
-from .permissions import ALL_ROLES, CAN_READ_EXPORTS, CAN_RUN_JOBS, CAN_SEE_JOBS, project_for
+from .permissions import ALL_ROLES, CAN_ANNOTATE, CAN_READ_EXPORTS, CAN_RUN_JOBS, CAN_SEE_JOBS, project_for
 
 RECENT_JOBS = 20
 
@@ -25,6 +25,7 @@ def project_detail(request, slug: str):
     context = {
         "project": project, "role": role, "members": selectors.members_of(project),
         "can_read_exports": role in CAN_READ_EXPORTS,
+        "can_annotate": role in CAN_ANNOTATE,
     }
     if role in CAN_SEE_JOBS:
         jobs = jobs_of_project(request.user, project)

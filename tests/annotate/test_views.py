@@ -1,0 +1,97 @@
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from annotate import services
+from annotate.models import Item, Review
+from tests.factories import MembershipFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("who, status, curator_parts", [
+    ("admin", 200, True), ("curator", 200, True), ("annotator", 200, False), ("trainer", 403, False),
+    ("outsider", 404, False),
+])
+def test_queue_page_by_role(client, members, project, who, status, curator_parts):
+    client.force_login(members[who])
+    response = client.get(reverse("annotate-queue", args=["alpha"]))
+    assert response.status_code == status
+    assert ("Import prompts" in response.content.decode()) == curator_parts
+
+
+def test_claim_opens_the_workspace(client, members, project, make_items):
+    make_items(1)
+    client.force_login(members["annotator"])
+    response = client.post(reverse("annotate-claim", args=["alpha"]))
+    assert response.status_code == 302 and "/annotate/sessions/" in response["Location"]
+    page = client.get(response["Location"]).content.decode()
+    assert 'data-can-write="1"' in page and 'class="tok origin-model' in page
+
+
+def test_claim_with_an_empty_queue_says_so(client, members, project):
+    client.force_login(members["annotator"])
+    response = client.post(reverse("annotate-claim", args=["alpha"]), follow=True)
+    assert "No items left for you" in response.content.decode()
+
+
+def test_workspace_is_read_only_for_a_curator_and_hidden_from_other_annotators(client, members, project, session):
+    client.force_login(members["curator"])
+    page = client.get(reverse("annotate-workspace", args=[session.pk])).content.decode()
+    assert 'data-can-write="0"' in page
+    other = UserFactory(username="other")
+    MembershipFactory(project=project, user=other, role="annotator")
+    client.force_login(other)
+    assert client.get(reverse("annotate-workspace", args=[session.pk])).status_code == 404
+
+
+def test_import_form_reports_line_errors(client, members, project):
+    client.force_login(members["curator"])
+    good = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    upload = SimpleUploadedFile("p.jsonl", f"{good}\n{{bad\n".encode())
+    page = client.post(reverse("annotate-import", args=["alpha"]), {"file": upload}, follow=True).content.decode()
+    assert "p.jsonl, line 2, (line): invalid JSON" in page and "nothing imported" in page
+    assert not Item.objects.exists()
+
+
+def test_review_page_and_decisions(client, members, project, session):
+    services.finish(session=session, version=0, actor=members["annotator"], accept=True)
+    client.force_login(members["curator"])
+    page = client.get(reverse("annotate-review", args=["alpha"])).content.decode()
+    assert "accepted as generated" in page
+    response = client.post(reverse("annotate-review-session", args=[session.pk]), {"decision": "rejected"},
+                           follow=True)
+    assert "needs a comment" in response.content.decode() and not Review.objects.exists()
+    client.post(reverse("annotate-review-session", args=[session.pk]),
+                {"decision": "rejected", "comment": "<b>too long</b>"})
+    page = client.get(reverse("annotate-review", args=["alpha"])).content.decode()
+    assert "rejected: &lt;b&gt;too long&lt;/b&gt;" in page
+    client.force_login(members["annotator"])
+    assert client.get(reverse("annotate-review", args=["alpha"])).status_code == 403
+
+
+def test_metrics_page_draws_svg_charts(client, members, project, session):
+    services.finish(session=session, version=0, actor=members["annotator"], accept=True)
+    client.force_login(members["curator"])
+    response = client.get(reverse("annotate-metrics", args=["alpha"]))
+    html = response.content.decode()
+    assert response.status_code == 200 and html.count("<svg") == 6
+    assert "100%" in html  # the one response was accepted as generated
+    client.force_login(members["annotator"])
+    assert client.get(reverse("annotate-metrics", args=["alpha"])).status_code == 403
+
+
+def test_review_and_metrics_api(members, project, session):
+    from tests.conftest import api_client_for
+
+    services.finish(session=session, version=0, actor=members["annotator"], accept=True)
+    curator = api_client_for(members["curator"])
+    created = curator.post(f"/api/v1/sessions/{session.pk}/review/", {"decision": "approved"}, format="json")
+    assert created.status_code == 201 and created.json()["decision"] == "approved"
+    assert api_client_for(members["annotator"]).post(f"/api/v1/sessions/{session.pk}/review/",
+                                                     {"decision": "approved"}, format="json").status_code == 403
+    metrics = curator.get("/api/v1/projects/alpha/annotate/metrics/").json()
+    assert metrics["accepted_sessions"] == 1 and metrics["direct_accept_rate"] == 1.0
+    assert api_client_for(members["trainer"]).get("/api/v1/projects/alpha/annotate/metrics/").status_code == 403
