@@ -291,9 +291,7 @@ def _sse(event: str, data: dict) -> bytes:
 
 
 def _token_events(node: Node):
-    from dataplatform.inference import get_backend
-
-    backend = get_backend()
+    backend = services.backend_for(node.session.item.project)
     index = len(node.token_ids)
     pending = b""
     try:

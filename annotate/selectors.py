@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in, visible_projects
-from dataplatform.inference import get_backend
 from dataplatform.inference.text import group_pieces
 
 from .models import Claim, ClaimState, Item, Node, Session
+from .services import backend_for
 
 
 def sessions_visible_to(user, *, token: ApiToken | None = None) -> QuerySet[Session]:
@@ -93,7 +93,8 @@ class TokenGroup:
 
 
 def token_groups(node: Node) -> list[TokenGroup]:
-    pieces = get_backend().token_pieces(node.token_ids) if node.token_ids else []
+    backend = backend_for(node.session.item.project)
+    pieces = backend.token_pieces(node.token_ids) if node.token_ids else []
     groups = []
     for group in group_pieces(pieces):
         origins = set(node.origins[group.start:group.end])
@@ -107,7 +108,7 @@ def candidates_at(node: Node, position: int) -> list[dict]:
     """The model's top-k at a position, with text and probability; the current token marked."""
     if not 0 <= position < len(node.token_ids):
         raise Http404("No token at that position.")
-    backend = get_backend()
+    backend = backend_for(node.session.item.project)
     current = node.token_ids[position]
     top = node.top[position]
     pieces = backend.token_pieces([token_id for token_id, _ in top]) if top else []

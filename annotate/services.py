@@ -15,7 +15,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from dataplatform.accounts.models import Project
-from dataplatform.inference import BackendError, get_backend
+from dataplatform.inference import BackendError, backend_for_model
 
 from .models import (
     AnnotationConfig,
@@ -55,6 +55,11 @@ def config_for(project: Project) -> AnnotationConfig:
     return config
 
 
+def backend_for(project: Project):
+    """The model backend the project chose (its annotation config), or the platform's default."""
+    return backend_for_model(config_for(project).model_name)
+
+
 def seed_for(config: AnnotationConfig, item: Item, salt: str) -> int | None:
     if config.seed_policy == SeedPolicy.FIXED:
         return config.seed
@@ -69,7 +74,7 @@ def seed_for(config: AnnotationConfig, item: Item, salt: str) -> int | None:
 def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -> dict:
     """Answer every item that has no rollout yet (or all, with regenerate), saving each as it is done."""
     config = config_for(project)
-    backend = get_backend()
+    backend = backend_for(project)
     items = Item.objects.filter(project=project).order_by("id")
     if not regenerate:
         items = items.filter(rollout__isnull=True)
@@ -253,7 +258,7 @@ def correct(*, session: Session, version: int, node_id: int, position: int, acto
             ends_here = text.endswith(STOP_MARKER)
             typed = text[: -len(STOP_MARKER)] if ends_here else text
             # The typed text is tokenized alone and appended to the unchanged prefix ids.
-            typed_ids = get_backend().tokenize(typed) if typed else []
+            typed_ids = backend_for(session.item.project).tokenize(typed) if typed else []
             if not typed_ids and not ends_here:
                 raise CorrectionRefused("Type some text, or end it with <|stop|> to stop here.")
             child.token_ids += typed_ids
@@ -291,7 +296,7 @@ def continue_node(*, node: Node) -> Iterator:
     if node.status == NodeStatus.INTERRUPTED:
         Event.objects.create(session=session, kind=EventKind.CONTINUE_GENERATING, node=node, actor=None,
                              payload={"from_token": len(node.token_ids)})
-    backend = get_backend()
+    backend = backend_for(session.item.project)
     remaining = config.max_tokens - len(node.token_ids)
     fields = ["token_ids", "logprobs", "top", "origins", "candidate_ranks", "status", "finish_reason"]
     if remaining <= 0:

@@ -14,7 +14,8 @@ from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 
 from . import charts, importers, metrics, reviews, selectors, services
-from .models import NodeStatus, Session, SessionStatus
+from .api import ConfigSerializer
+from .models import NodeStatus, SeedPolicy, Session, SessionStatus
 
 MAX_ERRORS_SHOWN = 20
 
@@ -28,6 +29,7 @@ def queue_page(request, slug: str):
             "curator": True,
             "queue": selectors.queue_state(project),
             "config": services.config_for(project),
+            "seed_policies": SeedPolicy.choices,
             "rollout_jobs": Job.objects.filter(project=project, kind="annotate.rollouts").order_by("-id")[:3],
             "all_claims": selectors.project_claims(project)[:50],
         }
@@ -174,3 +176,19 @@ def metrics_page(request, slug: str):
                                            title="Accepted responses per annotator"),
         },
     })
+
+
+@login_required
+@require_POST
+def update_config(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    fields = ("model_name", "top_k", "max_tokens", "temperature", "seed_policy", "seed", "overlap", "lease_minutes")
+    serializer = ConfigSerializer(services.config_for(project), partial=True,
+                                  data={key: request.POST[key] for key in fields if key in request.POST})
+    if serializer.is_valid():
+        serializer.save()
+        messages.success(request, "Settings saved.")
+    else:
+        for field, errors in serializer.errors.items():
+            messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
+    return redirect("annotate-queue", slug=slug)

@@ -71,6 +71,7 @@ urlpatterns = [
     path("projects/<slug:slug>/annotate/claim", annotate_views.claim, name="annotate-claim"),
     path("projects/<slug:slug>/annotate/import", annotate_views.import_prompts, name="annotate-import"),
     path("projects/<slug:slug>/annotate/rollouts", annotate_views.start_rollouts, name="annotate-rollouts"),
+    path("projects/<slug:slug>/annotate/config", annotate_views.update_config, name="annotate-config"),
     path("projects/<slug:slug>/annotate/review/", annotate_views.review_page, name="annotate-review"),
     path("projects/<slug:slug>/annotate/metrics/", annotate_views.metrics_page, name="annotate-metrics"),
     path("annotate/sessions/<int:session_id>/", annotate_views.workspace, name="annotate-workspace"),

@@ -81,7 +81,7 @@ def test_backend_failure_mid_stream_keeps_what_was_saved(answered_session, membe
     root = answered_session.current_node
     child = services.correct(session=answered_session, version=0, node_id=root.pk, position=0,
                              token_id=root.top[0][1][0], actor=members["annotator"])
-    real_backend = services.get_backend()
+    real_backend = services.backend_for(answered_session.item.project)
 
     class Flaky:
         """The real model, whose connection drops after four tokens."""
@@ -92,13 +92,13 @@ def test_backend_failure_mid_stream_keeps_what_was_saved(answered_session, membe
                     raise BackendUnavailable("connection reset")
                 yield step
 
-    monkeypatch.setattr(services, "get_backend", lambda: Flaky())
+    monkeypatch.setattr(services, "backend_for", lambda project: Flaky())
     monkeypatch.setattr(services, "SAVE_EVERY_TOKENS", 2)
     with pytest.raises(BackendUnavailable):
         list(services.continue_node(node=child))
     child.refresh_from_db()
     assert child.status == NodeStatus.INTERRUPTED and len(child.token_ids) == 1 + 4  # all four were saved
-    monkeypatch.setattr(services, "get_backend", lambda: real_backend)
+    monkeypatch.setattr(services, "backend_for", lambda project: real_backend)
     list(services.continue_node(node=child))  # retry resumes from what was kept
     child.refresh_from_db()
     assert child.status == NodeStatus.COMPLETE

@@ -77,7 +77,7 @@ def test_typed_rewrite_keeps_the_prefix_ids_identical(session, members, monkeypa
         def tokenize(self, text):
             return [900 + ord(c) % 50 for c in text]
 
-    monkeypatch.setattr(services, "get_backend", lambda: Tokenizer())
+    monkeypatch.setattr(services, "backend_for", lambda project: Tokenizer())
     root = session.current_node
     child = services.correct(session=session, version=0, node_id=root.pk, position=4, text=" hé",
                              actor=members["annotator"])
@@ -87,7 +87,7 @@ def test_typed_rewrite_keeps_the_prefix_ids_identical(session, members, monkeypa
 
 
 def test_typed_text_ending_in_stop_ends_the_response(session, members, monkeypatch):
-    monkeypatch.setattr(services, "get_backend", lambda: type("B", (), {"tokenize": lambda self, t: [77]})())
+    monkeypatch.setattr(services, "backend_for", lambda project: type("B", (), {"tokenize": lambda self, t: [77]})())
     child = services.correct(session=session, version=0, node_id=session.current_node.pk, position=1,
                              text="x<|stop|>", actor=members["annotator"])
     assert child.token_ids == [10, 77] and child.status == NodeStatus.COMPLETE and child.finish_reason == "stop"
@@ -106,3 +106,14 @@ def test_cannot_accept_while_streaming(session, members):
                      actor=members["annotator"])
     with pytest.raises(services.AnnotationError, match="complete response"):
         services.finish(session=session, version=1, actor=members["annotator"], accept=True)
+
+
+def test_a_project_model_the_local_backend_does_not_serve_is_a_clear_error(project, members, make_items):
+    make_items(1)
+    config = services.config_for(project)
+    config.model_name = "some-other-model"
+    config.save()
+    from dataplatform.inference import BackendError
+
+    with pytest.raises(BackendError, match="serves only SmolLM2-135M-Instruct"):
+        services.backend_for(project)

@@ -95,3 +95,14 @@ def test_review_and_metrics_api(members, project, session):
     metrics = curator.get("/api/v1/projects/alpha/annotate/metrics/").json()
     assert metrics["accepted_sessions"] == 1 and metrics["direct_accept_rate"] == 1.0
     assert api_client_for(members["trainer"]).get("/api/v1/projects/alpha/annotate/metrics/").status_code == 403
+
+
+def test_curator_saves_settings_and_bad_values_are_named(client, members, project):
+    client.force_login(members["curator"])
+    client.post(reverse("annotate-config", args=["alpha"]), {"top_k": "7", "overlap": "2", "seed_policy": "fixed"})
+    config = services.config_for(project)
+    assert (config.top_k, config.overlap, config.seed_policy) == (7, 2, "fixed")
+    page = client.post(reverse("annotate-config", args=["alpha"]), {"top_k": "99"}, follow=True).content.decode()
+    assert "top_k: Ensure this value is less than or equal to 50." in page
+    client.force_login(members["annotator"])
+    assert client.post(reverse("annotate-config", args=["alpha"]), {"top_k": "3"}).status_code == 403
