@@ -310,6 +310,8 @@ def _token_events(node: Node):
     except BackendError as exc:
         yield _sse("error", {"message": f"The model backend failed: {exc}. Everything generated so far is "
                                         "saved; retry to continue."})
+    except services.AnnotationError as exc:
+        yield _sse("error", {"message": str(exc)})
 
 
 async def _async_events(events):

@@ -34,8 +34,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dataplatform.accounts.models import Project
-from dataplatform.inference import Backend, get_backend
+from dataplatform.inference import Backend
 
+from . import services
 from .importers import ROLES
 from .models import (
     Claim,
@@ -49,7 +50,6 @@ from .models import (
     Session,
     SessionStatus,
 )
-from .services import STOP_MARKER
 from .supervision import fork_token_idx, response_ids
 
 PANDA_VERSION = "2.0"
@@ -57,7 +57,7 @@ PANDA_VERSION = "2.0"
 SESSION_UUID_NAMESPACE = uuid.UUID("0c6f3e1a-5b7d-4f0e-9a2c-8d4b1e6f7a35")
 HASH_PREFIX = "<|hash|>"  # onPanda moves long contents into `hash_map` and leaves "<|hash|>sha256-base64"
 HASH_REFERENCE = re.compile(r"^<\|hash\|>([A-Za-z0-9+/=]+)$")
-# Operators whose first operation makes a dialog the root of a new tree (onPanda's rule).
+# Flags on a first operation that make its dialog the root of a new tree (as PandaTree reads them).
 ROOT_FLAGS = ("is_new_generated", "is_prompt_modified")
 
 
@@ -80,14 +80,17 @@ def _token_entry(token_id: int, piece: bytes, logprob: float | None) -> dict:
 
 def _rejected_token(parent: Node, position: int, top: list, backend: Backend) -> dict:
     """The token the correction replaced, with where it stood and the candidates the model offered there."""
+    prefix_chars = len(backend.detokenize(parent.token_ids[:position])) if position else 0
+    if position >= len(parent.token_ids):  # an imported child that goes on where its parent stopped
+        return {"token": "", "token_id": None, "bytes": [], "logprob": None, "finish_reason": "stop",
+                "token_index": position, "unicode_start_index": prefix_chars}
     rejected_id = parent.token_ids[position]
     top = [(int(token_id), logprob) for token_id, logprob in top or []]
     pieces = backend.token_pieces([rejected_id] + [token_id for token_id, _ in top])
     logprob = parent.logprobs[position] if position < len(parent.logprobs) else None
     entry = _token_entry(rejected_id, pieces[0], logprob)
     entry["token_index"] = position
-    # onPanda records where the token starts in the text, in unicode characters.
-    entry["unicode_start_index"] = len(backend.detokenize(parent.token_ids[:position])) if position else 0
+    entry["unicode_start_index"] = prefix_chars  # onPanda records where the token starts, in characters
     if top:
         entry["top_logprobs"] = [_token_entry(token_id, piece, lp)
                                  for (token_id, lp), piece in zip(top, pieces[1:], strict=True)]
@@ -104,7 +107,7 @@ def _operation(event: Event, node: Node, parent: Node | None, first: bool, backe
                        "on_policy": True}
     if node.model_id:
         operation["chat_config"] = {"model": node.model_id}
-    position = payload.get("position")
+    position = payload.get("position", node.fork_index)
     if event.kind == EventKind.GENERATE_NEW:
         operation["is_new_generated"] = True
         if payload.get("seed") is not None:
@@ -119,7 +122,7 @@ def _operation(event: Event, node: Node, parent: Node | None, first: bool, backe
     elif event.kind in (EventKind.CONTINUE_WITH_INPUT, EventKind.FORCE_STOP) and parent is not None:
         # A forced stop is what onPanda writes when "<|stop|>" is typed at the fork.
         operation["operator"] = EventKind.CONTINUE_WITH_INPUT
-        typed = payload.get("text", "") if event.kind == EventKind.CONTINUE_WITH_INPUT else STOP_MARKER
+        typed = payload.get("text", "") if event.kind == EventKind.CONTINUE_WITH_INPUT else services.STOP_MARKER
         operation["continue_with_input"] = {"input_patch": typed, "token_ids": payload.get("token_ids", [])}
         operation["rejected_token"] = _rejected_token(parent, position, [], backend)
     elif event.kind == EventKind.CONTINUE_GENERATING:
@@ -145,7 +148,7 @@ def session_to_panda_json(session: Session, *, backend: Backend | None = None) -
     Uses `session.nodes` and `session.events` as they are, so a caller exporting many
     sessions can prefetch them (the exporter does).
     """
-    backend = backend or get_backend()
+    backend = backend or services.backend_for(session.item.project)
     item = session.item
     nodes = sorted(session.nodes.all(), key=lambda node: node.key)
     by_id = {node.pk: node for node in nodes}
@@ -224,7 +227,7 @@ class PandaImportReport:
 
 
 @dataclass
-class _Dialog:
+class ParsedDialog:
     key: int
     response: str
     finish_reason: str
@@ -234,9 +237,9 @@ class _Dialog:
 
 
 @dataclass
-class _Tree:
+class ParsedTree:
     prompt: list[dict]
-    dialogs: list[_Dialog]  # in key order, so every parent comes before its children
+    dialogs: list[ParsedDialog]  # in key order, so every parent comes before its children
     update_time: int
     external_id: str
     panda_uuid: str
@@ -286,7 +289,7 @@ def _time_ms(value) -> int | None:
     return int(value * 1000) if value < 1e11 else int(value)
 
 
-def parse_panda_json(data, *, file: str, report: PandaImportReport) -> _Tree | None:
+def parse_panda_json(data, *, file: str, report: PandaImportReport) -> ParsedTree | None:
     """Check a document and read it into a single tree; None (with report.errors) if it cannot be imported."""
 
     def error(field_name: str, message: str) -> None:
@@ -327,7 +330,7 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> _Tree | N
 
     prompt: list[dict] | None = None
     prompt_from = 0
-    dialogs: list[_Dialog] = []
+    dialogs: list[ParsedDialog] = []
     for key in sorted(keys):
         where = f"dialogs.{keys[key]}"
         dialog = raw_dialogs[keys[key]]
@@ -392,7 +395,7 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> _Tree | N
         # As in PandaTree: a parent that is not an earlier dialog (deleted, or itself) starts a new tree.
         if parent is not None and parent not in {d.key for d in dialogs}:
             parent = None
-        dialogs.append(_Dialog(key=key, response=normalized[-1]["content"],
+        dialogs.append(ParsedDialog(key=key, response=normalized[-1]["content"],
                                finish_reason=str(messages[-1].get("finish_reason") or ""),
                                is_good=is_good, parent=parent, operations=operations))
 
@@ -413,8 +416,9 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> _Tree | N
     if report.errors:
         return None
     meta = data.get("dataplatform") if isinstance(data.get("dataplatform"), dict) else {}
-    external_id = str(meta.get("external_id") or data.get("uuid") or "")[:200]
-    return _Tree(prompt=prompt, dialogs=dialogs, update_time=update_time, external_id=external_id,
+    # A file exported here keeps its item's external id (even an empty one); others are known by their uuid.
+    external_id = str(meta["external_id"] if "external_id" in meta else data.get("uuid") or "")[:200]
+    return ParsedTree(prompt=prompt, dialogs=dialogs, update_time=update_time, external_id=external_id,
                  panda_uuid=str(data.get("uuid") or ""))
 
 
@@ -424,7 +428,7 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> _Tree | N
 class _NodeSpec:
     key: int
     parent: "_NodeSpec | None"
-    dialog: _Dialog
+    dialog: ParsedDialog
     token_ids: list[int]
     logprobs: list
     top: list
@@ -450,7 +454,7 @@ def _top_of(operation: dict) -> list[list]:
             if isinstance(entry, dict) and isinstance(entry.get("token_id"), int)]
 
 
-def _node_spec(dialog: _Dialog, parent: "_NodeSpec | None", key: int, backend: Backend, *, file: str,
+def _node_spec(dialog: ParsedDialog, parent: "_NodeSpec | None", key: int, backend: Backend, *, file: str,
                report: PandaImportReport) -> _NodeSpec:
     ids = backend.tokenize(dialog.response) if dialog.response else []
     first = dialog.operations[0] if dialog.operations else {}
@@ -486,8 +490,8 @@ def _correction(spec: _NodeSpec, parent: _NodeSpec, operation: dict, backend: Ba
     patch = (operation.get("continue_with_input") or {}).get("input_patch") \
         if isinstance(operation.get("continue_with_input"), dict) else None
     if operator == EventKind.CONTINUE_WITH_INPUT and isinstance(patch, str):
-        stop = patch.endswith(STOP_MARKER)
-        typed = patch[: -len(STOP_MARKER)] if stop else patch
+        stop = patch.endswith(services.STOP_MARKER)
+        typed = patch[: -len(services.STOP_MARKER)] if stop else patch
         if not typed and stop:
             return EventKind.FORCE_STOP, base, time
         # Re-tokenized text: the typed tokens are as many as the typed text alone makes (at most the tail).
@@ -537,7 +541,7 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
     if tree is None:
         return report
 
-    backend = backend or get_backend()
+    backend = backend or services.backend_for(project)
     specs: dict[int, _NodeSpec] = {}
     for key, dialog in enumerate(tree.dialogs, start=1):  # renumbered 1..n: node keys have no gaps
         specs[dialog.key] = _node_spec(dialog, specs.get(dialog.parent), key, backend, file=file, report=report)
@@ -560,7 +564,7 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
     return report
 
 
-def _write(project: Project, tree: _Tree, specs: list[_NodeSpec], prompt_ids: list[int], annotator, file: str,
+def _write(project: Project, tree: ParsedTree, specs: list[_NodeSpec], prompt_ids: list[int], annotator, file: str,
            report: PandaImportReport) -> None:
     root = specs[0]
     item = Item.objects.create(

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
+from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -234,13 +234,16 @@ def correct(*, session: Session, version: int, node_id: int, position: int, acto
 
         prefix = slice(0, position)
         child = Node(
-            session=session, parent=node, key=session.nodes.count() + 1, fork_index=position,
+            session=session, parent=node, key=(session.nodes.aggregate(top=Max("key"))["top"] or 0) + 1,
+            fork_index=position,
             token_ids=node.token_ids[prefix], logprobs=node.logprobs[prefix], top=node.top[prefix],
             origins=node.origins[prefix], candidate_ranks=node.candidate_ranks[prefix],
             model_id=node.model_id, seed=node.seed, status=NodeStatus.STREAMING,
         )
         rejected_id = node.token_ids[position]
         if token_id is not None:
+            # Picking the model's end token ends the response there.
+            stop = token_id in backend_for(session.item.project).eos_token_ids
             candidates = [candidate for candidate, _ in node.top[position]]
             if token_id not in candidates:
                 raise CorrectionRefused(f"Token {token_id} is not among the model's top-{len(candidates)} here.")
@@ -293,6 +296,8 @@ def continue_node(*, node: Node) -> Iterator:
     config = config_for(session.item.project)
     if node.status == NodeStatus.COMPLETE:
         return
+    if session.status != SessionStatus.OPEN:
+        raise AnnotationError(f"The session is {session.status}; its responses no longer change.")
     if node.status == NodeStatus.INTERRUPTED:
         Event.objects.create(session=session, kind=EventKind.CONTINUE_GENERATING, node=node, actor=None,
                              payload={"from_token": len(node.token_ids)})

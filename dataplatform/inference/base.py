@@ -36,6 +36,8 @@ class BackendHealth:
 class Backend(Protocol):
     name: str
     model_id: str
+    # Token ids that end a response (empty when the backend cannot tell).
+    eos_token_ids: frozenset[int]
 
     def chat_prompt_ids(self, messages: list[dict]) -> list[int]:
         """Token ids of the chat template applied to `messages`, generation prompt added."""

@@ -105,6 +105,15 @@ class VllmBackend:
         with self._request("POST", "/detokenize", {"model": self.model_id, "tokens": list(ids)}) as response:
             return str(response.json()["prompt"])
 
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        """Known only with VLLM_TOKENIZER_DIR; without it, a picked end token does not end the response early
+        (the server then stops on it by itself when it continues)."""
+        tokenizer = self._tokenizer
+        if tokenizer is None or tokenizer.eos_token_id is None:
+            return frozenset()
+        return frozenset([tokenizer.eos_token_id])
+
     @cached_property
     def _tokenizer(self):
         if not self._tokenizer_dir:

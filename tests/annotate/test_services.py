@@ -117,3 +117,19 @@ def test_a_project_model_the_local_backend_does_not_serve_is_a_clear_error(proje
 
     with pytest.raises(BackendError, match="serves only SmolLM2-135M-Instruct"):
         services.backend_for(project)
+
+
+def test_picking_the_end_token_ends_the_response(session, members, monkeypatch):
+    monkeypatch.setattr(services, "backend_for", lambda project: type("B", (), {"eos_token_ids": frozenset({1012})})())
+    child = services.correct(session=session, version=0, node_id=session.current_node.pk, position=1, token_id=1012,
+                             actor=members["annotator"])
+    assert child.status == NodeStatus.COMPLETE and child.finish_reason == "stop" and child.token_ids == [10, 1012]
+
+
+def test_a_finished_sessions_nodes_no_longer_change(session, members):
+    child = services.correct(session=session, version=0, node_id=session.current_node.pk, position=2, token_id=1012,
+                             actor=members["annotator"])
+    services.finish(session=session, version=1, actor=members["annotator"], accept=False)
+    child.refresh_from_db()
+    with pytest.raises(services.AnnotationError, match="rejected"):
+        list(services.continue_node(node=child))
