@@ -25,6 +25,7 @@ from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
 from . import importers, selectors, services
 from .metrics import project_metrics
 from .models import AnnotationConfig, Claim, ClaimState, Node, Session
+from .panda_json import import_panda_json
 from .reviews import review_session
 
 
@@ -146,6 +147,32 @@ class ImportApi(APIView):
         )
         failed = report.errors and not report.dry_run and not _truthy(request.data.get("skip_bad_lines"))
         return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if failed else status.HTTP_200_OK)
+
+
+class ImportPandaApi(APIView):
+    """Upload one `.panda.json` v2 file (multipart field `file`): it becomes an item with a finished
+    session of the uploading curator (or of `annotator`, a username). `dry_run` checks only."""
+
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise ValidationError({"file": ["Upload a .panda.json file in the field 'file'."]})
+        annotator = request.user
+        if request.data.get("annotator"):
+            annotator = get_user_model().objects.filter(username=request.data["annotator"]).first()
+            if annotator is None or role_in(annotator, project) not in CAN_ANNOTATE:
+                raise ValidationError({"annotator": ["Not an annotator of this project."]})
+        try:
+            data = json.loads(upload.read().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValidationError({"file": [f"{upload.name}: not a JSON file ({exc})."]}) from exc
+        report = import_panda_json(project=project, data=data, annotator=annotator, file=upload.name,
+                                   dry_run=_truthy(request.data.get("dry_run")), backend=services.backend_for(project))
+        return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if report.errors else status.HTTP_200_OK)
 
 
 class RolloutApi(APIView):

@@ -1,6 +1,7 @@
 """HTML pages of the onPanda workflow: the queue, the workspace, imports and rollouts."""
 
 import itertools
+import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,6 +17,7 @@ from dataplatform.jobs.models import Job
 from . import charts, importers, metrics, reviews, selectors, services
 from .api import ConfigSerializer
 from .models import NodeStatus, SeedPolicy, Session, SessionStatus
+from .panda_json import import_panda_json
 
 MAX_ERRORS_SHOWN = 20
 
@@ -71,6 +73,34 @@ def import_prompts(request, slug: str):
     else:
         messages.success(request, f"{upload.name}: imported {report.created} prompts; "
                                   f"{report.duplicates} duplicates, {len(report.errors)} bad lines skipped.")
+    return redirect("annotate-queue", slug=slug)
+
+
+@login_required
+@require_POST
+def import_panda(request, slug: str):
+    """One `.panda.json` v2 file becomes an item with a finished session of the importing curator."""
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    upload = request.FILES.get("file")
+    if upload is None:
+        messages.error(request, "Choose a .panda.json file to import.")
+        return redirect("annotate-queue", slug=slug)
+    try:
+        data = json.loads(upload.read().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        messages.error(request, f"{upload.name}: not a JSON file ({exc}).")
+        return redirect("annotate-queue", slug=slug)
+    report = import_panda_json(project=project, data=data, annotator=request.user, file=upload.name,
+                               dry_run=bool(request.POST.get("dry_run")), backend=services.backend_for(project))
+    for error in report.errors[:MAX_ERRORS_SHOWN]:
+        messages.error(request, f"{error.file}, {error.field}: {error.message}")
+    for warning in report.warnings[:MAX_ERRORS_SHOWN]:
+        messages.warning(request, f"{upload.name}: {warning}")
+    if report.duplicate:
+        messages.info(request, f"{upload.name} was imported before; nothing added.")
+    elif report.ok:
+        verb = "checks out" if report.dry_run else "imported"
+        messages.success(request, f"{upload.name} {verb}: {report.dialogs} dialogs.")
     return redirect("annotate-queue", slug=slug)
 
 

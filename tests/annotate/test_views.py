@@ -106,3 +106,31 @@ def test_curator_saves_settings_and_bad_values_are_named(client, members, projec
     assert "top_k: Ensure this value is less than or equal to 50." in page
     client.force_login(members["annotator"])
     assert client.post(reverse("annotate-config", args=["alpha"]), {"top_k": "3"}).status_code == 403
+
+
+def test_panda_json_upload_by_form_and_api(client, members, project, monkeypatch):
+    from annotate.models import Session
+    from tests.annotate.test_panda_json import minimal_file
+    from tests.annotate.test_supervision import CharBackend
+    from tests.conftest import api_client_for
+
+    backend = CharBackend()
+    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    document = json.dumps(minimal_file()).encode()
+    client.force_login(members["curator"])
+    page = client.post(reverse("annotate-import-panda", args=["alpha"]),
+                       {"file": SimpleUploadedFile("s.panda.json", document)}, follow=True).content.decode()
+    assert "s.panda.json imported" in page
+    session = Session.objects.get()
+    assert session.annotator == members["curator"] and session.status == "accepted"
+    again = api_client_for(members["curator"]).post("/api/v1/projects/alpha/annotate/import-panda/",
+                                                    {"file": SimpleUploadedFile("s.panda.json", document)},
+                                                    format="multipart")
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    broken = api_client_for(members["curator"]).post("/api/v1/projects/alpha/annotate/import-panda/",
+                                                     {"file": SimpleUploadedFile("x.panda.json", b"{nope")},
+                                                     format="multipart")
+    assert broken.status_code == 400 and "x.panda.json: not a JSON file" in str(broken.json())
+    assert api_client_for(members["annotator"]).post(
+        "/api/v1/projects/alpha/annotate/import-panda/", {"file": SimpleUploadedFile("s.panda.json", document)},
+        format="multipart").status_code == 403
