@@ -7,6 +7,7 @@ import pyarrow as pa
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
+from dataplatform.registry import KindRegistry
 
 
 class ExportFilters(serializers.Serializer):
@@ -51,25 +52,14 @@ class ExportKind:
     dedup_ignore: tuple[str, ...] = field(default=("id",))
 
 
-_KINDS: dict[str, ExportKind] = {}
+_KINDS: KindRegistry[ExportKind] = KindRegistry("export kind")
 
 
 def register(kind: ExportKind) -> ExportKind:
     if kind.key_field not in kind.schema.names:
         raise ValueError(f"Export kind {kind.name!r}: key_field {kind.key_field!r} is not in its schema.")
-    if kind.name in _KINDS and _KINDS[kind.name] is not kind:
-        raise ValueError(f"Export kind {kind.name!r} is registered twice.")
-    _KINDS[kind.name] = kind
-    return kind
+    return _KINDS.register(kind)
 
 
-def get_kind(name: str) -> ExportKind:
-    try:
-        return _KINDS[name]
-    except KeyError:
-        known = ", ".join(sorted(_KINDS)) or "none"
-        raise LookupError(f"Unknown export kind {name!r}; known kinds: {known}.") from None
-
-
-def all_kinds() -> list[ExportKind]:
-    return sorted(_KINDS.values(), key=lambda kind: kind.name)
+get_kind = _KINDS.get
+all_kinds = _KINDS.all

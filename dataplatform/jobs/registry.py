@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 from rest_framework import serializers
 
+from dataplatform.registry import KindRegistry
+
 
 class JobCancelled(Exception):
     """Raised inside a running job when a user asked to cancel it."""
@@ -21,22 +23,7 @@ class JobKind:
     description: str = ""
 
 
-_KINDS: dict[str, JobKind] = {}
-
-
-def register(kind: JobKind) -> JobKind:
-    if kind.name in _KINDS and _KINDS[kind.name] is not kind:
-        raise ValueError(f"Job kind {kind.name!r} is registered twice.")
-    _KINDS[kind.name] = kind
-    return kind
-
-
-def get_kind(name: str) -> JobKind:
-    try:
-        return _KINDS[name]
-    except KeyError:
-        raise LookupError(f"Unknown job kind {name!r}; known kinds: {', '.join(sorted(_KINDS)) or 'none'}.") from None
-
-
-def all_kinds() -> list[JobKind]:
-    return sorted(_KINDS.values(), key=lambda kind: kind.name)
+_KINDS: KindRegistry[JobKind] = KindRegistry("job kind")
+register = _KINDS.register
+get_kind = _KINDS.get
+all_kinds = _KINDS.all
