@@ -11,7 +11,7 @@ from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from dataplatform.accounts.models import ApiToken, Project
+from dataplatform.accounts.models import ApiToken, Membership, Project
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in, visible_projects
 from dataplatform.inference.text import group_pieces
 
@@ -117,3 +117,9 @@ def candidates_at(node: Node, position: int) -> list[dict]:
          "logprob": logprob, "probability": math.exp(logprob), "current": token_id == current}
         for rank, ((token_id, logprob), piece) in enumerate(zip(top, pieces, strict=True), start=1)
     ]
+
+
+def annotators_of(project: Project) -> list[str]:
+    """Usernames that may take items in the project (for the curator's reassign menu)."""
+    return list(Membership.objects.filter(project=project, role__in=list(CAN_ANNOTATE))
+                .order_by("user__username").values_list("user__username", flat=True))

@@ -4,12 +4,14 @@ import itertools
 import json
 
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
+from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, role_in
 from dataplatform.broker import BrokerUnavailable
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
@@ -34,6 +36,7 @@ def queue_page(request, slug: str):
             "seed_policies": SeedPolicy.choices,
             "rollout_jobs": Job.objects.filter(project=project, kind="annotate.rollouts").order_by("-id")[:3],
             "all_claims": selectors.project_claims(project)[:50],
+            "annotators": selectors.annotators_of(project),
         }
     return render(request, "annotate/queue.html", context)
 
@@ -130,6 +133,7 @@ def workspace(request, session_id: int):
         "can_write": can_write,
         "needs_stream": can_write and node.status in (NodeStatus.STREAMING, NodeStatus.INTERRUPTED),
         "urls": {
+            "skip": reverse("api-annotate-claim-action", args=[session.item.project.slug, session.claim_id, "skip"]),
             "candidates": reverse("api-session-candidates", args=[session.pk, node.pk, 0]).rsplit("0/", 1)[0],
             "correct": reverse("api-session-correct", args=[session.pk]),
             "stream": reverse("api-session-stream", args=[session.pk, node.pk]),
@@ -206,6 +210,26 @@ def metrics_page(request, slug: str):
                                            title="Accepted responses per annotator"),
         },
     })
+
+
+@login_required
+@require_POST
+def reassign_claim(request, slug: str, claim_id: int):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    claim = selectors.project_claims(project).filter(pk=claim_id).first()
+    to_user = get_user_model().objects.filter(username=request.POST.get("username", "")).first()
+    if claim is None:
+        raise Http404("No such claim.")
+    if to_user is None or role_in(to_user, project) not in CAN_ANNOTATE:
+        messages.error(request, "Choose an annotator of this project.")
+        return redirect("annotate-queue", slug=slug)
+    try:
+        services.reassign(claim=claim, to_user=to_user)
+    except services.AnnotationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Item {claim.item.external_id or claim.item_id} now goes to {to_user.username}.")
+    return redirect("annotate-queue", slug=slug)
 
 
 @login_required

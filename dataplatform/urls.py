@@ -75,6 +75,8 @@ urlpatterns = [
     path("projects/<slug:slug>/annotate/import-panda", annotate_views.import_panda, name="annotate-import-panda"),
     path("projects/<slug:slug>/annotate/rollouts", annotate_views.start_rollouts, name="annotate-rollouts"),
     path("projects/<slug:slug>/annotate/config", annotate_views.update_config, name="annotate-config"),
+    path("projects/<slug:slug>/annotate/claims/<int:claim_id>/reassign", annotate_views.reassign_claim,
+         name="annotate-reassign"),
     path("projects/<slug:slug>/annotate/review/", annotate_views.review_page, name="annotate-review"),
     path("projects/<slug:slug>/annotate/metrics/", annotate_views.metrics_page, name="annotate-metrics"),
     path("annotate/sessions/<int:session_id>/", annotate_views.workspace, name="annotate-workspace"),

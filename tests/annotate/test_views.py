@@ -134,3 +134,26 @@ def test_panda_json_upload_by_form_and_api(client, members, project, monkeypatch
     assert api_client_for(members["annotator"]).post(
         "/api/v1/projects/alpha/annotate/import-panda/", {"file": SimpleUploadedFile("s.panda.json", document)},
         format="multipart").status_code == 403
+
+
+def test_curator_reassigns_from_the_queue_page(client, members, project, make_items):
+    from annotate.models import Claim
+
+    make_items(1)
+    claim = services.claim_next(project=project, annotator=members["annotator"])
+    client.force_login(members["curator"])
+    page = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
+    assert f'action="/projects/alpha/annotate/claims/{claim.pk}/reassign"' in page
+    client.post(reverse("annotate-reassign", args=["alpha", claim.pk]), {"username": "admin"})
+    assert Claim.objects.get(item=claim.item, annotator=members["admin"]).state == "active"
+    response = client.post(reverse("annotate-reassign", args=["alpha", claim.pk]), {"username": "trainer"},
+                           follow=True)
+    assert "Choose an annotator of this project." in response.content.decode()
+    client.force_login(members["annotator"])
+    assert client.post(reverse("annotate-reassign", args=["alpha", claim.pk]), {"username": "admin"}).status_code == 403
+
+
+def test_workspace_offers_skip(client, members, session):
+    client.force_login(members["annotator"])
+    page = client.get(reverse("annotate-workspace", args=[session.pk])).content.decode()
+    assert f'data-url-skip="/api/v1/projects/alpha/annotate/claims/{session.claim_id}/skip/"' in page

@@ -161,6 +161,17 @@
     }
   }
 
+  // Skip: give the item back (it never comes to you again) and take the next one.
+  async function skip() {
+    if (busy) return;
+    try {
+      await post(data.urlSkip);
+      nextItem();
+    } catch (error) {
+      say(error.message, true);
+    }
+  }
+
   function nextItem() {
     const form = document.createElement("form");
     form.method = "post";
@@ -188,6 +199,7 @@
   document.getElementById("btn-accept")?.addEventListener("click", () => act(data.urlAccept));
   document.getElementById("btn-undo")?.addEventListener("click", () => act(data.urlUndo));
   document.getElementById("btn-reject")?.addEventListener("click", () => act(data.urlReject));
+  document.getElementById("btn-skip")?.addEventListener("click", skip);
   retry.addEventListener("click", () => stream(data.urlStream));
 
   document.addEventListener("keydown", (event) => {
@@ -219,6 +231,8 @@
       act(data.urlUndo);
     } else if (canWrite && event.key === "r") {
       act(data.urlReject);
+    } else if (canWrite && event.key === "k") {
+      skip();
     } else if (event.key === "n" && !canWrite) {
       nextItem();
     }
