@@ -1,0 +1,733 @@
+"""Benchmark of onPanda's continuation path and claim queue on this machine, against direct baselines in the same run.
+
+It prints a table of figures; it is not a test and fails on nothing (it exits non-zero only when a
+run itself fails). It measures:
+
+- time to first token (TTFT) of the continuation endpoint, p50 and p95 over 50 corrections: for
+  each one the bench POSTs a correction (`/api/v1/sessions/{id}/correct/`, a top-k alternative at
+  some position of the item's real rollout), then POSTs the node's stream URL
+  (`/api/v1/sessions/{id}/nodes/{node}/stream/`) with httpx and times from sending that request
+  to receiving the first complete `event: token` block. The web app runs for real in child
+  processes on free localhost ports: `uvicorn dataplatform.asgi:application` (ASGI: the async
+  streaming path, as the Dockerfile runs it) and `manage.py runserver --noreload` (WSGI; Django's
+  development server), each with its own copy of the model, warmed up with a few requests first. The baseline is the backend itself: in this
+  process, `LocalBackend.stream()` on exactly the same prefix ids (item.prompt_ids + the new
+  node's token ids), same max_tokens / temperature / top_k, timed to its first step. For each
+  correction the three measurements (ASGI, WSGI, direct) run back to back, in a rotating order, so
+  machine noise hits them alike. Target: platform - direct <= 20 ms at p95. The same run also
+  reports the time to the response headers (what the view costs before the first forward pass)
+  and the correction POST latency (not part of TTFT, but the annotator waits for it too);
+- claim latency with 50 concurrent annotators: 50 threads (each its own DB connection, opened
+  before the start and closed at the end), released together by a threading.Barrier, each calling
+  `annotate.services.claim_next` 20 times (marking each claim done in between) on a pool of 2,000
+  items with small fake rollouts, overlap 1; against one annotator alone doing the same on the
+  fresh pool (the uncontended baseline) and once more after the 1,000 claims (the candidate scan
+  grows with the claimed items). Also the throughput (claims/s) and the peak number of backends
+  waiting on a lock meanwhile. Target: p95 < 50 ms. No item may be claimed twice (checked in the
+  database, "verified"). Then, for information, the same through the HTTP endpoint
+  (`POST /api/v1/projects/{slug}/annotate/claim/`, which also opens the session) against a freshly
+  started server of each kind, 5 claims per client, with 10 concurrent clients rather than 50:
+  under uvicorn every request opens a DB connection of its own that outlives it (CONN_MAX_AGE=60
+  in a per-request thread), and 50 clients exhausted PostgreSQL's max_connections (100), which
+  everyone using this PostgreSQL server shares. The peak number of connections is printed.
+
+Everything lives in a dedicated database `dataplatform_bench_annotate` (created if missing,
+migrated on every run); DATA_DIR is `var/` so the converted model under var/models/ is reused (the
+bench never touches var/db.sqlite3). The 55 items of the continuation part keep their real
+rollouts between runs (the first run generates them, ~1 minute on 2 cores); claims, sessions and
+the claim-pool projects of the previous run are deleted at the start of the next. The servers run
+with DEBUG off, as in production.
+
+Run from the project root (about 2-3 minutes on 2 cores), with PostgreSQL on 127.0.0.1:5432 (user
+postgres, no password):
+
+    .venv/bin/python bench/continuation_bench.py
+"""
+
+import json
+import os
+import platform
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Run as a script, sys.path[0] is bench/; the project packages live one level up.
+sys.path.insert(0, str(ROOT))
+
+SERVER_URL = "postgres://postgres@127.0.0.1:5432"
+BENCH_DB = "dataplatform_bench_annotate"
+# Set (not setdefault) before django.setup(): the bench must never write into another database.
+# The servers started below inherit this environment.
+os.environ["DATABASE_URL"] = f"{SERVER_URL}/{BENCH_DB}"
+os.environ["DATA_DIR"] = str(ROOT / "var")  # var/models/ holds the converted model; the sqlite file is unused
+os.environ["DJANGO_SETTINGS_MODULE"] = "dataplatform.settings"
+os.environ["MODEL_BACKEND"] = "local"
+# The servers run as in production: DEBUG off (no query log), which needs a SECRET_KEY.
+os.environ["DEBUG"] = "0"
+os.environ["SECRET_KEY"] = "continuation-bench-" + secrets.token_hex(16)
+os.environ.pop("REDIS_URL", None)  # nothing here publishes a job; the filesystem broker is inert
+# The table is the output; INFO lines would only interleave with it.
+os.environ["LOG_LEVEL"] = "WARNING"
+
+import django  # noqa: E402
+
+django.setup()
+
+import httpx  # noqa: E402
+import psycopg2  # noqa: E402
+import torch  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.db.models import Count  # noqa: E402
+
+from annotate import services  # noqa: E402
+from annotate.models import Claim, ClaimState, Item, Session  # noqa: E402
+from dataplatform.accounts import services as account_services  # noqa: E402
+from dataplatform.accounts.models import ApiToken, Project, Role  # noqa: E402
+from dataplatform.inference import get_backend  # noqa: E402
+
+# --- sizes and targets ------------------------------------------------------------------------------
+
+CORRECTIONS = 50
+WARMUP_CORRECTIONS = 5
+MAX_TOKENS, TOP_K, TEMPERATURE = 32, 5, 0.0
+MAX_POSITION = 24  # corrections at positions 0..24 leave >= 7 tokens to continue within max_tokens
+TARGET_TTFT_OVERHEAD_MS = 20.0
+
+CLAIM_THREADS = 50
+CLAIM_ROUNDS = 20
+CLAIM_POOL = 2_000
+HTTP_CLAIM_ROUNDS = 5
+# Not 50: under uvicorn every request opens a DB connection of its own that outlives it (CONN_MAX_AGE=60
+# in a per-request thread). 50 clients exhausted PostgreSQL's max_connections (100), which everyone using
+# this PostgreSQL server shares, and 20 clients x 5 claims still peaked at 96 connections.
+HTTP_CLAIM_CLIENTS = 10
+TARGET_CLAIM_P95_MS = 50.0
+
+CONTINUATION_SLUG = "bench-continuation"
+CLAIM_SLUG = "bench-claims"
+HTTP_CLAIM_SLUGS = {"asgi": "bench-claims-asgi", "wsgi": "bench-claims-wsgi"}
+USER_PREFIX = "bench-"
+# Stored as the continuation project's description; other settings mean the rollouts are regenerated.
+ROLLOUT_MARKER = f"continuation_bench rollouts v1: max_tokens={MAX_TOKENS} top_k={TOP_K} temperature={TEMPERATURE}"
+
+TOPICS = ["the moon", "photosynthesis", "a lighthouse", "prime numbers", "the ocean", "volcanoes", "bread",
+          "the Roman empire", "honeybees", "electricity", "chess"]
+TASKS = ["Tell me one fact about {}.", "Explain {} to a child.", "Write a haiku about {}.",
+         "Give two reasons to learn about {}.", "Describe {} in one sentence."]
+
+
+# --- small helpers --------------------------------------------------------------------------------
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Progress:
+    """The progress object generate_rollouts reports to (a job's, normally)."""
+
+    def __init__(self):
+        self.job = type("JobStub", (), {"progress_total": 0})()
+
+    def set_total(self, total):
+        self.job.progress_total = total
+
+    def report(self, done, **kwargs):
+        pass
+
+
+def ensure_database() -> None:
+    admin = psycopg2.connect(f"{SERVER_URL}/postgres")
+    admin.autocommit = True  # CREATE DATABASE cannot run in a transaction block
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB])
+            if cursor.fetchone() is None:
+                cursor.execute(f'CREATE DATABASE "{BENCH_DB}"')
+                print(f"created database {BENCH_DB}")
+    finally:
+        admin.close()
+
+
+def bench_user(name: str):
+    user, created = get_user_model().objects.get_or_create(username=USER_PREFIX + name)
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+# --- setup ----------------------------------------------------------------------------------------
+
+def continuation_setup(backend) -> tuple[Project, dict]:
+    """The project with real rollouts, and for each server an annotator with a token and one open session per item."""
+    project, _ = Project.objects.get_or_create(slug=CONTINUATION_SLUG, defaults={"name": "Bench continuation"})
+    Claim.objects.filter(item__project=project).delete()  # the previous run's claims, sessions, nodes, events
+    config = services.config_for(project)
+    config.max_tokens, config.top_k, config.temperature = MAX_TOKENS, TOP_K, TEMPERATURE
+    config.seed_policy, config.seed = "fixed", 0
+    config.overlap = 2  # each item is claimed by both server annotators, so both correct the same prefix
+    config.save()
+    prompts = [task.format(topic) for topic in TOPICS for task in TASKS][: CORRECTIONS + WARMUP_CORRECTIONS]
+    for number, prompt in enumerate(prompts):
+        Item.objects.get_or_create(project=project, source_sha256=f"{number:064d}",
+                                   defaults={"messages": [{"role": "user", "content": prompt}]})
+    regenerate = project.description != ROLLOUT_MARKER
+    pending = Item.objects.filter(project=project, rollout__isnull=True).count()
+    if regenerate or pending:
+        started = time.perf_counter()
+        result = services.generate_rollouts(project=project, progress=Progress(), regenerate=regenerate)
+        Project.objects.filter(pk=project.pk).update(description=ROLLOUT_MARKER)
+        print(f"generated rollouts for {result['answered']} items in {time.perf_counter() - started:.1f} s "
+              f"(kept for later runs)")
+    else:
+        print(f"reused the rollouts of {len(prompts)} items (project {CONTINUATION_SLUG})")
+
+    annotators = {}
+    for kind in ("asgi", "wsgi"):
+        user = bench_user(f"stream-{kind}")
+        account_services.set_membership(project=project, user=user, role=Role.ANNOTATOR)
+        sessions = []
+        while (claim := services.claim_next(project=project, annotator=user)) is not None:
+            sessions.append(services.open_session(claim=claim))
+            Claim.objects.filter(pk=claim.pk).update(state=ClaimState.DONE)  # free the annotator for the next item
+        _, secret = account_services.issue_token(user=user, name="continuation bench")
+        annotators[kind] = {"user": user, "secret": secret, "sessions": sorted(sessions, key=lambda s: s.item_id)}
+    return project, annotators
+
+
+def claim_pool(slug: str, users: list) -> Project:
+    """A fresh project of CLAIM_POOL items with small fake rollouts, overlap 1, the users as annotators."""
+    Project.objects.filter(slug=slug).delete()
+    project = Project.objects.create(slug=slug, name=f"Bench {slug}")
+    config = services.config_for(project)
+    config.overlap = 1
+    config.save()
+    rollout = {"token_ids": [10, 11, 12, 13], "logprobs": [-0.1] * 4,
+               "top": [[[t, -0.1], [t + 1000, -1.0]] for t in (10, 11, 12, 13)],
+               "finish_reason": "stop", "model_id": "bench-fake", "seed": 0}
+    Item.objects.bulk_create(
+        [Item(project=project, messages=[{"role": "user", "content": f"q{n}"}], source_sha256=f"{n:064d}",
+              prompt_ids=[1, 2, 3], rollout=rollout) for n in range(CLAIM_POOL)],
+        batch_size=500,
+    )
+    for user in users:
+        account_services.set_membership(project=project, user=user, role=Role.ANNOTATOR)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE annotate_item, annotate_claim")
+    return project
+
+
+def claims_claimed_twice(project: Project) -> int:
+    return (Claim.objects.filter(item__project=project).values("item").annotate(n=Count("id"))
+            .filter(n__gt=1).count())
+
+
+# --- claims through the services --------------------------------------------------------------------
+
+def run_claimers(project: Project, users: list, rounds: int):
+    """Each user in its own thread and DB connection, released together, claims `rounds` times.
+
+    Returns the latencies, the claimed item ids, the errors, and the CPU time each claim_next call spent
+    in its own thread (the Python side: ORM, driver; not the PostgreSQL backend's time).
+    """
+    latencies: list[float] = []
+    cpu: list[float] = []
+    items: list[int] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(len(users))
+
+    def claimer(user) -> None:
+        mine_latencies, mine_items, mine_cpu = [], [], []
+        try:
+            connection.ensure_connection()  # connect before the start: the connection is not the claim
+            barrier.wait()
+            for _ in range(rounds):
+                started, cpu_started = time.perf_counter(), time.thread_time()
+                claim = services.claim_next(project=project, annotator=user)
+                mine_latencies.append(time.perf_counter() - started)
+                mine_cpu.append(time.thread_time() - cpu_started)
+                if claim is None:
+                    break
+                mine_items.append(claim.item_id)
+                Claim.objects.filter(pk=claim.pk).update(state=ClaimState.DONE)
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            barrier.abort()
+            with lock:
+                errors.append(f"{user.username}: {exc!r}")
+        finally:
+            connection.close()
+            with lock:
+                latencies.extend(mine_latencies)
+                items.extend(mine_items)
+                cpu.extend(mine_cpu)
+
+    threads = [threading.Thread(target=claimer, args=(user,)) for user in users]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return latencies, items, errors, cpu
+
+
+# --- claims through HTTP -----------------------------------------------------------------------------
+
+def run_http_claimers(base_url: str, project: Project, secrets_by_user: dict, rounds: int):
+    """Concurrent clients on the claim endpoint; each claim is marked done over one shared connection.
+
+    Refused requests (any status but 200/204) are counted, not fatal: the figure is for information.
+    Returns (latencies of the 200s, claimed item ids, failed statuses, unexpected errors).
+    """
+    url = f"{base_url}/api/v1/projects/{project.slug}/annotate/claim/"
+    latencies: list[float] = []
+    items: list[int] = []
+    failures: list[int] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(len(secrets_by_user))
+    # One raw connection for the "done" updates: a Django connection per client thread on top of the
+    # server's own per-request connections would use up max_connections sooner.
+    marker = psycopg2.connect(os.environ["DATABASE_URL"])
+    marker.autocommit = True
+    marker_lock = threading.Lock()
+
+    def client_thread(secret: str) -> None:
+        mine_latencies, mine_items, mine_failures = [], [], []
+        try:
+            with httpx.Client(headers={"Authorization": f"Token {secret}"}, timeout=120) as client:
+                client.get(f"{base_url}/api/v1/projects/")  # open the keep-alive connection first
+                barrier.wait()
+                for _ in range(rounds):
+                    started = time.perf_counter()
+                    response = client.post(url)
+                    seconds = time.perf_counter() - started
+                    if response.status_code == 204:
+                        break
+                    if response.status_code != 200:
+                        mine_failures.append(response.status_code)
+                        continue
+                    mine_latencies.append(seconds)
+                    claim = response.json()
+                    mine_items.append(claim["item"])
+                    with marker_lock, marker.cursor() as cursor:
+                        cursor.execute(f"UPDATE {Claim._meta.db_table} SET state = %s WHERE id = %s",
+                                       [ClaimState.DONE.value, claim["id"]])
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            barrier.abort()
+            with lock:
+                errors.append(repr(exc))
+        finally:
+            with lock:
+                latencies.extend(mine_latencies)
+                items.extend(mine_items)
+                failures.extend(mine_failures)
+
+    threads = [threading.Thread(target=client_thread, args=(secret,)) for secret in secrets_by_user.values()]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        marker.close()
+    return latencies, items, failures, errors
+
+
+class ConnectionSampler:
+    """Samples the server connections to the bench database: the peak count, and the peak waiting on a lock."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval = interval
+        self.peak = 0
+        self.peak_lock_waits = 0
+        self._stop = threading.Event()
+        self._conn = psycopg2.connect(f"{SERVER_URL}/postgres")
+        self._conn.autocommit = True
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._conn.cursor() as cursor:
+                cursor.execute("SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock') "
+                               "FROM pg_stat_activity WHERE datname = %s", [BENCH_DB])
+                connections, lock_waits = cursor.fetchone()
+            self.peak = max(self.peak, connections)
+            self.peak_lock_waits = max(self.peak_lock_waits, lock_waits)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._conn.close()
+
+
+def connect_seconds() -> float:
+    """Median time to open (and close) a new PostgreSQL connection to the bench database."""
+    runs = []
+    for _ in range(10):
+        started = time.perf_counter()
+        psycopg2.connect(os.environ["DATABASE_URL"]).close()
+        runs.append(time.perf_counter() - started)
+    return statistics.median(runs)
+
+
+# --- servers --------------------------------------------------------------------------------------
+
+class Server:
+    def __init__(self, kind: str, log_dir: Path):
+        self.kind = kind
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_dir / f"{kind}.log"
+        if kind == "asgi":
+            command = [str(Path(sys.executable).parent / "uvicorn"), "dataplatform.asgi:application",
+                       "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "off",
+                       "--no-access-log", "--log-level", "warning"]
+            self.label = "ASGI (uvicorn)"
+        else:
+            command = [sys.executable, "manage.py", "runserver", "--noreload", "--skip-checks",
+                       f"127.0.0.1:{self.port}"]
+            self.label = "WSGI (runserver)"
+        self.log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+                                        env=os.environ.copy())
+
+    def wait_ready(self, secret: str, timeout: float = 90) -> float:
+        started = time.perf_counter()
+        deadline = started + timeout
+        while time.perf_counter() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit(f"{self.label} exited ({self.process.returncode}):\n{self.log_tail()}")
+            try:
+                response = httpx.get(f"{self.base_url}/api/v1/projects/",
+                                     headers={"Authorization": f"Token {secret}"}, timeout=5)
+                if response.status_code == 200:
+                    return time.perf_counter() - started
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise SystemExit(f"{self.label} did not answer within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.log.close()
+
+
+def stop_servers(servers: dict, failed: bool) -> None:
+    for server in servers.values():
+        server.stop()
+        if failed:  # an exception is on its way out: show what the server said
+            print(f"--- {server.label} log (tail) ---\n{server.log_tail()}", file=sys.stderr)
+
+
+# --- one correction -----------------------------------------------------------------------------------
+
+def pick_correction(session: Session, eos_ids: frozenset[int]) -> tuple[int, int]:
+    """A position in the root response and a top-k alternative there (never an end-of-sequence token)."""
+    root = session.current_node
+    last = min(len(root.token_ids) - 1, MAX_POSITION)
+    position = (session.item_id * 7) % (last + 1)
+    for pos in [position, *range(last + 1)]:
+        alternatives = [t for t, _ in root.top[pos] if t != root.token_ids[pos] and t not in eos_ids]
+        if alternatives:
+            return pos, alternatives[0]
+    raise SystemExit(f"item {session.item_id}: no top-k alternative to pick in its rollout")
+
+
+def platform_correction(client: httpx.Client, base_url: str, session: Session, position: int,
+                        token_id: int) -> dict:
+    """POST the correction, then stream the continuation; time the POST and the first token event."""
+    started = time.perf_counter()
+    response = client.post(f"{base_url}/api/v1/sessions/{session.pk}/correct/",
+                           json={"version": 0, "node_id": session.current_node_id, "position": position,
+                                 "token_id": token_id})
+    correct_seconds = time.perf_counter() - started
+    if response.status_code != 201:
+        raise SystemExit(f"correction on session {session.pk} failed: {response.status_code} {response.text[:500]}")
+    node = response.json()
+
+    buffer = b""
+    headers_seconds = first_seconds = None
+    started = time.perf_counter()
+    with client.stream("POST", f"{base_url}/api/v1/sessions/{session.pk}/nodes/{node['id']}/stream/") as stream:
+        headers_seconds = time.perf_counter() - started
+        if stream.status_code != 200:
+            raise SystemExit(f"stream of node {node['id']} failed: {stream.status_code} {stream.read()[:500]}")
+        for chunk in stream.iter_raw():
+            buffer += chunk
+            if first_seconds is None:
+                at = buffer.find(b"event: token")
+                if at >= 0 and buffer.find(b"\n\n", at) >= 0:
+                    first_seconds = time.perf_counter() - started
+    events = [block for block in buffer.decode().split("\n\n") if block.strip()]
+    tokens = [json.loads(block.split("data: ", 1)[1]) for block in events if block.startswith("event: token")]
+    return {"correct": correct_seconds, "headers": headers_seconds, "ttft": first_seconds,
+            "prefix_ids": node["token_ids"], "first_token": tokens[0]["token_id"] if tokens else None,
+            "tokens": len(tokens), "done": events[-1].startswith("event: done") if events else False}
+
+
+def direct_first_token(backend, prefix_ids: list[int], remaining: int) -> tuple[float, int]:
+    started = time.perf_counter()
+    steps = backend.stream(prefix_ids, max_tokens=remaining, temperature=TEMPERATURE, seed=0, top_k=TOP_K)
+    step = next(iter(steps))
+    seconds = time.perf_counter() - started
+    steps.close()
+    return seconds, step.token_id
+
+
+# --- main ---------------------------------------------------------------------------------------------
+
+def main() -> None:
+    # Sampled before we add our own load: on 2 cores other work swings every figure.
+    load_average = os.getloadavg()[0]
+    run_started = time.perf_counter()
+    ensure_database()
+    call_command("migrate", verbosity=0)
+    ApiToken.objects.filter(user__username__startswith=USER_PREFIX).delete()  # earlier runs' tokens
+
+    backend = get_backend()
+    backend.model  # noqa: B018 (load now: no figure includes it)
+    project, annotators = continuation_setup(backend)
+    setup_seconds = time.perf_counter() - run_started
+
+    # --- claims through the services, before the servers start ---------------------------------------
+    claim_users = [bench_user(f"claimer-{n:02d}") for n in range(CLAIM_THREADS)]
+    for slug in [CLAIM_SLUG, *HTTP_CLAIM_SLUGS.values()]:
+        Project.objects.filter(slug=slug).delete()
+    pool = claim_pool(CLAIM_SLUG, claim_users)
+    alone_latencies, _, alone_errors, alone_cpu = run_claimers(pool, claim_users[:1], CLAIM_ROUNDS)
+    Claim.objects.filter(item__project=pool).delete()  # the 50 start from the same untouched pool
+    with ConnectionSampler() as claim_sampler:
+        concurrent_started = time.perf_counter()
+        claim_latencies, claim_items, claim_errors, _ = run_claimers(pool, claim_users, CLAIM_ROUNDS)
+        concurrent_seconds = time.perf_counter() - concurrent_started
+    if alone_errors or claim_errors:
+        raise SystemExit("claim threads failed:\n" + "\n".join(alone_errors + claim_errors))
+    twice_db = claims_claimed_twice(pool)
+    claim_check_ok = (twice_db == 0 and len(set(claim_items)) == len(claim_items)
+                      == CLAIM_THREADS * CLAIM_ROUNDS == Claim.objects.filter(item__project=pool).count())
+    assert claim_check_ok, (f"claims: {len(claim_items)} returned, {len(set(claim_items))} distinct items, "
+                            f"{twice_db} items with two claims in the database")
+    # One more annotator alone, now that 1,000 items are claimed (not counted in the check above).
+    after_latencies, _, after_errors, _ = run_claimers(pool, [bench_user("claimer-after")], CLAIM_ROUNDS)
+    if after_errors:
+        raise SystemExit("claim thread failed:\n" + "\n".join(after_errors))
+
+    http_secrets = {user.username: account_services.issue_token(user=user, name="continuation bench")[1]
+                    for user in claim_users[:HTTP_CLAIM_CLIENTS]}
+    http_pools = {kind: claim_pool(slug, claim_users) for kind, slug in HTTP_CLAIM_SLUGS.items()}
+
+    claims_seconds = time.perf_counter() - run_started - setup_seconds
+
+    # --- TTFT: both servers up, the three measurements of each correction back to back ----------------
+    phase_started = time.perf_counter()
+    log_dir = Path(tempfile.mkdtemp(prefix="continuation-bench-"))
+    servers: dict[str, Server] = {}
+    failed = True
+    try:
+        for kind in ("asgi", "wsgi"):
+            servers[kind] = Server(kind, log_dir)
+        ready = {kind: server.wait_ready(annotators[kind]["secret"]) for kind, server in servers.items()}
+        clients = {kind: httpx.Client(headers={"Authorization": f"Token {annotators[kind]['secret']}"}, timeout=120)
+                   for kind in servers}
+
+        eos_ids = backend.eos_token_ids
+        results: dict[str, list[dict]] = {"asgi": [], "wsgi": []}
+        direct: list[float] = []
+        first_token_mismatches = 0
+        incomplete_streams = 0
+        prefix_lengths = []
+        orders = [("asgi", "wsgi", "direct"), ("direct", "asgi", "wsgi"), ("wsgi", "direct", "asgi")]
+        for number in range(CORRECTIONS + WARMUP_CORRECTIONS):
+            warmup = number < WARMUP_CORRECTIONS  # the servers' first requests load their model copy
+            sessions = {kind: annotators[kind]["sessions"][number] for kind in servers}
+            position, token_id = pick_correction(sessions["asgi"], eos_ids)
+            measured, direct_run = {}, None
+            for who in orders[number % len(orders)]:
+                if who == "direct":
+                    # The same prefix the platform continues from: prompt + root[:position] + the candidate.
+                    root = sessions["asgi"].current_node
+                    prefix = root.token_ids[:position] + [token_id]
+                    item = sessions["asgi"].item
+                    direct_run = direct_first_token(backend, item.prompt_ids + prefix, MAX_TOKENS - len(prefix))
+                else:
+                    measured[who] = platform_correction(clients[who], servers[who].base_url, sessions[who],
+                                                        position, token_id)
+            if warmup:
+                continue
+            direct.append(direct_run[0])
+            prefix_lengths.append(len(sessions["asgi"].item.prompt_ids) + position + 1)
+            for kind, run in measured.items():
+                results[kind].append(run)
+                expected_prefix = sessions[kind].current_node.token_ids[:position] + [token_id]
+                if run["first_token"] != direct_run[1] or run["prefix_ids"] != expected_prefix:
+                    first_token_mismatches += 1
+                if not run["done"] or run["ttft"] is None:
+                    incomplete_streams += 1
+        for client in clients.values():
+            client.close()
+        failed = False
+    finally:
+        stop_servers(servers, failed)
+    ttft_seconds = time.perf_counter() - phase_started
+
+    # --- claims through HTTP, for information: fresh servers (no model needed), one at a time ------------
+    phase_started = time.perf_counter()
+    http_claims, http_failures, http_peak_connections = {}, {}, {}
+    for kind in ("asgi", "wsgi"):
+        servers = {}
+        failed = True
+        try:
+            servers[kind] = server = Server(kind, log_dir)
+            server.wait_ready(next(iter(http_secrets.values())))
+            with ConnectionSampler() as sampler:
+                latencies, items, failures, errors = run_http_claimers(server.base_url, http_pools[kind],
+                                                                       http_secrets, HTTP_CLAIM_ROUNDS)
+            if errors:
+                raise SystemExit(f"HTTP claim clients on {server.label} failed:\n" + "\n".join(errors[:5]))
+            twice = claims_claimed_twice(http_pools[kind])
+            assert twice == 0 and len(set(items)) == len(items), (
+                f"HTTP claims on {server.label}: {len(items)} returned, {len(set(items))} distinct, {twice} twice")
+            http_claims[kind], http_failures[kind], http_peak_connections[kind] = latencies, failures, sampler.peak
+            failed = False
+        finally:
+            stop_servers(servers, failed)
+    shutil.rmtree(log_dir, ignore_errors=True)
+    http_seconds = time.perf_counter() - phase_started
+    new_connection_ms = ms(connect_seconds())
+
+    # --- print ------------------------------------------------------------------------------------------
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        pg_version = cursor.fetchone()[0]
+    print(
+        f"machine: {platform.machine()}, os.cpu_count()={os.cpu_count()}, PostgreSQL {pg_version}, "
+        f"torch {torch.__version__} with {torch.get_num_threads()} threads (each server process: the same default), "
+        f"model {backend.model_id} fp32, Python {platform.python_version()}, load average before the run "
+        f"{load_average:.2f}; servers ready in {ready['asgi']:.1f} s (uvicorn) / {ready['wsgi']:.1f} s (runserver)"
+    )
+    rows: list[tuple[str, ...]] = []
+    direct_p50, direct_p95 = ms(percentile(direct, 50)), ms(percentile(direct, 95))
+    verdicts = []
+    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
+        ttft = [run["ttft"] for run in results[kind] if run["ttft"] is not None]
+        p50, p95 = ms(percentile(ttft, 50)), ms(percentile(ttft, 95))
+        met = p95 - direct_p95 <= TARGET_TTFT_OVERHEAD_MS
+        verdicts.append(f"TTFT overhead at p95, {label}: {'met' if met else 'MISSED'} ({p95 - direct_p95:+.1f} ms)")
+        rows.append((f"TTFT p50 (ms), {label}", f"{p50:.1f}", f"{direct_p50:.1f}", f"{p50 - direct_p50:+.1f} ms", ""))
+        rows.append((f"TTFT p95 (ms), {label}", f"{p95:.1f}", f"{direct_p95:.1f}", f"{p95 - direct_p95:+.1f} ms",
+                     f"overhead ≤ {TARGET_TTFT_OVERHEAD_MS:.0f} ms"))
+    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
+        headers = [run["headers"] for run in results[kind]]
+        rows.append((f"stream: response headers p50 / p95 (ms), {label}",
+                     f"{ms(percentile(headers, 50)):.1f} / {ms(percentile(headers, 95)):.1f}", "-", "-", ""))
+    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
+        posts = [run["correct"] for run in results[kind]]
+        rows.append((f"correction POST p50 / p95 (ms), {label}",
+                     f"{ms(percentile(posts, 50)):.1f} / {ms(percentile(posts, 95)):.1f}", "-", "-", ""))
+    c50, c95, cmax = (ms(percentile(claim_latencies, 50)), ms(percentile(claim_latencies, 95)),
+                      ms(max(claim_latencies)))
+    a50, a95, amax = (ms(percentile(alone_latencies, 50)), ms(percentile(alone_latencies, 95)),
+                      ms(max(alone_latencies)))
+    rows.append((f"claim_next p50 / p95 / max (ms), {CLAIM_THREADS} concurrent vs 1 alone",
+                 f"{c50:.1f} / {c95:.1f} / {cmax:.1f}", f"{a50:.1f} / {a95:.1f} / {amax:.1f}",
+                 f"{c95 / a95:.1f}x at p95", f"p95 < {TARGET_CLAIM_P95_MS:.0f} ms"))
+    rows.append((f"claim_next p50 / p95 / max (ms), 1 alone after the {len(claim_items):,} claims",
+                 f"{ms(percentile(after_latencies, 50)):.1f} / {ms(percentile(after_latencies, 95)):.1f} / "
+                 f"{ms(max(after_latencies)):.1f}", "-", "-", ""))
+    concurrent_rate = len(claim_items) / concurrent_seconds
+    alone_rate = len(alone_latencies) / sum(alone_latencies)
+    rows.append((f"claims/s, {CLAIM_THREADS} concurrent vs 1 alone", f"{concurrent_rate:.0f}", f"{alone_rate:.0f}",
+                 f"{concurrent_rate / alone_rate:.2f}x", ""))
+    verdicts.append(f"claim p95 with {CLAIM_THREADS} annotators: "
+                    f"{'met' if c95 < TARGET_CLAIM_P95_MS else 'MISSED'} ({c95:.1f} ms)")
+    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
+        values = http_claims[kind]
+        figure = ("-" if not values else
+                  f"{ms(percentile(values, 50)):.1f} / {ms(percentile(values, 95)):.1f} / {ms(max(values)):.1f}")
+        rows.append((f"claim over HTTP p50 / p95 / max (ms), {HTTP_CLAIM_CLIENTS} clients, {label}", figure,
+                     "-", "-", "(information)"))
+
+    header = ("figure", "platform", "direct baseline", "overhead/ratio", "target")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        numbers = (cell.rjust(width) for cell, width in zip(cells[1:4], widths[1:4], strict=True))
+        return " | ".join([cells[0].ljust(widths[0]), *numbers, cells[4].ljust(widths[4])]).rstrip()
+
+    print(line(header))
+    print("-+-".join("-" * width for width in widths))
+    for cells in rows:
+        print(line(cells))
+    paired = {kind: [ms(run["ttft"] - d) for run, d in zip(results[kind], direct, strict=True)] for kind in results}
+    print(f"TTFT: {CORRECTIONS} corrections (after {WARMUP_CORRECTIONS} warm-up ones per server), prefixes of "
+          f"{min(prefix_lengths)}-{max(prefix_lengths)} tokens, max_tokens {MAX_TOKENS}, top_k {TOP_K}, temperature "
+          f"{TEMPERATURE:g}; platform = POST stream -> first complete `event: token` block (keep-alive httpx client); "
+          f"direct = LocalBackend.stream() in this process -> first step. Overhead = platform percentile - direct "
+          f"percentile; paired per-correction differences p50 / p95: ASGI "
+          f"{percentile(paired['asgi'], 50):+.1f} / {percentile(paired['asgi'], 95):+.1f} ms, WSGI "
+          f"{percentile(paired['wsgi'], 50):+.1f} / {percentile(paired['wsgi'], 95):+.1f} ms.")
+    print(f"claims: {CLAIM_THREADS} threads x {CLAIM_ROUNDS} claims on a pool of {CLAIM_POOL:,} items, overlap 1 "
+          f"(each thread its own DB connection; one Python process, so the threads also share the GIL); the "
+          f"baseline is 1 annotator alone, {CLAIM_ROUNDS} claims, of which the claiming thread's own CPU time (Python: "
+          f"ORM, driver) is {ms(statistics.median(alone_cpu)):.1f} ms per claim (median); with no pause between claims, "
+          f"{CLAIM_THREADS} / {concurrent_rate:.0f} claims/s = {ms(CLAIM_THREADS / concurrent_rate):.0f} ms is the "
+          f"latency queueing alone implies (Little's law); peak backends waiting on a lock meanwhile: "
+          f"{claim_sampler.peak_lock_waits}, peak connections {claim_sampler.peak}. HTTP: {HTTP_CLAIM_CLIENTS} clients x "
+          f"{HTTP_CLAIM_ROUNDS} claims on a fresh pool and a freshly started server each (the endpoint also opens "
+          f"the session); peak PostgreSQL connections to the bench database meanwhile: "
+          f"{http_peak_connections['asgi']} (uvicorn) / {http_peak_connections['wsgi']} (runserver); refused claims: "
+          + ", ".join(f"{kind} {len(v)}" + (f" (HTTP {sorted(set(v))})" if v else "") for kind, v in http_failures.items())
+          + f". A new PostgreSQL connection costs {new_connection_ms:.1f} ms here (median of 10).")
+    print("targets: " + "; ".join(verdicts))
+    same = first_token_mismatches == 0 and incomplete_streams == 0
+    print(f"streams: every continuation ended with `done`, and its prefix and first token equal the direct "
+          f"call's: {'yes' if same else f'NO ({first_token_mismatches} mismatches, {incomplete_streams} incomplete)'}")
+    print(f"verified: no item claimed twice ({len(claim_items):,} claims through the services, "
+          f"{sum(len(v) for v in http_claims.values()):,} over HTTP, all on distinct items; checked in the database)")
+    print(f"run time {time.perf_counter() - run_started:.0f} s (setup {setup_seconds:.0f} s, claims {claims_seconds:.0f} s, "
+          f"TTFT {ttft_seconds:.0f} s, HTTP claims {http_seconds:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
