@@ -46,6 +46,7 @@ def node_of(session: Session, node_id: int) -> Node:
     node = session.nodes.filter(pk=node_id).first()
     if node is None:
         raise Http404("No such node in this session.")
+    node.session = session  # reuse the loaded session, item and project instead of fetching them again
     return node
 
 

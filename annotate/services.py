@@ -51,7 +51,11 @@ class CorrectionRefused(AnnotationError):
 # --- configuration ----------------------------------------------------------------------------
 
 def config_for(project: Project) -> AnnotationConfig:
-    config, _ = AnnotationConfig.objects.get_or_create(project=project)
+    """The project's settings, read once per project object (a request or a job reuses it)."""
+    config = getattr(project, "_annotation_config", None)
+    if config is None:
+        config, _ = AnnotationConfig.objects.get_or_create(project=project)
+        project._annotation_config = config
     return config
 
 

@@ -49,9 +49,16 @@ def visible_projects(user, *, roles: Iterable[Role] | None = None, token: ApiTok
         if roles is not None:
             memberships = memberships.filter(role__in=list(roles))
         projects = projects.filter(pk__in=memberships.values("project_id"))
-    if isinstance(token, ApiToken) and token.projects.exists():
-        projects = projects.filter(pk__in=token.projects.values("pk"))
+    if isinstance(token, ApiToken) and (scoped := token_project_ids(token)):
+        projects = projects.filter(pk__in=scoped)
     return projects
+
+
+def token_project_ids(token: ApiToken) -> list[int]:
+    """The projects a token is limited to (empty: not limited). Read once per token object (per request)."""
+    if not hasattr(token, "_scoped_project_ids"):
+        token._scoped_project_ids = list(token.projects.values_list("pk", flat=True))
+    return token._scoped_project_ids
 
 
 def require_role(user, project: Project, roles: Iterable[Role], *, token: ApiToken | None = None) -> Role:
