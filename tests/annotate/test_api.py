@@ -137,3 +137,30 @@ def test_queue_state_counts(members, project, make_items):
     services.claim_next(project=project, annotator=members["annotator"])
     state = api_client_for(members["curator"]).get(P + "queue/").json()
     assert state["items"] == 3 and state["answered"] == 3 and state["claims"]["active"] == 1
+
+
+def test_stream_under_asgi_sends_each_token_as_an_event(members, annotator_session, monkeypatch):
+    """Under ASGI the view hands Django an async iterator, so tokens go out one by one."""
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    from dataplatform.accounts import services as account_services
+    from tests.annotate.test_supervision import CharBackend
+
+    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend(script="ok"))
+    child = services.correct(session=annotator_session, version=0, node_id=annotator_session.current_node_id,
+                             position=2, token_id=1012, actor=members["annotator"])
+    _, secret = account_services.issue_token(user=members["annotator"], name="asgi")
+
+    async def read_stream():
+        response = await AsyncClient().post(f"/api/v1/sessions/{annotator_session.pk}/nodes/{child.pk}/stream/",
+                                            headers={"Authorization": f"Token {secret}"})
+        assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
+        assert response.is_async
+        return [chunk async for chunk in response.streaming_content]
+
+    chunks = async_to_sync(read_stream)()
+    events = [chunk.decode().split("\n")[0] for chunk in chunks]
+    assert events == ["event: token", "event: token", "event: token", "event: done"]  # "o", "k", end token
+    child.refresh_from_db()
+    assert child.status == "complete" and child.token_ids[3:5] == [ord("o"), ord("k")]
