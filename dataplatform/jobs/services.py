@@ -88,7 +88,10 @@ class ProgressReporter:
 def start_job(*, job_id: int) -> Job | None:
     """Move a job to running and count the attempt. None if it is already finished (a redelivery)."""
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job_id)
+        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        if job is None:  # deleted while queued (e.g. its export was deleted): nothing to do
+            logger.warning("Job %s no longer exists; dropping its task.", job_id)
+            return None
         if job.state in TERMINAL_STATES:
             return None
         if job.cancel_requested:

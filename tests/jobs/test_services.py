@@ -114,3 +114,12 @@ def test_mark_retrying_and_fail(project, members, django_capture_on_commit_callb
 
 def test_demo_kind_is_registered():
     assert get_kind("demo.sample_continuations").params_serializer(data={"prompt": "hi"}).is_valid()
+
+
+def test_a_task_for_a_deleted_job_does_nothing(project, members, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = enqueue(project, members["curator"], to=3)
+    job_id = job.pk
+    job.delete()
+    services.execute_job(job_id=job_id)  # the message was already in the queue
+    assert not Job.objects.filter(pk=job_id).exists()
