@@ -25,7 +25,7 @@ from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
 from . import importers, selectors, services
 from .metrics import project_metrics
 from .models import AnnotationConfig, Claim, ClaimState, Node, Session
-from .panda_json import import_panda_json
+from .panda_json import UnreadableFile, import_panda_json, read_panda_upload
 from .reviews import review_session
 
 
@@ -167,9 +167,9 @@ class ImportPandaApi(APIView):
             if annotator is None or role_in(annotator, project) not in CAN_ANNOTATE:
                 raise ValidationError({"annotator": ["Not an annotator of this project."]})
         try:
-            data = json.loads(upload.read().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValidationError({"file": [f"{upload.name}: not a JSON file ({exc})."]}) from exc
+            data = read_panda_upload(upload)
+        except UnreadableFile as exc:
+            raise ValidationError({"file": [str(exc)]}) from exc
         report = import_panda_json(project=project, data=data, annotator=annotator, file=upload.name,
                                    dry_run=_truthy(request.data.get("dry_run")), backend=services.backend_for(project))
         return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if report.errors else status.HTTP_200_OK)

@@ -525,6 +525,23 @@ def _when(ms: int | None) -> datetime | None:
     return datetime.fromtimestamp(ms / 1000, tz=UTC) if ms is not None else None
 
 
+MAX_FILE_BYTES = 50 * 1024 * 1024  # one prompt's tree; anything bigger is not an onPanda session
+
+
+class UnreadableFile(ValueError):
+    pass
+
+
+def read_panda_upload(upload) -> dict:
+    """Parse an uploaded `.panda.json`, refusing oversized or non-JSON files with a message naming the file."""
+    if upload.size > MAX_FILE_BYTES:
+        raise UnreadableFile(f"{upload.name}: {upload.size:,} bytes is more than the {MAX_FILE_BYTES:,} allowed.")
+    try:
+        return json.loads(upload.read().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UnreadableFile(f"{upload.name}: not a JSON file ({exc}).") from exc
+
+
 def import_panda_json(*, project: Project, data, annotator, file: str = "upload.panda.json",
                       dry_run: bool = False, backend: Backend | None = None) -> PandaImportReport:
     """Import one `.panda.json` v2 file as an Item with a finished Session of `annotator`.

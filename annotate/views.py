@@ -1,7 +1,6 @@
 """HTML pages of the onPanda workflow: the queue, the workspace, imports and rollouts."""
 
 import itertools
-import json
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
@@ -19,7 +18,7 @@ from dataplatform.jobs.models import Job
 from . import charts, importers, metrics, reviews, selectors, services
 from .api import ConfigSerializer
 from .models import NodeStatus, SeedPolicy, Session, SessionStatus
-from .panda_json import import_panda_json
+from .panda_json import UnreadableFile, import_panda_json, read_panda_upload
 
 MAX_ERRORS_SHOWN = 20
 
@@ -89,9 +88,9 @@ def import_panda(request, slug: str):
         messages.error(request, "Choose a .panda.json file to import.")
         return redirect("annotate-queue", slug=slug)
     try:
-        data = json.loads(upload.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        messages.error(request, f"{upload.name}: not a JSON file ({exc}).")
+        data = read_panda_upload(upload)
+    except UnreadableFile as exc:
+        messages.error(request, str(exc))
         return redirect("annotate-queue", slug=slug)
     report = import_panda_json(project=project, data=data, annotator=request.user, file=upload.name,
                                dry_run=bool(request.POST.get("dry_run")), backend=services.backend_for(project))

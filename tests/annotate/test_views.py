@@ -157,3 +157,14 @@ def test_workspace_offers_skip(client, members, session):
     client.force_login(members["annotator"])
     page = client.get(reverse("annotate-workspace", args=[session.pk])).content.decode()
     assert f'data-url-skip="/api/v1/projects/alpha/annotate/claims/{session.claim_id}/skip/"' in page
+
+
+def test_oversized_panda_upload_is_refused_by_name(client, members, project, monkeypatch):
+    from annotate import panda_json
+
+    monkeypatch.setattr(panda_json, "MAX_FILE_BYTES", 10)
+    client.force_login(members["curator"])
+    page = client.post(reverse("annotate-import-panda", args=["alpha"]),
+                       {"file": SimpleUploadedFile("big.panda.json", b"{" + b" " * 20 + b"}")},
+                       follow=True).content.decode()
+    assert "big.panda.json: 22 bytes is more than the 10 allowed." in page
