@@ -50,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # Run as a script, sys.path[0] is bench/; the project packages live one level up.
 sys.path.insert(0, str(ROOT))
+import benchlib  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
 SERVER_URL = "postgres://postgres@127.0.0.1:5432"
 BENCH_DB = "dataplatform_bench"
@@ -204,16 +205,7 @@ FROM (SELECT g, CASE WHEN g %% {DUPLICATE_EVERY} = 0 THEN g - 1 ELSE g END AS k
 
 
 def ensure_database() -> None:
-    admin = psycopg2.connect(f"{SERVER_URL}/postgres")
-    admin.autocommit = True  # CREATE DATABASE cannot run in a transaction block
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB])
-            if cursor.fetchone() is None:
-                cursor.execute(f'CREATE DATABASE "{BENCH_DB}"')
-                print(f"created database {BENCH_DB}")
-    finally:
-        admin.close()
+    benchlib.ensure_database(SERVER_URL, BENCH_DB)
 
 
 def ensure_table(rows: int, rebuild: bool) -> None:
