@@ -31,6 +31,8 @@ from pathlib import Path
 
 # Run as a script, sys.path[0] is bench/; the project packages live one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import benchlib  # noqa: E402  (bench/ is sys.path[0] when run as a script)
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dataplatform.settings")
 # The table is the output; the backend's INFO lines would only interleave with it.
 os.environ.setdefault("LOG_LEVEL", "WARNING")
@@ -191,17 +193,7 @@ def main() -> None:
         f"with {torch.get_num_threads()} threads, transformers {transformers.__version__}, "
         f"model {backend.model_id} fp32, load average before the run {load_average:.2f}"
     )
-    header = ("figure", "backend", "raw baseline", "ratio")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-
-    def line(cells: tuple[str, ...]) -> str:
-        numbers = (cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))
-        return " | ".join([cells[0].ljust(widths[0]), *numbers])
-
-    print(line(header))
-    print("-+-".join("-" * width for width in widths))
-    for cells in rows:
-        print(line(cells))
+    benchlib.print_table(("figure", "backend", "raw baseline", "ratio"), rows, text_last=False)
     print(
         f"median of {REPEATS} (loads: fresh processes; the rest after a warm-up); ratio = backend / raw: "
         "above 1 is faster for tok/s, slower for seconds."

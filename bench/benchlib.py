@@ -15,3 +15,20 @@ def ensure_database(server_url: str, name: str) -> None:
                 print(f"created database {name}")
     finally:
         admin.close()
+
+
+def print_table(header: tuple[str, ...], rows: list[tuple[str, ...]], *, text_last: bool = True) -> None:
+    """An aligned text table: the figure names left-aligned, the numbers right-aligned, and the last
+    column left-aligned too when it is text (a target), as `text_last` says."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    last_number = len(header) - 1 if text_last else len(header)
+
+    def line(cells: tuple[str, ...]) -> str:
+        numbers = [cell.rjust(width) for cell, width in zip(cells[1:last_number], widths[1:last_number], strict=True)]
+        text = [cells[-1].ljust(widths[-1])] if text_last else []
+        return " | ".join([cells[0].ljust(widths[0]), *numbers, *text]).rstrip()
+
+    print(line(header))
+    print("-+-".join("-" * width for width in widths))
+    for cells in rows:
+        print(line(cells))

@@ -680,17 +680,7 @@ def main() -> None:
         rows.append((f"claim over HTTP p50 / p95 / max (ms), {HTTP_CLAIM_CLIENTS} clients, {label}", figure,
                      "-", "-", "(information)"))
 
-    header = ("figure", "platform", "direct baseline", "overhead/ratio", "target")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
-
-    def line(cells: tuple[str, ...]) -> str:
-        numbers = (cell.rjust(width) for cell, width in zip(cells[1:4], widths[1:4], strict=True))
-        return " | ".join([cells[0].ljust(widths[0]), *numbers, cells[4].ljust(widths[4])]).rstrip()
-
-    print(line(header))
-    print("-+-".join("-" * width for width in widths))
-    for cells in rows:
-        print(line(cells))
+    benchlib.print_table(("figure", "platform", "direct baseline", "overhead/ratio", "target"), rows)
     paired = {kind: [ms(run["ttft"] - d) for run, d in zip(results[kind], direct, strict=True)] for kind in results}
     print(f"TTFT: {CORRECTIONS} corrections (after {WARMUP_CORRECTIONS} warm-up ones per server), prefixes of "
           f"{min(prefix_lengths)}-{max(prefix_lengths)} tokens, max_tokens {MAX_TOKENS}, top_k {TOP_K}, temperature "

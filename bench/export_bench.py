@@ -475,17 +475,7 @@ def main() -> None:
         (f"rows written / files, {big_label} rows", f"{engine_1m['rows']:,} / {engine_1m['shards']}",
          f"{raw_1m['rows']:,} / 1", "-", ""),
     ]
-    header = ("figure", "engine", "raw baseline", "ratio", "target")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
-
-    def line(cells: tuple[str, ...]) -> str:
-        numbers = (cell.rjust(width) for cell, width in zip(cells[1:4], widths[1:4], strict=True))
-        return " | ".join([cells[0].ljust(widths[0]), *numbers, cells[4].ljust(widths[4])]).rstrip()
-
-    print(line(header))
-    print("-+-".join("-" * width for width in widths))
-    for cells in rows:
-        print(line(cells))
+    benchlib.print_table(("figure", "engine", "raw baseline", "ratio", "target"), rows)
     print(f"ratio = engine / raw: above 1 is faster for rows/s, bigger for RSS, seconds and MB. Engine: one job "
           f"(keyset batches, {VALIDATION_RATIO:.0%} validation split, shards of {SHARD_ROWS:,} rows, manifest, "
           "sha256); raw: COPY row_to_json -> pyarrow.json -> one Parquet file. Both in fresh child processes.")
