@@ -68,10 +68,7 @@ def require_role(user, project: Project, roles: Iterable[Role], *, token: ApiTok
     """
     if not visible_projects(user, token=token).filter(pk=project.pk).exists():
         raise Http404("No such project.")
-    role = role_in(user, project)
-    if role not in set(roles):
-        raise PermissionDenied(f"Your role ({role}) cannot do this in project {project.slug}.")
-    return role
+    return _role_among(user, project, roles)
 
 
 def project_for(user, slug: str, roles: Iterable[Role], *, token: ApiToken | None = None) -> tuple[Project, Role]:
@@ -79,7 +76,14 @@ def project_for(user, slug: str, roles: Iterable[Role], *, token: ApiToken | Non
     project = visible_projects(user, token=token).filter(slug=slug).first()
     if project is None:
         raise Http404("No such project.")
-    return project, require_role(user, project, roles, token=token)
+    return project, _role_among(user, project, roles)  # visibility is already established
+
+
+def _role_among(user, project: Project, roles: Iterable[Role]) -> Role:
+    role = role_in(user, project)
+    if role not in set(roles):
+        raise PermissionDenied(f"Your role ({role}) cannot do this in project {project.slug}.")
+    return role
 
 
 def request_token(request) -> ApiToken | None:

@@ -55,8 +55,9 @@ class ProjectJobsApi(generics.ListAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return Job.objects.none()
-        project, _ = project_for(self.request.user, self.kwargs["slug"], CAN_SEE_JOBS, token=request_token(self.request))
-        return selectors.jobs_of_project(self.request.user, project, token=request_token(self.request))
+        token = request_token(self.request)
+        project, _ = project_for(self.request.user, self.kwargs["slug"], CAN_SEE_JOBS, token=token)
+        return selectors.jobs_of_project(self.request.user, project, token=token)
 
     @extend_schema(request=JobCreateSerializer, responses={202: JobSerializer})
     def post(self, request, slug: str):

@@ -80,8 +80,8 @@ class ProgressReporter:
         fields = {"progress_done": done, "updated_at": timezone.now()}
         if message is not None:
             fields["status_message"] = message[:500]
-        Job.objects.filter(pk=self.job.pk).update(**fields)
-        if Job.objects.filter(pk=self.job.pk, cancel_requested=True).exists():
+        # One query: the row is updated only while no cancel was asked for, so "0 rows" means cancelled.
+        if not Job.objects.filter(pk=self.job.pk, cancel_requested=False).update(**fields):
             raise JobCancelled()
 
 
