@@ -6,49 +6,17 @@ caller asks to skip bad lines; a dry run reports without writing. Re-importing a
 record (same id and messages) adds nothing.
 """
 
-import hashlib
-import json
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.db import transaction
 
 from dataplatform.accounts.models import Project
+from dataplatform.imports import ImportReport, LineError, canonical_sha256, parse_json_object, read_lines
 
 from .models import Item
 
 ROLES = {"system", "user", "assistant", "tool"}
-MAX_LINE_BYTES = 1_000_000
-
-
-@dataclass
-class LineError:
-    file: str
-    line: int
-    field: str
-    message: str
-
-    def as_dict(self) -> dict:
-        return {"file": self.file, "line": self.line, "field": self.field, "message": self.message}
-
-
-@dataclass
-class ImportReport:
-    file: str
-    dry_run: bool
-    lines: int = 0
-    created: int = 0
-    duplicates: int = 0
-    skipped: int = 0
-    errors: list[LineError] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def as_dict(self) -> dict:
-        return {"file": self.file, "dry_run": self.dry_run, "lines": self.lines, "created": self.created,
-                "duplicates": self.duplicates, "skipped": self.skipped, "errors": [e.as_dict() for e in self.errors]}
 
 
 @dataclass
@@ -60,36 +28,13 @@ class PromptRecord:
 
     @property
     def source_sha256(self) -> str:
-        canonical = json.dumps({"id": self.external_id, "messages": self.messages}, sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def read_lines(lines: Iterable[bytes | str]) -> Iterator[tuple[int, str | None, str | None]]:
-    """Yield (line number, text, decoding problem) for each non-blank line."""
-    for number, raw in enumerate(lines, start=1):
-        if isinstance(raw, bytes):
-            if len(raw) > MAX_LINE_BYTES:
-                yield number, None, f"line is longer than {MAX_LINE_BYTES:,} bytes"
-                continue
-            try:
-                raw = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield number, None, f"not UTF-8 ({exc.reason} at byte {exc.start})"
-                continue
-        if raw.strip():
-            yield number, raw, None
+        return canonical_sha256({"id": self.external_id, "messages": self.messages})
 
 
 def parse_record(file: str, number: int, text: str) -> tuple[PromptRecord | None, list[LineError]]:
-    def error(field_name: str, message: str) -> tuple[None, list[LineError]]:
-        return None, [LineError(file, number, field_name, message)]
-
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return error("(line)", f"invalid JSON: {exc.msg} at column {exc.colno}")
-    if not isinstance(data, dict):
-        return error("(line)", "each line must be a JSON object")
+    data, problem = parse_json_object(file, number, text)
+    if problem:
+        return None, [problem]
     errors = []
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:

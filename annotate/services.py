@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Max
 from django.utils import timezone
 
+from dataplatform import claims
 from dataplatform.accounts.models import Project
 from dataplatform.inference import BackendError, backend_for_model
 
@@ -104,53 +104,13 @@ def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -
 
 # --- claims ---------------------------------------------------------------------------------------
 
-def _holding(now) -> Q:
-    """Claims that hold one of an item's overlap slots: done, or active with a live lease."""
-    return Q(state=ClaimState.DONE) | Q(state=ClaimState.ACTIVE, lease_expires_at__gt=now)
-
-
 def claim_next(*, project: Project, annotator) -> Claim | None:
-    """The annotator's current claim, renewed, or a claim on the next item with a free slot.
-
-    Items are locked with SELECT ... FOR UPDATE SKIP LOCKED, and the slots are counted
-    again after the lock is held: two annotators can never take the last slot together.
-    """
+    """The annotator's current claim, renewed, or a claim on the next answered item with a free slot."""
     config = config_for(project)
-    now = timezone.now()
-    lease = now + timedelta(minutes=config.lease_minutes)
-    with transaction.atomic():
-        mine = (Claim.objects.select_for_update().filter(item__project=project, annotator=annotator,
-                                                          state=ClaimState.ACTIVE).order_by("id").first())
-        if mine is not None:
-            if mine.lease_expires_at > now or _free_slots(mine.item_id, config, now, excluding=mine.pk) > 0:
-                mine.lease_expires_at = lease
-                mine.save(update_fields=["lease_expires_at", "updated_at"])
-                return mine
-            mine.state = ClaimState.RELEASED  # the lease ran out and someone else took the slot
-            mine.save(update_fields=["state", "updated_at"])
-
-        taken = (Claim.objects.filter(item=OuterRef("pk")).filter(_holding(now)).values("item")
-                 .annotate(n=Count("id")).values("n"))
-        candidates = (Item.objects.filter(project=project, rollout__isnull=False)
-                      .exclude(claims__annotator=annotator)
-                      .annotate(taken=Coalesce(Subquery(taken, output_field=IntegerField()), Value(0)))
-                      .filter(taken__lt=config.overlap)
-                      .order_by("id"))
-        passed_over: list[int] = []
-        while True:
-            item = candidates.exclude(pk__in=passed_over).select_for_update(skip_locked=True, of=("self",)).first()
-            if item is None:
-                return None
-            if _free_slots(item.pk, config, now) > 0:  # counted again, now that we hold the item's lock
-                return Claim.objects.create(item=item, annotator=annotator, lease_expires_at=lease)
-            passed_over.append(item.pk)
-
-
-def _free_slots(item_id: int, config: AnnotationConfig, now, excluding: int | None = None) -> int:
-    holding = Claim.objects.filter(item_id=item_id).filter(_holding(now))
-    if excluding:
-        holding = holding.exclude(pk=excluding)
-    return config.overlap - holding.count()
+    queue = Item.objects.filter(project=project)
+    return claims.claim_next(claim_model=Claim, item_field="item", holder_field="annotator", queue=queue,
+                             eligible=queue.filter(rollout__isnull=False), holder_id=annotator.pk,
+                             overlap=config.overlap, lease_minutes=config.lease_minutes)
 
 
 def end_claim(*, claim: Claim, state: ClaimState) -> Claim:

@@ -1,0 +1,235 @@
+"""SWE Labeler imports: SWE-bench-style task JSONL and agent trajectory JSONL.
+
+One JSON object per line. Tasks: `instance_id` and `problem_statement` (required), `repo`,
+`base_commit`, `patch`, `test_patch`, and `FAIL_TO_PASS` / `PASS_TO_PASS` as a list of test
+names or, as SWE-bench on the Hugging Face hub stores them, a string holding that JSON list.
+Trajectories: `{trajectory_id, instance_id, model, scaffold, messages}`. Any other key is kept
+verbatim in `extra`.
+
+Built on `dataplatform.imports` (reader, report, hashes), so the usual rules hold: per-line
+errors {file, line, field, message}, dry run, all or nothing unless skip_bad_lines. A record is
+matched on its id: the same content again counts as a duplicate, other content under a known id
+is an error. A file whose bytes were imported before into the project adds nothing at all.
+"""
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from django.db import IntegrityError, models, transaction
+
+from dataplatform.accounts.models import Project
+from dataplatform.imports import (
+    HashingLines,
+    ImportReport,
+    LineError,
+    canonical_sha256,
+    parse_json_object,
+    read_lines,
+)
+
+from .models import Source, SourceKind, SweTask, Trajectory
+
+BATCH_SIZE = 1000
+TASK_TEXT = ("instance_id", "problem_statement", "repo", "base_commit", "patch", "test_patch")
+TEST_LISTS = {"FAIL_TO_PASS": "fail_to_pass", "PASS_TO_PASS": "pass_to_pass"}
+TRAJECTORY_TEXT = ("trajectory_id", "instance_id", "model", "scaffold")
+REQUIRED = {"instance_id", "problem_statement", "trajectory_id"}
+
+Problems = list[tuple[str, str]]  # (field, message) found on one line
+
+
+@dataclass
+class _Record:
+    line: int
+    key: str  # instance_id or trajectory_id
+    sha256: str  # canonical_sha256 of the whole line's object
+    fields: dict  # model field -> value
+
+
+@dataclass(frozen=True)
+class _Spec:
+    kind: str
+    model: type[models.Model]
+    key: str
+    fields: Callable[[dict, Problems], dict]
+    prepare: Callable[[Project, list[_Record]], None] = lambda project, records: None  # just before writing
+
+
+def _text(data: dict, key: str, model: type[models.Model], problems: Problems) -> str:
+    value = data.get(key)
+    if value is None and key not in REQUIRED:
+        return ""
+    if not isinstance(value, str) or (key in REQUIRED and not value.strip()):
+        problems.append((key, "must be a non-empty string" if key in REQUIRED else "must be a string"))
+        return ""
+    limit = model._meta.get_field(key).max_length
+    if limit and len(value) > limit:
+        problems.append((key, f"must be at most {limit} characters long"))
+    return value
+
+
+def _test_names(data: dict, key: str, problems: Problems) -> list[str]:
+    value = data.get(key)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            problems.append((key, f"a string here must hold a JSON list of test names ({exc.msg} at column {exc.colno})"))
+            return []
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        problems.append((key, "must be a list of test names (strings), or a string holding such a JSON list"))
+        return []
+    return value
+
+
+def _messages(data: dict, problems: Problems) -> list:
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        problems.append(("messages", "must be a non-empty list of {role, content} objects"))
+        return []
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict):
+            problems.append((where, "must be an object"))
+            continue
+        if not isinstance(message.get("role"), str) or not message["role"]:
+            problems.append((f"{where}.role", "must be a non-empty string"))
+        content = message.get("content")  # null or absent is fine, e.g. beside tool_calls
+        parts = isinstance(content, list) and all(isinstance(part, dict) for part in content)
+        if content is not None and not isinstance(content, str) and not parts:
+            problems.append((f"{where}.content", "must be a string, null, or a list of content-part objects"))
+    return messages
+
+
+def _task_fields(data: dict, problems: Problems) -> dict:
+    fields = {key: _text(data, key, SweTask, problems) for key in TASK_TEXT}
+    fields |= {column: _test_names(data, key, problems) for key, column in TEST_LISTS.items()}
+    fields["extra"] = {k: v for k, v in data.items() if k not in TASK_TEXT and k not in TEST_LISTS}
+    return fields
+
+
+def _trajectory_fields(data: dict, problems: Problems) -> dict:
+    fields = {key: _text(data, key, Trajectory, problems) for key in TRAJECTORY_TEXT}
+    fields["messages"] = _messages(data, problems)
+    fields["extra"] = {k: v for k, v in data.items() if k not in TRAJECTORY_TEXT and k != "messages"}
+    return fields
+
+
+def _parse_line(spec: _Spec, report: ImportReport, number: int, text: str | None,
+                problem: str | None) -> _Record | None:
+    if problem:
+        report.errors.append(LineError(report.file, number, "(line)", problem))
+        return None
+    data, error = parse_json_object(report.file, number, text)
+    if error:
+        report.errors.append(error)
+        return None
+    problems: Problems = []
+    fields = spec.fields(data, problems)
+    report.errors += [LineError(report.file, number, name, message) for name, message in problems]
+    return None if problems else _Record(number, fields[spec.key], canonical_sha256(data), fields)
+
+
+def _parse(spec: _Spec, lines: Iterable[bytes | str], report: ImportReport) -> list[_Record]:
+    """Good records, first occurrence of each id; repeats are counted or reported."""
+    first: dict[str, _Record] = {}
+    for number, text, problem in read_lines(lines):
+        report.lines = number
+        record = _parse_line(spec, report, number, text, problem)
+        if record is None:
+            continue
+        earlier = first.setdefault(record.key, record)
+        if earlier is record:
+            continue
+        if earlier.sha256 == record.sha256:
+            report.duplicates += 1
+        else:
+            report.errors.append(LineError(report.file, number, spec.key, f"{spec.key} {record.key} already "
+                                           f"appears on line {earlier.line} with different content"))
+    return list(first.values())
+
+
+def _lookup(queryset: models.QuerySet, key: str, keys: list[str], value: str) -> dict:
+    """{key: value} for the rows whose `key` is in `keys`, queried in batches."""
+    found = {}
+    for start in range(0, len(keys), BATCH_SIZE):
+        found |= dict(queryset.filter(**{f"{key}__in": keys[start:start + BATCH_SIZE]}).values_list(key, value))
+    return found
+
+
+def _link_tasks(project: Project, records: list[_Record]) -> None:
+    task_ids = _lookup(SweTask.objects.filter(project=project), "instance_id",
+                       [r.fields["instance_id"] for r in records], "id")
+    for record in records:
+        record.fields["task_id"] = task_ids.get(record.fields["instance_id"])
+
+
+TASKS = _Spec(SourceKind.TASKS, SweTask, "instance_id", _task_fields)
+TRAJECTORIES = _Spec(SourceKind.TRAJECTORIES, Trajectory, "trajectory_id", _trajectory_fields, _link_tasks)
+
+
+def _new_records(spec: _Spec, project: Project, records: list[_Record], report: ImportReport) -> list[_Record]:
+    """Drop records the project already holds (same content: duplicate; other content: error)."""
+    existing = _lookup(spec.model.objects.filter(project=project), spec.key, [r.key for r in records],
+                       "source_sha256")
+    new = []
+    for record in records:
+        if record.key not in existing:
+            new.append(record)
+        elif existing[record.key] == record.sha256:
+            report.duplicates += 1
+        else:
+            report.errors.append(LineError(report.file, record.line, spec.key, f"{spec.key} {record.key} already "
+                                           "exists in this project with different content"))
+    return new
+
+
+def _write(spec: _Spec, project: Project, records: list[_Record], report: ImportReport, sha256: str, user) -> None:
+    spec.prepare(project, records)
+    try:
+        with transaction.atomic():
+            source = Source.objects.create(project=project, kind=spec.kind, filename=report.file[:255],
+                                           sha256=sha256, rows=len(records), created_by=user)
+            spec.model.objects.bulk_create(
+                [spec.model(project=project, source=source, source_sha256=r.sha256, **r.fields) for r in records],
+                batch_size=BATCH_SIZE)
+    except IntegrityError:
+        report.errors.append(LineError(report.file, 0, "(file)", "another import added this file or some of its "
+                                       "records at the same time; nothing was written, import it again"))
+        return
+    report.created = len(records)
+
+
+def _import(spec: _Spec, *, project: Project, lines: Iterable[bytes | str], file: str, dry_run: bool,
+            skip_bad_lines: bool, user) -> ImportReport:
+    report = ImportReport(file=file, dry_run=dry_run)
+    hashed = HashingLines(lines)
+    records = _parse(spec, hashed, report)
+    if Source.objects.filter(project=project, sha256=hashed.hexdigest()).exists():
+        report.duplicates += len(records)  # these very bytes were imported before: every good record
+        new = []
+    else:
+        new = _new_records(spec, project, records, report)
+    report.errors.sort(key=lambda e: e.line)
+    report.skipped = len({e.line for e in report.errors}) if skip_bad_lines else 0
+    if new and not dry_run and (skip_bad_lines or not report.errors):
+        user = user if getattr(user, "is_authenticated", False) else None
+        _write(spec, project, new, report, hashed.hexdigest(), user)
+    return report
+
+
+def import_tasks(*, project: Project, lines: Iterable[bytes | str], file: str = "tasks.jsonl", dry_run: bool = False,
+                 skip_bad_lines: bool = False, user=None) -> ImportReport:
+    """Import SWE-bench-style task JSONL into `project` (see the module docstring)."""
+    return _import(TASKS, project=project, lines=lines, file=file, dry_run=dry_run,
+                   skip_bad_lines=skip_bad_lines, user=user)
+
+
+def import_trajectories(*, project: Project, lines: Iterable[bytes | str], file: str = "trajectories.jsonl",
+                        dry_run: bool = False, skip_bad_lines: bool = False, user=None) -> ImportReport:
+    """Import trajectory JSONL into `project`, linking each to the project's task with its instance_id."""
+    return _import(TRAJECTORIES, project=project, lines=lines, file=file, dry_run=dry_run,
+                   skip_bad_lines=skip_bad_lines, user=user)

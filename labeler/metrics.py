@@ -1,0 +1,222 @@
+"""Agreement and distribution metrics for SWE labels.
+
+Two layers. The pure functions (`accuracy`, `jaccard`, `per_tag_precision_recall`, `cohen_kappa`,
+`distribution`) take plain Python values and know nothing of Django. The database functions
+(`llm_vs_human`, `human_vs_human`, `label_distributions`) take a queryset of `Label` rows that the
+caller has already scoped (project, taxonomy, ...) plus the taxonomy, read only *submitted* labels
+in one query, and return plain JSON-serialisable dicts.
+"""
+
+from collections import Counter, defaultdict
+from itertools import combinations
+
+from .models import LabelOrigin, LabelStatus
+from .taxonomy import UNSPECIFIED, TaxonomySpec
+
+# ---------------------------------------------------------------------------------------------
+# Pure functions
+
+
+def accuracy(pairs: list[tuple[str | None, str | None]]) -> float | None:
+    """Share of pairs whose two values are equal: #{(a, b) : a == b} / #pairs.
+
+    None when there are no pairs. A missing value (None) only matches another missing value.
+    """
+    if not pairs:
+        return None
+    return sum(1 for a, b in pairs if a == b) / len(pairs)
+
+
+def jaccard(a: list[str], b: list[str]) -> float:
+    """Jaccard similarity of two tag lists taken as sets: |A ∩ B| / |A ∪ B|; 1.0 when both are empty."""
+    sa, sb = set(a), set(b)
+    if not sa and not sb:
+        return 1.0
+    return len(sa & sb) / len(sa | sb)
+
+
+def per_tag_precision_recall(pairs: list[tuple[list[str], list[str]]]) -> dict[str, dict]:
+    """Per-tag precision and recall of predicted tag lists against true ones.
+
+    Each pair is (predicted, truth). For a tag t, over all pairs:
+      tp        = #pairs with t in predicted and t in truth
+      predicted = #pairs with t in predicted
+      support   = #pairs with t in truth
+      precision = tp / predicted   (None when t was never predicted)
+      recall    = tp / support     (None when t never occurs in the truth)
+    The placeholder tag "unspecified" is ignored. Tags are returned in sorted order.
+    """
+    tp: Counter = Counter()
+    predicted: Counter = Counter()
+    support: Counter = Counter()
+    for pred, truth in pairs:
+        p, t = set(pred) - {UNSPECIFIED}, set(truth) - {UNSPECIFIED}
+        predicted.update(p)
+        support.update(t)
+        tp.update(p & t)
+    return {tag: {"precision": tp[tag] / predicted[tag] if predicted[tag] else None,
+                  "recall": tp[tag] / support[tag] if support[tag] else None,
+                  "support": support[tag], "predicted": predicted[tag], "tp": tp[tag]}
+            for tag in sorted(predicted.keys() | support.keys())}
+
+
+def cohen_kappa(pairs: list[tuple[str, str]]) -> float | None:
+    """Cohen's kappa of two raters: (p_o - p_e) / (1 - p_e).
+
+    p_o = share of pairs where the raters agree;
+    p_e = Σ_c P_a(c) · P_b(c), the chance agreement from each rater's own category frequencies,
+          over the categories that occur in the pairs.
+    None when there are no pairs. When p_e == 1 (both raters always give the same single
+    category) kappa is undefined (0/0); we return 1.0 if the raters agree on every pair, else 0.0.
+    """
+    if not pairs:
+        return None
+    n = len(pairs)
+    p_o = sum(1 for a, b in pairs if a == b) / n
+    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    p_e = sum(first[c] * second[c] for c in first) / (n * n)
+    if p_e >= 1:
+        return 1.0 if p_o == 1 else 0.0
+    return (p_o - p_e) / (1 - p_e)
+
+
+def distribution(values: list) -> list[tuple[str, int]]:
+    """Counts of each value, sorted by count descending then value; list values (L2 tags) are flattened.
+
+    None (a missing field) is not counted.
+    """
+    counts: Counter = Counter()
+    for value in values:
+        counts.update(value if isinstance(value, list) else [value])
+    counts.pop(None, None)
+    return sorted(counts.items(), key=lambda item: (-item[1], str(item[0])))
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+# ---------------------------------------------------------------------------------------------
+# From the database
+
+_COLUMNS = ("task_id", "taxonomy_id", "origin", "author__username", "status", "values", "updated_at", "id")
+
+
+def _definition(spec) -> TaxonomySpec:
+    """Accept a TaxonomySpec or a Taxonomy row."""
+    return spec if isinstance(spec, TaxonomySpec) else spec.definition
+
+
+def _submitted_by_task(labels_qs) -> list[dict]:
+    """The submitted labels, one query, grouped per (task, taxonomy): [{"model": row | None, "humans": [rows]}].
+
+    Humans are in label-id order; groups in task order.
+    """
+    rows = labels_qs.filter(status=LabelStatus.SUBMITTED).order_by("task_id", "taxonomy_id", "id").values(*_COLUMNS)
+    groups: dict[tuple, dict] = {}
+    for row in rows:
+        group = groups.setdefault((row["task_id"], row["taxonomy_id"]), {"model": None, "humans": []})
+        if row["origin"] == LabelOrigin.MODEL:
+            group["model"] = row
+        else:
+            group["humans"].append(row)
+    return list(groups.values())
+
+
+def _reviewer(row) -> str:
+    return row["author__username"] or "(deleted user)"
+
+
+def llm_vs_human(labels_qs, spec) -> dict:
+    """The model's submitted label against each submitted human label of the same task and taxonomy.
+
+    Every (model, human) pair counts once. Single fields: accuracy; multi (L2) fields: mean
+    Jaccard plus per-tag precision/recall with the model as prediction and the human as truth;
+    and each reviewer's accuracy per single field against the model.
+    """
+    spec = _definition(spec)
+    singles, multis = spec.single_fields(), spec.multi_fields()
+    field_pairs: dict[str, list] = defaultdict(list)
+    tag_pairs: dict[str, list] = defaultdict(list)
+    reviewer_pairs: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    tasks = pairs = 0
+    for group in _submitted_by_task(labels_qs):
+        model = group["model"]
+        if model is None or not group["humans"]:
+            continue
+        tasks += 1
+        for human in group["humans"]:
+            pairs += 1
+            for name in singles:
+                pair = (model["values"].get(name), human["values"].get(name))
+                field_pairs[name].append(pair)
+                reviewer_pairs[_reviewer(human)][name].append(pair)
+            for name in multis:
+                tag_pairs[name].append((model["values"].get(name) or [], human["values"].get(name) or []))
+    return {
+        "tasks": tasks,
+        "pairs": pairs,
+        "fields": {name: {"accuracy": accuracy(field_pairs[name]), "n": len(field_pairs[name])} for name in singles},
+        "multi": {name: {"jaccard": _mean([jaccard(a, b) for a, b in tag_pairs[name]]), "n": len(tag_pairs[name]),
+                         "tags": per_tag_precision_recall(tag_pairs[name])} for name in multis},
+        "reviewers": {user: {name: accuracy(by_field[name]) for name in singles}
+                      for user, by_field in sorted(reviewer_pairs.items())},
+    }
+
+
+def human_vs_human(labels_qs, spec) -> dict:
+    """Agreement between reviewers on tasks with two or more submitted human labels.
+
+    Every unordered pair of reviewers on a task gives one rating pair (earlier label id first).
+    Single fields: Cohen's kappa and raw agreement pooled over all those pairs; multi fields:
+    mean Jaccard.
+    """
+    spec = _definition(spec)
+    singles, multis = spec.single_fields(), spec.multi_fields()
+    field_pairs: dict[str, list] = defaultdict(list)
+    jaccards: dict[str, list] = defaultdict(list)
+    tasks = pairs = 0
+    for group in _submitted_by_task(labels_qs):
+        if len(group["humans"]) < 2:
+            continue
+        tasks += 1
+        for a, b in combinations(group["humans"], 2):
+            pairs += 1
+            for name in singles:
+                field_pairs[name].append((a["values"].get(name), b["values"].get(name)))
+            for name in multis:
+                jaccards[name].append(jaccard(a["values"].get(name) or [], b["values"].get(name) or []))
+    return {
+        "tasks": tasks,
+        "pairs": pairs,
+        "fields": {name: {"kappa": cohen_kappa(field_pairs[name]), "agreement": accuracy(field_pairs[name]),
+                          "n": len(field_pairs[name])} for name in singles},
+        "multi": {name: {"jaccard": _mean(jaccards[name]), "n": len(jaccards[name])} for name in multis},
+    }
+
+
+def label_distributions(labels_qs, spec) -> dict:
+    """Distribution of each field over the *final* label of every task, and of reviewer categories.
+
+    A task's final label is its newest submitted human label (latest updated_at, then highest id),
+    else its submitted model label; tasks with neither are left out.
+    """
+    spec = _definition(spec)
+    finals = []
+    for group in _submitted_by_task(labels_qs):
+        if group["humans"]:
+            finals.append(max(group["humans"], key=lambda row: (row["updated_at"], row["id"])))
+        elif group["model"] is not None:
+            finals.append(group["model"])
+    categories = dict.fromkeys([*spec.categories, "unassigned"], 0)
+    for row in finals:
+        category = spec.category_for(row["values"])
+        categories[category] = categories.get(category, 0) + 1
+    return {
+        "tasks": len(finals),
+        "final_from": {"human": sum(1 for r in finals if r["origin"] == LabelOrigin.HUMAN),
+                       "model": sum(1 for r in finals if r["origin"] == LabelOrigin.MODEL)},
+        "fields": {name: [[value, count] for value, count in distribution([r["values"].get(name) for r in finals])]
+                   for name in spec.fields()},
+        "categories": categories,
+    }

@@ -1,0 +1,210 @@
+"""SWE Labeler data: taxonomy versions, SWE tasks and trajectories, labels and their events.
+
+A label is the current state of one author's answer for one task under one taxonomy
+version; every change to it is also a `LabelEvent` written in the same transaction,
+so the history is append-only and says who changed what, and whether a model or a human
+did. The model's label (author null) and each reviewer's label are separate rows, which is
+what LLM-vs-human and human-vs-human agreement compare.
+"""
+
+from functools import cached_property
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from dataplatform.accounts.models import Project
+
+from .taxonomy import TaxonomySpec
+
+
+class Taxonomy(models.Model):
+    """One immutable version of a taxonomy file; labels keep the version they were made under."""
+
+    name = models.SlugField(max_length=100)
+    version = models.CharField(max_length=50)
+    title = models.CharField(max_length=200, blank=True)
+    sha256 = models.CharField(max_length=64)  # of the YAML file it was loaded from
+    spec = models.JSONField()  # the validated, normalised content (TaxonomySpec.data)
+    source_filename = models.CharField(max_length=255, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "-created_at"]
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="taxonomy_unique_version")]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    @cached_property
+    def definition(self) -> TaxonomySpec:
+        return TaxonomySpec(self.spec)
+
+
+class LabelerSettings(models.Model):
+    """A project's labeling set-up: the pinned taxonomy version, review overlap and the auto-labeler's budget."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="labeler_settings")
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.PROTECT, related_name="+")
+    overlap = models.PositiveSmallIntegerField(default=1)  # human reviewers per task
+    lease_minutes = models.PositiveIntegerField(default=30)
+    max_tokens = models.PositiveIntegerField(default=384)  # stage budget; the one retry doubles it
+    temperature = models.FloatField(default=0.0)
+    batch_size = models.PositiveIntegerField(default=16)  # requests kept in flight together
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class SourceKind(models.TextChoices):
+    TASKS = "tasks", "SWE tasks"
+    TRAJECTORIES = "trajectories", "Trajectories"
+
+
+class Source(models.Model):
+    """An imported file. The same bytes imported again into the project add nothing."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="labeler_sources")
+    kind = models.CharField(max_length=16, choices=SourceKind.choices)
+    filename = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64)
+    rows = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "sha256"], name="labeler_source_unique_sha")]
+
+
+class SweTask(models.Model):
+    """A SWE-bench-style task instance; unknown fields of the record are kept in `extra`."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="swe_tasks")
+    source = models.ForeignKey(Source, null=True, on_delete=models.SET_NULL, related_name="tasks")
+    instance_id = models.CharField(max_length=300)
+    repo = models.CharField(max_length=300, blank=True)
+    base_commit = models.CharField(max_length=64, blank=True)
+    problem_statement = models.TextField()
+    patch = models.TextField(blank=True)
+    test_patch = models.TextField(blank=True)
+    fail_to_pass = models.JSONField(default=list, blank=True)
+    pass_to_pass = models.JSONField(default=list, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+    # sha256 of the canonical JSON of the record: what an auto-label was computed from.
+    source_sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["project", "instance_id"], name="swe_task_unique_instance")]
+
+    def __str__(self) -> str:
+        return self.instance_id
+
+
+class Trajectory(models.Model):
+    """An agent's attempt at a task: `{trajectory_id, instance_id, model, scaffold, messages}`."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="swe_trajectories")
+    source = models.ForeignKey(Source, null=True, on_delete=models.SET_NULL, related_name="trajectories")
+    task = models.ForeignKey(SweTask, null=True, blank=True, on_delete=models.SET_NULL, related_name="trajectories")
+    trajectory_id = models.CharField(max_length=300)
+    instance_id = models.CharField(max_length=300)
+    model = models.CharField(max_length=200, blank=True)
+    scaffold = models.CharField(max_length=200, blank=True)
+    messages = models.JSONField()
+    extra = models.JSONField(default=dict, blank=True)
+    source_sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["project", "trajectory_id"],
+                                               name="swe_trajectory_unique_id")]
+
+
+class LabelOrigin(models.TextChoices):
+    MODEL = "model", "Model"
+    HUMAN = "human", "Human"
+
+
+class LabelStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"  # a reviewer is working on it
+    SUBMITTED = "submitted", "Submitted"  # the model's finished answer, or a reviewer's accepted one
+    ERROR = "error", "Error"  # the model's answer stayed invalid after its retry
+
+
+class Label(models.Model):
+    task = models.ForeignKey(SweTask, on_delete=models.CASCADE, related_name="labels")
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.PROTECT, related_name="labels")
+    origin = models.CharField(max_length=8, choices=LabelOrigin.choices)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="swe_labels")  # null for the model's label
+    status = models.CharField(max_length=16, choices=LabelStatus.choices, default=LabelStatus.DRAFT)
+    values = models.JSONField(default=dict, blank=True)  # field → slug (single) or [slugs] (L2)
+    rationales = models.JSONField(default=dict, blank=True)  # field → the model's one-line reason
+    # field → "model" | "human": who set each field's current value.
+    provenance = models.JSONField(default=dict, blank=True)
+    version = models.PositiveIntegerField(default=0)  # bumped by every write; stale writes get 409
+    model_id = models.CharField(max_length=200, blank=True)
+    task_sha256 = models.CharField(max_length=64, blank=True)  # the task record this label was made from
+    raw_responses = models.JSONField(default=list, blank=True)  # every model answer, stage by stage
+    error = models.TextField(blank=True)
+    job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "taxonomy"], condition=Q(origin="model"),
+                                    name="one_model_label_per_task_taxonomy"),
+            models.UniqueConstraint(fields=["task", "taxonomy", "author"], condition=Q(origin="human"),
+                                    name="one_human_label_per_reviewer"),
+        ]
+        indexes = [models.Index(fields=["taxonomy", "origin", "status"], name="label_tax_origin_status")]
+
+
+class LabelEventKind(models.TextChoices):
+    AUTO = "auto", "Auto-labeled"
+    AUTO_ERROR = "auto_error", "Auto-labeling failed"
+    PREFILL = "prefill", "Pre-filled from the model"
+    EDIT = "edit", "Edited"
+    SUBMIT = "submit", "Submitted"
+
+
+class LabelEvent(models.Model):
+    """One change to a label: {field: [old, new]}, by whom, and whether a model or a human made it."""
+
+    label = models.ForeignKey(Label, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=16, choices=LabelEventKind.choices)
+    origin = models.CharField(max_length=8, choices=LabelOrigin.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    changes = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class ReviewClaimState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    DONE = "done", "Done"
+    SKIPPED = "skipped", "Skipped"
+    RELEASED = "released", "Released"
+
+
+class ReviewClaim(models.Model):
+    """A reviewer's hold on a task in the review queue (same rules as the onPanda queue)."""
+
+    task = models.ForeignKey(SweTask, on_delete=models.CASCADE, related_name="review_claims")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="swe_claims")
+    state = models.CharField(max_length=16, choices=ReviewClaimState.choices, default=ReviewClaimState.ACTIVE)
+    lease_expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "reviewer"], name="one_review_claim_per_task")]
+        indexes = [models.Index(fields=["task", "state", "lease_expires_at"], name="review_claim_task_state")]

@@ -1,0 +1,317 @@
+"""Reading, validating and querying a SWE taxonomy file (`labeler/taxonomies/*.yaml`).
+
+A taxonomy has hierarchical *axes* (task_type, domain), each a list of level-1 families
+holding level-2 tags; flat single-choice *dimensions*; and a *routing* table from one
+axis's families to reviewer categories. A label then has, per axis, `<axis>_l1` (one family)
+and `<axis>_l2` (a list of that family's tags), plus one choice per dimension.
+
+`parse_taxonomy` turns YAML text into a `TaxonomySpec` or raises `TaxonomyError` with every
+problem as `{file, line, field, message}`; nothing about a broken file is half-accepted.
+Any file of the same shape loads: the axis and dimension names come from the file. Tags are
+normally nested under their family; a flat top-level `tags:` list naming each tag's `family:`
+is also accepted (handy when a taxonomy is generated from a spreadsheet).
+"""
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import yaml
+
+SCHEMA = "swe-taxonomy/1"
+UNSPECIFIED = "unspecified"  # allowed in every L2 list, never one of the counted tags
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_+\-]*$")
+CHOICE_RE = re.compile(r"^[A-Za-z0-9<>][A-Za-z0-9_+\-#/<>. ]*$")  # dimension choices: "c#", "js/ts", ">4h"
+
+
+class TaxonomyError(ValueError):
+    def __init__(self, errors: list[dict]):
+        self.errors = errors
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(f"{first['file']}, line {first['line']}, {first['field']}: {first['message']}{more}")
+
+
+class _Mapping(dict):
+    line = 0
+
+
+class _LineLoader(yaml.SafeLoader):
+    """A safe loader whose mappings remember the line they start on, for error messages."""
+
+    def construct_mapping(self, node, deep=False):
+        mapping = _Mapping(super().construct_mapping(node, deep=True))
+        mapping.line = node.start_mark.line + 1
+        return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _LineLoader.construct_mapping)
+
+
+@dataclass(frozen=True)
+class TaxonomySpec:
+    """A validated taxonomy, as plain data (what the database stores) plus lookups."""
+
+    data: dict = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.data["name"]
+
+    @property
+    def version(self) -> str:
+        return self.data["version"]
+
+    @property
+    def axes(self) -> list[str]:
+        return list(self.data["axes"])
+
+    @property
+    def dimensions(self) -> list[str]:
+        return list(self.data["dimensions"])
+
+    @property
+    def routing_axis(self) -> str:
+        return self.data["routing"]["axis"]
+
+    @property
+    def categories(self) -> list[str]:
+        return [c["slug"] for c in self.data["routing"]["categories"]]
+
+    @cached_property
+    def families(self) -> dict[str, dict[str, list[str]]]:
+        """axis → {L1 slug → [its L2 slugs]}."""
+        return {axis: {f["slug"]: [t["slug"] for t in f["tags"]] for f in spec["families"]}
+                for axis, spec in self.data["axes"].items()}
+
+    @cached_property
+    def choices(self) -> dict[str, list[str]]:
+        """dimension → its choice slugs."""
+        return {name: [c["slug"] for c in spec["choices"]] for name, spec in self.data["dimensions"].items()}
+
+    def single_fields(self) -> list[str]:
+        """The single-choice label fields: each axis's L1, then every dimension."""
+        return [f"{axis}_l1" for axis in self.axes] + self.dimensions
+
+    def multi_fields(self) -> list[str]:
+        return [f"{axis}_l2" for axis in self.axes]
+
+    def fields(self) -> list[str]:
+        return self.single_fields() + self.multi_fields()
+
+    def options(self, field_name: str) -> list[str]:
+        """The allowed values of a single-choice field."""
+        if field_name.endswith("_l1") and field_name[:-3] in self.families:
+            return list(self.families[field_name[:-3]])
+        return self.choices[field_name]
+
+    def tags_under(self, axis: str, l1: str) -> list[str]:
+        return self.families[axis].get(l1, [])
+
+    def category_for(self, values: dict) -> str:
+        """The reviewer category a label routes to; "unassigned" when its family is not routed."""
+        l1 = values.get(f"{self.routing_axis}_l1")
+        return self.data["routing"]["table"].get(l1, "unassigned")
+
+    def counts(self) -> dict[str, int]:
+        return {"families": sum(len(f) for f in self.families.values()),
+                "tags": sum(len(tags) for fams in self.families.values() for tags in fams.values())}
+
+    def validate_values(self, values: dict, *, partial: bool = False) -> dict[str, str]:
+        """Field → message for every value outside the closed sets (an L2 must sit under the chosen L1)."""
+        problems: dict[str, str] = {}
+        for name in self.single_fields():
+            if name not in values:
+                if not partial:
+                    problems[name] = "missing"
+                continue
+            if values[name] not in self.options(name):
+                problems[name] = f"{values[name]!r} is not one of the {len(self.options(name))} allowed values"
+        for axis in self.axes:
+            name = f"{axis}_l2"
+            if name not in values:
+                if not partial:
+                    problems[name] = "missing"
+                continue
+            tags = values[name]
+            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+                problems[name] = "must be a list of tag slugs"
+                continue
+            allowed = set(self.tags_under(axis, values.get(f"{axis}_l1", ""))) | {UNSPECIFIED}
+            wrong = [t for t in tags if t not in allowed]
+            if wrong:
+                problems[name] = (f"{', '.join(map(repr, wrong))} not under {axis}_l1 "
+                                  f"{values.get(f'{axis}_l1')!r}")
+            elif len(set(tags)) != len(tags):
+                problems[name] = "a tag is listed twice"
+        return problems
+
+
+def parse_taxonomy(text: str, *, filename: str) -> TaxonomySpec:
+    try:
+        raw = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise TaxonomyError([{"file": filename, "line": mark.line + 1 if mark else 0, "field": "(file)",
+                              "message": f"not valid YAML: {getattr(exc, 'problem', exc)}"}]) from None
+    return _Validator(filename).validate(raw)
+
+
+class _Validator:
+    def __init__(self, filename: str):
+        self.filename = filename
+        self.errors: list[dict] = []
+        self.slugs: dict[str, str] = {}  # every family and tag slug → where it was first defined
+
+    def error(self, where, path: str, message: str) -> None:
+        self.errors.append({"file": self.filename, "line": getattr(where, "line", 0), "field": path,
+                            "message": message})
+
+    def text(self, entry, path: str, key: str, *, required: bool = True) -> str:
+        value = entry.get(key) if isinstance(entry, dict) else None
+        if value is None or (isinstance(value, str) and not value.strip()):
+            if required:
+                self.error(entry, f"{path}.{key}", "is required")
+            return ""
+        if not isinstance(value, str | int | float):
+            self.error(entry, f"{path}.{key}", "must be text")
+            return ""
+        return str(value)
+
+    def entry(self, entry, path: str, *, slug_re=SLUG_RE, extra: tuple[str, ...] = ()) -> dict | None:
+        if not isinstance(entry, dict):
+            self.error(entry, path, "must be a mapping with slug, name and definition")
+            return None
+        slug = self.text(entry, path, "slug")
+        if slug and not slug_re.match(slug):
+            self.error(entry, f"{path}.slug", f"{slug!r} is not a valid slug")
+        out = {"slug": slug, "name": self.text(entry, path, "name"),
+               "definition": self.text(entry, path, "definition")}
+        for key in ("example", *extra):
+            if entry.get(key) is not None:
+                out[key] = self.text(entry, path, key)
+        return out
+
+    def unique(self, entry, path: str, slug: str) -> None:
+        if not slug:
+            return
+        if slug == UNSPECIFIED:
+            self.error(entry, f"{path}.slug", f"{UNSPECIFIED!r} is reserved")
+        elif slug in self.slugs:
+            self.error(entry, f"{path}.slug", f"duplicate slug {slug!r} (first defined at {self.slugs[slug]})")
+        else:
+            self.slugs[slug] = f"{path}, line {getattr(entry, 'line', 0)}"
+
+    def listing(self, parent, path: str, key: str) -> list:
+        value = parent.get(key) if isinstance(parent, dict) else None
+        if not isinstance(value, list) or not value:
+            self.error(parent, f"{path}.{key}", "must be a non-empty list")
+            return []
+        return value
+
+    def validate(self, raw) -> TaxonomySpec:
+        if not isinstance(raw, dict):
+            self.error(raw, "(file)", "must be a YAML mapping")
+            raise TaxonomyError(self.errors)
+        if raw.get("schema") != SCHEMA:
+            self.error(raw, "schema", f"must be {SCHEMA!r}, got {raw.get('schema')!r}")
+        data = {"name": self.text(raw, "", "name").strip(), "version": self.text(raw, "", "version").strip(),
+                "title": self.text(raw, "", "title", required=False),
+                "description": self.text(raw, "", "description", required=False)}
+        if data["name"] and not SLUG_RE.match(data["name"]):
+            self.error(raw, "name", f"{data['name']!r} is not a valid slug")
+        data["axes"] = self.axes(raw)
+        data["dimensions"] = self.dimensions(raw)
+        data["routing"] = self.routing(raw, data["axes"])
+        self.counts(raw, data["axes"])
+        if self.errors:
+            raise TaxonomyError(self.errors)
+        return TaxonomySpec(data)
+
+    def axes(self, raw) -> dict:
+        axes = raw.get("axes")
+        if not isinstance(axes, dict) or not axes:
+            self.error(raw, "axes", "must map each axis name to its families")
+            return {}
+        out = {}
+        for axis, spec in axes.items():
+            path = f"axes.{axis}"
+            families = []
+            for n, family in enumerate(self.listing(spec, path, "families")):
+                fpath = f"{path}.families[{n}]"
+                entry = self.entry(family, fpath, extra=("grounding",))
+                if entry is None:
+                    continue
+                self.unique(family, fpath, entry["slug"])
+                entry["tags"] = [tag for m, item in enumerate(family.get("tags") or [])
+                                 if (tag := self.tag(item, f"{fpath}.tags[{m}]")) is not None]
+                families.append(entry)
+            out[axis] = {"description": self.text(spec, path, "description", required=False), "families": families}
+        for n, item in enumerate(raw.get("tags") or []):  # the flat form: each tag names its family
+            path = f"tags[{n}]"
+            tag = self.tag(item, path)
+            family_slug = self.text(item, path, "family") if isinstance(item, dict) else ""
+            homes = [f for spec in out.values() for f in spec["families"] if f["slug"] == family_slug]
+            if tag is not None and family_slug and not homes:
+                self.error(item, f"{path}.family", f"unknown level-1 family {family_slug!r}")
+            elif tag is not None and homes:
+                homes[0]["tags"].append(tag)
+        for axis, spec in out.items():
+            for family in spec["families"]:
+                if not family["tags"]:
+                    self.error(raw, f"axes.{axis}.{family['slug']}", "a family needs at least one tag")
+        return out
+
+    def tag(self, item, path: str) -> dict | None:
+        entry = self.entry(item, path, extra=("reference",))
+        if entry is not None:
+            self.unique(item, path, entry["slug"])
+        return entry
+
+    def dimensions(self, raw) -> dict:
+        dims = raw.get("dimensions") or {}
+        if not isinstance(dims, dict):
+            self.error(raw, "dimensions", "must map each dimension name to its choices")
+            return {}
+        out = {}
+        for name, spec in dims.items():
+            path = f"dimensions.{name}"
+            choices = [c for n, item in enumerate(self.listing(spec, path, "choices"))
+                       if (c := self.entry(item, f"{path}.choices[{n}]", slug_re=CHOICE_RE)) is not None]
+            seen = [c["slug"] for c in choices]
+            for slug in {s for s in seen if seen.count(s) > 1}:
+                self.error(spec, f"{path}.choices", f"duplicate choice {slug!r}")
+            out[name] = {"description": self.text(spec, path, "description", required=False), "choices": choices}
+        return out
+
+    def routing(self, raw, axes: dict) -> dict:
+        routing = raw.get("routing")
+        if not isinstance(routing, dict):
+            self.error(raw, "routing", "must give the categories and an <axis>_l1 table")
+            return {"axis": "", "categories": [], "table": {}}
+        categories = [c for n, item in enumerate(self.listing(routing, "routing", "categories"))
+                      if (c := self.entry(item, f"routing.categories[{n}]", slug_re=CHOICE_RE)) is not None]
+        known = {c["slug"] for c in categories}
+        tables = [key for key in routing if key.endswith("_l1")]
+        if len(tables) != 1 or tables[0][:-3] not in axes:
+            self.error(routing, "routing", f"needs exactly one table named <axis>_l1 for one of {sorted(axes)}")
+            return {"axis": "", "categories": categories, "table": {}}
+        axis = tables[0][:-3]
+        table = routing[tables[0]] if isinstance(routing[tables[0]], dict) else {}
+        families = {f["slug"] for f in axes[axis]["families"]}
+        for l1, category in table.items():
+            if l1 not in families:
+                self.error(table, f"routing.{tables[0]}.{l1}", f"unknown {axis} family {l1!r}")
+            if category not in known:
+                self.error(table, f"routing.{tables[0]}.{l1}", f"unknown category {category!r}")
+        return {"axis": axis, "categories": categories, "table": dict(table)}
+
+    def counts(self, raw, axes: dict) -> None:
+        declared = raw.get("counts")
+        if declared is None:
+            return
+        actual = {"families": sum(len(a["families"]) for a in axes.values()),
+                  "tags": sum(len(f["tags"]) for a in axes.values() for f in a["families"])}
+        for key, value in actual.items():
+            if isinstance(declared, dict) and key in declared and declared[key] != value:
+                self.error(declared, f"counts.{key}", f"declares {declared[key]} but the file defines {value}")
