@@ -24,7 +24,8 @@ def sessions_visible_to(user, *, token: ApiToken | None = None) -> QuerySet[Sess
     curated = visible_projects(user, roles=CAN_CURATE, token=token)
     annotated = visible_projects(user, roles=CAN_ANNOTATE, token=token)
     return (Session.objects.filter(Q(item__project__in=curated) | Q(item__project__in=annotated, annotator=user))
-            .select_related("item", "item__project", "annotator", "current_node", "claim"))
+            .select_related("item", "item__project", "annotator", "current_node", "claim")
+            .defer("item__rollout"))  # the initial rollout (top-k per position) is only read when a session opens
 
 
 def session_for(user, session_id: int, *, token: ApiToken | None = None) -> Session:

@@ -77,6 +77,9 @@ os.environ["SECRET_KEY"] = "continuation-bench-" + secrets.token_hex(16)
 os.environ.pop("REDIS_URL", None)  # nothing here publishes a job; the filesystem broker is inert
 # The table is the output; INFO lines would only interleave with it.
 os.environ["LOG_LEVEL"] = "WARNING"
+# The claim part runs 50 threads in this process, each holding a connection for its whole run
+# (each thread is an annotator's request worker); the pool must have room for all of them.
+os.environ["DATABASE_POOL_MAX_SIZE"] = "60"
 
 import django  # noqa: E402
 

@@ -48,6 +48,7 @@ class LabelerSettings(models.Model):
 
     project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="labeler_settings")
     taxonomy = models.ForeignKey(Taxonomy, on_delete=models.PROTECT, related_name="+")
+    model_name = models.CharField(max_length=200, blank=True)  # the auto-labeler's model; empty = platform default
     overlap = models.PositiveSmallIntegerField(default=1)  # human reviewers per task
     lease_minutes = models.PositiveIntegerField(default=30)
     max_tokens = models.PositiveIntegerField(default=384)  # stage budget; the one retry doubles it

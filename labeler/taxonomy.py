@@ -144,6 +144,8 @@ class TaxonomySpec:
                                   f"{values.get(f'{axis}_l1')!r}")
             elif len(set(tags)) != len(tags):
                 problems[name] = "a tag is listed twice"
+            elif not tags and not partial:
+                problems[name] = f"pick at least one tag, or {UNSPECIFIED!r}"
         return problems
 
 

@@ -2,9 +2,9 @@
 
 from functools import lru_cache
 
-from .base import Backend, BackendError, BackendHealth, BackendUnavailable, TokenStep
+from .base import Backend, BackendError, BackendHealth, BackendUnavailable, Generation, TokenStep
 
-__all__ = ["Backend", "BackendError", "BackendHealth", "BackendUnavailable", "TokenStep", "get_backend", "build_backend",
+__all__ = ["Backend", "BackendError", "BackendHealth", "BackendUnavailable", "Generation", "TokenStep", "get_backend", "build_backend",
            "backend_for_model"]
 
 

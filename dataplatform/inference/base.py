@@ -25,6 +25,15 @@ class TokenStep:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """One finished completion of a batch: the text (end token excluded) and why it stopped."""
+
+    text: str
+    token_ids: list[int]
+    finish_reason: str  # "stop" or "length"
+
+
+@dataclass(frozen=True)
 class BackendHealth:
     ok: bool
     backend: str
@@ -56,5 +65,16 @@ class Backend(Protocol):
 
     def prompt_logprobs(self, ids: list[int], *, top_k: int) -> list[dict[int, float] | None]:
         """Entry 0 is None; entry j scores ids[j] given ids[:j] (top-k plus ids[j] itself)."""
+
+    # Whether `generate` can constrain its output to a JSON schema (vLLM's structured outputs).
+    supports_json_schema: bool
+
+    def generate(
+        self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seed: int | None,
+        json_schema: dict | None = None,
+    ) -> list[Generation]:
+        """Complete a batch of prompts together (one batch for the model, not one call each), in order.
+
+        `json_schema` is honoured only where `supports_json_schema`; elsewhere the caller validates."""
 
     def health(self) -> BackendHealth: ...

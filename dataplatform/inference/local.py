@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
-from .base import BackendError, BackendHealth, TokenStep
+from .base import BackendError, BackendHealth, Generation, TokenStep
 from .pieces import tokenizer_pieces
 
 logger = logging.getLogger(__name__)
@@ -191,6 +191,46 @@ class LocalBackend:
             entry.setdefault(int(target), target_logprob)
             result.append(entry)
         return result
+
+    supports_json_schema = False  # no constrained decoding here: callers validate and retry
+
+    def generate(
+        self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seed: int | None,
+        json_schema: dict | None = None,
+    ) -> list[Generation]:
+        """One left-padded batch through `model.generate`: on 2 cores a batch of 8 costs far less than 8 calls."""
+        import torch
+
+        for ids in prompts:
+            self._check_ids(ids)
+        if not prompts:
+            return []
+        eos = sorted(self.eos_token_ids)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos[0]
+        width = max(len(ids) for ids in prompts)
+        input_ids = torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts], dtype=torch.long)
+        attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], dtype=torch.long)
+        options = {"max_new_tokens": max_tokens, "pad_token_id": pad, "eos_token_id": eos, "top_k": None,
+                   "top_p": None}
+        if temperature > 0:
+            options.update(do_sample=True, temperature=temperature)
+        else:
+            options.update(do_sample=False, temperature=None)
+        with self._lock, torch.inference_mode():
+            if seed is not None:
+                torch.manual_seed(seed)
+            output = self.model.generate(input_ids=input_ids, attention_mask=attention, **options)
+        results = []
+        for row in output[:, width:].tolist():
+            ids, finish = [], "length"
+            for token_id in row:
+                if token_id in self.eos_token_ids:
+                    finish = "stop"
+                    break
+                ids.append(token_id)
+            results.append(Generation(text=self.tokenizer.decode(ids, skip_special_tokens=True), token_ids=ids,
+                                      finish_reason=finish))
+        return results
 
     def health(self) -> BackendHealth:
         """Cheap: checks the weights are present without loading them into this process."""

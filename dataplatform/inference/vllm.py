@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from .base import BackendError, BackendHealth, BackendUnavailable, TokenStep
+from .base import BackendError, BackendHealth, BackendUnavailable, Generation, TokenStep
 from .pieces import tokenizer_pieces
 
 logger = logging.getLogger(__name__)
@@ -205,6 +205,31 @@ class VllmBackend:
                 None if entry is None else {_token_id(key): float(value["logprob"]) for key, value in entry.items()}
                 for entry in entries
             ]
+
+    supports_json_schema = True
+
+    def generate(
+        self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seed: int | None,
+        json_schema: dict | None = None,
+    ) -> list[Generation]:
+        """The whole batch in one request (`prompt` as a list of id lists): vLLM schedules them all at once.
+
+        With a schema, vLLM's structured outputs constrain the answer to it (`structured_outputs`,
+        the request field of current vLLM; the older `guided_json` field was removed in v0.12)."""
+        if not prompts:
+            return []
+        payload: dict[str, Any] = {"model": self.model_id, "prompt": [list(ids) for ids in prompts],
+                                   "max_tokens": max_tokens, "temperature": temperature}
+        if seed is not None:
+            payload["seed"] = seed
+        if json_schema is not None:
+            payload["structured_outputs"] = {"json": json_schema}
+        with self._request("POST", "/v1/completions", payload) as response:
+            choices = sorted(response.json()["choices"], key=lambda choice: choice["index"])
+            if len(choices) != len(prompts):
+                raise BackendError(f"vLLM returned {len(choices)} completions for {len(prompts)} prompts.")
+            return [Generation(text=choice["text"], token_ids=[], finish_reason=choice.get("finish_reason") or "length")
+                    for choice in choices]
 
     def health(self) -> BackendHealth:
         """Whether the server is up and serves the configured model. Never raises."""

@@ -4,21 +4,10 @@ import pytest
 
 from annotate import services
 from annotate.models import Item, NodeStatus
-from dataplatform.jobs.models import Job
+
+from ..doubles import RecordingProgress
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db]
-
-
-class Progress:
-    def __init__(self):
-        self.job = Job(progress_total=0)
-        self.reports = []
-
-    def set_total(self, total):
-        self.job.progress_total = total
-
-    def report(self, done, **kwargs):
-        self.reports.append(done)
 
 
 @pytest.fixture
@@ -28,7 +17,7 @@ def answered_session(project, members, local_backend):
     config.save()
     Item.objects.create(project=project, messages=[{"role": "user", "content": "Name two planets."}],
                         source_sha256="a" * 64)
-    progress = Progress()
+    progress = RecordingProgress()
     assert services.generate_rollouts(project=project, progress=progress) == {"answered": 1}
     assert progress.reports == [1]
     claim = services.claim_next(project=project, annotator=members["annotator"])

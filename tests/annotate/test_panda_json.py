@@ -11,6 +11,7 @@ from annotate.models import Claim, ClaimState, EventKind, Item, Node, Session, S
 from annotate.panda_json import import_panda_json, panda_sha256, session_to_panda_json
 from annotate.supervision import response_ids
 
+from ..doubles import RecordingProgress
 from .test_exporters import build_trees, export_rows
 from .test_supervision import CharBackend
 
@@ -232,18 +233,6 @@ def test_dry_run_reports_without_writing(project, members, chars):
 
 # --- the real model: interop with the onpanda package ---------------------------------------------------
 
-class Progress:
-    def __init__(self):
-        from dataplatform.jobs.models import Job
-
-        self.job = Job(progress_total=0)
-
-    def set_total(self, total):
-        self.job.progress_total = total
-
-    def report(self, done, **kwargs):
-        pass
-
 
 @pytest.fixture
 def model_session(project, members, local_backend):
@@ -257,7 +246,7 @@ def model_session(project, members, local_backend):
     config.save()
     Item.objects.create(project=project, messages=[{"role": "user", "content": "Name two planets."}],
                         source_sha256="b" * 64)
-    services.generate_rollouts(project=project, progress=Progress())
+    services.generate_rollouts(project=project, progress=RecordingProgress())
     annotator = members["annotator"]
     session = services.open_session(claim=services.claim_next(project=project, annotator=annotator))
 

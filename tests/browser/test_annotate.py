@@ -11,20 +11,10 @@ from playwright.sync_api import expect
 from annotate import services
 from annotate.models import Item, Node, Session
 
+from ..doubles import RecordingProgress
 from .test_demo_job import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.django_db(transaction=True)]
-
-
-class _Progress:
-    class job:
-        progress_total = 0
-
-    def set_total(self, total):
-        self.job.progress_total = total
-
-    def report(self, *args, **kwargs):
-        pass
 
 
 @pytest.fixture
@@ -35,7 +25,7 @@ def answered_item(project, local_backend):
     item = Item.objects.create(project=project, external_id="france",
                                messages=[{"role": "user", "content": "What is the capital of France?"}],
                                source_sha256="f" * 64)
-    services.generate_rollouts(project=project, progress=_Progress())
+    services.generate_rollouts(project=project, progress=RecordingProgress())
     item.refresh_from_db()
     return item
 

@@ -1,0 +1,318 @@
+"""Every write of the SWE Labeler: taxonomy versions, project settings, auto-labeling, review.
+
+Labels change only through these functions, and every change is a LabelEvent written in
+the same transaction (who, model or human, {field: [old, new]}).
+"""
+
+import hashlib
+from pathlib import Path
+
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
+
+from dataplatform import claims
+from dataplatform.accounts.models import Project
+from dataplatform.inference import Backend, backend_for_model
+
+from . import autolabel
+from .models import (
+    Label,
+    LabelerSettings,
+    LabelEvent,
+    LabelEventKind,
+    LabelOrigin,
+    LabelStatus,
+    ReviewClaim,
+    ReviewClaimState,
+    SweTask,
+    Taxonomy,
+)
+from .taxonomy import TaxonomyError, parse_taxonomy
+
+SHIPPED_TAXONOMY = Path(__file__).parent / "taxonomies" / "swe_v1.yaml"
+
+
+class LabelingError(Exception):
+    """A request the labeling workflow refuses, with a message for the person."""
+
+
+class StaleLabel(LabelingError):
+    """The label changed since the client read it."""
+
+
+# --- taxonomies ---------------------------------------------------------------------------------
+
+def load_taxonomy(*, text: str, filename: str, user=None) -> Taxonomy:
+    """Validate a taxonomy file and store it as a new immutable version.
+
+    The same file again returns the stored version; other content under a stored
+    name and version is refused (a changed taxonomy needs a new version)."""
+    spec = parse_taxonomy(text, filename=filename)
+    sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    existing = Taxonomy.objects.filter(name=spec.name, version=spec.version).first()
+    if existing is not None:
+        if existing.sha256 == sha256:
+            return existing
+        raise TaxonomyError([{"file": filename, "line": 0, "field": "version",
+                              "message": f"{spec.name} v{spec.version} is already loaded with other content; "
+                                         "give the changed file a new version"}])
+    try:
+        return Taxonomy.objects.create(name=spec.name, version=spec.version, title=spec.data["title"],
+                                       sha256=sha256, spec=spec.data, source_filename=filename, created_by=user)
+    except IntegrityError:  # loaded concurrently by someone else
+        return load_taxonomy(text=text, filename=filename, user=user)
+
+
+def shipped_taxonomy() -> Taxonomy:
+    return load_taxonomy(text=SHIPPED_TAXONOMY.read_text(encoding="utf-8"), filename=SHIPPED_TAXONOMY.name)
+
+
+def settings_for(project: Project) -> LabelerSettings:
+    """The project's labeler settings; a new project starts on the shipped taxonomy."""
+    found = LabelerSettings.objects.select_related("taxonomy").filter(project=project).first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            return LabelerSettings.objects.create(project=project, taxonomy=shipped_taxonomy())
+    except IntegrityError:
+        return LabelerSettings.objects.select_related("taxonomy").get(project=project)
+
+
+def update_settings(*, project: Project, **changes) -> LabelerSettings:
+    """Pin another taxonomy version or change the budget. Existing labels keep their version."""
+    settings = settings_for(project)
+    for name, value in changes.items():
+        setattr(settings, name, value)
+    settings.save()
+    return settings
+
+
+def backend_for(project: Project) -> Backend:
+    return backend_for_model(settings_for(project).model_name)
+
+
+# --- auto-labeling --------------------------------------------------------------------------------
+
+def tasks_to_autolabel(project: Project, taxonomy: Taxonomy, *, retry_errors: bool = False):
+    """Tasks without a model label under this taxonomy version (with retry_errors: also failed ones)."""
+    done = Label.objects.filter(task=OuterRef("pk"), taxonomy=taxonomy, origin=LabelOrigin.MODEL)
+    if retry_errors:
+        done = done.exclude(status=LabelStatus.ERROR)
+    return SweTask.objects.filter(project=project).exclude(Exists(done)).order_by("id")
+
+
+def autolabel_project(*, project: Project, progress, job=None, retry_errors: bool = False, limit: int | None = None) -> dict:
+    """Label every task that has no model label yet, in batches; each batch is saved as it finishes,
+    so a rerun after a crash resumes where it stopped. Returns counts."""
+    settings = settings_for(project)
+    taxonomy = settings.taxonomy
+    backend = backend_for(project)
+    pending = tasks_to_autolabel(project, taxonomy, retry_errors=retry_errors)
+    total = pending.count() if limit is None else min(limit, pending.count())
+    progress.set_total(total)
+    counts = {"labeled": 0, "errors": 0}
+    while counts["labeled"] + counts["errors"] < total:
+        batch = list(pending.only("id", "repo", "problem_statement", "patch", "source_sha256")
+                     [:min(settings.batch_size, total - counts["labeled"] - counts["errors"])])
+        if not batch:
+            break
+        for task, outcome in zip(batch, label_batch(backend, taxonomy, settings, batch), strict=True):
+            save_model_label(task=task, taxonomy=taxonomy, outcome=outcome, model_id=backend.model_id, job=job)
+            counts["errors" if outcome.error else "labeled"] += 1
+        done = counts["labeled"] + counts["errors"]
+        progress.report(done, message=f"{done} of {total} tasks labeled ({counts['errors']} with errors)")
+    return counts
+
+
+class Outcome:
+    """What the model said about one task: values and rationales, or an error; every raw answer kept."""
+
+    def __init__(self):
+        self.values: dict = {}
+        self.rationales: dict = {}
+        self.raw: list[dict] = []
+        self.error = ""
+
+
+def label_batch(backend: Backend, taxonomy: Taxonomy, settings: LabelerSettings, tasks: list) -> list[Outcome]:
+    """Both stages for a batch of tasks; every prompt of a stage goes to the backend as one batch."""
+    spec = taxonomy.definition
+    outcomes = [Outcome() for _ in tasks]
+    stage_one = spec.single_fields()
+    _run_stage(backend, settings, "stage 1", tasks, outcomes, stage_one,
+               messages=lambda task, outcome: autolabel.stage_one_messages(spec, task),
+               schema=lambda outcome: autolabel.stage_one_schema(spec),
+               check=lambda text, outcome: autolabel.check_stage(spec, text, stage_one))
+    stage_two = spec.multi_fields()
+    _run_stage(backend, settings, "stage 2", tasks, outcomes, stage_two,
+               messages=lambda task, outcome: autolabel.stage_two_messages(spec, task, outcome.values),
+               schema=lambda outcome: autolabel.stage_two_schema(spec, outcome.values),
+               check=lambda text, outcome: autolabel.check_stage(spec, text, stage_two, chosen=outcome.values))
+    return outcomes
+
+
+def _run_stage(backend, settings, stage: str, tasks, outcomes, fields, *, messages, schema, check) -> None:
+    """Ask, check, and ask once more with twice the token budget where the answer was invalid."""
+    todo = [n for n, outcome in enumerate(outcomes) if not outcome.error]
+    budget = settings.max_tokens
+    for attempt in (1, 2):
+        if not todo:
+            return
+        prompts = [backend.chat_prompt_ids(messages(tasks[n], outcomes[n])) for n in todo]
+        schemas = [schema(outcomes[n]) for n in todo] if backend.supports_json_schema else [None] * len(todo)
+        answers = _generate(backend, prompts, schemas, budget, settings.temperature)
+        retry = []
+        for n, answer in zip(todo, answers, strict=True):
+            outcome = outcomes[n]
+            outcome.raw.append({"stage": stage, "attempt": attempt, "max_tokens": budget, "text": answer.text,
+                                "finish_reason": answer.finish_reason})
+            try:
+                values, rationales = check(answer.text, outcome)
+            except autolabel.InvalidAnswer as exc:
+                if attempt == 2:
+                    outcome.error = f"{stage}: {exc} (after a retry with {budget} tokens)"
+                else:
+                    retry.append(n)
+                continue
+            outcome.values.update(values)
+            outcome.rationales.update(rationales)
+        todo, budget = retry, budget * 2
+
+
+def _generate(backend, prompts, schemas, max_tokens, temperature):
+    """One backend batch; with per-prompt schemas (vLLM) the prompts sharing a schema go together."""
+    if all(s is None for s in schemas):
+        return backend.generate(prompts, max_tokens=max_tokens, temperature=temperature, seed=0)
+    answers = [None] * len(prompts)
+    groups: dict[str, list[int]] = {}
+    for n, s in enumerate(schemas):
+        groups.setdefault(repr(s), []).append(n)
+    for indices in groups.values():
+        got = backend.generate([prompts[n] for n in indices], max_tokens=max_tokens, temperature=temperature,
+                               seed=0, json_schema=schemas[indices[0]])
+        for n, answer in zip(indices, got, strict=True):
+            answers[n] = answer
+    return answers
+
+
+def save_model_label(*, task: SweTask, taxonomy: Taxonomy, outcome: Outcome, model_id: str, job=None) -> Label:
+    """Store (or, for a retried error, replace) the model's label of a task, with its event."""
+    status = LabelStatus.ERROR if outcome.error else LabelStatus.SUBMITTED
+    with transaction.atomic():
+        label, _ = Label.objects.select_for_update().get_or_create(
+            task=task, taxonomy=taxonomy, origin=LabelOrigin.MODEL, defaults={"author": None})
+        old = dict(label.values)
+        label.status, label.values, label.rationales = status, outcome.values, outcome.rationales
+        label.provenance = {name: LabelOrigin.MODEL for name in outcome.values}
+        label.model_id, label.task_sha256, label.error = model_id, task.source_sha256, outcome.error
+        label.raw_responses = label.raw_responses + outcome.raw
+        label.job, label.version = job, label.version + 1
+        label.save()
+        LabelEvent.objects.create(
+            label=label, kind=LabelEventKind.AUTO_ERROR if outcome.error else LabelEventKind.AUTO,
+            origin=LabelOrigin.MODEL, actor=None,
+            changes={name: [old.get(name), value] for name, value in outcome.values.items()
+                     if old.get(name) != value} | ({"error": [None, outcome.error]} if outcome.error else {}))
+    return label
+
+
+# --- review ---------------------------------------------------------------------------------------
+
+def claim_next_task(*, project: Project, reviewer) -> ReviewClaim | None:
+    """The reviewer's active claim, renewed, or the next task with a free review slot."""
+    settings = settings_for(project)
+    queue = SweTask.objects.filter(project=project)
+    return claims.claim_next(claim_model=ReviewClaim, item_field="task", holder_field="reviewer", queue=queue,
+                             eligible=queue, holder_id=reviewer.pk, overlap=settings.overlap,
+                             lease_minutes=settings.lease_minutes)
+
+
+def end_review_claim(*, claim: ReviewClaim, state: ReviewClaimState) -> ReviewClaim:
+    if claim.state != ReviewClaimState.ACTIVE:
+        raise LabelingError(f"This claim is already {claim.state}.")
+    claim.state = state
+    claim.save(update_fields=["state", "updated_at"])
+    return claim
+
+
+def start_review(*, task: SweTask, reviewer) -> Label:
+    """The reviewer's label of the task under the project's pinned taxonomy; the first time it is
+    pre-filled from the model's label (values, rationales; each field marked as model-made)."""
+    taxonomy = settings_for(task.project).taxonomy
+    existing = Label.objects.filter(task=task, taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer).first()
+    if existing is not None:
+        return existing
+    model_label = Label.objects.filter(task=task, taxonomy=taxonomy, origin=LabelOrigin.MODEL,
+                                       status=LabelStatus.SUBMITTED).first()
+    values = dict(model_label.values) if model_label else {}
+    try:
+        with transaction.atomic():
+            label = Label.objects.create(
+                task=task, taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer, status=LabelStatus.DRAFT,
+                values=values, rationales=dict(model_label.rationales) if model_label else {},
+                provenance={name: LabelOrigin.MODEL for name in values}, model_id=model_label.model_id if model_label
+                else "", task_sha256=task.source_sha256)
+            if values:
+                LabelEvent.objects.create(label=label, kind=LabelEventKind.PREFILL, origin=LabelOrigin.MODEL,
+                                          actor=None, changes={name: [None, value] for name, value in values.items()})
+    except IntegrityError:  # two tabs started the same review
+        return Label.objects.get(task=task, taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer)
+    return label
+
+
+def _locked_label(label: Label, version: int, actor) -> Label:
+    label = Label.objects.select_for_update(of=("self",)).select_related("taxonomy").get(pk=label.pk)
+    if label.origin != LabelOrigin.HUMAN or label.author_id != actor.pk:
+        raise LabelingError("Only the reviewer who owns this label can change it.")
+    if label.version != version:
+        raise StaleLabel(f"The label changed (version {label.version}, you had {version}); reload it.")
+    return label
+
+
+def edit_label(*, label: Label, version: int, changes: dict, actor) -> Label:
+    """Set some fields. Changing an L1 drops the L2 tags that are not under the new family, so an
+    L2 under the wrong L1 can never be stored. A submitted label may be edited (and stays submitted)."""
+    with transaction.atomic():
+        label = _locked_label(label, version, actor)
+        spec = label.taxonomy.definition
+        unknown = sorted(set(changes) - set(spec.fields()))
+        if unknown:
+            raise LabelingError(f"Unknown field(s): {', '.join(unknown)}.")
+        values = {**label.values, **changes}
+        for axis in spec.axes:  # keep only the tags that fit the (possibly new) family
+            l2 = f"{axis}_l2"
+            if f"{axis}_l1" in changes and l2 not in changes and l2 in values:
+                allowed = set(spec.tags_under(axis, values[f"{axis}_l1"])) | {autolabel.UNSPECIFIED}
+                values[l2] = [tag for tag in values[l2] if tag in allowed]
+        problems = spec.validate_values(values, partial=True)
+        if problems:
+            raise LabelingError("; ".join(f"{name}: {message}" for name, message in problems.items()))
+        diff = {name: [label.values.get(name), value] for name, value in values.items()
+                if label.values.get(name) != value}
+        if not diff:
+            return label
+        label.values = values
+        label.provenance = {**label.provenance, **{name: LabelOrigin.HUMAN for name in diff}}
+        label.version += 1
+        label.save(update_fields=["values", "provenance", "version", "updated_at"])
+        LabelEvent.objects.create(label=label, kind=LabelEventKind.EDIT, origin=LabelOrigin.HUMAN, actor=actor,
+                                  changes=diff)
+    return label
+
+
+def submit_label(*, label: Label, version: int, actor) -> Label:
+    """Accept the label as it stands: every field must be set and valid. Ends the reviewer's claim."""
+    with transaction.atomic():
+        label = _locked_label(label, version, actor)
+        problems = label.taxonomy.definition.validate_values(label.values)
+        if problems:
+            raise LabelingError("Not complete: " + "; ".join(f"{name}: {message}" for name, message in problems.items()))
+        label.status = LabelStatus.SUBMITTED
+        label.version += 1
+        label.save(update_fields=["status", "version", "updated_at"])
+        LabelEvent.objects.create(label=label, kind=LabelEventKind.SUBMIT, origin=LabelOrigin.HUMAN, actor=actor,
+                                  changes={})
+        ReviewClaim.objects.filter(task_id=label.task_id, reviewer=actor, state=ReviewClaimState.ACTIVE).update(
+            state=ReviewClaimState.DONE)
+    return label

@@ -1,0 +1,62 @@
+import json
+
+import pytest
+
+from dataplatform.inference import Generation
+from labeler import services
+from labeler.models import SweTask
+
+
+class ScriptedBackend:
+    """A test double for the labeling service's unit tests: answers each stage from a script.
+
+    `answers` maps a stage ("stage1"/"stage2") to a list of texts used in turn, one per prompt;
+    the real model runs the same code in tests/labeler/test_model.py."""
+
+    name = "scripted"
+    model_id = "scripted-model"
+    supports_json_schema = False
+
+    def __init__(self, answers: dict[str, list[str]]):
+        self.answers = {stage: list(texts) for stage, texts in answers.items()}
+        self.calls: list[dict] = []
+
+    def chat_prompt_ids(self, messages):
+        stage = "stage2" if "tags" in messages[-1]["content"] and "_l2" in messages[-1]["content"] else "stage1"
+        return [1 if stage == "stage1" else 2]
+
+    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None):
+        self.calls.append({"prompts": len(prompts), "max_tokens": max_tokens})
+        stage = {1: "stage1", 2: "stage2"}
+        return [Generation(text=self.answers[stage[p[0]]].pop(0), token_ids=[], finish_reason="stop")
+                for p in prompts]
+
+
+STAGE_ONE = {"task_type_l1": "bug-fix", "domain_l1": "web_backend", "code_language": "python",
+             "task_spec_type": "specific", "dependency_context": "codebase", "scope": "single-function",
+             "cognitive_complexity": "low", "time_estimate": "15min-1h"}
+STAGE_TWO = {"task_type_l2": ["logic-error"], "domain_l2": ["rest-api"]}
+
+
+def answer(values: dict) -> str:
+    return "Here you go:\n```json\n" + json.dumps({k: {"value": v, "rationale": f"because {k}"}
+                                                  for k, v in values.items()}) + "\n```"
+
+
+@pytest.fixture
+def make_tasks(project):
+    def make(n: int, target=None):
+        return [SweTask.objects.create(project=target or project, instance_id=f"org__repo-{i}",
+                                       repo="org/repo", problem_statement=f"Bug number {i}: the API returns 500",
+                                       patch="diff --git a/app/views.py b/app/views.py\n+fixed\n",
+                                       source_sha256=f"{i:064d}") for i in range(n)]
+    return make
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    def install(answers):
+        backend = ScriptedBackend(answers)
+        monkeypatch.setattr(services, "backend_for", lambda project: backend)
+        return backend
+    return install

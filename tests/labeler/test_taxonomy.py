@@ -1,0 +1,133 @@
+"""The taxonomy loader: the shipped file, and precise errors for broken ones."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from labeler import services
+from labeler.models import Taxonomy
+from labeler.taxonomy import UNSPECIFIED, TaxonomyError, parse_taxonomy
+
+SHIPPED = Path("labeler/taxonomies/swe_v1.yaml")
+
+
+@pytest.fixture
+def shipped():
+    return parse_taxonomy(SHIPPED.read_text(), filename="swe_v1.yaml")
+
+
+def test_shipped_file_has_47_families_and_227_tags(shipped):
+    assert shipped.counts() == {"families": 47, "tags": 227}
+    assert len(shipped.families["task_type"]) == 26 and len(shipped.families["domain"]) == 21
+    assert len(shipped.options("code_language")) == 21
+    assert shipped.dimensions == ["code_language", "task_spec_type", "dependency_context", "scope",
+                                  "cognitive_complexity", "time_estimate"]
+    assert set(shipped.data["routing"]["table"]) == set(shipped.families["domain"])
+    assert shipped.categories == ["A", "B", "C", "unassigned"]
+
+
+def test_category_routing(shipped):
+    assert shipped.category_for({"domain_l1": "web_backend"}) == "A"
+    assert shipped.category_for({"domain_l1": "web_frontend"}) == "B"
+    assert shipped.category_for({"domain_l1": "lang_runtime"}) == "C"
+    assert shipped.category_for({}) == "unassigned"
+
+
+def test_validate_values_keeps_l2_under_its_l1(shipped):
+    good = {"task_type_l1": "bug-fix", "task_type_l2": ["logic-error"], "domain_l1": "web_backend",
+            "domain_l2": ["rest-api", UNSPECIFIED]}
+    assert shipped.validate_values(good, partial=True) == {}
+    wrong = {**good, "task_type_l2": ["rest-api"]}
+    assert "not under task_type_l1 'bug-fix'" in shipped.validate_values(wrong, partial=True)["task_type_l2"]
+    assert "code_language" in shipped.validate_values(good)  # complete validation wants every field
+
+
+def _broken(mutate) -> str:
+    data = yaml.safe_load(SHIPPED.read_text())
+    mutate(data)
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _errors(text: str) -> list[dict]:
+    with pytest.raises(TaxonomyError) as caught:
+        parse_taxonomy(text, filename="broken.yaml")
+    return caught.value.errors
+
+
+def test_duplicate_slug_names_both_places():
+    def duplicate(data):
+        tags = data["axes"]["task_type"]["families"][0]["tags"]
+        tags[1]["slug"] = tags[0]["slug"]
+    errors = _errors(_broken(duplicate))
+    assert any(e["field"] == "axes.task_type.families[0].tags[1].slug" and "duplicate slug 'crash-exception'" in
+               e["message"] and "tags[0]" in e["message"] for e in errors)
+    assert all(e["file"] == "broken.yaml" and e["line"] > 0 for e in errors)
+
+
+def test_l2_under_an_unknown_l1_in_the_flat_form():
+    def flat(data):
+        data["tags"] = [{"slug": "brand-new", "name": "New", "definition": "d", "family": "no-such-family"}]
+    errors = _errors(_broken(flat))
+    assert [(e["field"], e["message"]) for e in errors] == [("tags[0].family", "unknown level-1 family 'no-such-family'")]
+
+
+def test_flat_tags_join_their_family():
+    def flat(data):
+        data["tags"] = [{"slug": "brand-new", "name": "New", "definition": "d", "family": "diagram"}]
+        data.pop("counts")
+    spec = parse_taxonomy(_broken(flat), filename="flat.yaml")
+    assert "brand-new" in spec.tags_under("task_type", "diagram") and spec.counts()["tags"] == 228
+
+
+def test_routing_entry_for_an_unknown_l1():
+    errors = _errors(_broken(lambda data: data["routing"]["domain_l1"].update({"quantum": "A"})))
+    assert [(e["field"], e["message"]) for e in errors] == [("routing.domain_l1.quantum", "unknown domain family 'quantum'")]
+
+
+def test_declared_counts_must_match():
+    def drop(data):
+        data["axes"]["domain"]["families"][0]["tags"].pop()
+    errors = _errors(_broken(drop))
+    assert [(e["field"], e["message"]) for e in errors] == [("counts.tags", "declares 227 but the file defines 226")]
+
+
+def test_reserved_and_invalid_slugs_and_bad_yaml():
+    def reserved(data):
+        data["axes"]["domain"]["families"][0]["tags"][0]["slug"] = UNSPECIFIED
+    assert any("reserved" in e["message"] for e in _errors(_broken(reserved)))
+    bad = _errors("schema: swe-taxonomy/1\nname: [unclosed\n")
+    assert bad[0]["field"] == "(file)" and bad[0]["line"] == 3 and "not valid YAML" in bad[0]["message"]
+
+
+@pytest.mark.django_db
+def test_loading_stores_an_immutable_version():
+    first = services.shipped_taxonomy()
+    assert services.shipped_taxonomy().pk == first.pk  # the same file again: the same version
+    changed = SHIPPED.read_text().replace("title: SWE task taxonomy", "title: Changed", 1)
+    with pytest.raises(TaxonomyError, match="already loaded with other content"):
+        services.load_taxonomy(text=changed, filename="swe_v1.yaml")
+    v2 = services.load_taxonomy(text=changed.replace('version: "1"', 'version: "2"', 1), filename="swe_v2.yaml")
+    assert v2.version == "2" and Taxonomy.objects.filter(name="swe").count() == 2
+    assert first.definition.counts()["tags"] == 227
+
+
+def test_another_taxonomy_of_the_same_shape_loads():
+    text = """
+schema: swe-taxonomy/1
+name: tiny
+version: "0.1"
+axes:
+  kind:
+    families:
+      - {slug: fix, name: Fix, definition: Repairs., tags: [{slug: small-fix, name: Small, definition: Tiny.}]}
+      - {slug: build, name: Build, definition: Adds., tags: [{slug: new-thing, name: New, definition: Fresh.}]}
+dimensions:
+  size: {choices: [{slug: s, name: S, definition: small}, {slug: l, name: L, definition: large}]}
+routing:
+  categories: [{slug: X, name: X, definition: x}]
+  kind_l1: {fix: X}
+"""
+    spec = parse_taxonomy(text, filename="tiny.yaml")
+    assert spec.fields() == ["kind_l1", "size", "kind_l2"]
+    assert spec.category_for({"kind_l1": "build"}) == "unassigned"
