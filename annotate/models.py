@@ -52,6 +52,8 @@ class Item(models.Model):
     prompt_ids = models.JSONField(null=True, blank=True)
     # The initial rollout: {"token_ids", "logprobs", "top", "finish_reason", "model_id", "seed"}.
     rollout = models.JSONField(null=True, blank=True)
+    # How many claims on it are done; the queue offers the most-done item with a free slot first.
+    claims_done = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -59,6 +61,7 @@ class Item(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["project", "source_sha256"], name="item_unique_source_per_project"),
         ]
+        indexes = [models.Index(fields=["project", "-claims_done", "id"], name="item_queue_order")]
 
 
 class ClaimState(models.TextChoices):

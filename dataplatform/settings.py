@@ -206,6 +206,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Both work queues share one set of claim states; name it once.
+    "ENUM_NAME_OVERRIDES": {"ClaimStateEnum": "annotate.models.ClaimState"},
 }
 
 # --- Celery -------------------------------------------------------------------

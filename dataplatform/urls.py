@@ -53,6 +53,7 @@ api_v1 = [
     path("tokens/", accounts_api.TokenListCreateApi.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/revoke/", accounts_api.TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("system/status/", system_api.SystemStatusApi.as_view(), name="api-system-status"),
+    path("", include("labeler.api_urls")),
 ]
 
 urlpatterns = [
@@ -81,6 +82,7 @@ urlpatterns = [
     path("projects/<slug:slug>/annotate/metrics/", annotate_views.metrics_page, name="annotate-metrics"),
     path("annotate/sessions/<int:session_id>/", annotate_views.workspace, name="annotate-workspace"),
     path("annotate/sessions/<int:session_id>/review", annotate_views.review_session, name="annotate-review-session"),
+    path("", include("labeler.page_urls")),
     path("tokens/", accounts_views.token_list, name="token-list"),
     path("tokens/<int:token_id>/revoke/", accounts_views.token_revoke, name="token-revoke"),
     path("system/", system_views.system_page, name="system"),

@@ -93,11 +93,14 @@ class SweTask(models.Model):
     extra = models.JSONField(default=dict, blank=True)
     # sha256 of the canonical JSON of the record: what an auto-label was computed from.
     source_sha256 = models.CharField(max_length=64)
+    # How many claims on it are done; the queue offers the most-done item with a free slot first.
+    claims_done = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["project", "instance_id"], name="swe_task_unique_instance")]
+        indexes = [models.Index(fields=["project", "-claims_done", "id"], name="swe_task_queue_order")]
 
     def __str__(self) -> str:
         return self.instance_id

@@ -313,6 +313,8 @@ def submit_label(*, label: Label, version: int, actor) -> Label:
         label.save(update_fields=["status", "version", "updated_at"])
         LabelEvent.objects.create(label=label, kind=LabelEventKind.SUBMIT, origin=LabelOrigin.HUMAN, actor=actor,
                                   changes={})
-        ReviewClaim.objects.filter(task_id=label.task_id, reviewer=actor, state=ReviewClaimState.ACTIVE).update(
-            state=ReviewClaimState.DONE)
+        claim = ReviewClaim.objects.filter(task_id=label.task_id, reviewer=actor,
+                                           state=ReviewClaimState.ACTIVE).first()
+        if claim is not None:
+            claims.mark_done(claim_model=ReviewClaim, item_field="task", claim_id=claim.pk)
     return label

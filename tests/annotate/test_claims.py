@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from annotate import services
 from annotate.models import Claim, ClaimState
+from dataplatform import claims
 from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +86,7 @@ def test_fifty_threads_racing_for_claims(project, make_items, overlap):
                 if claim is None:
                     break
                 results.setdefault(user.pk, []).append(claim.item_id)
-                Claim.objects.filter(pk=claim.pk).update(state=ClaimState.DONE)
+                claims.mark_done(claim_model=Claim, item_field="item", claim_id=claim.pk)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(repr(exc))
         finally:
@@ -102,3 +103,20 @@ def test_fifty_threads_racing_for_claims(project, make_items, overlap):
     per_item = {item.pk: Claim.objects.filter(item=item).count() for item in items}
     assert max(per_item.values()) <= overlap  # never beyond the overlap
     assert sum(per_item.values()) == min(20 * overlap, 50 * 3)  # and every free slot was handed out
+
+
+def test_done_claims_are_counted_once_and_an_items_overlap_fills_first(project, members, make_items):
+    first_item, second_item = make_items(2)
+    set_overlap(project, 2)
+    claim = services.claim_next(project=project, annotator=members["annotator"])
+    assert claim.item_id == first_item.pk
+    claims.mark_done(claim_model=Claim, item_field="item", claim_id=claim.pk)
+    claims.mark_done(claim_model=Claim, item_field="item", claim_id=claim.pk)  # a repeat changes nothing
+    first_item.refresh_from_db()
+    assert first_item.claims_done == 1
+    # The half-done item is offered before the untouched one, so overlaps complete early.
+    assert services.claim_next(project=project, annotator=members["curator"]).item_id == first_item.pk
+    assert services.claim_next(project=project, annotator=members["admin"]).item_id == first_item.pk
+    third = UserFactory(username="third")
+    MembershipFactory(project=project, user=third, role="annotator")
+    assert services.claim_next(project=project, annotator=third).item_id == second_item.pk

@@ -1,0 +1,340 @@
+"""The SWE Labeler over the API: taxonomies, settings, import, auto-labeling, tasks, review, metrics."""
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token
+from dataplatform.apiutils import Conflict, truthy
+from dataplatform.broker import BrokerUnavailable
+from dataplatform.jobs import services as job_services
+from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
+from dataplatform.pagination import CreatedCursorPagination
+
+from . import importers, metrics, selectors, services
+from .models import Label, ReviewClaim, ReviewClaimState, SweTask, Taxonomy
+from .taxonomy import TaxonomyError
+
+MAX_TAXONOMY_BYTES = 2_000_000
+
+
+def _refusal(exc: services.LabelingError):
+    return Conflict(str(exc)) if isinstance(exc, services.StaleLabel) else ValidationError({"detail": str(exc)})
+
+
+# --- serializers --------------------------------------------------------------------------------
+
+class TaxonomySerializer(serializers.ModelSerializer):
+    counts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Taxonomy
+        fields = ["id", "name", "version", "title", "sha256", "source_filename", "created_at", "counts"]
+
+    def get_counts(self, taxonomy: Taxonomy) -> dict:
+        return taxonomy.definition.counts()
+
+
+class TaxonomyDetailSerializer(TaxonomySerializer):
+    class Meta(TaxonomySerializer.Meta):
+        fields = [*TaxonomySerializer.Meta.fields, "spec"]
+
+
+class SettingsSerializer(serializers.Serializer):
+    taxonomy = serializers.PrimaryKeyRelatedField(queryset=Taxonomy.objects.all())
+    model_name = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    overlap = serializers.IntegerField(min_value=1, max_value=20, required=False)
+    lease_minutes = serializers.IntegerField(min_value=1, max_value=24 * 60, required=False)
+    max_tokens = serializers.IntegerField(min_value=16, max_value=8192, required=False)
+    temperature = serializers.FloatField(min_value=0.0, max_value=2.0, required=False)
+    batch_size = serializers.IntegerField(min_value=1, max_value=256, required=False)
+
+
+class LabelSerializer(serializers.ModelSerializer):
+    author = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    taxonomy = serializers.StringRelatedField()
+    category = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Label
+        fields = ["id", "task", "taxonomy", "origin", "author", "status", "values", "rationales", "provenance",
+                  "version", "model_id", "task_sha256", "error", "category", "created_at", "updated_at"]
+
+    def get_category(self, label: Label) -> str:
+        return label.taxonomy.definition.category_for(label.values)
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SweTask
+        fields = ["id", "instance_id", "repo", "base_commit", "created_at"]
+
+
+class TaskDetailSerializer(serializers.ModelSerializer):
+    labels = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SweTask
+        fields = ["id", "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
+                  "fail_to_pass", "pass_to_pass", "extra", "source_sha256", "created_at", "labels"]
+
+    def get_labels(self, task: SweTask) -> list[dict]:
+        return LabelSerializer(selectors.labels_of(self.context["request"].user, task), many=True).data
+
+
+class ReviewClaimSerializer(serializers.ModelSerializer):
+    reviewer = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    label = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ReviewClaim
+        fields = ["id", "task", "reviewer", "state", "lease_expires_at", "label"]
+
+    def get_label(self, claim: ReviewClaim) -> dict | None:
+        label = self.context.get("label")
+        return LabelSerializer(label).data if label else None
+
+
+class EditSerializer(serializers.Serializer):
+    version = serializers.IntegerField(min_value=0)
+    values = serializers.DictField(help_text="field → slug, or [slugs] for an L2 field")
+
+
+class LabelVersionSerializer(serializers.Serializer):
+    version = serializers.IntegerField(min_value=0)
+
+
+# --- taxonomies -----------------------------------------------------------------------------------
+
+class TaxonomyListApi(APIView):
+    @extend_schema(responses=TaxonomySerializer(many=True))
+    def get(self, request):
+        taxonomies = selectors.taxonomies_visible_to(request.user, token=request_token(request))
+        return Response(TaxonomySerializer(taxonomies, many=True).data)
+
+
+class TaxonomyDetailApi(APIView):
+    @extend_schema(responses=TaxonomyDetailSerializer)
+    def get(self, request, taxonomy_id: int):
+        taxonomy = selectors.taxonomies_visible_to(request.user, token=request_token(request)).filter(
+            pk=taxonomy_id).first()
+        if taxonomy is None:
+            raise NotFound("No such taxonomy.")
+        return Response(TaxonomyDetailSerializer(taxonomy).data)
+
+
+# --- project-level --------------------------------------------------------------------------------
+
+class SettingsApi(APIView):
+    @extend_schema(responses=SettingsSerializer)
+    def get(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
+        return Response(_settings_data(services.settings_for(project)))
+
+    @extend_schema(request=SettingsSerializer, responses=SettingsSerializer)
+    def put(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        data = SettingsSerializer(data={"taxonomy": services.settings_for(project).taxonomy_id, **request.data})
+        data.is_valid(raise_exception=True)
+        return Response(_settings_data(services.update_settings(project=project, **data.validated_data)))
+
+
+def _settings_data(settings) -> dict:
+    return {"taxonomy": settings.taxonomy_id, "taxonomy_version": str(settings.taxonomy),
+            **{name: getattr(settings, name) for name in ("model_name", "overlap", "lease_minutes", "max_tokens",
+                                                          "temperature", "batch_size")}}
+
+
+class TaxonomyUploadApi(APIView):
+    """Upload a taxonomy YAML (multipart `file`): validated, stored as an immutable version, and pinned
+    to the project unless `pin` is false. Errors name the file, line and field."""
+
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={201: TaxonomySerializer})
+    def post(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise ValidationError({"file": ["Upload a taxonomy YAML file in the field 'file'."]})
+        if upload.size > MAX_TAXONOMY_BYTES:
+            raise ValidationError({"file": [f"{upload.name} is larger than {MAX_TAXONOMY_BYTES:,} bytes."]})
+        try:
+            text = upload.read().decode("utf-8")
+            taxonomy = services.load_taxonomy(text=text, filename=upload.name, user=request.user)
+        except UnicodeDecodeError as exc:
+            raise ValidationError({"file": [f"{upload.name} is not UTF-8 ({exc.reason} at byte {exc.start})."]}) from exc
+        except TaxonomyError as exc:
+            return Response({"errors": exc.errors}, status=status.HTTP_400_BAD_REQUEST)
+        if request.data.get("pin", "true") not in ("false", "0", False):
+            services.update_settings(project=project, taxonomy=taxonomy)
+        return Response(TaxonomySerializer(taxonomy).data, status=status.HTTP_201_CREATED)
+
+
+class ImportApi(APIView):
+    """Upload SWE tasks (`kind=tasks`) or trajectories (`kind=trajectories`) as JSONL in the field `file`.
+    `dry_run` and `skip_bad_lines` are form fields."""
+
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise ValidationError({"file": ["Upload a JSONL file in the field 'file'."]})
+        kind = request.data.get("kind", "tasks")
+        importer = {"tasks": importers.import_tasks, "trajectories": importers.import_trajectories}.get(kind)
+        if importer is None:
+            raise ValidationError({"kind": ["Must be 'tasks' or 'trajectories'."]})
+        skip = truthy(request.data.get("skip_bad_lines"))
+        report = importer(project=project, lines=upload, file=upload.name, user=request.user,
+                          dry_run=truthy(request.data.get("dry_run")), skip_bad_lines=skip)
+        failed = report.errors and not report.dry_run and not skip
+        return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if failed else status.HTTP_200_OK)
+
+
+class AutolabelApi(APIView):
+    """Start the auto-labeling job (body: `retry_errors`, `limit`). Progress: GET /api/v1/jobs/{id}/."""
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={202: JobSerializer})
+    def post(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        try:
+            job = job_services.enqueue_job(project=project, kind="labeler.autolabel", params=dict(request.data),
+                                           user=request.user)
+        except BrokerUnavailable as exc:
+            raise ServiceUnavailable(str(exc)) from exc
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class TaskListApi(APIView):
+    """Tasks you may see, newest first, cursor-paginated. Filters: `state` (unlabeled, auto, error,
+    reviewed), `field` + `value` (a label field and a slug or tag), `search` (instance id or repo)."""
+
+    @extend_schema(parameters=[OpenApiParameter("state", str, enum=list(selectors.REVIEW_STATES)),
+                               OpenApiParameter("field", str), OpenApiParameter("value", str),
+                               OpenApiParameter("search", str), OpenApiParameter("cursor", str)],
+                   responses=TaskSerializer(many=True))
+    def get(self, request, slug: str):
+        token = request_token(request)
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=token)
+        params = request.query_params
+        if params.get("state") and params["state"] not in selectors.REVIEW_STATES:
+            raise ValidationError({"state": [f"Must be one of {', '.join(selectors.REVIEW_STATES)}."]})
+        try:
+            tasks = selectors.filter_tasks(selectors.tasks_visible_to(request.user, project, token=token),
+                                           services.settings_for(project).taxonomy, state=params.get("state", ""),
+                                           field=params.get("field", ""), value=params.get("value", ""),
+                                           search=params.get("search", ""))
+        except ValueError as exc:
+            raise ValidationError({"field": [str(exc)]}) from exc
+        paginator = CreatedCursorPagination()
+        page = paginator.paginate_queryset(tasks, request, view=self)
+        return paginator.get_paginated_response(TaskSerializer(page, many=True).data)
+
+
+class TaskDetailApi(APIView):
+    @extend_schema(responses=TaskDetailSerializer)
+    def get(self, request, slug: str, task_id: int):
+        token = request_token(request)
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=token)
+        task = selectors.task_for(request.user, project, task_id, token=token)
+        return Response(TaskDetailSerializer(task, context={"request": request}).data)
+
+
+class ClaimApi(APIView):
+    """Claim the next task to review (or get back your current one), with your label pre-filled from
+    the model's. 204 when nothing is left for you."""
+
+    @extend_schema(request=None, responses={200: ReviewClaimSerializer, 204: None})
+    def post(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
+        claim = services.claim_next_task(project=project, reviewer=request.user)
+        if claim is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        label = services.start_review(task=claim.task, reviewer=request.user)
+        return Response(ReviewClaimSerializer(claim, context={"label": label}).data)
+
+
+class ClaimActionApi(APIView):
+    """`skip` or `release` your review claim."""
+
+    @extend_schema(request=None, responses=ReviewClaimSerializer)
+    def post(self, request, slug: str, claim_id: int, action: str):
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
+        claim = ReviewClaim.objects.filter(task__project=project, pk=claim_id, reviewer=request.user).first()
+        states = {"skip": ReviewClaimState.SKIPPED, "release": ReviewClaimState.RELEASED}
+        if claim is None or action not in states:
+            raise NotFound("No such claim or action.")
+        try:
+            claim = services.end_review_claim(claim=claim, state=states[action])
+        except services.LabelingError as exc:
+            raise _refusal(exc) from exc
+        return Response(ReviewClaimSerializer(claim).data)
+
+
+class QueueApi(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        return Response(selectors.queue_state(project))
+
+
+class MetricsApi(APIView):
+    """Agreement (model vs reviewers, reviewer vs reviewer) and label distributions, per taxonomy version
+    (`taxonomy`, default: the pinned one)."""
+
+    @extend_schema(parameters=[OpenApiParameter("taxonomy", int)], responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, slug: str):
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        taxonomy = services.settings_for(project).taxonomy
+        if request.query_params.get("taxonomy"):
+            taxonomy = Taxonomy.objects.filter(pk=request.query_params["taxonomy"]).first()
+            if taxonomy is None:
+                raise NotFound("No such taxonomy.")
+        labels = selectors.project_labels(project).filter(taxonomy=taxonomy)
+        return Response({"taxonomy": str(taxonomy), "llm_vs_human": metrics.llm_vs_human(labels, taxonomy),
+                         "human_vs_human": metrics.human_vs_human(labels, taxonomy),
+                         "distributions": metrics.label_distributions(labels, taxonomy)})
+
+
+# --- labels ---------------------------------------------------------------------------------------
+
+class LabelApi(APIView):
+    """Read a label; PATCH your own with {version, values} (a stale version is 409)."""
+
+    @extend_schema(responses=LabelSerializer)
+    def get(self, request, label_id: int):
+        return Response(LabelSerializer(selectors.label_for(request.user, label_id, token=request_token(request))).data)
+
+    @extend_schema(request=EditSerializer, responses={200: LabelSerializer, 409: None})
+    def patch(self, request, label_id: int):
+        label = selectors.label_for_writing(request.user, label_id, token=request_token(request))
+        data = EditSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            label = services.edit_label(label=label, version=data.validated_data["version"],
+                                        changes=data.validated_data["values"], actor=request.user)
+        except services.LabelingError as exc:
+            raise _refusal(exc) from exc
+        return Response(LabelSerializer(label).data)
+
+
+class LabelSubmitApi(APIView):
+    """Accept your label as it stands (every field set and valid); ends your claim on the task."""
+
+    @extend_schema(request=LabelVersionSerializer, responses={200: LabelSerializer, 409: None})
+    def post(self, request, label_id: int):
+        label = selectors.label_for_writing(request.user, label_id, token=request_token(request))
+        data = LabelVersionSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            label = services.submit_label(label=label, version=data.validated_data["version"], actor=request.user)
+        except services.LabelingError as exc:
+            raise _refusal(exc) from exc
+        return Response(LabelSerializer(label).data)
