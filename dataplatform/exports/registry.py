@@ -25,6 +25,8 @@ class ExportQuery:
     filters: dict  # validated by the kind's filter serializer
     data_version: str  # from the kind's data_version(), read at the start of the export
     batch_size: int = 10_000
+    # What the kind wants recorded in the manifest's "notes" (e.g. how it sampled); filled while rows are read.
+    notes: dict = field(default_factory=dict)
 
 
 # A batch is either a pyarrow RecordBatch in the kind's schema or a list of row dicts.
@@ -50,14 +52,17 @@ class ExportKind:
     key_field: str = "id"
     # Columns left out of the content hash used for dedup (ids and timestamps differ between copies).
     dedup_ignore: tuple[str, ...] = field(default=("id",))
+    # Write one shard set per value of this column (e.g. a routing category), named "<value>-<split>-NNNNN".
+    partition_field: str | None = None
 
 
 _KINDS: KindRegistry[ExportKind] = KindRegistry("export kind")
 
 
 def register(kind: ExportKind) -> ExportKind:
-    if kind.key_field not in kind.schema.names:
-        raise ValueError(f"Export kind {kind.name!r}: key_field {kind.key_field!r} is not in its schema.")
+    for role, name in (("key_field", kind.key_field), ("partition_field", kind.partition_field)):
+        if name is not None and name not in kind.schema.names:
+            raise ValueError(f"Export kind {kind.name!r}: {role} {name!r} is not in its schema.")
     return _KINDS.register(kind)
 
 

@@ -20,7 +20,7 @@ from . import cards
 from .models import Export, ExportFormat
 from .registry import ExportKind, ExportQuery, get_kind
 from .storage import delete_prefix, export_storage, publish
-from .writers import SPLITS, Deduplicator, SplitWriter, split_batch
+from .writers import SPLITS, Deduplicator, SplitWriter, partition_batch, split_batch
 
 WRITE_JOB_KIND = "exports.write"
 MANIFEST_NAME = "manifest.json"
@@ -118,14 +118,17 @@ def write_export(*, export: Export, progress) -> dict:
     progress.set_total(kind.count(query) or 0)
 
     work_dir = Path(tempfile.mkdtemp(prefix=f"export-{export.pk}-", dir=_scratch_dir()))
-    writers = {
-        split: SplitWriter(
-            split=split, fmt=export.format, schema=kind.schema, work_dir=work_dir, shard_rows=export.shard_rows,
-            shard_bytes=export.shard_bytes,
-            on_complete=lambda path, info: publish(storage, path, f"{export.location}/{info.name}"),
-        )
-        for split in SPLITS
-    }
+    writers: dict[tuple[str | None, str], SplitWriter] = {}  # (partition, split) -> its writer, made on first use
+
+    def writer(partition: str | None, split: str) -> SplitWriter:
+        if (partition, split) not in writers:
+            writers[partition, split] = SplitWriter(
+                split=split, fmt=export.format, schema=kind.schema, work_dir=work_dir, shard_rows=export.shard_rows,
+                shard_bytes=export.shard_bytes, partition=partition,
+                on_complete=lambda path, info: publish(storage, path, f"{export.location}/{info.name}"),
+            )
+        return writers[partition, split]
+
     dedup = Deduplicator(kind.dedup_ignore) if export.dedup else None
     rows_read = 0
     try:
@@ -134,11 +137,15 @@ def write_export(*, export: Export, progress) -> dict:
             rows_read += batch.num_rows
             if dedup:
                 batch = dedup.filter(batch)
-            for split, part in split_batch(batch, kind.key_field, export.validation_ratio).items():
-                writers[split].write(part)
+            for partition, group in partition_batch(batch, kind.partition_field).items():
+                for split, part in split_batch(group, kind.key_field, export.validation_ratio).items():
+                    writer(partition, split).write(part)
             progress.report(rows_read, message=f"{rows_read:,} rows read")
-        shards = [info for split in SPLITS for info in writers[split].close()]
+        shards = [info for key in sorted(writers, key=lambda k: (k[0] or "", SPLITS.index(k[1])))
+                  for info in writers[key].close()]
         manifest = build_manifest(export, kind, shards, dedup_removed=dedup.removed if dedup else 0)
+        if query.notes:
+            manifest["notes"] = query.notes
         _publish_text(storage, work_dir, f"{export.location}/{CARD_NAME}", cards.dataset_card(export, kind, manifest))
         _publish_text(storage, work_dir, f"{export.location}/{MANIFEST_NAME}", json.dumps(manifest, indent=2))
     except BaseException:
@@ -154,6 +161,18 @@ def write_export(*, export: Export, progress) -> dict:
     )
     progress.report(rows_read, message=f"{manifest['totals']['rows']:,} rows in {len(shards)} shards", force=True)
     return {"export_id": export.pk, "rows": manifest["totals"]["rows"], "shards": len(shards)}
+
+
+def _by_partition(kind: ExportKind, shards: list) -> dict:
+    if kind.partition_field is None:
+        return {}
+    totals: dict[str, dict] = {}
+    for shard in shards:
+        entry = totals.setdefault(shard.partition, {"rows": 0, "bytes": 0, "shards": 0})
+        entry["rows"] += shard.rows
+        entry["bytes"] += shard.bytes
+        entry["shards"] += 1
+    return {"partition_field": kind.partition_field, "by_partition": totals}
 
 
 def build_manifest(export: Export, kind: ExportKind, shards: list, *, dedup_removed: int) -> dict:
@@ -184,7 +203,7 @@ def build_manifest(export: Export, kind: ExportKind, shards: list, *, dedup_remo
         },
         "shards": [shard.as_manifest_entry() for shard in shards],
         "totals": {"rows": sum(s.rows for s in shards), "bytes": sum(s.bytes for s in shards),
-                   "shards": len(shards), "by_split": by_split},
+                   "shards": len(shards), "by_split": by_split, **_by_partition(kind, shards)},
         "created_by": export.created_by.username if export.created_by else None,
         "created_at": timezone.now().isoformat(),
         "job_id": export.job_id,

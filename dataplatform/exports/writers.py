@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +30,11 @@ class ShardInfo:
     rows: int
     bytes: int
     sha256: str
+    partition: str | None = None  # for kinds that write one shard set per value of a field
 
     def as_manifest_entry(self) -> dict:
-        return {"name": self.name, "split": self.split, "rows": self.rows, "bytes": self.bytes, "sha256": self.sha256}
+        entry = {"name": self.name, "split": self.split, "rows": self.rows, "bytes": self.bytes, "sha256": self.sha256}
+        return entry | ({"partition": self.partition} if self.partition is not None else {})
 
 
 def validation_mask(keys: pa.Array, ratio: float) -> pa.Array:
@@ -120,9 +123,9 @@ class SplitWriter:
 
     def __init__(
         self, *, split: str, fmt: str, schema: pa.Schema, work_dir: Path, shard_rows: int | None,
-        shard_bytes: int | None, on_complete: Callable[[Path, ShardInfo], None],
+        shard_bytes: int | None, on_complete: Callable[[Path, ShardInfo], None], partition: str | None = None,
     ):
-        self.split, self.fmt, self.schema, self.work_dir = split, fmt, schema, work_dir
+        self.split, self.fmt, self.schema, self.work_dir, self.partition = split, fmt, schema, work_dir, partition
         self.shard_rows, self.shard_bytes, self.on_complete = shard_rows, shard_bytes, on_complete
         self.index = 0
         self.current = None
@@ -131,7 +134,8 @@ class SplitWriter:
 
     @property
     def _name(self) -> str:
-        return f"{self.split}-{self.index:05d}.{EXTENSIONS[self.fmt]}"
+        prefix = f"{self.partition}-" if self.partition is not None else ""
+        return f"{prefix}{self.split}-{self.index:05d}.{EXTENSIONS[self.fmt]}"
 
     def _open(self) -> None:
         path = self.work_dir / f".{self._name}.partial"
@@ -171,7 +175,7 @@ class SplitWriter:
         shard, self.current = self.current, None
         shard.close()
         info = ShardInfo(name=self._name, split=self.split, rows=self.current_rows, bytes=os.path.getsize(shard.path),
-                         sha256=file_sha256(shard.path))
+                         sha256=file_sha256(shard.path), partition=self.partition)
         self.on_complete(shard.path, info)
         self.shards.append(info)
         self.index += 1
@@ -183,6 +187,23 @@ def file_sha256(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+PARTITION_RE = re.compile(r"^[A-Za-z0-9_.]+$")
+
+
+def partition_batch(batch: pa.RecordBatch, field: str | None) -> dict[str | None, pa.RecordBatch]:
+    """The batch's rows grouped by the value of `field` (None: one group). Values name shard files,
+    so they must be plain: letters, digits, `_` and `.`."""
+    if field is None:
+        return {None: batch}
+    column = batch.column(field)
+    groups = {}
+    for value in pc.unique(column).to_pylist():
+        if value is None or not PARTITION_RE.match(str(value)):
+            raise ValueError(f"Partition field {field!r} has the value {value!r}, which cannot name a shard.")
+        groups[str(value)] = batch.filter(pc.equal(column, value))
+    return groups
 
 
 def split_batch(batch: pa.RecordBatch, key_field: str, ratio: float) -> dict[str, pa.RecordBatch]:

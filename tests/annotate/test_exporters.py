@@ -2,16 +2,13 @@
 
 import json
 
-import pyarrow.parquet as pq
 import pytest
 
 from annotate import exporters, services
 from annotate.models import Item, Review, ReviewDecision
-from dataplatform.exports import services as export_services
-from dataplatform.exports.registry import ExportQuery, get_kind
-from dataplatform.jobs.models import JobState
-from dataplatform.jobs.services import execute_job
+from dataplatform.exports.registry import ExportQuery
 
+from ..exporting import export_rows
 from .conftest import fake_rollout
 from .test_supervision import EOS, CharBackend
 
@@ -31,21 +28,6 @@ def chars(monkeypatch):
     backend = CharBackend(script=" sat.")
     monkeypatch.setattr(services, "backend_for", lambda project: backend)
     return backend
-
-
-def export_rows(project, user, storage_root, kind: str, **options) -> tuple:
-    """Export `project` with the engine and run the job inline; returns (export, rows read back from its shards)."""
-    # publish=False: nothing is sent to a worker; this test runs the job itself, as the `export` command does.
-    export = export_services.create_export(project=project, user=user, options={"kind": kind, **options},
-                                           publish=False)
-    execute_job(job_id=export.job_id)
-    export.refresh_from_db()
-    export.job.refresh_from_db()
-    assert export.job.state == JobState.SUCCEEDED, export.job.error
-    tables = [pq.read_table(storage_root / export.location / shard["name"]) for shard in export.manifest["shards"]]
-    for table in tables:
-        assert table.schema.equals(get_kind(kind).schema)
-    return export, [row for table in tables for row in table.to_pylist()]
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ class ScriptedBackend:
         self.calls: list[dict] = []
 
     def chat_prompt_ids(self, messages):
-        stage = "stage2" if "tags" in messages[-1]["content"] and "_l2" in messages[-1]["content"] else "stage1"
+        stage = "stage2" if "_l2" in messages[-1]["content"] else "stage1"
         return [1 if stage == "stage1" else 2]
 
     def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None):

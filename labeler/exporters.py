@@ -1,0 +1,265 @@
+"""Record kinds of the SWE Labeler: the label catalogue and three training views of it.
+
+- `swe.labels`: every task, one row, with its final label (if any) and where each field came from.
+- `swe.pooled`: labeled tasks only (reviewed or auto-labeled by default), every category together.
+- `swe.routed`: the same rows, written as one shard set per category (A, B, C, unassigned), so
+  each category expert trains on its own files.
+- `swe.balanced`: a category-balanced sample of a requested size, reproducible from its seed.
+
+A task's final label is its newest submitted reviewer label, else the model's submitted label.
+Labels change as reviewers edit them, so an export does not read their current state: it replays
+each label's events up to the export's data version (the highest event id when it started). A
+rerun of the same export therefore writes the same rows, whatever happened since.
+"""
+
+import hashlib
+import heapq
+import json
+from collections.abc import Iterator
+
+import pyarrow as pa
+from django.db.models import Max
+from rest_framework import serializers
+
+from dataplatform.accounts.models import Project
+from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
+
+from . import services
+from .models import Label, LabelEvent, LabelEventKind, LabelOrigin, SweTask, Taxonomy
+
+SINGLE = ("task_type_l1", "domain_l1", "code_language", "task_spec_type", "dependency_context", "scope",
+          "cognitive_complexity", "time_estimate")
+MULTI = ("task_type_l2", "domain_l2")
+STATUSES = ("reviewed", "auto", "error", "unlabeled")
+TRAINING_STATUSES = ["reviewed", "auto"]
+
+SCHEMA = pa.schema([
+    ("instance_id", pa.string()), ("task_id", pa.int64()), ("repo", pa.string()), ("base_commit", pa.string()),
+    ("problem_statement", pa.string()), ("patch", pa.string()), ("test_patch", pa.string()),
+    ("fail_to_pass", pa.list_(pa.string())), ("pass_to_pass", pa.list_(pa.string())),
+    ("taxonomy", pa.string()), ("taxonomy_version", pa.string()), ("category", pa.string()),
+    ("review_status", pa.string()), ("label_origin", pa.string()), ("reviewer", pa.string()),
+    ("model_id", pa.string()),
+    *[(name, pa.string()) for name in SINGLE], *[(name, pa.list_(pa.string())) for name in MULTI],
+    # Every field of the label (also those of taxonomies of another shape), its rationales, and who set each field.
+    ("values_json", pa.string()), ("rationales_json", pa.string()), ("provenance_json", pa.string()),
+])
+
+
+class LabelFilters(ExportFilters):
+    taxonomy = serializers.IntegerField(required=False, help_text="taxonomy version id (default: the pinned one)")
+    review_status = serializers.ListField(child=serializers.ChoiceField(choices=STATUSES), required=False,
+                                          help_text="reviewed, auto (model only), error, unlabeled")
+    category = serializers.ListField(child=serializers.CharField(), required=False)
+    where = serializers.ListField(child=serializers.CharField(), required=False,
+                                  help_text='label conditions "field=value"; for an L2 field, the tag is among them')
+
+    def validate_where(self, value: list[str]) -> list[str]:
+        for condition in value:
+            field, sep, wanted = condition.partition("=")
+            if not sep or field not in SINGLE + MULTI or not wanted:
+                raise serializers.ValidationError(f"{condition!r}: expected field=value with a field of {SINGLE + MULTI}")
+        return value
+
+
+class BalancedFilters(LabelFilters):
+    size = serializers.IntegerField(min_value=1, max_value=10_000_000, help_text="rows wanted in all")
+    seed = serializers.IntegerField(default=0, help_text="the same seed picks the same sample")
+
+
+def data_version(project: Project) -> str:
+    tasks = SweTask.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0
+    events = LabelEvent.objects.filter(label__task__project=project).aggregate(top=Max("id"))["top"] or 0
+    return f"{tasks}:{events}"
+
+
+def _bounds(query: ExportQuery) -> tuple[int, int]:
+    tasks, events = (int(part) for part in (query.data_version or "0:0").split(":"))
+    return tasks, events
+
+
+def _taxonomy(query: ExportQuery) -> Taxonomy:
+    if query.filters.get("taxonomy"):
+        return Taxonomy.objects.get(pk=query.filters["taxonomy"])
+    return services.settings_for(query.project).taxonomy
+
+
+# --- the label of each task, as of the data version --------------------------------------------------
+
+def _replay(events: list[dict]) -> dict:
+    """A label's state after its events: values, who set each field, and its status."""
+    state = {"values": {}, "provenance": {}, "status": None}
+    for event in events:
+        if event["kind"] in (LabelEventKind.AUTO, LabelEventKind.PREFILL, LabelEventKind.EDIT):
+            for name, (_, new) in event["changes"].items():
+                state["values"][name] = new
+                state["provenance"][name] = event["origin"]
+        if event["kind"] in (LabelEventKind.AUTO, LabelEventKind.SUBMIT):
+            state["status"] = "submitted"
+        elif event["kind"] == LabelEventKind.AUTO_ERROR:
+            state["status"] = "error"
+        state["last_event"] = event["id"]
+    return state
+
+
+def _final_labels(task_ids: list[int], taxonomy: Taxonomy, event_bound: int) -> dict[int, dict]:
+    """task id -> its final label as of `event_bound`, with review_status; tasks without one are absent."""
+    labels = {row["id"]: row for row in Label.objects.filter(task_id__in=task_ids, taxonomy=taxonomy).values(
+        "id", "task_id", "origin", "author__username", "model_id", "rationales")}
+    events: dict[int, list[dict]] = {}
+    for event in (LabelEvent.objects.filter(label_id__in=list(labels), id__lte=event_bound).order_by("id")
+                  .values("id", "label_id", "kind", "origin", "changes")):
+        events.setdefault(event["label_id"], []).append(event)
+    final: dict[int, dict] = {}
+    for label_id, label_events in events.items():
+        label = labels[label_id] | _replay(label_events)
+        current = final.get(label["task_id"])
+        if label["origin"] == LabelOrigin.HUMAN:
+            if label["status"] == "submitted" and (current is None or current["review_status"] != "reviewed"
+                                                   or current["last_event"] < label["last_event"]):
+                final[label["task_id"]] = label | {"review_status": "reviewed"}
+        elif current is None or current["review_status"] != "reviewed":
+            status = "auto" if label["status"] == "submitted" else "error"
+            final[label["task_id"]] = label | {"review_status": status}
+    return final
+
+
+TASK_FIELDS = ["id", "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
+               "fail_to_pass", "pass_to_pass"]
+
+
+def _task_pages(query: ExportQuery) -> Iterator[list[dict]]:
+    """The project's tasks up to the data version, a page at a time (keyset on id)."""
+    task_bound, _ = _bounds(query)
+    tasks = SweTask.objects.filter(project=query.project, id__lte=task_bound)
+    if query.filters.get("created_after"):
+        tasks = tasks.filter(created_at__gte=query.filters["created_after"])
+    if query.filters.get("created_before"):
+        tasks = tasks.filter(created_at__lt=query.filters["created_before"])
+    last = 0
+    while True:
+        page = list(tasks.filter(id__gt=last).order_by("id").values(*TASK_FIELDS)[:query.batch_size])
+        if not page:
+            return
+        last = page[-1]["id"]
+        yield page
+
+
+def _matches(row: dict, query: ExportQuery, statuses: list[str]) -> bool:
+    if row["review_status"] not in statuses:
+        return False
+    if query.filters.get("category") and row["category"] not in query.filters["category"]:
+        return False
+    for condition in query.filters.get("where", []):
+        field, _, wanted = condition.partition("=")
+        value = row[field]
+        if (wanted not in value) if isinstance(value, list) else value != wanted:
+            return False
+    return True
+
+
+def _rows(query: ExportQuery, default_statuses: list[str]) -> Iterator[list[dict]]:
+    """Rows of every task that passes the filters, a page of tasks at a time."""
+    taxonomy = _taxonomy(query)
+    spec = taxonomy.definition
+    _, event_bound = _bounds(query)
+    statuses = query.filters.get("review_status") or default_statuses
+    for page in _task_pages(query):
+        final = _final_labels([task["id"] for task in page], taxonomy, event_bound)
+        rows = [_row(task, final.get(task["id"]), taxonomy, spec) for task in page]
+        yield [row for row in rows if _matches(row, query, statuses)]
+
+
+def _row(task: dict, label: dict | None, taxonomy: Taxonomy, spec) -> dict:
+    values = label["values"] if label else {}
+    return {
+        "instance_id": task["instance_id"], "task_id": task["id"], "repo": task["repo"],
+        "base_commit": task["base_commit"], "problem_statement": task["problem_statement"], "patch": task["patch"],
+        "test_patch": task["test_patch"], "fail_to_pass": task["fail_to_pass"], "pass_to_pass": task["pass_to_pass"],
+        "taxonomy": taxonomy.name, "taxonomy_version": taxonomy.version,
+        "category": spec.category_for(values) if label else "unassigned",
+        "review_status": label["review_status"] if label else "unlabeled",
+        "label_origin": label["origin"] if label else None,
+        "reviewer": label["author__username"] if label else None,
+        "model_id": label["model_id"] if label else None,
+        **{name: values.get(name) for name in SINGLE}, **{name: values.get(name) or [] for name in MULTI},
+        "values_json": json.dumps(values, sort_keys=True),
+        "rationales_json": json.dumps(label["rationales"] if label else {}, sort_keys=True),
+        "provenance_json": json.dumps(label["provenance"] if label else {}, sort_keys=True),
+    }
+
+
+# --- the kinds ------------------------------------------------------------------------------------------
+
+def label_rows(query: ExportQuery) -> Iterator[list[dict]]:
+    return _rows(query, list(STATUSES))
+
+
+def training_rows(query: ExportQuery) -> Iterator[list[dict]]:
+    return _rows(query, TRAINING_STATUSES)
+
+
+def balanced_rows(query: ExportQuery) -> Iterator[list[dict]]:
+    """Two passes: rank every matching task within its category by a seeded hash and allot the
+    requested size across categories as evenly as they allow (a category with fewer rows gives
+    its share to the others); then write the chosen rows. Memory: at most `size` keys per category."""
+    size, seed = query.filters["size"], query.filters["seed"]
+    smallest: dict[str, list[tuple[int, int]]] = {}  # category -> max-heap (negated) of the `size` lowest ranks
+    available: dict[str, int] = {}
+    for rows in training_rows(query):
+        for row in rows:
+            rank = int.from_bytes(hashlib.blake2b(f"{seed}:{row['instance_id']}".encode(), digest_size=8).digest(), "big")
+            heap = smallest.setdefault(row["category"], [])
+            available[row["category"]] = available.get(row["category"], 0) + 1
+            if len(heap) < size:
+                heapq.heappush(heap, (-rank, row["task_id"]))
+            elif -heap[0][0] > rank:
+                heapq.heapreplace(heap, (-rank, row["task_id"]))
+    quota = allot(size, available)
+    chosen = {task_id for category, heap in smallest.items()
+              for _, task_id in sorted(heap, reverse=True)[:quota[category]]}
+    query.notes["sampling"] = {"method": "per category, the rows with the lowest blake2b(seed:instance_id)",
+                               "seed": seed, "size": size, "available": available, "taken": quota}
+    for rows in training_rows(query):
+        yield [row for row in rows if row["task_id"] in chosen]
+
+
+def allot(size: int, available: dict[str, int]) -> dict[str, int]:
+    """Split `size` across categories as evenly as their counts allow (water-filling), remainder to the
+    categories first in name order."""
+    quota, remaining = {}, size
+    pending = sorted(available, key=lambda category: (available[category], category))
+    while pending:
+        share, extra = divmod(remaining, len(pending))
+        category = pending[0]
+        if available[category] <= share:
+            quota[category] = available[category]
+            remaining -= available[category]
+            pending.pop(0)
+            continue
+        for n, name in enumerate(sorted(pending)):
+            quota[name] = share + (1 if n < extra else 0)
+        break
+    return quota
+
+
+def _count(query: ExportQuery) -> int:
+    task_bound, _ = _bounds(query)
+    return SweTask.objects.filter(project=query.project, id__lte=task_bound).count()
+
+
+COMMON = {"schema": SCHEMA, "data_version": data_version, "key_field": "instance_id", "count": _count,
+          "dedup_ignore": ("task_id",)}
+
+register(ExportKind(name="swe.labels", version=1, label="SWE labels (every task)", rows=label_rows,
+                    filters=LabelFilters, description="One row per task with its final label (reviewer's, else "
+                    "the model's) and where each field came from; unlabeled and failed tasks included.", **COMMON))
+register(ExportKind(name="swe.pooled", version=1, label="SWE labels, pooled", rows=training_rows,
+                    filters=LabelFilters, description="Labeled tasks of every category together (reviewed and "
+                    "auto-labeled by default).", **COMMON))
+register(ExportKind(name="swe.routed", version=1, label="SWE labels, routed by category", rows=training_rows,
+                    filters=LabelFilters, partition_field="category", description="Labeled tasks as one shard set "
+                    "per category (A, B, C, unassigned) for category experts.", **COMMON))
+register(ExportKind(name="swe.balanced", version=1, label="SWE labels, category-balanced sample", rows=balanced_rows,
+                    filters=BalancedFilters, description="A sample of the requested size spread evenly over the "
+                    "categories, reproducible from its seed (recorded in the manifest).", **COMMON))

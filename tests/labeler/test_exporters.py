@@ -1,0 +1,111 @@
+"""The SWE record kinds through the export engine: final labels, routing, balancing, reproducibility."""
+
+import pytest
+
+from labeler import exporters, services
+from labeler.models import SweTask
+
+from ..doubles import RecordingProgress
+from ..exporting import export_rows
+from .conftest import STAGE_ONE, STAGE_TWO, answer
+
+pytestmark = pytest.mark.django_db
+
+# domain family -> routing category in the shipped taxonomy
+DOMAINS = {"web_backend": "A", "data_science": "A", "web_frontend": "B", "lang_runtime": "C"}
+L2 = {"web_backend": ["rest-api"], "data_science": ["dataframes"], "web_frontend": ["component-frameworks"],
+      "lang_runtime": [services.autolabel.UNSPECIFIED]}
+
+
+@pytest.fixture
+def catalogue(project, make_tasks, scripted):
+    """10 tasks labeled by the model: 4 web_backend, 2 data_science (A: 6), 3 web_frontend (B), 1 lang_runtime (C)."""
+    tasks = make_tasks(10)
+    plan = ["web_backend"] * 4 + ["data_science"] * 2 + ["web_frontend"] * 3 + ["lang_runtime"]
+    scripted({"stage1": [answer({**STAGE_ONE, "domain_l1": d}) for d in plan],
+              "stage2": [answer({**STAGE_TWO, "domain_l2": L2[d]}) for d in plan]})
+    services.update_settings(project=project, batch_size=4)
+    services.autolabel_project(project=project, progress=RecordingProgress())
+    return tasks
+
+
+@pytest.fixture
+def run(project, members, export_storage_in_tmp):
+    def go(kind, **options):
+        return export_rows(project, members["curator"], export_storage_in_tmp, kind, **options)
+    return go
+
+
+def test_labels_export_every_task_with_final_label_and_provenance(catalogue, run, members, project):
+    unlabeled = SweTask.objects.create(project=project, instance_id="x__y-99", problem_statement="p",
+                                       source_sha256="9" * 64)
+    reviewer = members["annotator"]
+    label = services.start_review(task=catalogue[0], reviewer=reviewer)
+    label = services.edit_label(label=label, version=label.version, actor=reviewer, changes={"scope": "multi-file"})
+    services.submit_label(label=label, version=label.version, actor=reviewer)
+    export, rows = run("swe.labels")
+    by_id = {row["instance_id"]: row for row in rows}
+    assert len(rows) == 11 and by_id[unlabeled.instance_id]["review_status"] == "unlabeled"
+    reviewed = by_id[catalogue[0].instance_id]
+    assert reviewed["review_status"] == "reviewed" and reviewed["reviewer"] == "annotator"
+    assert reviewed["scope"] == "multi-file" and reviewed["domain_l2"] == ["rest-api"]
+    provenance = __import__("json").loads(reviewed["provenance_json"])
+    assert provenance["scope"] == "human" and provenance["domain_l1"] == "model"
+    auto = by_id[catalogue[9].instance_id]
+    assert auto["review_status"] == "auto" and auto["category"] == "C" and auto["label_origin"] == "model"
+    assert auto["model_id"] == "scripted-model" and auto["taxonomy_version"] == "1"
+
+
+def test_routed_writes_one_shard_set_per_category(catalogue, run):
+    export, rows = run("swe.routed", validation_ratio=0)
+    by_partition = export.manifest["totals"]["by_partition"]
+    assert {name: totals["rows"] for name, totals in by_partition.items()} == {"A": 6, "B": 3, "C": 1}
+    for shard in export.manifest["shards"]:
+        assert shard["name"].startswith(f"{shard['partition']}-train-")
+    assert sorted(row["category"] for row in rows) == ["A"] * 6 + ["B"] * 3 + ["C"]
+
+
+def test_pooled_filters_by_field_tag_and_status(catalogue, run):
+    _, rows = run("swe.pooled", filters={"where": ["domain_l2=dataframes"]})
+    assert len(rows) == 2 and {row["domain_l1"] for row in rows} == {"data_science"}
+    _, rows = run("swe.pooled", filters={"category": ["B"], "where": ["code_language=python"]})
+    assert len(rows) == 3
+    _, rows = run("swe.pooled", filters={"review_status": ["reviewed"]})
+    assert rows == []
+
+
+def test_balanced_sampling_is_even_reproducible_and_recorded(catalogue, run):
+    # 6 rows wanted over A (6 available), B (3), C (1): C gives all it has, B and A share the rest.
+    export, rows = run("swe.balanced", filters={"size": 6, "seed": 7}, validation_ratio=0)
+    counts = {c: sum(row["category"] == c for row in rows) for c in "ABC"}
+    assert counts == {"A": 3, "B": 2, "C": 1}  # 6 - 1 = 5 over two categories: 3 + 2 (remainder to A)
+    sampling = export.manifest["notes"]["sampling"]
+    assert sampling["seed"] == 7 and sampling["taken"] == {"A": 3, "B": 2, "C": 1}
+    assert sampling["available"] == {"A": 6, "B": 3, "C": 1}
+    _, again = run("swe.balanced", filters={"size": 6, "seed": 7}, validation_ratio=0)
+    assert sorted(r["instance_id"] for r in again) == sorted(r["instance_id"] for r in rows)
+    picks = {tuple(sorted(r["instance_id"] for r in run("swe.balanced", filters={"size": 6, "seed": s},
+                                                               validation_ratio=0)[1] if r["category"] == "A"))
+             for s in range(6)}
+    assert len(picks) > 1  # another seed picks other A rows
+
+
+def test_allot_water_fills():
+    assert exporters.allot(6, {"A": 6, "B": 3, "C": 1}) == {"C": 1, "A": 3, "B": 2}
+    assert exporters.allot(100, {"A": 6, "B": 3}) == {"B": 3, "A": 6}
+    assert exporters.allot(4, {"A": 10, "B": 10, "C": 10}) == {"A": 2, "B": 1, "C": 1}
+
+
+def test_an_export_reads_labels_as_they_were_when_it_started(catalogue, run, members, project):
+    from dataplatform.exports.registry import ExportQuery
+    from labeler.exporters import data_version
+
+    reviewer = members["annotator"]
+    label = services.start_review(task=catalogue[0], reviewer=reviewer)
+    label = services.submit_label(label=label, version=label.version, actor=reviewer)
+    version = data_version(project)
+    services.edit_label(label=label, version=label.version, actor=reviewer, changes={"scope": "cross-module"})
+    query = ExportQuery(project=project, filters={}, data_version=version, batch_size=100)
+    rows = [row for batch in exporters.label_rows(query) for row in batch]
+    first = next(row for row in rows if row["task_id"] == catalogue[0].pk)
+    assert first["scope"] == STAGE_ONE["scope"] and first["review_status"] == "reviewed"
