@@ -62,13 +62,14 @@ class TaxonomySpec:
     def version(self) -> str:
         return self.data["version"]
 
+    # The file's order, kept in lists: PostgreSQL's jsonb does not keep the key order of the mappings.
     @property
     def axes(self) -> list[str]:
-        return list(self.data["axes"])
+        return self.data.get("order", {}).get("axes") or list(self.data["axes"])
 
     @property
     def dimensions(self) -> list[str]:
-        return list(self.data["dimensions"])
+        return self.data.get("order", {}).get("dimensions") or list(self.data["dimensions"])
 
     @property
     def routing_axis(self) -> str:
@@ -81,13 +82,13 @@ class TaxonomySpec:
     @cached_property
     def families(self) -> dict[str, dict[str, list[str]]]:
         """axis → {L1 slug → [its L2 slugs]}."""
-        return {axis: {f["slug"]: [t["slug"] for t in f["tags"]] for f in spec["families"]}
-                for axis, spec in self.data["axes"].items()}
+        return {axis: {f["slug"]: [t["slug"] for t in f["tags"]] for f in self.data["axes"][axis]["families"]}
+                for axis in self.axes}
 
     @cached_property
     def choices(self) -> dict[str, list[str]]:
         """dimension → its choice slugs."""
-        return {name: [c["slug"] for c in spec["choices"]] for name, spec in self.data["dimensions"].items()}
+        return {name: [c["slug"] for c in self.data["dimensions"][name]["choices"]] for name in self.dimensions}
 
     def single_fields(self) -> list[str]:
         """The single-choice label fields: each axis's L1, then every dimension."""
@@ -225,6 +226,7 @@ class _Validator:
         data["axes"] = self.axes(raw)
         data["dimensions"] = self.dimensions(raw)
         data["routing"] = self.routing(raw, data["axes"])
+        data["order"] = {"axes": list(data["axes"]), "dimensions": list(data["dimensions"])}
         self.counts(raw, data["axes"])
         if self.errors:
             raise TaxonomyError(self.errors)

@@ -131,3 +131,12 @@ routing:
     spec = parse_taxonomy(text, filename="tiny.yaml")
     assert spec.fields() == ["kind_l1", "size", "kind_l2"]
     assert spec.category_for({"kind_l1": "build"}) == "unassigned"
+
+
+@pytest.mark.django_db
+def test_field_order_survives_the_database():
+    """jsonb reorders object keys; the file's order of axes and dimensions must come back unchanged."""
+    stored = Taxonomy.objects.get(pk=services.shipped_taxonomy().pk)
+    assert stored.definition.fields() == ["task_type_l1", "domain_l1", "code_language", "task_spec_type",
+                                          "dependency_context", "scope", "cognitive_complexity", "time_estimate",
+                                          "task_type_l2", "domain_l2"]

@@ -1,0 +1,415 @@
+"""HTML pages of the SWE Labeler: the overview (imports, auto-labeling, task list), the review page
+with its keyboard-driven label editor, and the agreement metrics.
+
+Curators (CAN_CURATE) run the project; reviewers (CAN_ANNOTATE) claim tasks and label them.
+Every write goes through `services`, every read through `selectors`.
+"""
+
+import re
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from annotate.charts import bar_chart
+from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
+from dataplatform.broker import BrokerUnavailable
+from dataplatform.jobs import services as job_services
+from dataplatform.jobs.models import Job
+
+from . import importers, metrics, selectors, services
+from .models import LabelerSettings, LabelOrigin, LabelStatus, ReviewClaimState, SourceKind
+from .taxonomy import UNSPECIFIED
+
+AUTOLABEL_KIND = "labeler.autolabel"
+PAGE_SIZE = 50
+MAX_IMPORT_ERRORS_SHOWN = 200
+TOP_TAGS = 30
+IMPORTERS = {SourceKind.TASKS: importers.import_tasks, SourceKind.TRAJECTORIES: importers.import_trajectories}
+
+
+class SettingsForm(forms.ModelForm):
+    overlap = forms.IntegerField(min_value=1, max_value=20, label="Reviewers per task")
+    lease_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, label="Lease (minutes)")
+    max_tokens = forms.IntegerField(min_value=16, max_value=8192, label="Max tokens per stage")
+    batch_size = forms.IntegerField(min_value=1, max_value=512, label="Batch size")
+
+    class Meta:
+        model = LabelerSettings
+        fields = ["model_name", "overlap", "lease_minutes", "max_tokens", "batch_size"]
+        labels = {"model_name": "Model (empty: the platform's)"}
+
+
+# --- overview ---------------------------------------------------------------------------------------
+
+@login_required
+def overview(request, slug: str):
+    project, role = project_for(request.user, slug, CAN_ANNOTATE)
+    return _render_overview(request, project, role)
+
+
+def _render_overview(request, project, role, *, import_report=None):
+    context = {"project": project, "claims": selectors.my_claims(request.user, project)[:50],
+               "import_report": import_report}
+    if role in CAN_CURATE:
+        context |= _curator_context(request, project)
+    return render(request, "labeler/overview.html", context)
+
+
+def _curator_context(request, project) -> dict:
+    settings = services.settings_for(project)
+    taxonomy = settings.taxonomy
+    tasks = selectors.tasks_visible_to(request.user, project)
+    counts = dict.fromkeys(("tasks", "auto", "errors", "reviewed"), 0)
+    for group in selectors.with_review_state(tasks, taxonomy).values("has_auto", "has_error", "reviewed").annotate(
+            n=Count("pk")).order_by():  # at most 8 groups, one query
+        counts["tasks"] += group["n"]
+        for key, flag in (("auto", "has_auto"), ("errors", "has_error"), ("reviewed", "reviewed")):
+            counts[key] += group["n"] if group[flag] else 0
+    filters = {key: request.GET.get(key, "").strip() for key in ("state", "field", "value", "q")}
+    try:
+        listed = selectors.filter_tasks(tasks, taxonomy, state=filters["state"], field=filters["field"],
+                                        value=filters["value"], search=filters["q"])
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        listed = selectors.with_review_state(tasks, taxonomy)
+    page = Paginator(listed.order_by("id"), PAGE_SIZE).get_page(request.GET.get("page"))
+    failed = [task.pk for task in page if task.has_error]
+    errors = dict(selectors.project_labels(project).filter(
+        task_id__in=failed, taxonomy=taxonomy, origin=LabelOrigin.MODEL, status=LabelStatus.ERROR,
+    ).values_list("task_id", "error")) if failed else {}
+    return {
+        "curator": True,
+        "counts": counts,
+        "settings": settings,
+        "taxonomy": taxonomy,
+        "taxonomy_counts": taxonomy.definition.counts(),
+        "taxonomies": selectors.taxonomies_visible_to(request.user),
+        "settings_form": SettingsForm(instance=settings),
+        "jobs": Job.objects.filter(project=project, kind=AUTOLABEL_KIND).order_by("-id")[:3],
+        "page": page,
+        "rows": [{"task": task, "error": errors.get(task.pk, "")} for task in page],
+        "filters": filters,
+        "states": selectors.REVIEW_STATES,
+        "fields": taxonomy.definition.fields(),
+        "source_kinds": SourceKind.choices,
+    }
+
+
+@login_required
+@require_POST
+def claim(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_ANNOTATE)
+    return _next_task(request, project)
+
+
+def _next_task(request, project):
+    claimed = services.claim_next_task(project=project, reviewer=request.user)
+    if claimed is None:
+        messages.info(request, "Nothing left to review")
+        return redirect("labeler-overview", slug=project.slug)
+    return redirect("labeler-task", slug=project.slug, task_id=claimed.task_id)
+
+
+@login_required
+@require_POST
+def import_file(request, slug: str):
+    project, role = project_for(request.user, slug, CAN_CURATE)
+    upload = request.FILES.get("file")
+    importer = IMPORTERS.get(request.POST.get("kind", SourceKind.TASKS))
+    if upload is None or importer is None:
+        messages.error(request, "Choose what to import and a JSONL file.")
+        return redirect("labeler-overview", slug=slug)
+    report = importer(project=project, lines=upload, file=upload.name, dry_run=bool(request.POST.get("dry_run")),
+                      skip_bad_lines=bool(request.POST.get("skip_bad_lines")), user=request.user)
+    return _render_overview(request, project, role, import_report={
+        "report": report, "errors": report.errors[:MAX_IMPORT_ERRORS_SHOWN],
+        "more_errors": max(0, len(report.errors) - MAX_IMPORT_ERRORS_SHOWN),
+        "written": report.created > 0,
+    })
+
+
+@login_required
+@require_POST
+def pin_taxonomy(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    taxonomy = selectors.taxonomies_visible_to(request.user).filter(pk=request.POST.get("taxonomy") or 0).first()
+    if taxonomy is None:
+        messages.error(request, "Choose one of the loaded taxonomy versions.")
+    else:
+        services.update_settings(project=project, taxonomy=taxonomy)
+        messages.success(request, f"Pinned taxonomy {taxonomy}. Existing labels keep their version.")
+    return redirect("labeler-overview", slug=slug)
+
+
+@login_required
+@require_POST
+def update_settings(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    form = SettingsForm(request.POST, instance=services.settings_for(project))
+    if form.is_valid():
+        services.update_settings(project=project, **form.cleaned_data)
+        messages.success(request, "Settings saved.")
+    else:
+        for field, errors in form.errors.items():
+            messages.error(request, f"{field}: {' '.join(errors)}")
+    return redirect("labeler-overview", slug=slug)
+
+
+@login_required
+@require_POST
+def start_autolabel(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    params = {"retry_errors": bool(request.POST.get("retry_errors")), "limit": request.POST.get("limit") or None}
+    try:
+        job = job_services.enqueue_job(project=project, kind=AUTOLABEL_KIND, params=params, user=request.user)
+    except job_services.InvalidJobParams as exc:
+        for field, errors in exc.errors.items():
+            messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
+    except BrokerUnavailable as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Job {job.pk} is auto-labeling the tasks.")
+    return redirect("labeler-overview", slug=slug)
+
+
+# --- the review page --------------------------------------------------------------------------------
+
+@login_required
+def task_page(request, slug: str, task_id: int):
+    project, role = project_for(request.user, slug, CAN_ANNOTATE)
+    task = selectors.task_for(request.user, project, task_id)
+    taxonomy = services.settings_for(project).taxonomy
+    active_claim = selectors.my_claims(request.user, project).filter(task=task, state=ReviewClaimState.ACTIVE).first()
+    labels = list(selectors.labels_of(request.user, task))
+    if role in CAN_CURATE or active_claim is not None:
+        mine = services.start_review(task=task, reviewer=request.user)
+    else:  # a finished or skipped claim: the reviewer's earlier label, if any
+        mine = next((label for label in labels if label.origin == LabelOrigin.HUMAN
+                     and label.author_id == request.user.pk and label.taxonomy_id == taxonomy.pk), None)
+    model_label = next((label for label in labels if label.origin == LabelOrigin.MODEL
+                        and label.taxonomy_id == taxonomy.pk), None)
+    others = [label for label in labels if label.taxonomy_id == taxonomy.pk and label.origin == LabelOrigin.HUMAN
+              and (mine is None or label.pk != mine.pk)]
+    shown = [label for label in [model_label, *others] if label is not None]
+    return render(request, "labeler/task.html", {
+        "project": project,
+        "task": task,
+        "taxonomy": taxonomy,
+        "active_claim": active_claim,
+        "patch_lines": diff_lines(task.patch),
+        "test_patch_lines": diff_lines(task.test_patch),
+        "trajectories": task.trajectories.count(),
+        "model_label": model_label,
+        "other_labels": shown if role in CAN_CURATE else [],
+        "comparison": _comparison(taxonomy.definition, shown) if role in CAN_CURATE else [],
+        "hidden_versions": sum(1 for label in labels if label.taxonomy_id != taxonomy.pk),
+        **(_editor_context(mine, model_label) if mine is not None else {}),
+    })
+
+
+@login_required
+@require_POST
+def edit_field(request, slug: str, label_id: int):
+    """htmx: set one field of the reviewer's label; answers with the re-rendered editor."""
+    label = _own_label(request, slug, label_id)
+    field = request.POST.get("field", "")
+    spec = label.taxonomy.definition
+    value = request.POST.getlist("value") if field in spec.multi_fields() else request.POST.get("value", "")
+    error, status = "", 200
+    try:
+        label = services.edit_label(label=label, version=_version(request), changes={field: value},
+                                    actor=request.user)
+    except services.StaleLabel as exc:
+        error, status = f"{exc} Your change was not saved; the editor now shows the current label.", 409
+        label = _own_label(request, slug, label_id)
+    except services.LabelingError as exc:
+        error, status = str(exc), 400
+    model_label = selectors.labels_of(request.user, label.task).filter(
+        taxonomy=label.taxonomy, origin=LabelOrigin.MODEL).first()
+    context = {"project": label.task.project, "task": label.task, "error": error,
+               **_editor_context(label, model_label, focus=field)}
+    return render(request, "labeler/_editor.html", context, status=status)
+
+
+@login_required
+@require_POST
+def accept(request, slug: str, label_id: int):
+    label = _own_label(request, slug, label_id)
+    try:
+        services.submit_label(label=label, version=_version(request), actor=request.user)
+    except services.LabelingError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Submitted your label of {label.task.instance_id}. Press n for the next task.")
+    return redirect("labeler-task", slug=slug, task_id=label.task_id)
+
+
+@login_required
+@require_POST
+def skip(request, slug: str, task_id: int):
+    project, _ = project_for(request.user, slug, CAN_ANNOTATE)
+    active = selectors.my_claims(request.user, project).filter(task_id=task_id, state=ReviewClaimState.ACTIVE).first()
+    if active is None:
+        messages.error(request, "You hold no claim on this task.")
+        return redirect("labeler-overview", slug=slug)
+    services.end_review_claim(claim=active, state=ReviewClaimState.SKIPPED)
+    messages.info(request, f"Skipped {active.task.instance_id}.")
+    return _next_task(request, project)
+
+
+def _own_label(request, slug: str, label_id: int):
+    label = selectors.label_for_writing(request.user, label_id)
+    if label.task.project.slug != slug:
+        raise Http404("No such label.")
+    return label
+
+
+def _version(request) -> int:
+    try:
+        return int(request.POST.get("version", ""))
+    except ValueError:
+        return -1
+
+
+def _editor_context(label, model_label, *, focus: str = "") -> dict:
+    spec = label.taxonomy.definition
+    model_values = model_label.values if model_label is not None else {}
+    fields = []
+    for name in spec.fields():
+        multi = name in spec.multi_fields()
+        current = label.values.get(name, [] if multi else None)
+        fields.append({
+            "name": name,
+            "multi": multi,
+            "title": _title(spec, name),
+            "description": _description(spec, name),
+            "options": _numbered(_options(spec, name, label.values), current),
+            "needs_family": multi and not label.values.get(name[:-3] + "_l1"),
+            "provenance": label.provenance.get(name, ""),
+            "model_value": _shown(model_values.get(name)),
+            "rationale": label.rationales.get(name) or (model_label.rationales.get(name, "") if model_label else ""),
+        })
+    return {"label": label, "fields": fields, "focus": focus,
+            "edit_url": reverse("labeler-edit", args=[label.task.project.slug, label.pk]),
+            "accept_url": reverse("labeler-accept", args=[label.task.project.slug, label.pk])}
+
+
+def _title(spec, name: str) -> str:
+    axis = name[:-3].replace("_", " ")
+    if name.endswith("_l1") and name[:-3] in spec.axes:
+        return f"{axis}: family"
+    if name.endswith("_l2") and name[:-3] in spec.axes:
+        return f"{axis}: tags"
+    return name.replace("_", " ")
+
+
+def _description(spec, name: str) -> str:
+    if name.endswith("_l2") and name[:-3] in spec.axes:
+        return "Tick every tag of the chosen family that applies."
+    if name.endswith("_l1") and name[:-3] in spec.axes:
+        return spec.data["axes"][name[:-3]]["description"]
+    return spec.data["dimensions"][name].get("description", "")
+
+
+def _options(spec, name: str, values: dict) -> list[dict]:
+    """[{slug, name, definition}] a field may take now; an L2 offers only the tags of the chosen L1."""
+    axis = name[:-3]
+    if name.endswith("_l1") and axis in spec.axes:
+        return spec.data["axes"][axis]["families"]
+    if name.endswith("_l2") and axis in spec.axes:
+        chosen = values.get(f"{axis}_l1")
+        family = next((f for f in spec.data["axes"][axis]["families"] if f["slug"] == chosen), None)
+        if family is None:
+            return []
+        return [*family["tags"], {"slug": UNSPECIFIED, "name": "Unspecified",
+                                  "definition": "None of the family's tags fits."}]
+    return spec.data["dimensions"][name]["choices"]
+
+
+def _numbered(options: list[dict], current) -> list[dict]:
+    chosen = set(current) if isinstance(current, list) else {current}
+    return [{**option, "n": n, "checked": option["slug"] in chosen} for n, option in enumerate(options, start=1)]
+
+
+def _shown(value) -> str:
+    if value is None:
+        return ""
+    return ", ".join(value) if isinstance(value, list) else str(value)
+
+
+def _comparison(spec, labels) -> list[dict]:
+    """Rows of field → each label's value, for the read-only side-by-side view of curators."""
+    return [{"name": name, "cells": [{"value": _shown(label.values.get(name)),
+                                      "rationale": label.rationales.get(name, "") if label.origin == LabelOrigin.MODEL else ""}
+                                     for label in labels]}
+            for name in spec.fields()]
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
+def diff_lines(text: str) -> list[tuple[str, str]]:
+    """(kind, line) for each line of a unified diff: file, hunk, added, removed, context or meta.
+
+    Hunk headers give how many old and new lines follow, so a removed line that starts with
+    "--" is never mistaken for a file header. The text itself is escaped by the template."""
+    rows = []
+    old = new = 0
+    for line in text.splitlines():
+        match = _HUNK.match(line)
+        if match:
+            old, new = int(match.group(1) or 1), int(match.group(2) or 1)
+            rows.append(("hunk", line))
+        elif old > 0 or new > 0:
+            if line.startswith("+"):
+                kind, new = "added", new - 1
+            elif line.startswith("-"):
+                kind, old = "removed", old - 1
+            elif line.startswith("\\"):
+                kind = "meta"
+            else:
+                kind, old, new = "context", old - 1, new - 1
+            rows.append((kind, line))
+        elif line.startswith("\\"):
+            rows.append(("meta", line))
+        else:
+            rows.append(("file", line))
+    return rows
+
+
+# --- metrics ----------------------------------------------------------------------------------------
+
+@login_required
+def metrics_page(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    taxonomy = services.settings_for(project).taxonomy
+    labels = selectors.project_labels(project).filter(taxonomy=taxonomy)
+    llm = metrics.llm_vs_human(labels, taxonomy)
+    humans = metrics.human_vs_human(labels, taxonomy)
+    distributions = metrics.label_distributions(labels, taxonomy)
+    tags = sorted(((field, tag, row) for field, data in llm["multi"].items() for tag, row in data["tags"].items()),
+                  key=lambda item: (-item[2]["support"], item[0], item[1]))[:TOP_TAGS]
+    singles = taxonomy.definition.single_fields()
+    return render(request, "labeler/metrics.html", {
+        "project": project,
+        "taxonomy": taxonomy,
+        "llm": llm,
+        "humans": humans,
+        "distributions": distributions,
+        "tags": [{"field": field, "tag": tag, **row} for field, tag, row in tags],
+        "single_fields": singles,
+        "reviewers": [{"name": name, "scores": [scores.get(field) for field in singles]}
+                      for name, scores in llm["reviewers"].items()],
+        "charts": [bar_chart([value for value, _ in counts[:TOP_TAGS]], [count for _, count in counts[:TOP_TAGS]],
+                             title=f"{name} (final labels{', top 30' if len(counts) > TOP_TAGS else ''})")
+                   for name, counts in distributions["fields"].items()],
+        "category_chart": bar_chart(list(distributions["categories"]), list(distributions["categories"].values()),
+                                    title="Reviewer category of the final labels"),
+    })
