@@ -184,7 +184,7 @@ def bench_user(name: str):
 def continuation_setup(backend) -> tuple[Project, dict]:
     """The project with real rollouts, and for each server an annotator with a token and one open session per item."""
     project, _ = Project.objects.get_or_create(slug=CONTINUATION_SLUG, defaults={"name": "Bench continuation"})
-    Claim.objects.filter(item__project=project).delete()  # the previous run's claims, sessions, nodes, events
+    reset_pool(project)  # the previous run's claims, sessions, nodes, events
     config = services.config_for(project)
     config.max_tokens, config.top_k, config.temperature = MAX_TOKENS, TOP_K, TEMPERATURE
     config.seed_policy, config.seed = "fixed", 0

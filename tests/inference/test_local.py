@@ -117,3 +117,15 @@ def test_bad_ids_are_refused_clearly(local_backend):
 def test_health_reports_the_loaded_model(local_backend):
     health = local_backend.health()
     assert health.ok and health.model_id == "SmolLM2-135M-Instruct" and "loaded" in health.detail
+
+
+@pytest.mark.model
+def test_generate_a_batch_matches_one_by_one_greedy(local_backend):
+    """A left-padded batch gives each prompt the same greedy answer it gets alone."""
+    prompts = [local_backend.chat_prompt_ids([{"role": "user", "content": text}])
+               for text in ("Name a colour.", "What is 2 + 2? Answer briefly, please.")]
+    together = local_backend.generate(prompts, max_tokens=8, temperature=0.0, seed=0)
+    alone = [local_backend.generate([ids], max_tokens=8, temperature=0.0, seed=0)[0] for ids in prompts]
+    assert [g.token_ids for g in together] == [g.token_ids for g in alone]
+    assert all(g.text == local_backend.detokenize(g.token_ids) for g in together)
+    assert all(g.finish_reason in ("stop", "length") for g in together) and not local_backend.supports_json_schema

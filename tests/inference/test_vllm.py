@@ -364,3 +364,30 @@ def test_no_authorization_header_without_key(httpserver, backend):
     backend.tokenize("Hi")
     request, _ = httpserver.log[-1]
     assert "Authorization" not in request.headers
+
+
+def test_generate_sends_the_batch_in_one_request_with_a_schema(httpserver, backend):
+    seen = []
+
+    def completions(request: Request) -> Response:
+        body = json.loads(request.data)
+        seen.append(body)
+        # vLLM may answer the choices of a batch in any order; `index` says which prompt each is for.
+        choices = [{"index": 1, "text": '{"b": 2}', "finish_reason": "stop"},
+                   {"index": 0, "text": '{"a": 1', "finish_reason": "length"}]
+        return Response(json.dumps({"choices": choices}), content_type="application/json")
+
+    httpserver.expect_request("/v1/completions", method="POST").respond_with_handler(completions)
+    schema = {"type": "object"}
+    answers = backend.generate([[1, 2], [3]], max_tokens=16, temperature=0.0, seed=5, json_schema=schema)
+    assert [(a.text, a.finish_reason) for a in answers] == [('{"a": 1', "length"), ('{"b": 2}', "stop")]
+    assert len(seen) == 1 and seen[0]["prompt"] == [[1, 2], [3]] and seen[0]["seed"] == 5
+    assert seen[0]["structured_outputs"] == {"json": schema} and seen[0]["max_tokens"] == 16
+
+
+def test_generate_with_a_missing_choice_is_an_error(httpserver, backend):
+    httpserver.expect_request("/v1/completions", method="POST").respond_with_json(
+        {"choices": [{"index": 0, "text": "x", "finish_reason": "stop"}]})
+    with pytest.raises(BackendError, match="1 completions for 2 prompts"):
+        backend.generate([[1], [2]], max_tokens=4, temperature=0.0, seed=None)
+    assert backend.supports_json_schema

@@ -1,0 +1,149 @@
+"""Benchmark of SWE auto-labeling: the platform's job against the same backend calls made directly.
+
+It prints a table; it is not a test. The platform run enqueues a `labeler.autolabel` job over
+TASKS synthetic SWE tasks and runs it with `execute_job` in this process (as a worker would),
+timing the whole job: prompt building, the backend batches, answer parsing and validation, the
+retry, and the database writes. A recording wrapper around the backend keeps every `generate`
+call the job made (its prompt ids, token budget and batch). The baseline then replays exactly
+those calls on the backend directly, in the same order, with nothing else around them. So the
+ratio (direct seconds / platform seconds = platform tasks/s / direct tasks/s) is what the job
+costs on top of the model. Target: >= 0.9x, which needs the job to batch its requests (one
+`generate` per stage per batch) rather than call the backend once per task.
+
+The backend is the platform's configured one: the local CPU model by default (one batch is one
+padded forward pass per token), or vLLM with MODEL_BACKEND=vllm VLLM_BASE_URL=..., where a batch is
+one HTTP request carrying all its prompts (vLLM schedules them together).
+
+Run from the project root, with PostgreSQL on 127.0.0.1:5432 (about 3 minutes on 2 cores):
+
+    .venv/bin/python bench/labeler_bench.py [--tasks 20] [--batch 10] [--max-tokens 48]
+"""
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import benchlib  # noqa: E402  (bench/ is sys.path[0] when run as a script)
+
+SERVER_URL = "postgres://postgres@127.0.0.1:5432"
+BENCH_DB = "dataplatform_bench_labeler"
+os.environ["DATABASE_URL"] = f"{SERVER_URL}/{BENCH_DB}"  # never another database
+os.environ.setdefault("DATA_DIR", str(ROOT / "var"))  # the converted model under var/models/ is reused
+os.environ["DJANGO_SETTINGS_MODULE"] = "dataplatform.settings"
+os.environ["LOG_LEVEL"] = "WARNING"
+os.environ.pop("REDIS_URL", None)  # the job runs in this process; nothing is published
+
+import django  # noqa: E402
+
+django.setup()
+
+import torch  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+
+from dataplatform.accounts.models import Project  # noqa: E402
+from dataplatform.inference import get_backend  # noqa: E402
+from dataplatform.jobs.models import JobState  # noqa: E402
+from dataplatform.jobs.services import enqueue_job, execute_job  # noqa: E402
+from labeler import services  # noqa: E402
+from labeler.models import Label, SweTask  # noqa: E402
+
+TARGET_RATIO = 0.9
+PROBLEMS = [
+    "QuerySet.count() returns the wrong value after union() with ordering",
+    "The upload endpoint returns 500 when the file name contains non-ASCII characters",
+    "Dark mode toggle does not persist across page reloads in the settings panel",
+    "Segfault in the tokenizer when the input ends with an unterminated string literal",
+    "pip install fails on Python 3.12 because setup.py imports distutils",
+]
+
+
+class RecordingBackend:
+    """The real backend, with every `generate` call kept for the replay (everything else passes through)."""
+
+    def __init__(self, backend):
+        self._backend = backend
+        self.calls: list[dict] = []
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def generate(self, prompts, **options):
+        self.calls.append({"prompts": prompts, **options})
+        return self._backend.generate(prompts, **options)
+
+
+def setup(tasks: int, batch: int, max_tokens: int) -> Project:
+    benchlib.ensure_database(SERVER_URL, BENCH_DB)
+    call_command("migrate", verbosity=0)
+    user, _ = get_user_model().objects.get_or_create(username="bench-labeler")
+    Project.objects.filter(slug="bench-labeler").delete()
+    project = Project.objects.create(slug="bench-labeler", name="Labeler bench")
+    SweTask.objects.bulk_create([
+        SweTask(project=project, instance_id=f"bench__repo-{n}", repo="bench/repo",
+                problem_statement=f"{PROBLEMS[n % len(PROBLEMS)]} (case {n})",
+                patch=f"diff --git a/src/module_{n}.py b/src/module_{n}.py\n-    return a\n+    return a + {n}\n",
+                source_sha256=f"{n:064d}")
+        for n in range(tasks)])
+    services.update_settings(project=project, batch_size=batch, max_tokens=max_tokens, temperature=0.0)
+    project.bench_user = user
+    return project
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    args = parser.parse_args()
+
+    load = os.getloadavg()[0]
+    project = setup(args.tasks, args.batch, args.max_tokens)
+    backend = get_backend()
+    backend.chat_prompt_ids([{"role": "user", "content": "warm up"}])  # loads the model: no figure includes it
+    recording = RecordingBackend(backend)
+    services.backend_for = lambda project: recording  # the job's only way to the backend
+
+    job = enqueue_job(project=project, kind="labeler.autolabel", params={}, user=project.bench_user, publish=False)
+    started = time.perf_counter()
+    execute_job(job_id=job.pk)
+    platform_seconds = time.perf_counter() - started
+    job.refresh_from_db()
+    if job.state != JobState.SUCCEEDED:
+        raise SystemExit(f"the job failed: {job.error}")
+
+    started = time.perf_counter()
+    for call in recording.calls:
+        options = {key: value for key, value in call.items() if key != "prompts"}
+        backend.generate(call["prompts"], **options)
+    direct_seconds = time.perf_counter() - started
+
+    labels = Label.objects.filter(task__project=project, origin="model")
+    labeled, errors = labels.filter(status="submitted").count(), labels.filter(status="error").count()
+    prompts = sum(len(call["prompts"]) for call in recording.calls)
+    ratio = direct_seconds / platform_seconds
+    rows = [
+        ("tasks/s", f"{args.tasks / platform_seconds:.3f}", f"{args.tasks / direct_seconds:.3f}", f"{ratio:.2f}x",
+         f">= {TARGET_RATIO}x"),
+        ("seconds in all", f"{platform_seconds:.1f}", f"{direct_seconds:.1f}", f"+{platform_seconds - direct_seconds:.1f} s",
+         ""),
+        ("backend calls (prompts)", f"{len(recording.calls)} ({prompts})", f"{len(recording.calls)} ({prompts})", "-",
+         "one call per stage per batch"),
+    ]
+    benchlib.print_table(("figure", "platform job", "direct calls", "ratio", "target"), rows)
+    print(f"{args.tasks} tasks, batch {args.batch}, max_tokens {args.max_tokens} (retry {2 * args.max_tokens}), "
+          f"temperature 0; backend {backend.name} ({backend.model_id}); outcome: {labeled} labeled, {errors} with a "
+          f"recorded error, {args.tasks - labeled - errors} missing. Direct = the job's own generate calls replayed "
+          f"in order on the same backend object.")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} with "
+          f"{torch.get_num_threads()} threads, load average before the run {load:.2f}")
+    print(f"target: ratio >= {TARGET_RATIO}: {'met' if ratio >= TARGET_RATIO else 'MISSED'} ({ratio:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
