@@ -108,7 +108,8 @@ def claim_next(*, project: Project, annotator) -> Claim | None:
     """The annotator's current claim, renewed, or a claim on the next answered item with a free slot."""
     config = config_for(project)
     queue = Item.objects.filter(project=project)
-    return claims.claim_next(claim_model=Claim, item_field="item", holder_field="annotator", queue=queue,
+    return claims.claim_next(claim_model=Claim, item_field="item", holder_field="annotator", project_id=project.pk,
+                             queue=queue,
                              eligible=queue.filter(rollout__isnull=False), holder_id=annotator.pk,
                              overlap=config.overlap, lease_minutes=config.lease_minutes)
 

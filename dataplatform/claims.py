@@ -32,10 +32,13 @@ from django.utils import timezone
 ACTIVE, DONE = "active", "done"
 
 
-def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, queue: QuerySet,
+def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, project_id: int, queue: QuerySet,
                eligible: QuerySet, holder_id: int, overlap: int, lease_minutes: int):
-    """The holder's active claim on an item of `queue`, renewed; else a new claim on the first
-    `eligible` item (by id) they never had and that has a free slot; else None."""
+    """The holder's active claim on an item of `queue`, renewed; else a new claim on the next
+    `eligible` item of the project that they never had and that has a free slot; else None.
+
+    Items have a `project` foreign key; `project_id` is repeated outside `eligible` so that
+    the scan can walk the (project, -claims_done, id) index in order."""
     quote = connection.ops.quote_name
     meta = claim_model._meta
     table = quote(meta.db_table)
@@ -72,11 +75,12 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
 
         while True:
             cursor.execute(
-                f"SELECT it.id FROM {item_table} it WHERE it.id IN ({eligible_sql}) AND it.claims_done < %s "
+                f"SELECT it.id FROM {item_table} it WHERE it.project_id = %s AND it.claims_done < %s "
+                f"AND it.id IN ({eligible_sql}) "
                 f"AND NOT EXISTS (SELECT 1 FROM {table} c WHERE c.{item_col} = it.id AND c.{holder_col} = %s) "
                 f"AND (SELECT count(*) FROM {table} c WHERE c.{item_col} = it.id AND ({holding})) < %s "
                 f"ORDER BY it.claims_done DESC, it.id LIMIT 1{' FOR UPDATE OF it SKIP LOCKED' if locks else ''}",
-                [*eligible_params, overlap, holder_id, now, overlap])
+                [project_id, overlap, *eligible_params, holder_id, now, overlap])
             row = cursor.fetchone()
             if row is None:
                 return None
