@@ -1,0 +1,315 @@
+"""AED trace imports: JSONL, one agent trace per line, in either of two shapes.
+
+- AED steps: `{trace_id, task_id, environment, harness, policy_model, outcome: {passed, score?},
+  steps: [{index, role, content, action?, observation?}], meta}`. `trace_id`, `outcome.passed` and a
+  non-empty `steps` are required; step `index` must count 0, 1, 2, ... in order.
+- A trajectory, as the SWE labeler imports it: `{trajectory_id, instance_id, model, scaffold,
+  messages: [{role, content}]}` with optional `environment` and `outcome`. Each message becomes a
+  step whose content is the message's text (null: ""; a list of content parts: its text parts
+  joined by newlines, the list itself kept as `content_parts`), with no action or observation.
+
+Normalisation is the only change: a step (or message) keeps any keys of its own beyond the
+normalised ones; top-level keys the shape does not know go into `meta` under their own names
+beside what `meta` already holds (a name in both is an error), and an `outcome` carrying more
+than passed/score is kept whole as `meta["outcome"]`.
+
+Built on `dataplatform.imports` (DESIGN.md section 6): errors are {file, line, field, message}; a dry
+run writes nothing; a file imports whole or not at all unless skip_bad_lines. A trace is matched
+on its trace_id: the same record again (same canonical hash) counts as a duplicate, other content
+under a known trace_id is an error, and bytes already imported into the project add nothing.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from dataplatform.accounts.models import Project
+from dataplatform.imports import HashingLines, ImportReport, LineError, canonical_sha256, parse_json_object, read_lines
+
+from .models import Trace, TraceSource
+
+BATCH_SIZE = 500
+STEP_KEYS = ("index", "role", "content", "action", "observation")
+MAX_STEP_PROBLEMS = 10  # per line; a broken list of thousands of steps should not bury the report
+
+
+@dataclass(frozen=True)
+class _Shape:
+    source_format: str
+    list_key: str  # "steps" or "messages"
+    id_key: str  # the line's key that becomes trace_id
+    texts: dict[str, str]  # line key -> Trace text field
+    outcome_required: bool
+
+
+AED_STEPS = _Shape("steps", "steps", "trace_id", {
+    "trace_id": "trace_id", "task_id": "task_id", "environment": "environment", "harness": "harness",
+    "policy_model": "policy_model"}, outcome_required=True)
+TRAJECTORY = _Shape("messages", "messages", "trajectory_id", {
+    "trajectory_id": "trace_id", "instance_id": "task_id", "environment": "environment", "scaffold": "harness",
+    "model": "policy_model"}, outcome_required=False)
+
+
+@dataclass
+class _Record:
+    line: int
+    id_key: str
+    sha256: str
+    fields: dict  # Trace field -> value
+
+    @property
+    def trace_id(self) -> str:
+        return self.fields["trace_id"]
+
+
+class _Problems(list):
+    """(field, message) pairs found on one line."""
+
+    def add(self, field: str, message: str) -> None:
+        self.append((field, message))
+
+
+# --- one line -> Trace fields --------------------------------------------------------------------
+
+def _text_fields(data: dict, shape: _Shape, problems: _Problems) -> dict:
+    fields = {}
+    for key, column in shape.texts.items():
+        value = data.get(key)
+        if key == shape.id_key and (not isinstance(value, str) or not value.strip()):
+            problems.add(key, "is required: a non-empty string")
+            value = ""
+        elif value is None:
+            value = ""
+        elif not isinstance(value, str):
+            problems.add(key, "must be a string")
+            value = ""
+        limit = Trace._meta.get_field(column).max_length
+        if len(value) > limit:
+            problems.add(key, f"must be at most {limit} characters long")
+        fields[column] = value
+    return fields
+
+
+def _outcome(data: dict, shape: _Shape, problems: _Problems) -> tuple[bool | None, float | None]:
+    outcome = data.get("outcome")
+    if outcome is None:
+        if shape.outcome_required:
+            problems.add("outcome", "is required: an object with passed (true or false) and an optional score")
+        return None, None
+    if not isinstance(outcome, dict):
+        problems.add("outcome", "must be an object with passed (true or false) and an optional score")
+        return None, None
+    passed, score = outcome.get("passed"), outcome.get("score")
+    if not isinstance(passed, bool):
+        problems.add("outcome.passed", f"must be true or false, got {passed!r}" if "passed" in outcome
+                     else "is required: true or false")
+        passed = None
+    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+        problems.add("outcome.score", f"must be a number, got {score!r}")
+        score = None
+    return passed, None if score is None else float(score)
+
+
+def _step_problems(found: _Problems, problems: _Problems) -> None:
+    problems.extend(found[:MAX_STEP_PROBLEMS])
+    if len(found) > MAX_STEP_PROBLEMS:
+        problems.add(found[MAX_STEP_PROBLEMS][0].split("[")[0],
+                     f"{len(found) - MAX_STEP_PROBLEMS} more problems in this list are not shown")
+
+
+def _aed_steps(value, problems: _Problems) -> list[dict]:
+    if not isinstance(value, list) or not value:
+        problems.add("steps", "must be a non-empty list of {index, role, content} objects")
+        return []
+    found, steps, numbering_checked = _Problems(), [], False
+    for position, step in enumerate(value):
+        where = f"steps[{position}]"
+        if not isinstance(step, dict):
+            found.add(where, "must be an object with index, role and content")
+            continue
+        index = step.get("index")
+        if not numbering_checked and (isinstance(index, bool) or not isinstance(index, int)):
+            found.add(f"{where}.index", f"must be the integer {position} (steps count 0, 1, 2, ... in order)")
+            numbering_checked = True
+        elif not numbering_checked and index != position:
+            found.add(f"{where}.index", f"is {index}, expected {position} (steps count 0, 1, 2, ... in order)")
+            numbering_checked = True
+        role = step.get("role")
+        if not isinstance(role, str) or not role.strip():
+            found.add(f"{where}.role", "must be a non-empty string")
+        if not isinstance(step.get("content"), str):
+            found.add(f"{where}.content", "must be a string")
+        for key in ("action", "observation"):
+            if step.get(key) is not None and not isinstance(step[key], str):
+                found.add(f"{where}.{key}", "must be a string or null")
+        steps.append({"index": position, "role": role, "content": step.get("content"), "action": step.get("action"),
+                      "observation": step.get("observation")}
+                     | {k: v for k, v in step.items() if k not in STEP_KEYS})
+    _step_problems(found, problems)
+    return steps
+
+
+def _message_text(content) -> str | None:
+    """A message's text: "" for null, the text parts of a content-part list joined by newlines; None if invalid."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+        return "\n".join(part["text"] for part in content
+                         if part.get("type", "text") == "text" and isinstance(part.get("text"), str))
+    return None
+
+
+def _message_steps(value, problems: _Problems) -> list[dict]:
+    if not isinstance(value, list) or not value:
+        problems.add("messages", "must be a non-empty list of {role, content} objects")
+        return []
+    found, steps = _Problems(), []
+    for position, message in enumerate(value):
+        where = f"messages[{position}]"
+        if not isinstance(message, dict):
+            found.add(where, "must be an object with role and content")
+            continue
+        role = message.get("role")
+        if not isinstance(role, str) or not role.strip():
+            found.add(f"{where}.role", "must be a non-empty string")
+        text = _message_text(message.get("content"))
+        if text is None:
+            found.add(f"{where}.content", "must be a string, null, or a list of content-part objects")
+        for key in ("index", "action", "observation", "content_parts"):
+            if key in message:
+                found.add(f"{where}.{key}", f"{key!r} is a key of the normalised step; a message cannot carry it")
+        step = {"index": position, "role": role, "content": text, "action": None, "observation": None}
+        if isinstance(message.get("content"), list):
+            step["content_parts"] = message["content"]
+        steps.append(step | {k: v for k, v in message.items() if k not in ("role", "content")})
+    _step_problems(found, problems)
+    return steps
+
+
+def _meta(data: dict, shape: _Shape, problems: _Problems) -> dict:
+    meta = data.get("meta")
+    if meta is None:
+        meta = {}
+    elif not isinstance(meta, dict):
+        problems.add("meta", "must be an object")
+        meta = {}
+    meta = dict(meta)
+    known = {*shape.texts, shape.list_key, "outcome", "meta"}
+    extra = {k: v for k, v in data.items() if k not in known}
+    outcome = data.get("outcome")
+    if isinstance(outcome, dict) and set(outcome) - {"passed", "score"}:
+        extra["outcome"] = outcome
+    for key, value in extra.items():
+        if key in meta:
+            problems.add(key, "is also a key of meta (unknown top-level keys are kept in meta); rename one of them")
+        meta[key] = value
+    return meta
+
+
+def _fields(data: dict, problems: _Problems) -> tuple[_Shape | None, dict]:
+    if ("steps" in data) == ("messages" in data):
+        problems.add("steps", "a line holds either steps (an AED trace) or messages (a trajectory)"
+                     + (", not both" if "steps" in data else "; it has neither"))
+        return None, {}
+    shape = AED_STEPS if "steps" in data else TRAJECTORY
+    fields = _text_fields(data, shape, problems)
+    fields["passed"], fields["score"] = _outcome(data, shape, problems)
+    steps = _aed_steps if shape is AED_STEPS else _message_steps
+    fields["steps"] = steps(data[shape.list_key], problems)
+    fields["meta"] = _meta(data, shape, problems)
+    fields["source_format"] = shape.source_format
+    return shape, fields
+
+
+# --- the file --------------------------------------------------------------------------------------
+
+class _TraceImport:
+    def __init__(self, project: Project, file: str, dry_run: bool):
+        self.project = project
+        self.report = ImportReport(file=file, dry_run=dry_run)
+        self.records: dict[str, _Record] = {}  # trace_id -> first good record with it
+
+    def error(self, line: int, field: str, message: str) -> None:
+        self.report.errors.append(LineError(self.report.file, line, field, message))
+
+    def read(self, lines: Iterable[bytes | str]) -> None:
+        for number, text, problem in read_lines(lines):
+            self.report.lines = number
+            if problem:
+                self.error(number, "(line)", problem)
+                continue
+            data, error = parse_json_object(self.report.file, number, text)
+            if error:
+                self.report.errors.append(error)
+                continue
+            problems = _Problems()
+            shape, fields = _fields(data, problems)
+            for field, message in problems:
+                self.error(number, field, message)
+            if not problems:
+                self.keep(_Record(number, shape.id_key, canonical_sha256(data), fields))
+
+    def keep(self, record: _Record) -> None:
+        first = self.records.setdefault(record.trace_id, record)
+        if first is record:
+            return
+        if first.sha256 == record.sha256:
+            self.report.duplicates += 1
+        else:
+            self.error(record.line, record.id_key, f"trace {record.trace_id!r} already appears on line "
+                       f"{first.line} with different content")
+
+    def new_records(self) -> list[_Record]:
+        """The good records the project does not hold yet (same content held: duplicate; other: error)."""
+        ids = list(self.records)
+        stored: dict[str, str] = {}
+        for start in range(0, len(ids), BATCH_SIZE):
+            stored.update(Trace.objects.filter(project=self.project, trace_id__in=ids[start:start + BATCH_SIZE])
+                          .values_list("trace_id", "source_sha256"))
+        new = []
+        for trace_id, record in self.records.items():
+            if trace_id not in stored:
+                new.append(record)
+            elif stored[trace_id] == record.sha256:
+                self.report.duplicates += 1
+            else:
+                self.error(record.line, record.id_key, f"trace {trace_id!r} already exists in this project with "
+                           "different content")
+        return new
+
+    def write(self, records: list[_Record], sha256: str, user) -> None:
+        try:
+            with transaction.atomic():
+                source = TraceSource.objects.create(project=self.project, filename=self.report.file[:255],
+                                                    sha256=sha256, rows=len(records), created_by=user)
+                Trace.objects.bulk_create(
+                    (Trace(project=self.project, source=source, source_sha256=r.sha256, **r.fields) for r in records),
+                    batch_size=BATCH_SIZE)
+        except IntegrityError:
+            self.error(0, "(file)", "another import stored this file or some of its traces at the same time; "
+                       "nothing was written, import it again")
+            return
+        self.report.created = len(records)
+
+
+def import_traces(*, project: Project, lines: Iterable[bytes | str], file: str = "traces.jsonl",
+                  dry_run: bool = False, skip_bad_lines: bool = False, user=None) -> ImportReport:
+    """Import AED trace JSONL (either shape, see the module docstring) into `project`."""
+    run = _TraceImport(project, file, dry_run)
+    hashed = HashingLines(lines)
+    run.read(hashed)
+    if TraceSource.objects.filter(project=project, sha256=hashed.hexdigest()).exists():
+        run.report.duplicates += len(run.records)  # the very same bytes were imported before
+        new = []
+    else:
+        new = run.new_records()
+    report = run.report
+    report.errors.sort(key=lambda e: e.line)
+    if skip_bad_lines:
+        report.skipped = len({e.line for e in report.errors})
+    if new and not dry_run and (skip_bad_lines or not report.errors):
+        run.write(new, hashed.hexdigest(), user if getattr(user, "is_authenticated", False) else None)
+    return report

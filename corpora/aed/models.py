@@ -1,0 +1,194 @@
+"""AED data: imported failure traces (kept untouched), the curator's cases beside them, correction
+proposals, and two-arm controlled replays with their per-run results.
+
+A trace is the source record; nothing a curator does changes it. A `Case` is one curator's
+reading of one trace: the first decisive error step, its category (from a versioned error
+taxonomy), a diagnosis, evidence references and the check of the diagnosis against them. A case
+has proposals (corrected actions for the error step); rejected ones are kept. Every change to a
+case or a proposal is also a `CaseEvent`. A `Replay` runs N seeded pairs of arms from the same
+checkpoint for one proposal; each arm's outcome is a `ReplayRun` row, unique per (replay, pair,
+arm), so a retried task overwrites its own row and can never count twice.
+"""
+
+from functools import cached_property
+
+from django.conf import settings
+from django.db import models
+
+from dataplatform.accounts.models import Project
+
+
+class ErrorTaxonomy(models.Model):
+    """One immutable version of the agent-error category list (`corpora/aed/taxonomies/*.yaml`)."""
+
+    name = models.SlugField(max_length=100)
+    version = models.CharField(max_length=50)
+    sha256 = models.CharField(max_length=64)
+    categories = models.JSONField()  # [{slug, name, definition, example}], in the file's order
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="error_taxonomy_unique_version")]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    @cached_property
+    def slugs(self) -> list[str]:
+        return [c["slug"] for c in self.categories]
+
+
+class TraceSource(models.Model):
+    """An imported file; the same bytes imported again into the project add nothing."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="trace_sources")
+    filename = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64)
+    rows = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "sha256"], name="trace_source_unique_sha")]
+
+
+class Trace(models.Model):
+    """An agent's failed (or passed) attempt, as imported. `steps` is the normalised list
+    [{index, role, content, action, observation}] (a `messages` trajectory becomes one step per message)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="traces")
+    source = models.ForeignKey(TraceSource, null=True, on_delete=models.SET_NULL, related_name="traces")
+    trace_id = models.CharField(max_length=300)
+    task_id = models.CharField(max_length=300, blank=True)
+    environment = models.CharField(max_length=200, blank=True)
+    harness = models.CharField(max_length=200, blank=True)
+    policy_model = models.CharField(max_length=200, blank=True)
+    passed = models.BooleanField(null=True)
+    score = models.FloatField(null=True, blank=True)
+    steps = models.JSONField()
+    meta = models.JSONField(default=dict, blank=True)
+    source_format = models.CharField(max_length=16, default="steps")  # "steps" or "messages"
+    source_sha256 = models.CharField(max_length=64)  # of the record as imported
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["project", "trace_id"], name="trace_unique_id")]
+        indexes = [models.Index(fields=["project", "environment"], name="trace_project_env")]
+
+    def __str__(self) -> str:
+        return self.trace_id
+
+
+class EvidenceCheck(models.TextChoices):
+    UNCHECKED = "unchecked", "Not checked"
+    SUPPORTED = "supported", "Supported"
+    UNSUPPORTED = "unsupported", "Unsupported"
+    CONTRADICTED = "contradicted", "Contradicted"
+
+
+class CaseStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    SUBMITTED = "submitted", "Submitted"
+
+
+class Case(models.Model):
+    """One curator's diagnosis of a trace: the first decisive error step and why it is wrong."""
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="cases")
+    curator = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    taxonomy = models.ForeignKey(ErrorTaxonomy, on_delete=models.PROTECT, related_name="+")
+    error_step = models.PositiveIntegerField(null=True, blank=True)  # index into trace.steps
+    category = models.CharField(max_length=100, blank=True)
+    diagnosis = models.TextField(blank=True)
+    # [{"step": 3}, {"step": 4, "quote": "No such file"}]: what the diagnosis rests on.
+    evidence = models.JSONField(default=list, blank=True)
+    evidence_check = models.CharField(max_length=16, choices=EvidenceCheck.choices, default=EvidenceCheck.UNCHECKED)
+    status = models.CharField(max_length=16, choices=CaseStatus.choices, default=CaseStatus.DRAFT)
+    # The draft came from a model (the LLM drafting job) and no human has edited it since.
+    model_authored = models.BooleanField(default=False)
+    version = models.PositiveIntegerField(default=0)  # bumped by every write; stale writes get 409
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["trace", "curator"], name="one_case_per_trace_curator")]
+
+
+class ProposalStatus(models.TextChoices):
+    PROPOSED = "proposed", "Proposed"
+    ACCEPTED = "accepted", "Accepted"
+    REJECTED = "rejected", "Rejected"
+
+
+class Proposal(models.Model):
+    """A corrected action for the case's error step. Rejected proposals stay, with their status."""
+
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="proposals")
+    corrected_action = models.TextField()
+    rationale = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=ProposalStatus.choices, default=ProposalStatus.PROPOSED)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    model_authored = models.BooleanField(default=False)
+    model_id = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class CaseEvent(models.Model):
+    """Append-only history of a case: marks, diagnoses, evidence checks, proposals, drafts, replays."""
+
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=32)  # mark, diagnose, check, propose, proposal_status, draft, submit, replay
+    origin = models.CharField(max_length=8, default="human")  # human | model
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class Replay(models.Model):
+    """N paired runs from the checkpoint before the error step: arm C applies the proposal's corrected
+    action then lets the policy continue; arm R resamples the original step. Pair i uses the same seed
+    in both arms."""
+
+    proposal = models.ForeignKey(Proposal, on_delete=models.CASCADE, related_name="replays")
+    runner = models.CharField(max_length=32, default="builtin")  # builtin | webhook
+    pairs = models.PositiveIntegerField()
+    seed = models.BigIntegerField(default=0)  # pair i runs with seed + i in both arms
+    options = models.JSONField(default=dict, blank=True)  # temperature, max_steps, webhook url, ...
+    job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The 2x2 table and the statistics, recomputed from the runs whenever one is recorded.
+    n11 = models.PositiveIntegerField(default=0)
+    n10 = models.PositiveIntegerField(default=0)
+    n01 = models.PositiveIntegerField(default=0)
+    n00 = models.PositiveIntegerField(default=0)
+    stats = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class ReplayRun(models.Model):
+    replay = models.ForeignKey(Replay, on_delete=models.CASCADE, related_name="runs")
+    pair = models.PositiveIntegerField()
+    arm = models.CharField(max_length=1)  # "C" (corrected) or "R" (plain retry)
+    seed = models.BigIntegerField()
+    passed = models.BooleanField()
+    score = models.FloatField(null=True, blank=True)
+    steps = models.JSONField(default=list, blank=True)  # the steps the runner took after the checkpoint
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pair", "arm"]
+        constraints = [models.UniqueConstraint(fields=["replay", "pair", "arm"], name="one_run_per_pair_arm")]
