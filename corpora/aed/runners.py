@@ -1,0 +1,198 @@
+"""Replay runners: run one arm of one replay pair from a trace's checkpoint (the steps before the
+error step) and report a checkable outcome.
+
+Arm "C" executes the corrected action at the error step, arm "R" lets the policy resample it; in
+both the policy then continues. Pair i uses the same seed in both arms.
+
+- `builtin`: the calc-v1 environment (`calc_env.py`) run in process, with the platform's model as
+  the policy. Each policy step samples with seed `seed * 1000 + step index`, so both arms of a pair
+  draw the same seed at the same step.
+- `webhook`: environments outside the platform. POSTs JSON `{trace_id, task_id, environment,
+  harness, policy_model, prefix_steps, error_step, arm, corrected_action, seed, options}` to
+  `options["url"]` (`options["headers"]` are sent as HTTP headers; url, headers and timeout are not
+  echoed in the body) and expects `{passed: bool, score?: number | null, steps?: [object]}`.
+
+Errors: `RunnerError` (bad payload or configuration) is final; `RunnerUnavailable` (timeout,
+connection error, 5xx) is a `BackendUnavailable`, which the job machinery retries with backoff.
+"""
+
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from dataplatform.inference import BackendError, BackendUnavailable, backend_for_model
+
+from .calc_env import ENVIRONMENT as CALC_ENVIRONMENT
+from .calc_env import CalcEnv, CalcTaskError, action_line, calc_messages, task_for_trace
+
+
+@dataclass
+class RunResult:
+    passed: bool
+    score: float | None
+    steps: list[dict] = field(default_factory=list)
+
+
+class RunnerError(Exception):
+    """A bad payload or configuration; retrying will not help."""
+
+
+class RunnerUnavailable(BackendUnavailable):
+    """The runner could not be reached or failed on its side (timeout, connection error, 5xx)."""
+
+
+class BuiltinRunner:
+    """calc-v1 in process; the policy is `backend_for_model(options["model"])` unless a backend is given."""
+
+    def __init__(self, backend=None):
+        self.backend = backend
+
+    def run(self, *, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
+            options: dict) -> RunResult:
+        if trace.environment != CALC_ENVIRONMENT:
+            raise RunnerError(f"the builtin runner runs only {CALC_ENVIRONMENT}, not {trace.environment!r}")
+        max_steps = int(options.get("max_steps", 6))
+        try:
+            env = CalcEnv(task_for_trace(trace), max_steps=max_steps)
+        except CalcTaskError as exc:
+            raise RunnerError(str(exc)) from exc
+        history, result_steps = [], []
+        for step in trace.steps[:error_step]:
+            if step.get("role", "assistant") != "assistant" or not step.get("action"):
+                continue  # user/system messages carry no action
+            if env.done:
+                raise RunnerError(f"the episode ended before the error step {error_step}")
+            observation, _, _ = env.step(step["action"])
+            history.append({"action": step["action"], "observation": observation})
+            if observation != step.get("observation"):
+                result_steps.append({**step, "observation": observation, "stored_observation": step.get("observation"),
+                                     "origin": "prefix", "replayed": True})
+        if env.done:
+            raise RunnerError(f"the episode ended before the error step {error_step}")
+
+        backend = self.backend or self._backend(options.get("model", ""))
+        task = {"expression": env.expression}
+        index, passed = error_step, False
+        while not env.done:
+            if arm == "C" and index == error_step:
+                content, origin = corrected_action, "corrected"
+            else:
+                content, origin = self._policy(backend, calc_messages(task, history, max_steps=max_steps),
+                                               seed * 1000 + index, options), "policy"
+            action = action_line(content)
+            observation, _, outcome = env.step(action)
+            history.append({"action": action, "observation": observation})
+            result_steps.append({"index": index, "role": "assistant", "content": content, "action": action,
+                                 "observation": observation, "origin": origin})
+            passed, index = bool(outcome), index + 1
+        return RunResult(passed=passed, score=1.0 if passed else 0.0, steps=result_steps)
+
+    @staticmethod
+    def _backend(model: str):
+        try:
+            return backend_for_model(model)
+        except BackendUnavailable:
+            raise
+        except BackendError as exc:
+            raise RunnerError(str(exc)) from exc
+
+    @staticmethod
+    def _policy(backend, messages: list[dict], seed: int, options: dict) -> str:
+        try:
+            [generation] = backend.generate([backend.chat_prompt_ids(messages)],
+                                            max_tokens=int(options.get("max_tokens", 24)),
+                                            temperature=float(options.get("temperature", 0.7)), seed=seed)
+        except BackendUnavailable:
+            raise
+        except BackendError as exc:
+            raise RunnerError(f"the policy model failed: {exc}") from exc
+        return generation.text
+
+
+def _safe_url(url: str) -> str:
+    """The URL without credentials or query string, for messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _server_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500]
+    if isinstance(body, dict):
+        for key in ("error", "detail", "message"):
+            if body.get(key):
+                return str(body[key])[:500]
+    return response.text[:500]
+
+
+class WebhookRunner:
+    LOCAL_OPTIONS = ("url", "headers", "timeout")
+
+    def run(self, *, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
+            options: dict) -> RunResult:
+        url = options.get("url")
+        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
+            raise RunnerError('the webhook runner needs options["url"], an http(s) URL')
+        safe, timeout = _safe_url(url), float(options.get("timeout", 30))
+        payload = {"trace_id": trace.trace_id, "task_id": trace.task_id, "environment": trace.environment,
+                   "harness": trace.harness, "policy_model": trace.policy_model,
+                   "prefix_steps": list(trace.steps[:error_step]), "error_step": error_step, "arm": arm,
+                   "corrected_action": corrected_action, "seed": seed,
+                   "options": {k: v for k, v in options.items() if k not in self.LOCAL_OPTIONS}}
+        try:
+            response = httpx.post(url, json=payload, headers=options.get("headers") or {}, timeout=timeout)
+        except httpx.TimeoutException as exc:
+            raise RunnerUnavailable(f"webhook {safe} timed out after {timeout:g} s") from exc
+        except httpx.TransportError as exc:
+            raise RunnerUnavailable(f"webhook {safe} unreachable: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 500:
+            raise RunnerUnavailable(f"webhook {safe} failed with HTTP {response.status_code}: "
+                                    f"{_server_message(response)}")
+        if response.status_code >= 300:
+            raise RunnerError(f"webhook {safe} refused the run (HTTP {response.status_code}): "
+                              f"{_server_message(response)}")
+        return self._result(response)
+
+    @staticmethod
+    def _result(response: httpx.Response) -> RunResult:
+        def unexpected(why: str) -> RunnerError:
+            return RunnerError(f"webhook answered an unexpected payload: {why}")
+
+        try:
+            body = response.json()
+        except ValueError:
+            raise unexpected(f"not JSON: {response.text[:200]!r}") from None
+        if not isinstance(body, dict):
+            raise unexpected("not a JSON object")
+        if not isinstance(body.get("passed"), bool):
+            raise unexpected(f"passed must be true or false, got {body.get('passed')!r}")
+        score = body.get("score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+            raise unexpected(f"score must be a number or null, got {score!r}")
+        steps = body.get("steps", [])
+        if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+            raise unexpected("steps must be a list of objects")
+        return RunResult(passed=body["passed"], score=None if score is None else float(score), steps=steps)
+
+
+RUNNERS = {"builtin": BuiltinRunner, "webhook": WebhookRunner}
+
+
+def run_arm(*, runner: str, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
+            options: dict | None = None) -> RunResult:
+    """Run one arm of one pair with the named runner ("builtin" or "webhook")."""
+    if runner not in RUNNERS:
+        raise RunnerError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNERS)}")
+    if arm not in ("C", "R"):
+        raise RunnerError(f"arm must be 'C' or 'R', not {arm!r}")
+    if arm == "C" and not (isinstance(corrected_action, str) and corrected_action.strip()):
+        raise RunnerError("arm C needs a corrected action")
+    if not isinstance(error_step, int) or not 0 <= error_step < len(trace.steps):
+        raise RunnerError(f"error_step {error_step!r} is not a step of this trace (0..{len(trace.steps) - 1})")
+    return RUNNERS[runner]().run(trace=trace, error_step=error_step, arm=arm, corrected_action=corrected_action,
+                                 seed=seed, options=options or {})
