@@ -1,0 +1,271 @@
+"""Every write of the AED workflow: curation of cases and proposals, model drafts, and replays.
+
+Cases change only here, and every change is a CaseEvent in the same transaction. The source
+trace is never written. A replay records one ReplayRun per (pair, arm); a rerun or a retried
+task skips the runs it already has, so nothing is lost or counted twice.
+"""
+
+import json
+
+from django.db import IntegrityError, transaction
+
+from dataplatform.inference import backend_for_model
+from dataplatform.jobs import services as job_services
+
+from . import runners, stats
+from .models import Case, CaseEvent, CaseStatus, EvidenceCheck, Proposal, ProposalStatus, Replay, ReplayRun, Trace
+from .taxonomy import shipped_error_taxonomy
+
+DRAFT_MAX_TOKENS = 256
+MAX_REPLAY_PAIRS = 200
+
+
+class CurationError(Exception):
+    """A request the curation workflow refuses, with a message for the curator."""
+
+
+class StaleCase(CurationError):
+    """The case changed since the client read it."""
+
+
+# --- cases ----------------------------------------------------------------------------------------
+
+def open_case(*, trace: Trace, curator) -> Case:
+    """The curator's case for a trace, created on first use under the shipped error taxonomy."""
+    existing = Case.objects.filter(trace=trace, curator=curator).first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            case = Case.objects.create(trace=trace, curator=curator, taxonomy=shipped_error_taxonomy())
+            CaseEvent.objects.create(case=case, kind="open", actor=curator)
+    except IntegrityError:  # opened in another tab at the same moment
+        return Case.objects.get(trace=trace, curator=curator)
+    return case
+
+
+def _locked(case: Case, version: int, actor) -> Case:
+    case = Case.objects.select_for_update(of=("self",)).select_related("trace", "taxonomy").get(pk=case.pk)
+    if case.curator_id != actor.pk:
+        raise CurationError("Only the curator who owns this case can change it.")
+    if case.version != version:
+        raise StaleCase(f"The case changed (version {case.version}, you had {version}); reload it.")
+    return case
+
+
+def _check_evidence(trace: Trace, evidence) -> list[dict]:
+    """Evidence is [{"step": i}, {"step": i, "quote": "..."}]; a quote must appear in that step."""
+    if not isinstance(evidence, list):
+        raise CurationError("evidence must be a list of {step, quote?}.")
+    checked = []
+    for n, ref in enumerate(evidence):
+        step = ref.get("step") if isinstance(ref, dict) else None
+        if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < len(trace.steps):
+            raise CurationError(f"evidence[{n}].step must be a step of this trace (0..{len(trace.steps) - 1}).")
+        quote = ref.get("quote") or ""
+        text = " ".join(str(trace.steps[step].get(key) or "") for key in ("content", "action", "observation"))
+        if quote and quote not in text:
+            raise CurationError(f"evidence[{n}].quote does not appear in step {step}.")
+        checked.append({"step": step, **({"quote": quote} if quote else {})})
+    return checked
+
+
+EDITABLE = ("error_step", "category", "diagnosis", "evidence", "evidence_check")
+
+
+def update_case(*, case: Case, version: int, actor, changes: dict, origin: str = "human") -> Case:
+    """Mark the error step, set the category and diagnosis, attach evidence, record the evidence check."""
+    unknown = sorted(set(changes) - set(EDITABLE))
+    if unknown:
+        raise CurationError(f"Unknown field(s): {', '.join(unknown)}.")
+    with transaction.atomic():
+        case = _locked(case, version, actor)
+        trace = case.trace
+        if "error_step" in changes:
+            step = changes["error_step"]
+            if step is not None and (not isinstance(step, int) or isinstance(step, bool)
+                                     or not 0 <= step < len(trace.steps)):
+                raise CurationError(f"error_step must be a step of this trace (0..{len(trace.steps) - 1}).")
+        if changes.get("category") and changes["category"] not in case.taxonomy.slugs:
+            raise CurationError(f"Unknown error category {changes['category']!r}.")
+        if "evidence" in changes:
+            changes = {**changes, "evidence": _check_evidence(trace, changes["evidence"])}
+        if "evidence_check" in changes and changes["evidence_check"] not in EvidenceCheck.values:
+            raise CurationError(f"evidence_check must be one of {', '.join(EvidenceCheck.values)}.")
+        diff = {name: [getattr(case, name), value] for name, value in changes.items() if getattr(case, name) != value}
+        if not diff:
+            return case
+        for name, (_, value) in diff.items():
+            setattr(case, name, value)
+        case.model_authored = origin == "model"
+        case.version += 1
+        case.save()
+        CaseEvent.objects.create(case=case, kind="edit", origin=origin, actor=actor if origin == "human" else None,
+                                 payload=diff)
+    return case
+
+
+def submit_case(*, case: Case, version: int, actor) -> Case:
+    """The case is complete: an error step, a category and a diagnosis."""
+    with transaction.atomic():
+        case = _locked(case, version, actor)
+        missing = [name for name in ("category", "diagnosis") if not getattr(case, name)]
+        if case.error_step is None:
+            missing.insert(0, "error_step")
+        if missing:
+            raise CurationError(f"Not complete: set {', '.join(missing)} first.")
+        case.status = CaseStatus.SUBMITTED
+        case.version += 1
+        case.save(update_fields=["status", "version", "updated_at"])
+        CaseEvent.objects.create(case=case, kind="submit", actor=actor)
+    return case
+
+
+def add_proposal(*, case: Case, actor, corrected_action: str, rationale: str = "", origin: str = "human",
+                 model_id: str = "") -> Proposal:
+    if not corrected_action.strip():
+        raise CurationError("A proposal needs a corrected action.")
+    with transaction.atomic():
+        proposal = Proposal.objects.create(case=case, corrected_action=corrected_action, rationale=rationale,
+                                           author=actor if origin == "human" else None,
+                                           model_authored=origin == "model", model_id=model_id)
+        CaseEvent.objects.create(case=case, kind="propose", origin=origin, actor=actor if origin == "human" else None,
+                                 payload={"proposal": proposal.pk, "corrected_action": corrected_action})
+    return proposal
+
+
+def set_proposal_status(*, proposal: Proposal, status: str, actor) -> Proposal:
+    """Accept or reject a proposal. Nothing is deleted: a rejected proposal stays, with its status."""
+    if status not in ProposalStatus.values:
+        raise CurationError(f"status must be one of {', '.join(ProposalStatus.values)}.")
+    with transaction.atomic():
+        old = proposal.status
+        proposal.status = status
+        proposal.save(update_fields=["status", "updated_at"])
+        CaseEvent.objects.create(case=proposal.case, kind="proposal_status", actor=actor,
+                                 payload={"proposal": proposal.pk, "status": [old, status]})
+    return proposal
+
+
+# --- model drafts ---------------------------------------------------------------------------------
+
+def draft_messages(case: Case) -> list[dict]:
+    trace = case.trace
+    steps = "\n".join(f"[{s['index']}] {s.get('role', '')}: {str(s.get('content') or '')[:300]}"
+                      + (f"\n    observation: {str(s.get('observation'))[:300]}" if s.get("observation") else "")
+                      for s in trace.steps[:40])
+    categories = ", ".join(case.taxonomy.slugs)
+    shape = json.dumps({"error_step": 0, "category": "<one category>", "diagnosis": "<why it is wrong>",
+                        "corrected_action": "<what the agent should have done>"})
+    return [{"role": "system", "content": "You diagnose failed agent runs. Answer with one JSON object only."},
+            {"role": "user", "content": f"Task: {trace.task_id}\nEnvironment: {trace.environment}\nSteps:\n{steps}\n\n"
+                                        f"Find the first decisive error step. Categories: {categories}.\n"
+                                        f"Answer in this JSON shape: {shape}"}]
+
+
+def _parse_draft(text: str, case: Case) -> dict:
+    start = text.find("{")
+    try:
+        data, _ = json.JSONDecoder().raw_decode(text[start:]) if start >= 0 else (None, 0)
+    except json.JSONDecodeError as exc:
+        raise CurationError(f"malformed JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise CurationError("no JSON object in the answer")
+    step, category = data.get("error_step"), data.get("category")
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < len(case.trace.steps):
+        raise CurationError(f"error_step {step!r} is not a step of the trace")
+    if category not in case.taxonomy.slugs:
+        raise CurationError(f"category {category!r} is not in the error taxonomy")
+    if not isinstance(data.get("diagnosis"), str) or not data["diagnosis"].strip():
+        raise CurationError("diagnosis is missing")
+    action = data.get("corrected_action")
+    return {"error_step": step, "category": category, "diagnosis": data["diagnosis"].strip(),
+            "corrected_action": action.strip() if isinstance(action, str) else ""}
+
+
+def draft_case(*, case: Case, progress=None, model_name: str = "") -> dict:
+    """Ask the model for a diagnosis and a corrected action; store them as a model-authored draft.
+    An invalid answer is asked again once with twice the budget, then reported (nothing is stored)."""
+    backend = backend_for_model(model_name)
+    prompt = backend.chat_prompt_ids(draft_messages(case))
+    problems = []
+    for budget in (DRAFT_MAX_TOKENS, 2 * DRAFT_MAX_TOKENS):
+        answer = backend.generate([prompt], max_tokens=budget, temperature=0.0, seed=0)[0]
+        try:
+            draft = _parse_draft(answer.text, case)
+        except CurationError as exc:
+            problems.append({"max_tokens": budget, "error": str(exc), "text": answer.text[:2000]})
+            continue
+        case = update_case(case=case, version=Case.objects.get(pk=case.pk).version, actor=case.curator,
+                           origin="model", changes={k: draft[k] for k in ("error_step", "category", "diagnosis")})
+        if draft["corrected_action"]:
+            add_proposal(case=case, actor=None, corrected_action=draft["corrected_action"], origin="model",
+                         model_id=backend.model_id, rationale="drafted by the model")
+        return {"drafted": True, "model_id": backend.model_id, "attempts": problems}
+    CaseEvent.objects.create(case=case, kind="draft_failed", origin="model", payload={"attempts": problems})
+    return {"drafted": False, "model_id": backend.model_id, "attempts": problems}
+
+
+def start_draft(*, case: Case, user):
+    return job_services.enqueue_job(project=case.trace.project, kind="aed.draft", params={"case": case.pk}, user=user)
+
+
+# --- replays --------------------------------------------------------------------------------------
+
+def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", seed: int = 0,
+                 options: dict | None = None, user, publish: bool = True) -> Replay:
+    """Schedule N paired runs of both arms from the checkpoint before the case's error step."""
+    case = proposal.case
+    if case.error_step is None:
+        raise CurationError("Mark the error step before replaying.")
+    if proposal.status == ProposalStatus.REJECTED:
+        raise CurationError("This proposal was rejected; replay another one.")
+    if not 1 <= pairs <= MAX_REPLAY_PAIRS:
+        raise CurationError(f"pairs must be between 1 and {MAX_REPLAY_PAIRS}.")
+    if runner not in runners.RUNNERS:
+        raise CurationError(f"Unknown runner {runner!r}.")
+    with transaction.atomic():
+        replay = Replay.objects.create(proposal=proposal, runner=runner, pairs=pairs, seed=seed,
+                                       options=options or {}, created_by=user)
+        job = job_services.enqueue_job(project=case.trace.project, kind="aed.replay", params={"replay": replay.pk},
+                                       user=user, publish=publish)
+        Replay.objects.filter(pk=replay.pk).update(job=job)
+        replay.job = job
+        CaseEvent.objects.create(case=case, kind="replay", actor=user,
+                                 payload={"replay": replay.pk, "proposal": proposal.pk, "pairs": pairs, "runner": runner})
+    return replay
+
+
+def run_replay(*, replay: Replay, progress) -> dict:
+    """Run every (pair, arm) not yet recorded, saving each as it finishes; then recompute the table."""
+    proposal = replay.proposal
+    case, trace = proposal.case, proposal.case.trace
+    done = set(ReplayRun.objects.filter(replay=replay).values_list("pair", "arm"))
+    progress.set_total(replay.pairs * 2)
+    progress.report(len(done))
+    for pair in range(replay.pairs):
+        for arm in ("C", "R"):
+            if (pair, arm) in done:
+                continue
+            result = runners.run_arm(runner=replay.runner, trace=trace, error_step=case.error_step, arm=arm,
+                                     corrected_action=proposal.corrected_action, seed=replay.seed + pair,
+                                     options=replay.options)
+            # update_or_create on the (replay, pair, arm) key: a retried task overwrites, never adds.
+            ReplayRun.objects.update_or_create(
+                replay=replay, pair=pair, arm=arm,
+                defaults={"seed": replay.seed + pair, "passed": result.passed, "score": result.score,
+                          "steps": result.steps})
+            done.add((pair, arm))
+            refresh_table(replay)
+            progress.report(len(done), message=f"{len(done)} of {replay.pairs * 2} runs")
+    replay = refresh_table(replay)
+    return {"replay": replay.pk, "table": [replay.n11, replay.n10, replay.n01, replay.n00], **replay.stats}
+
+
+def refresh_table(replay: Replay) -> Replay:
+    """The 2x2 table and its statistics, computed from the recorded runs (never incremented)."""
+    runs = ReplayRun.objects.filter(replay=replay).values_list("pair", "arm", "passed")
+    replay.n11, replay.n10, replay.n01, replay.n00 = stats.table_from_runs(runs)
+    replay.stats = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00)
+    replay.save(update_fields=["n11", "n10", "n01", "n00", "stats"])
+    return replay

@@ -1,0 +1,47 @@
+from rest_framework import serializers
+
+from dataplatform.jobs.registry import JobKind, register
+
+from .aed import services as aed
+from .aed.models import Case, Replay
+
+
+class ReplayParams(serializers.Serializer):
+    replay = serializers.IntegerField(help_text="the replay to run (created with its proposal)")
+
+
+class DraftParams(serializers.Serializer):
+    case = serializers.IntegerField(help_text="the case to draft a diagnosis for")
+    model_name = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+def run_replay(job, progress) -> dict:
+    replay = Replay.objects.select_related("proposal__case__trace").get(pk=job.params["replay"],
+                                                                         proposal__case__trace__project=job.project)
+    return aed.run_replay(replay=replay, progress=progress)
+
+
+def run_draft(job, progress) -> dict:
+    case = Case.objects.select_related("trace", "taxonomy").get(pk=job.params["case"], trace__project=job.project)
+    progress.set_total(1)
+    result = aed.draft_case(case=case, model_name=job.params.get("model_name", ""))
+    progress.report(1, message="drafted" if result["drafted"] else "the model's answers were invalid; see the result")
+    return result
+
+
+register(JobKind(
+    name="aed.replay",
+    label="Two-arm controlled replay",
+    description="Runs N seeded pairs from the checkpoint before the error step: arm C applies the correction, "
+                "arm R retries the step; each run is saved as it finishes, so a retry resumes.",
+    params_serializer=ReplayParams,
+    run=run_replay,
+))
+register(JobKind(
+    name="aed.draft",
+    label="Draft a diagnosis with the model",
+    description="The model proposes the first decisive error step, its category, a diagnosis and a corrected "
+                "action; the draft is marked as model-authored for the curator to edit.",
+    params_serializer=DraftParams,
+    run=run_draft,
+))
