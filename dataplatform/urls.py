@@ -54,6 +54,7 @@ api_v1 = [
     path("tokens/<int:token_id>/revoke/", accounts_api.TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("system/status/", system_api.SystemStatusApi.as_view(), name="api-system-status"),
     path("", include("labeler.api_urls")),
+    path("", include("corpora.api_urls")),
 ]
 
 urlpatterns = [

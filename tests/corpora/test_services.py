@@ -1,0 +1,127 @@
+"""AED services: curation as events, proposals kept, replays resumable without double counting."""
+
+import pytest
+
+from corpora.aed import runners, selectors, services
+from corpora.aed.models import CaseEvent, ProposalStatus, ReplayRun
+
+from ..doubles import RecordingProgress
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def case(calc_trace, members):
+    return services.open_case(trace=calc_trace, curator=members["curator"])
+
+
+def edit(case, actor, **changes):
+    return services.update_case(case=case, version=case.version, actor=actor, changes=changes)
+
+
+def test_curation_is_recorded_as_events_and_the_trace_is_untouched(case, calc_trace, members):
+    curator = members["curator"]
+    steps_before = [dict(step) for step in calc_trace.steps]
+    case = edit(case, curator, error_step=1, category="plan-error", diagnosis="It multiplied 17 by 32, not 23.")
+    case = edit(case, curator, evidence=[{"step": 0, "quote": "391"}, {"step": 1}], evidence_check="supported")
+    case = services.submit_case(case=case, version=case.version, actor=curator)
+    assert case.status == "submitted" and case.error_step == 1 and not case.model_authored
+    kinds = list(CaseEvent.objects.filter(case=case).values_list("kind", flat=True))
+    assert kinds == ["open", "edit", "edit", "submit"]
+    assert CaseEvent.objects.filter(case=case, kind="edit").first().payload["error_step"] == [None, 1]
+    calc_trace.refresh_from_db()
+    assert calc_trace.steps == steps_before
+
+
+def test_curation_refusals(case, members):
+    curator = members["curator"]
+    with pytest.raises(services.CurationError, match="error_step must be a step"):
+        edit(case, curator, error_step=9)
+    with pytest.raises(services.CurationError, match="Unknown error category"):
+        edit(case, curator, category="bad-luck")
+    with pytest.raises(services.CurationError, match="quote does not appear in step 0"):
+        edit(case, curator, evidence=[{"step": 0, "quote": "no such text"}])
+    with pytest.raises(services.StaleCase):
+        services.update_case(case=case, version=case.version + 3, actor=curator, changes={"diagnosis": "x"})
+    with pytest.raises(services.CurationError, match="Only the curator"):
+        edit(case, members["admin"], diagnosis="mine")
+    with pytest.raises(services.CurationError, match="set error_step, category, diagnosis"):
+        services.submit_case(case=case, version=case.version, actor=curator)
+
+
+def test_rejected_proposals_are_kept(case, members):
+    case = edit(case, members["curator"], error_step=1)
+    first = services.add_proposal(case=case, actor=members["curator"], corrected_action="calc 391 - 45")
+    second = services.add_proposal(case=case, actor=members["curator"], corrected_action="answer 346")
+    services.set_proposal_status(proposal=first, status=ProposalStatus.REJECTED, actor=members["curator"])
+    assert [(p.pk, p.status) for p in case.proposals.order_by("id")] == [(first.pk, "rejected"),
+                                                                       (second.pk, "proposed")]
+    with pytest.raises(services.CurationError, match="rejected"):
+        services.start_replay(proposal=first, pairs=2, user=members["curator"], publish=False)
+
+
+def replay_of(case, members, pairs=3):
+    case = edit(case, members["curator"], error_step=1, category="plan-error", diagnosis="wrong operand")
+    proposal = services.add_proposal(case=case, actor=members["curator"], corrected_action="calc 391 - 45")
+    return services.start_replay(proposal=proposal, pairs=pairs, seed=10, user=members["curator"], publish=False,
+                                 options={"max_steps": 4})
+
+
+def test_replay_fills_the_table_and_grades(case, members, scripted_policy):
+    replay = replay_of(case, members)
+    # Per pair: arm C runs "calc 391 - 45" itself, then the policy answers; arm R asks the policy twice.
+    scripted_policy(["answer 346",                  # pair 0, C: passes
+                     "calc 17 * 23", "answer 346",  # pair 0, R: the retry finds its way too
+                     "answer 346",                  # pair 1, C: passes
+                     "calc 17 * 32", "answer 499",  # pair 1, R: repeats the mistake
+                     "answer 999",                  # pair 2, C: fails
+                     "answer 1", "answer 2"])       # pair 2, R: fails
+    result = services.run_replay(replay=replay, progress=RecordingProgress())
+    replay.refresh_from_db()
+    assert (replay.n11, replay.n10, replay.n01, replay.n00) == (1, 1, 0, 1)
+    assert result["net_gain"] == pytest.approx(1 / 3) and replay.stats["mcnemar_p"] == 1.0
+    assert ReplayRun.objects.filter(replay=replay).count() == 6
+    case = selectors.cases_of(case.trace.project).get(pk=case.pk)
+    assert selectors.grade_of(case) == "B"  # positive but not significant with 3 pairs
+
+
+def test_a_retried_replay_resumes_without_double_counting(case, members, scripted_policy, monkeypatch):
+    replay = replay_of(case, members, pairs=2)
+    calls = []
+    real = runners.run_arm
+
+    def flaky(**kwargs):
+        calls.append((kwargs["seed"], kwargs["arm"]))
+        if len(calls) == 3:
+            raise runners.RunnerUnavailable("the harness went away")
+        return real(**kwargs)
+
+    monkeypatch.setattr(runners, "run_arm", flaky)
+    scripted_policy(["answer 346"] * 20)
+    with pytest.raises(runners.RunnerUnavailable):
+        services.run_replay(replay=replay, progress=RecordingProgress())
+    assert ReplayRun.objects.filter(replay=replay).count() == 2  # pair 0 saved, pair 1 not yet
+    services.run_replay(replay=replay, progress=RecordingProgress())  # the retry
+    assert calls == [(10, "C"), (10, "R"), (11, "C"), (11, "C"), (11, "R")]  # done runs are not run again
+    replay.refresh_from_db()
+    assert ReplayRun.objects.filter(replay=replay).count() == 4
+    assert replay.n11 + replay.n10 + replay.n01 + replay.n00 == 2
+
+
+def test_model_draft_is_marked_model_authored(case, members, monkeypatch):
+    from tests.labeler.conftest import ScriptedBackend
+
+    backend = ScriptedBackend({"stage1": ["not json at all", '{"error_step": 1, "category": "plan-error", '
+                                          '"diagnosis": "It used 32 instead of 23.", '
+                                          '"corrected_action": "calc 17 * 23"}']})
+    monkeypatch.setattr(services, "backend_for_model", lambda name: backend)
+    result = services.draft_case(case=case)
+    case.refresh_from_db()
+    assert result["drafted"] and len(result["attempts"]) == 1 and result["attempts"][0]["max_tokens"] == 256
+    assert case.model_authored and case.error_step == 1 and case.category == "plan-error"
+    proposal = case.proposals.get()
+    assert proposal.model_authored and proposal.corrected_action == "calc 17 * 23" and proposal.author is None
+    assert CaseEvent.objects.filter(case=case, kind="edit", origin="model", actor=None).exists()
+    # A human edit clears the mark.
+    case = edit(case, members["curator"], diagnosis="It used 32 instead of 23 (checked).")
+    assert not case.model_authored
