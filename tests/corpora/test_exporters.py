@@ -1,0 +1,345 @@
+"""The AED record kinds through the export engine: diagnosis SFT, AREX-style recovery with loss masks,
+TRL preference rows, full pair records; grades, filters, drafts, the data version and keyset pages."""
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from corpora.aed import exporters, services, stats
+from corpora.aed.calc_env import make_demo_trace
+from corpora.aed.importers import import_traces
+from corpora.aed.models import ReplayRun, Trace
+from dataplatform.exports.registry import ExportQuery, get_kind
+
+from ..doubles import RecordingProgress
+from ..exporting import export_rows
+
+pytestmark = pytest.mark.django_db
+
+KINDS = ["aed.diagnosis_sft", "aed.recovery", "aed.preference", "aed.pairs"]
+# A passing corrected run of case "a" (error step 1): a note about the replayed prefix, the corrected
+# action, then the policy's own answer.
+RECOVERY_STEPS = [
+    {"index": 0, "role": "assistant", "content": "calc 17 * 23", "action": "calc 17 * 23", "observation": "391",
+     "stored_observation": "390", "origin": "prefix", "replayed": True},
+    {"index": 1, "role": "assistant", "content": "calc 391 - 45", "action": "calc 391 - 45", "observation": "346",
+     "origin": "corrected"},
+    {"index": 2, "role": "assistant", "content": "answer 346\nThat is the result.", "action": "answer 346",
+     "observation": "answer 346 is correct", "origin": "policy"},
+]
+
+
+def trace_record(trace_id, expression, actions, **overrides):
+    return make_demo_trace(expression, actions, trace_id=trace_id, policy_model="toy") | overrides
+
+
+def import_all(project, *records):
+    report = import_traces(project=project, lines=[json.dumps(r) for r in records], file=f"{records[0]['trace_id']}")
+    assert report.ok, report.errors
+    return {r["trace_id"]: Trace.objects.get(project=project, trace_id=r["trace_id"]) for r in records}
+
+
+def curate(trace, curator, *, submit=True, **changes):
+    case = services.open_case(trace=trace, curator=curator)
+    case = services.update_case(case=case, version=case.version, actor=curator, changes=changes)
+    if submit:
+        case = services.submit_case(case=case, version=case.version, actor=curator)
+    return case
+
+
+def replay_with(proposal, user, outcomes, steps=None, first_pair=0, replay=None):
+    """A replay without a model: runs written directly, (C passed, R passed) per pair, then the table."""
+    if replay is None:
+        replay = services.start_replay(proposal=proposal, pairs=len(outcomes), user=user, publish=False)
+    for pair, (c, r) in enumerate(outcomes, start=first_pair):
+        ReplayRun.objects.create(replay=replay, pair=pair, arm="C", seed=pair, passed=c,
+                                 steps=(steps or {}).get(pair, []))
+        ReplayRun.objects.create(replay=replay, pair=pair, arm="R", seed=pair, passed=r, steps=[])
+    return services.refresh_table(replay)
+
+
+@pytest.fixture
+def corpus(project, members):
+    """Submitted cases graded A, B, C, D and ungraded, and one draft, each on its own trace."""
+    curator = members["curator"]
+    traces = import_all(
+        project,
+        # step 1 adds where it should subtract
+        trace_record("t-a", "(17 * 23) - 45", ["calc 17 * 23", "calc 391 + 45", "answer 436"]),
+        # step 0 adds where it should multiply: no prefix before the error
+        trace_record("t-b", "(8 * 9) + 10", ["calc 8 + 9", "calc 17 + 10", "answer 27"]),
+        trace_record("t-c", "(5 * 6) - 4", ["calc 5 * 6", "calc 30 + 4", "answer 34"], environment="other-env",
+                     harness="swe-agent", policy_model="toy-2"),
+        trace_record("t-d", "(2 * 3) + 1", ["calc 2 + 3", "answer 5"]),
+        trace_record("t-u", "(4 * 4) + 4", ["calc 4 + 4", "answer 8"]),
+        trace_record("t-draft", "(7 * 7) - 1", ["calc 7 + 7", "answer 14"]),
+    )
+    a = curate(traces["t-a"], curator, error_step=1, category="plan-error", diagnosis="It added 45 instead of "
+               "subtracting it.", evidence=[{"step": 1, "quote": "436"}], evidence_check="supported")
+    rejected = services.add_proposal(case=a, actor=curator, corrected_action="answer 346")
+    services.set_proposal_status(proposal=rejected, status="rejected", actor=curator)
+    a_fix = services.add_proposal(case=a, actor=curator, corrected_action="calc 391 - 45")
+    services.set_proposal_status(proposal=a_fix, status="accepted", actor=curator)
+    # pair 0: both arms fail; pairs 1-6: only the correction passes -> n10 = 6, p = 0.031 -> A
+    a_replay = replay_with(a_fix, curator, [(False, False)] + [(True, False)] * 6, steps={1: RECOVERY_STEPS})
+
+    b = curate(traces["t-b"], curator, error_step=0, category="tool-misuse", diagnosis="It added 8 and 9.",
+               evidence_check="supported")
+    b_fix = services.add_proposal(case=b, actor=curator, corrected_action="calc 8 * 9")
+    b_accepted = services.add_proposal(case=b, actor=curator, corrected_action="calc 9 * 8")
+    services.set_proposal_status(proposal=b_accepted, status="accepted", actor=curator)
+    b_steps = [{"index": 0, "role": "assistant", "content": "calc 8 * 9", "action": "calc 8 * 9", "observation": "72",
+                "origin": "corrected"},
+               {"index": 1, "role": "assistant", "content": "", "action": "calc 72 + 10", "observation": "82",
+                "origin": "policy"},
+               {"index": 2, "role": "assistant", "content": "answer 82", "action": "answer 82",
+                "observation": "answer 82 is correct", "origin": "policy"}]
+    # pair 0 passes in both arms, pair 1 only with the correction: net gain 0.5, not significant -> B
+    b_replay = replay_with(b_fix, curator, [(True, True), (True, False)], steps={0: b_steps})
+
+    c = curate(traces["t-c"], curator, error_step=1, category="ignored-observation", diagnosis="It added 4.",
+               evidence_check="supported")
+    c_fix = services.add_proposal(case=c, actor=curator, corrected_action="calc 30 - 4")
+    d = curate(traces["t-d"], curator, error_step=0, category="plan-error", diagnosis="It added.",
+               evidence_check="contradicted")
+    u = curate(traces["t-u"], curator, error_step=0, category="plan-error", diagnosis="It added.")
+    draft = curate(traces["t-draft"], curator, submit=False, error_step=0, category="plan-error",
+                   diagnosis="It added.", evidence_check="supported")
+    draft_fix = services.add_proposal(case=draft, actor=curator, corrected_action="calc 7 * 7")
+    replay_with(draft_fix, curator, [(True, False)] * 6)
+    return {"a": a, "b": b, "c": c, "d": d, "u": u, "draft": draft, "a_fix": a_fix, "a_replay": a_replay,
+            "b_fix": b_fix, "b_accepted": b_accepted, "b_replay": b_replay, "c_fix": c_fix, "traces": traces}
+
+
+@pytest.fixture
+def run(project, members, export_storage_in_tmp):
+    def go(kind, **filters):
+        _, rows = export_rows(project, members["curator"], export_storage_in_tmp, kind, filters=filters,
+                              validation_ratio=0)
+        return {row["case_id"]: row for row in rows}
+    return go
+
+
+def read_rows(project, kind_name, data_version, batch_size=10_000, **filters):
+    """A kind's rows() called directly, as the engine would with this data version."""
+    kind = get_kind(kind_name)
+    form = kind.filters(data=filters)
+    form.is_valid(raise_exception=True)
+    query = ExportQuery(project=project, filters=form.validated_data, data_version=data_version,
+                        batch_size=batch_size)
+    return list(kind.rows(query))
+
+
+def flat(batches):
+    return [row for batch in batches for row in batch]
+
+
+def task(expression):
+    return {"role": "user", "content": f"Task: calc:{expression}\nEnvironment: calc-v1"}
+
+
+def assistant(text):
+    return {"role": "assistant", "content": text}
+
+
+def observation(text):
+    return {"role": "user", "content": f"Observation: {text}"}
+
+
+def test_kinds_are_registered_with_case_keys():
+    for name in KINDS:
+        kind = get_kind(name)
+        assert kind.key_field == "id" and kind.filters is exporters.AedFilters
+        assert kind.schema.field("id").type == pa.string()
+    assert get_kind("aed.recovery").schema.field("messages").type == exporters.MESSAGES
+
+
+def test_diagnosis_rows_show_the_run_up_to_the_error_step(corpus, run):
+    rows = run("aed.diagnosis_sft")
+    a, b = corpus["a"], corpus["b"]
+    assert set(rows) == {a.pk, b.pk}  # default min_grade B: A and B only
+    row = rows[a.pk]
+    system, user, answer = row["messages"]
+    assert system == {"role": "system", "content": exporters.DIAGNOSIS_SYSTEM}
+    steps_text = ("[0] assistant: calc 17 * 23\n[0] user: Observation: 391\n"
+                  "[1] assistant: calc 391 + 45\n[1] user: Observation: 436")
+    categories = f"Error categories (aed-errors v1): {', '.join(a.taxonomy.slugs)}"
+    assert user == {"role": "user", "content": f"{task('(17 * 23) - 45')['content']}\n\nSteps:\n{steps_text}\n\n"
+                                               f"{categories}"}
+    assert "answer 436" not in user["content"]  # steps after the error step are not shown
+    assert answer == assistant("Error step: 1\nCategory: plan-error\nDiagnosis: It added 45 instead of subtracting it.")
+    assert row["id"] == f"case-{a.pk}" and row["trace_id"] == "t-a" and row["grade"] == "A"
+    assert (row["error_step"], row["category"], row["evidence_check"]) == (1, "plan-error", "supported")
+    assert json.loads(row["evidence_json"]) == [{"step": 1, "quote": "436"}]
+    assert (row["environment"], row["harness"], row["policy_model"]) == ("calc-v1", "builtin", "toy")
+    assert rows[b.pk]["grade"] == "B" and "[0] assistant: calc 8 + 9" in rows[b.pk]["messages"][1]["content"]
+
+
+def test_recovery_trains_only_the_recovery(corpus, run):
+    rows = run("aed.recovery")
+    a, b = corpus["a"], corpus["b"]
+    assert set(rows) == {a.pk, b.pk}
+    row = rows[a.pk]
+    expected = [task("(17 * 23) - 45"),
+                assistant("calc 17 * 23"), observation("391"),  # prefix
+                assistant("calc 391 + 45"), observation("436"),  # the original error step stays in context
+                assistant("calc 391 - 45"), observation("346"),  # the corrected action
+                assistant("answer 346\nThat is the result."), observation("answer 346 is correct")]  # the policy
+    assert row["messages"] == expected
+    assert row["loss_mask"] == [0, 0, 0, 0, 0, 1, 0, 1, 0]
+    recovery_start = 5
+    for i, (message, mask) in enumerate(zip(row["messages"], row["loss_mask"], strict=True)):
+        assert mask == int(i >= recovery_start and message["role"] == "assistant"), i
+    error_at = row["messages"].index(assistant("calc 391 + 45"))
+    assert row["loss_mask"][error_at] == 0 and row["loss_mask"][error_at + 1] == 0
+    assert "390" not in json.dumps(row["messages"])  # the "prefix" note of the run is not a message
+    # the first passing arm-C run by pair: pair 0 failed, so pair 1
+    assert (row["run_pair"], row["replay_id"], row["proposal_id"]) == (1, corpus["a_replay"].pk, corpus["a_fix"].pk)
+    assert row["corrected_action"] == "calc 391 - 45" and row["grade"] == "A"
+
+    row = rows[b.pk]  # error at step 0: the context is the task and the error step only
+    assert row["messages"] == [task("(8 * 9) + 10"), assistant("calc 8 + 9"), observation("17"),
+                               assistant("calc 8 * 9"), observation("72"),
+                               assistant("calc 72 + 10"), observation("82"),  # empty content: the action
+                               assistant("answer 82"), observation("answer 82 is correct")]
+    assert row["loss_mask"] == [0, 0, 0, 1, 0, 1, 0, 1, 0] and row["run_pair"] == 0
+
+
+def test_preference_prompt_is_the_shared_prefix(corpus, run):
+    rows = run("aed.preference")
+    a, b = corpus["a"], corpus["b"]
+    assert set(rows) == {a.pk, b.pk}
+    row = rows[a.pk]
+    prefix = [task("(17 * 23) - 45"), assistant("calc 17 * 23"), observation("391")]
+    assert row["prompt"] == prefix
+    assert row["chosen"] == [assistant("calc 391 - 45")] and row["rejected"] == [assistant("calc 391 + 45")]
+    assert row["chosen"] != row["rejected"]
+    assert (row["proposal_id"], row["proposal_status"], row["grade"], row["category"]) == (
+        corpus["a_fix"].pk, "accepted", "A", "plan-error")  # the rejected proposal is never chosen
+
+    # The same prefix, byte for byte, starts the recovery row; the diagnosis row states it as text.
+    recovery, diagnosis = run("aed.recovery")[a.pk], run("aed.diagnosis_sft")[a.pk]
+    prompt_json = json.dumps(row["prompt"])
+    assert json.dumps(recovery["messages"][:len(row["prompt"])]) == prompt_json
+    assert recovery["messages"][len(row["prompt"])] == row["rejected"][0]  # then the original error step
+    assert diagnosis["messages"][1]["content"].startswith(
+        f"{row['prompt'][0]['content']}\n\nSteps:\n[0] assistant: {row['prompt'][1]['content']}\n"
+        f"[0] user: {row['prompt'][2]['content']}\n[1] assistant: {row['rejected'][0]['content']}\n")
+
+    row = rows[b.pk]  # the accepted proposal wins over the replayed one
+    assert row["prompt"] == [task("(8 * 9) + 10")]
+    assert row["chosen"] == [assistant("calc 9 * 8")] and row["rejected"] == [assistant("calc 8 + 9")]
+    assert row["proposal_id"] == corpus["b_accepted"].pk
+
+
+def test_pair_records_carry_the_replay_evidence(corpus, run):
+    rows = run("aed.pairs", min_grade="C")
+    a, c = rows[corpus["a"].pk], rows[corpus["c"].pk]
+    expected = stats.replay_stats(0, 6, 0, 1)
+    assert (a["replay_pairs"], a["n11"], a["n10"], a["n01"], a["n00"]) == (7, 0, 6, 0, 1)
+    for column in ("pass_rate_c", "pass_rate_r", "net_gain", "ci_low", "ci_high", "mcnemar_p"):
+        assert a[column] == pytest.approx(expected[column]), column
+    assert a["significant"] is True and a["grade"] == "A" and a["replay_id"] == corpus["a_replay"].pk
+    assert (a["proposal_id"], a["corrected_action"], a["proposal_status"]) == (corpus["a_fix"].pk, "calc 391 - 45",
+                                                                               "accepted")
+    assert a["task_id"] == "calc:(17 * 23) - 45" and a["curator"] == "curator" and a["model_authored"] is False
+    assert a["diagnosis"] == corpus["a"].diagnosis and a["error_step"] == 1
+    # B: the replayed proposal is the evidence, not the accepted one without a replay
+    b = rows[corpus["b"].pk]
+    assert b["proposal_id"] == corpus["b_fix"].pk and b["grade"] == "B" and b["net_gain"] == 0.5
+    # C: a proposal, no replay: every replay column is null
+    assert c["grade"] == "C" and c["proposal_id"] == corpus["c_fix"].pk and c["proposal_status"] == "proposed"
+    assert all(c[column] is None for column in ("replay_id", "replay_pairs", "n11", "n10", "n01", "n00",
+                                                *exporters.STAT_COLUMNS))
+
+
+def test_min_grade_and_filters(corpus, run):
+    a, b, c, d = (corpus[name].pk for name in "abcd")
+    assert set(run("aed.pairs")) == {a, b}  # default B: the C case (supported, not replayed) is left out
+    assert set(run("aed.pairs", min_grade="C")) == {a, b, c}
+    assert set(run("aed.pairs", min_grade="D")) == {a, b, c, d}  # ungraded never
+    assert set(run("aed.pairs", min_grade="A")) == {a}
+    assert set(run("aed.pairs", min_grade="D", category=["plan-error"])) == {a, d}
+    assert set(run("aed.pairs", min_grade="D", category=["plan-error", "tool-misuse"])) == {a, b, d}
+    assert set(run("aed.pairs", min_grade="C", environment=["other-env"])) == {c}
+    assert set(run("aed.pairs", min_grade="C", environment=["calc-v1"])) == {a, b}
+    assert set(run("aed.pairs", min_grade="D", harness=["swe-agent"])) == {c}
+    assert set(run("aed.pairs", min_grade="D", policy_model=["toy"])) == {a, b, d}
+    assert set(run("aed.preference", min_grade="C", environment=["other-env"])) == {c}
+    assert set(run("aed.recovery", min_grade="D")) == {a, b}  # only replayed cases with a passing arm C
+    form = exporters.AedFilters(data={"min_grade": "E"})
+    assert not form.is_valid() and "min_grade" in form.errors
+
+
+def test_drafts_are_never_exported(corpus, run, project):
+    draft = corpus["draft"]
+    for name in KINDS:
+        assert draft.pk not in run(name, min_grade="D"), name
+    # submitted, it is a case like the others (graded A by its replay)
+    services.submit_case(case=draft, version=draft.version, actor=draft.curator)
+    assert run("aed.pairs", min_grade="A").keys() == {corpus["a"].pk, draft.pk}
+
+
+def test_rows_are_bounded_by_the_data_version(corpus, project, members):
+    curator = members["curator"]
+    before = exporters.data_version(project)
+    old = {name: read_rows(project, name, before, min_grade="D") for name in KINDS}
+    # Later: two pairs where only the retry passes turn B's gain negative (D); a new replay of A's fix
+    # whose first pair passes with other steps; a new submitted case.
+    replay_with(corpus["b_fix"], curator, [(False, True), (False, True)], first_pair=2, replay=corpus["b_replay"])
+    other = [{"index": 1, "role": "assistant", "content": "calc 391 - 45", "observation": "346", "origin": "corrected"},
+             {"index": 2, "role": "assistant", "content": "answer 346", "observation": "answer 346 is correct",
+              "origin": "policy"}]
+    replay_with(corpus["a_fix"], curator, [(True, False)] * 7, steps={0: other})
+    traces = import_all(project, trace_record("t-new", "(3 * 3) + 3", ["calc 3 + 3", "answer 6"]))
+    new = curate(traces["t-new"], curator, error_step=0, category="plan-error", diagnosis="It added.",
+                 evidence_check="supported")
+    after = exporters.data_version(project)
+    assert after != before
+    for name in KINDS:
+        assert read_rows(project, name, before, min_grade="D") == old[name], name
+    pairs = {row["case_id"]: row for row in flat(read_rows(project, "aed.pairs", after, min_grade="D"))}
+    assert pairs[corpus["b"].pk]["grade"] == "D" and pairs[corpus["b"].pk]["n01"] == 2 and new.pk in pairs
+    assert {row["case_id"]: row["grade"] for row in flat(old["aed.pairs"])}[corpus["b"].pk] == "B"
+    recovery = {row["case_id"]: row for row in flat(read_rows(project, "aed.recovery", after))}
+    assert recovery[corpus["a"].pk]["run_pair"] == 0  # the newer replay is A's evidence now
+    assert {row["case_id"]: row for row in flat(old["aed.recovery"])}[corpus["a"].pk]["run_pair"] == 1
+
+
+def test_cases_are_read_in_keyset_pages(corpus, project):
+    version = exporters.data_version(project)
+    for name in KINDS:
+        paged = read_rows(project, name, version, batch_size=1, min_grade="D")
+        whole = read_rows(project, name, version, min_grade="D")
+        assert len(paged) == 5 and len(whole) == 1  # one page per submitted case (a draft is not one)
+        assert flat(paged) == flat(whole), name
+        ids = [row["case_id"] for row in flat(whole)]
+        assert ids == sorted(ids)
+
+
+def test_recovery_from_a_replay_run_by_the_builtin_runner(project, members, scripted_policy, run):
+    """Runs recorded by the real replay service (scripted policy): the recovery row renders its steps."""
+    curator = members["curator"]
+    traces = import_all(project, trace_record("t-run", "(17 * 23) - 45", ["calc 17 * 23", "calc 391 + 45",
+                                                                           "answer 436"]))
+    case = curate(traces["t-run"], curator, error_step=1, category="plan-error", diagnosis="It added.",
+                  evidence_check="supported")
+    fix = services.add_proposal(case=case, actor=curator, corrected_action="calc 391 - 45")
+    replay = services.start_replay(proposal=fix, pairs=1, user=curator, publish=False)
+    # arm C: the corrected action, then the policy answers; arm R: the policy repeats the error and answers
+    scripted_policy(["answer 346", "calc 391 + 45", "answer 436"])
+    services.run_replay(replay=replay, progress=RecordingProgress())
+    row = run("aed.recovery")[case.pk]
+    assert row["messages"][-4:] == [assistant("calc 391 - 45"), observation("346"), assistant("answer 346"),
+                                    observation("answer 346 is correct")]
+    assert row["loss_mask"] == [0, 0, 0, 0, 0, 1, 0, 1, 0] and row["grade"] == "B"
+
+
+def test_a_page_costs_the_same_queries_whatever_its_cases(corpus, project, django_assert_num_queries):
+    """Per page: cases (with traces), proposals, replays, runs; recovery adds its runs' keys and steps.
+    Then one query finds the next page empty."""
+    version = exporters.data_version(project)
+    for name in KINDS:
+        with django_assert_num_queries(7 if name == "aed.recovery" else 5):
+            read_rows(project, name, version, min_grade="D")
