@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from dataplatform.accounts.models import Project
+from dataplatform.claims import ClaimBase, ClaimState  # noqa: F401 (ClaimState: the app's callers import it from here)
 
 
 class SeedPolicy(models.TextChoices):
@@ -64,22 +65,11 @@ class Item(models.Model):
         indexes = [models.Index(fields=["project", "-claims_done", "id"], name="item_queue_order")]
 
 
-class ClaimState(models.TextChoices):
-    ACTIVE = "active", "Active"
-    DONE = "done", "Done"
-    SKIPPED = "skipped", "Skipped"
-    RELEASED = "released", "Released"
-
-
-class Claim(models.Model):
+class Claim(ClaimBase):
     """An annotator's hold on an item. Expired active claims free the slot for someone else."""
 
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="claims")
     annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="claims")
-    state = models.CharField(max_length=16, choices=ClaimState.choices, default=ClaimState.ACTIVE)
-    lease_expires_at = models.DateTimeField()
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["item", "annotator"], name="one_claim_per_item_annotator")]

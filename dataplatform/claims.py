@@ -25,11 +25,32 @@ SQLite has no row locks; its transactions are IMMEDIATE here (settings), which s
 
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
-ACTIVE, DONE = "active", "done"
+
+class ClaimState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    DONE = "done", "Done"
+    SKIPPED = "skipped", "Skipped"
+    RELEASED = "released", "Released"
+
+
+class ClaimBase(models.Model):
+    """The fields every claim model shares. A subclass adds the item and holder foreign keys and
+    a unique (item, holder) constraint."""
+
+    state = models.CharField(max_length=16, choices=ClaimState.choices, default=ClaimState.ACTIVE)
+    lease_expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+ACTIVE, DONE = ClaimState.ACTIVE.value, ClaimState.DONE.value
 
 
 def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, project_id: int, queue: QuerySet,

@@ -207,7 +207,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Both work queues share one set of claim states; name it once.
-    "ENUM_NAME_OVERRIDES": {"ClaimStateEnum": "annotate.models.ClaimState"},
+    "ENUM_NAME_OVERRIDES": {"ClaimStateEnum": "dataplatform.claims.ClaimState"},
 }
 
 # --- Celery -------------------------------------------------------------------

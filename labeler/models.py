@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Q
 
 from dataplatform.accounts.models import Project
+from dataplatform.claims import ClaimBase, ClaimState
 
 from .taxonomy import TaxonomySpec
 
@@ -192,22 +193,14 @@ class LabelEvent(models.Model):
         ordering = ["id"]
 
 
-class ReviewClaimState(models.TextChoices):
-    ACTIVE = "active", "Active"
-    DONE = "done", "Done"
-    SKIPPED = "skipped", "Skipped"
-    RELEASED = "released", "Released"
+ReviewClaimState = ClaimState  # the same states as every claim queue
 
 
-class ReviewClaim(models.Model):
+class ReviewClaim(ClaimBase):
     """A reviewer's hold on a task in the review queue (same rules as the onPanda queue)."""
 
     task = models.ForeignKey(SweTask, on_delete=models.CASCADE, related_name="review_claims")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="swe_claims")
-    state = models.CharField(max_length=16, choices=ReviewClaimState.choices, default=ReviewClaimState.ACTIVE)
-    lease_expires_at = models.DateTimeField()
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["task", "reviewer"], name="one_review_claim_per_task")]
