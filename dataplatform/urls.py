@@ -84,6 +84,7 @@ urlpatterns = [
     path("annotate/sessions/<int:session_id>/", annotate_views.workspace, name="annotate-workspace"),
     path("annotate/sessions/<int:session_id>/review", annotate_views.review_session, name="annotate-review-session"),
     path("", include("labeler.page_urls")),
+    path("", include("corpora.page_urls")),
     path("tokens/", accounts_views.token_list, name="token-list"),
     path("tokens/<int:token_id>/revoke/", accounts_views.token_revoke, name="token-revoke"),
     path("system/", system_views.system_page, name="system"),
