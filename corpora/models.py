@@ -10,3 +10,13 @@ from .aed.models import (  # noqa: F401 (Django finds an app's models in its mod
     Trace,
     TraceSource,
 )
+from .atd.models import (  # noqa: F401, E402
+    AtdPrompt,
+    PromptSource,
+    Score,
+    ScoringRun,
+    Selection,
+    SelectionItem,
+    TeacherAnswer,
+    TeacherRun,
+)

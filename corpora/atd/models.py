@@ -1,0 +1,134 @@
+"""ATD data: a prompt pool with two candidate answers each, ancestor scoring runs, frozen near-tie
+selections, and the teacher's one-bit answers.
+
+A `Score` is unique per (run, prompt) and a `TeacherAnswer` per (teacher run, prompt): jobs write
+them in bulk with conflicts ignored, so a job resumed after a crash does each prompt exactly once.
+"""
+
+from django.conf import settings
+from django.db import models
+
+from dataplatform.accounts.models import Project
+
+
+class PromptSource(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="atd_sources")
+    filename = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64)
+    rows = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "sha256"], name="atd_source_unique_sha")]
+
+
+class AtdPrompt(models.Model):
+    """A prompt (chat messages) with candidates A and B (imported, or sampled from the ancestor)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="atd_prompts")
+    source = models.ForeignKey(PromptSource, null=True, on_delete=models.SET_NULL, related_name="prompts")
+    external_id = models.CharField(max_length=300)
+    messages = models.JSONField()
+    candidate_a = models.TextField(blank=True)
+    candidate_b = models.TextField(blank=True)
+    candidates_origin = models.CharField(max_length=16, default="imported")  # imported | sampled | missing
+    meta = models.JSONField(default=dict, blank=True)
+    source_sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["project", "external_id"], name="atd_prompt_unique_id")]
+
+
+class ScoringMethod(models.TextChoices):
+    JUDGE = "judge", "Judge (P(A) vs P(B) at the verdict)"
+    LIKELIHOOD = "likelihood", "Likelihood (mean token logprob of A vs B)"
+
+
+class ScoringRun(models.Model):
+    """One pass of the ancestor over the pool, with everything that defines it recorded."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="atd_scoring_runs")
+    method = models.CharField(max_length=16, choices=ScoringMethod.choices, default=ScoringMethod.JUDGE)
+    debias = models.BooleanField(default=True)  # judge: score both orders and average q with 1 - q_swapped
+    model_id = models.CharField(max_length=200, blank=True)
+    template_version = models.CharField(max_length=50)
+    batch_size = models.PositiveIntegerField(default=32)
+    job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+
+class Score(models.Model):
+    run = models.ForeignKey(ScoringRun, on_delete=models.CASCADE, related_name="scores")
+    prompt = models.ForeignKey(AtdPrompt, on_delete=models.CASCADE, related_name="scores")
+    q = models.FloatField()  # P(A preferred) after debiasing, in [0, 1]
+    q_ab = models.FloatField()  # raw, A shown first
+    q_ba = models.FloatField(null=True, blank=True)  # raw q of the swapped order (B shown first), judge + debias
+    logprobs = models.JSONField(default=dict)  # the raw numbers each q came from
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "prompt"], name="one_score_per_run_prompt")]
+        indexes = [models.Index(fields=["run", "q"], name="score_run_q")]
+
+
+class Selection(models.Model):
+    """A frozen, named and versioned set of near-tie prompts: |q - 0.5| <= epsilon under one run."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="atd_selections")
+    run = models.ForeignKey(ScoringRun, on_delete=models.PROTECT, related_name="selections")
+    name = models.SlugField(max_length=100)
+    version = models.PositiveIntegerField()
+    epsilon = models.FloatField()
+    size = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [models.UniqueConstraint(fields=["project", "name", "version"], name="selection_unique_version")]
+
+
+class SelectionItem(models.Model):
+    selection = models.ForeignKey(Selection, on_delete=models.CASCADE, related_name="items")
+    prompt = models.ForeignKey(AtdPrompt, on_delete=models.PROTECT, related_name="+")
+    q = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["selection", "prompt"], name="one_item_per_selection_prompt")]
+
+
+class TeacherRun(models.Model):
+    selection = models.ForeignKey(Selection, on_delete=models.PROTECT, related_name="teacher_runs")
+    model_name = models.CharField(max_length=200, blank=True)  # the teacher; empty = the platform default
+    base_url = models.CharField(max_length=500, blank=True)  # another vLLM endpoint, if the teacher lives there
+    debias = models.BooleanField(default=True)
+    budget = models.PositiveIntegerField(null=True, blank=True)  # stop after this many queries; resume later
+    model_id = models.CharField(max_length=200, blank=True)
+    job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+
+class TeacherAnswer(models.Model):
+    run = models.ForeignKey(TeacherRun, on_delete=models.CASCADE, related_name="answers")
+    prompt = models.ForeignKey(AtdPrompt, on_delete=models.CASCADE, related_name="+")
+    bit = models.CharField(max_length=1, blank=True)  # "A" or "B"; empty for a tie or an invalid answer
+    status = models.CharField(max_length=16)  # ok | tie | invalid
+    logprob_a = models.FloatField(null=True, blank=True)
+    logprob_b = models.FloatField(null=True, blank=True)
+    swapped = models.JSONField(default=dict, blank=True)  # the B-first order's logprobs, when debiased
+    raw = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "prompt"], name="one_answer_per_teacher_prompt")]
