@@ -4,6 +4,8 @@ from dataplatform.jobs.registry import JobKind, register
 
 from .aed import services as aed
 from .aed.models import Case, Replay
+from .atd import services as atd
+from .atd.models import ScoringRun, TeacherRun
 
 
 class ReplayParams(serializers.Serializer):
@@ -44,4 +46,34 @@ register(JobKind(
                 "action; the draft is marked as model-authored for the curator to edit.",
     params_serializer=DraftParams,
     run=run_draft,
+))
+
+
+class RunParams(serializers.Serializer):
+    run = serializers.IntegerField(help_text="the scoring or teacher run this job works for")
+
+
+def run_scoring(job, progress) -> dict:
+    return atd.score_prompts(run=ScoringRun.objects.get(pk=job.params["run"], project=job.project), progress=progress)
+
+
+def run_teacher(job, progress) -> dict:
+    run = TeacherRun.objects.select_related("selection").get(pk=job.params["run"], selection__project=job.project)
+    return atd.ask_teacher(run=run, progress=progress)
+
+
+register(JobKind(
+    name="atd.score",
+    label="Score prompts with the ancestor",
+    description="q = P(A preferred) for every prompt of the pool, in batches; resumable, each prompt once.",
+    params_serializer=RunParams,
+    run=run_scoring,
+))
+register(JobKind(
+    name="atd.teacher",
+    label="Ask the teacher (one bit per prompt)",
+    description="A or B for every prompt of a frozen selection, within the run's budget; ties and invalid answers "
+                "are recorded.",
+    params_serializer=RunParams,
+    run=run_teacher,
 ))

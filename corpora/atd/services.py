@@ -1,0 +1,189 @@
+"""Every write of the ATD workflow: ancestor scoring, frozen near-tie selections, teacher queries.
+
+The jobs read the pool in id order, a batch at a time: one backend call per batch (the whole batch
+goes to the model together; with vLLM, one request carrying every sequence), then one bulk insert
+with conflicts ignored. A job resumed after a crash asks only for the prompts that have no row yet,
+and a prompt can never get two rows (unique per run), so every prompt is done exactly once.
+"""
+
+from django.db import transaction
+from django.db.models import Exists, Max, OuterRef
+
+from dataplatform.inference import Backend, backend_for_model
+from dataplatform.jobs import services as job_services
+
+from . import scoring
+from .models import AtdPrompt, Score, ScoringMethod, ScoringRun, Selection, SelectionItem, TeacherAnswer, TeacherRun
+
+FREEZE_BATCH = 5000
+
+
+class AtdError(Exception):
+    """A request the ATD workflow refuses, with a message for the curator."""
+
+
+def start_scoring(*, project, method: str = ScoringMethod.JUDGE, debias: bool = True, batch_size: int = 32,
+                  model_name: str = "", user, publish: bool = True) -> ScoringRun:
+    if method not in ScoringMethod.values:
+        raise AtdError(f"method must be one of {', '.join(ScoringMethod.values)}.")
+    with transaction.atomic():
+        run = ScoringRun.objects.create(project=project, method=method, debias=debias, batch_size=batch_size,
+                                        model_id=model_name, template_version=scoring.TEMPLATE_VERSION,
+                                        created_by=user)
+        job = job_services.enqueue_job(project=project, kind="atd.score", params={"run": run.pk}, user=user,
+                                       publish=publish)
+        ScoringRun.objects.filter(pk=run.pk).update(job=job)
+        run.job = job
+    return run
+
+
+def _unscored(run: ScoringRun):
+    scored = Score.objects.filter(run=run, prompt=OuterRef("pk"))
+    return (AtdPrompt.objects.filter(project=run.project).exclude(candidates_origin="missing")
+            .exclude(Exists(scored)).order_by("id"))
+
+
+def score_prompts(*, run: ScoringRun, progress, backend: Backend | None = None) -> dict:
+    """Score every prompt of the pool that this run has not scored yet, a batch at a time."""
+    backend = backend or backend_for_model(run.model_id)
+    if run.model_id != backend.model_id:
+        ScoringRun.objects.filter(pk=run.pk).update(model_id=backend.model_id)
+    pending = _unscored(run)
+    total = pending.count() + Score.objects.filter(run=run).count()
+    progress.set_total(total)
+    done, last = total - pending.count(), 0
+    progress.report(done)
+    while True:
+        batch = list(pending.filter(id__gt=last).only("id", "messages", "candidate_a", "candidate_b")
+                     [:run.batch_size])
+        if not batch:
+            return {"scored": done, "total": total}
+        last = batch[-1].pk
+        rows = judge_scores(backend, batch, run.debias) if run.method == ScoringMethod.JUDGE \
+            else likelihood_scores(backend, batch)
+        Score.objects.bulk_create([Score(run=run, prompt=prompt, **row) for prompt, row in zip(batch, rows,
+                                                                                             strict=True)],
+                                  ignore_conflicts=True)
+        done += len(batch)
+        progress.report(done, message=f"{done:,} of {total:,} prompts scored")
+
+
+def judge_scores(backend: Backend, prompts: list[AtdPrompt], debias: bool) -> list[dict]:
+    """q = P(A) / (P(A) + P(B)) at the verdict; with debias, also the swapped order, averaged."""
+    verdict = scoring.verdict_token_ids(backend.tokenize)
+    sequences = [backend.chat_prompt_ids(scoring.judge_messages(p.messages, p.candidate_a, p.candidate_b))
+                 for p in prompts]
+    if debias:
+        sequences += [backend.chat_prompt_ids(scoring.judge_messages(p.messages, p.candidate_b, p.candidate_a))
+                      for p in prompts]
+    logprobs = backend.next_token_logprobs(sequences, list(verdict))
+    rows = []
+    for n, _ in enumerate(prompts):
+        ab = logprobs[n]
+        q_ab = scoring.q_from_logprobs(ab[verdict[0]], ab[verdict[1]])
+        row = {"q": q_ab, "q_ab": q_ab, "q_ba": None,
+               "logprobs": {"ab": {"A": ab[verdict[0]], "B": ab[verdict[1]]}}}
+        if debias:
+            ba = logprobs[len(prompts) + n]
+            row["q_ba"] = scoring.q_from_logprobs(ba[verdict[0]], ba[verdict[1]])
+            row["q"] = scoring.debiased_q(q_ab, row["q_ba"])
+            row["logprobs"]["ba"] = {"A": ba[verdict[0]], "B": ba[verdict[1]]}
+        rows.append(row)
+    return rows
+
+
+def likelihood_scores(backend: Backend, prompts: list[AtdPrompt]) -> list[dict]:
+    """q = sigmoid(mean token logprob of A - mean token logprob of B), both given the prompt."""
+    pairs = []
+    for p in prompts:
+        prefix = backend.chat_prompt_ids(p.messages)
+        pairs += [(prefix, backend.tokenize(p.candidate_a)), (prefix, backend.tokenize(p.candidate_b))]
+    logprobs = backend.continuation_logprobs(pairs)
+    rows = []
+    for n, _ in enumerate(prompts):
+        lps_a, lps_b = logprobs[2 * n], logprobs[2 * n + 1]
+        q = scoring.likelihood_q(lps_a, lps_b)
+        rows.append({"q": q, "q_ab": q, "q_ba": None, "logprobs": {"a": lps_a, "b": lps_b}})
+    return rows
+
+
+def freeze_selection(*, run: ScoringRun, name: str, epsilon: float, user) -> Selection:
+    """Freeze the prompts with |q - 0.5| <= epsilon under `run` as the next version of `name`."""
+    if not 0 <= epsilon <= 0.5:
+        raise AtdError("epsilon must be between 0 and 0.5.")
+    low, high = 0.5 - epsilon - scoring.NEAR_TIE_TOLERANCE, 0.5 + epsilon + scoring.NEAR_TIE_TOLERANCE
+    with transaction.atomic():
+        version = (Selection.objects.select_for_update().filter(project=run.project, name=name)
+                   .aggregate(top=Max("version"))["top"] or 0) + 1
+        selection = Selection.objects.create(project=run.project, run=run, name=name, version=version,
+                                             epsilon=epsilon, created_by=user)
+        kept = Score.objects.filter(run=run, q__gte=low, q__lte=high).values_list("prompt_id", "q")
+        items, size = [], 0
+        for prompt_id, q in kept.iterator(chunk_size=FREEZE_BATCH):
+            if scoring.near_tie(q, epsilon):
+                items.append(SelectionItem(selection=selection, prompt_id=prompt_id, q=q))
+            if len(items) >= FREEZE_BATCH:
+                SelectionItem.objects.bulk_create(items)
+                size, items = size + len(items), []
+        SelectionItem.objects.bulk_create(items)
+        selection.size = size + len(items)
+        selection.save(update_fields=["size"])
+    return selection
+
+
+def start_teacher(*, selection: Selection, model_name: str = "", base_url: str = "", debias: bool = True,
+                  budget: int | None = None, user, publish: bool = True) -> TeacherRun:
+    with transaction.atomic():
+        run = TeacherRun.objects.create(selection=selection, model_name=model_name, base_url=base_url, debias=debias,
+                                        budget=budget, created_by=user)
+        job = job_services.enqueue_job(project=selection.project, kind="atd.teacher", params={"run": run.pk},
+                                       user=user, publish=publish)
+        TeacherRun.objects.filter(pk=run.pk).update(job=job)
+        run.job = job
+    return run
+
+
+def teacher_backend(run: TeacherRun) -> Backend:
+    """The teacher: another vLLM endpoint when the run names one, else a model of the platform's backend."""
+    if run.base_url:
+        from django.conf import settings
+
+        from dataplatform.inference.vllm import VllmBackend
+
+        return VllmBackend(base_url=run.base_url, model=run.model_name, api_key=settings.VLLM_API_KEY,
+                           timeout=settings.VLLM_TIMEOUT_SECONDS, tokenizer_dir=settings.VLLM_TOKENIZER_DIR or None)
+    return backend_for_model(run.model_name)
+
+
+def ask_teacher(*, run: TeacherRun, progress, backend: Backend | None = None, batch_size: int = 32) -> dict:
+    """One bit per selected prompt: the more likely of "A" and "B" as the teacher's next token (both
+    orders when debiased). Ties and invalid answers are recorded, not guessed. Stops after the run's
+    budget of queries in this job; a later job resumes with the prompts still unanswered."""
+    backend = backend or teacher_backend(run)
+    TeacherRun.objects.filter(pk=run.pk).update(model_id=backend.model_id)
+    answered = TeacherAnswer.objects.filter(run=run, prompt=OuterRef("prompt_id"))
+    pending = (SelectionItem.objects.filter(selection=run.selection).exclude(Exists(answered))
+               .select_related("prompt").order_by("id"))
+    todo = pending.count() if run.budget is None else min(run.budget, pending.count())
+    progress.set_total(todo)
+    done, last = 0, 0
+    while done < todo:
+        batch = list(pending.filter(id__gt=last)[:min(batch_size, todo - done)])
+        if not batch:
+            break
+        last = batch[-1].pk
+        prompts = [item.prompt for item in batch]
+        rows = judge_scores(backend, prompts, run.debias)
+        answers = []
+        for prompt, row in zip(prompts, rows, strict=True):
+            ab = row["logprobs"]["ab"]
+            ba = row["logprobs"].get("ba")
+            # The swapped (B-first) order's own verdict-token logprobs; teacher_bit maps them back.
+            swapped = (ba["A"], ba["B"]) if ba else None
+            bit, status = scoring.teacher_bit(ab["A"], ab["B"], swapped=swapped)
+            answers.append(TeacherAnswer(run=run, prompt=prompt, bit=bit, status=status, logprob_a=ab["A"],
+                                         logprob_b=ab["B"], swapped=ba or {}, raw=bit))
+        TeacherAnswer.objects.bulk_create(answers, ignore_conflicts=True)
+        done += len(batch)
+        progress.report(done, message=f"{done:,} of {todo:,} teacher queries")
+    return {"asked": done, "remaining": pending.count()}

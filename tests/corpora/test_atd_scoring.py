@@ -1,0 +1,235 @@
+"""ATD scoring arithmetic, checked against values computed by hand."""
+
+import math
+import random
+
+import pytest
+
+from corpora.atd import scoring
+from corpora.atd.scoring import (
+    debiased_q,
+    histogram,
+    judge_messages,
+    kept_counts,
+    likelihood_q,
+    near_tie,
+    q_from_logprobs,
+    teacher_bit,
+    verdict_token_ids,
+)
+
+# --- q from the verdict logprobs -----------------------------------------------------------------
+
+
+def test_q_is_the_two_way_share_of_a():
+    # P(A) = 0.3, P(B) = 0.1 -> 0.3 / (0.3 + 0.1) = 0.75
+    assert q_from_logprobs(math.log(0.3), math.log(0.1)) == pytest.approx(0.75, abs=1e-15)
+    assert q_from_logprobs(math.log(0.1), math.log(0.3)) == pytest.approx(0.25, abs=1e-15)
+    assert q_from_logprobs(-2.0, -2.0) == 0.5
+
+
+@pytest.mark.parametrize("lp_a, lp_b, expected", [
+    (0.0, -1000.0, 1.0),
+    (-1000.0, 0.0, 0.0),
+    (-1000.0, -1000.5, 1 / (1 + math.exp(-0.5))),  # only the difference matters: sigma(0.5)
+    (-1e308, 0.0, 0.0),
+    (float("-inf"), 0.0, 0.0),
+    (0.0, float("-inf"), 1.0),
+])
+def test_extreme_logprobs_neither_overflow_nor_lose_the_answer(lp_a, lp_b, expected):
+    q = q_from_logprobs(lp_a, lp_b)
+    assert q == pytest.approx(expected, abs=1e-15)
+    assert 0.0 <= q <= 1.0
+
+
+def test_an_undefined_difference_is_an_error():
+    with pytest.raises(ValueError):
+        q_from_logprobs(float("-inf"), float("-inf"))
+    with pytest.raises(ValueError):
+        q_from_logprobs(float("nan"), -1.0)
+
+
+# --- order debiasing -----------------------------------------------------------------------------
+
+
+def test_debiased_q_averages_q_ab_with_one_minus_q_ba():
+    # A first: P("A") = 0.8. Swapped (original B shown as A): P("A") = 0.4, so original A gets 0.6.
+    assert debiased_q(0.8, 0.4) == pytest.approx((0.8 + 0.6) / 2) == pytest.approx(0.7)
+    # A judge that always says "A" with 0.9, whatever is shown first, has no real preference.
+    assert debiased_q(0.9, 0.9) == pytest.approx(0.5)
+    # A consistent preference for the original B survives both orders.
+    assert debiased_q(0.2, 0.8) == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("q_ab, q_ba", [(1.2, 0.5), (0.5, -0.1), (float("nan"), 0.5)])
+def test_debiased_q_rejects_non_probabilities(q_ab, q_ba):
+    with pytest.raises(ValueError):
+        debiased_q(q_ab, q_ba)
+
+
+# --- likelihood scoring --------------------------------------------------------------------------
+
+
+def test_likelihood_q_compares_mean_token_logprobs():
+    # mean(A) = (-1 - 2 - 3) / 3 = -2, mean(B) = (-2 - 4) / 2 = -3, difference 1:
+    # sigma(1) = 1 / (1 + e^-1) = 1 / 1.3678794411714423 = 0.7310585786300049
+    assert likelihood_q([-1.0, -2.0, -3.0], [-2.0, -4.0]) == pytest.approx(0.7310585786300049, abs=1e-15)
+    # means, not sums: a longer answer with the same per-token logprob ties
+    assert likelihood_q([-0.5] * 10, [-0.5] * 2) == pytest.approx(0.5)
+    # mean(A) = -0.1, mean(B) = -5.1, difference 5: sigma(5) = 1 / (1 + e^-5) = 0.9933071490757153
+    assert likelihood_q([-0.1], [-0.2, -10.0]) == pytest.approx(0.9933071490757153, abs=1e-15)
+
+
+@pytest.mark.parametrize("lps_a, lps_b", [([], [-1.0]), ([-1.0], []), ([], [])])
+def test_likelihood_q_needs_tokens_on_both_sides(lps_a, lps_b):
+    with pytest.raises(ValueError):
+        likelihood_q(lps_a, lps_b)
+
+
+# --- the near-tie filter -------------------------------------------------------------------------
+
+EPSILONS = [0.0, 0.01, 0.02, 0.05, 0.1, 0.1 + 0.2, 0.15, 0.3, 0.45, 0.5]
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_q_exactly_at_the_boundary_is_kept_and_just_beyond_is_not(epsilon):
+    assert near_tie(0.5 + epsilon, epsilon)
+    assert near_tie(0.5 - epsilon, epsilon)
+    assert not near_tie(0.5 + epsilon + 1e-7, epsilon)
+    assert not near_tie(0.5 - epsilon - 1e-7, epsilon)
+    assert near_tie(0.5, epsilon)
+
+
+def test_near_tie_literal_boundaries():
+    assert 0.52 - 0.5 > 0.02  # the float rounding the tolerance is there for
+    assert near_tie(0.52, 0.02) and near_tie(0.48, 0.02)
+    assert not near_tie(0.5200001, 0.02) and not near_tie(0.4799999, 0.02)
+    assert near_tie(0.6, 0.1) and near_tie(0.4, 0.1)
+    assert not near_tie(0.6000001, 0.1)
+    assert near_tie(0.8, 0.1 + 0.2) and near_tie(0.2, 0.1 + 0.2)
+    assert near_tie(0.8, 0.3) and not near_tie(0.8000001, 0.3)
+    assert near_tie(0.0, 0.5) and near_tie(1.0, 0.5)
+    assert not near_tie(float("nan"), 0.5)
+    with pytest.raises(ValueError):
+        near_tie(0.5, -0.01)
+
+
+def test_kept_counts_per_epsilon():
+    qs = [0.5, 0.52, 0.48, 0.5200001, 0.6, 0.4, 0.9, 0.1, 0.0, 1.0]
+    # eps 0: only 0.5; 0.02: + 0.52, 0.48; 0.1: + 0.5200001, 0.6, 0.4; 0.5: everything
+    assert kept_counts(qs, [0.0, 0.02, 0.1, 0.5]) == {0.0: 1, 0.02: 3, 0.1: 6, 0.5: 10}
+    assert kept_counts([], [0.1]) == {0.1: 0}
+    assert kept_counts([0.5, float("nan")], [0.5]) == {0.5: 1}
+
+
+def test_kept_counts_agrees_with_near_tie():
+    rng = random.Random(7)
+    qs = [rng.random() for _ in range(500)] + [0.5 + e for e in EPSILONS] + [0.5 - e for e in EPSILONS]
+    counts = kept_counts(qs, EPSILONS)
+    for epsilon in EPSILONS:
+        assert counts[epsilon] == sum(near_tie(q, epsilon) for q in qs)
+
+
+# --- histogram -----------------------------------------------------------------------------------
+
+
+def test_histogram_edges_and_counts():
+    result = histogram([0.0, 0.05, 0.15, 0.5, 0.99, 1.0])
+    assert len(result) == 20
+    assert result[0] == (0.0, 0.05, 1)  # 0.0; 0.05 is the next bin's lower edge
+    assert result[1] == (0.05, 0.1, 1)
+    assert result[3] == (0.15, 0.2, 1)
+    assert result[10] == (0.5, 0.55, 1)
+    assert result[-1] == (0.95, 1.0, 2)  # 0.99 and q = 1.0
+    assert sum(count for _, _, count in result) == 6
+    assert [hi for _, hi, _ in result[:-1]] == [lo for lo, _, _ in result[1:]]  # contiguous
+
+
+def test_histogram_with_few_bins():
+    assert histogram([0.1, 0.25, 0.5, 0.74, 1.0], bins=4) == [
+        (0.0, 0.25, 1), (0.25, 0.5, 1), (0.5, 0.75, 2), (0.75, 1.0, 1)]
+    assert histogram([], bins=2) == [(0.0, 0.5, 0), (0.5, 1.0, 0)]
+    assert histogram([0.0, 1.0], bins=1) == [(0.0, 1.0, 2)]
+
+
+def test_histogram_rejects_out_of_range():
+    with pytest.raises(ValueError):
+        histogram([1.5])
+    with pytest.raises(ValueError):
+        histogram([-0.1])
+    with pytest.raises(ValueError):
+        histogram([0.5], bins=0)
+
+
+# --- verdict tokens ------------------------------------------------------------------------------
+
+
+def fake_tokenizer(vocab: dict[str, list[int]]):
+    return lambda text: vocab.get(text, [9, 9, 9])
+
+
+def test_verdict_tokens_bare_letters():
+    assert verdict_token_ids(fake_tokenizer({"A": [32], "B": [33], " A": [317], " B": [347]})) == (32, 33)
+
+
+def test_verdict_tokens_fall_back_to_the_space_prefixed_letter():
+    vocab = {"A": [1, 32], "B": [1, 33], " A": [362], " B": [426]}
+    assert verdict_token_ids(fake_tokenizer(vocab)) == (362, 426)
+
+
+def test_verdict_tokens_must_be_single_and_distinct():
+    with pytest.raises(ValueError, match="single token"):
+        verdict_token_ids(fake_tokenizer({"A": [32]}))
+    with pytest.raises(ValueError, match="same token"):
+        verdict_token_ids(fake_tokenizer({"A": [5], "B": [5]}))
+
+
+# --- the judge prompt ----------------------------------------------------------------------------
+
+
+def test_judge_messages_show_first_as_a_and_second_as_b():
+    conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"}]
+    messages = judge_messages(conversation, "four", "five")
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "impartial judge" in messages[0]["content"]
+    user = messages[1]["content"]
+    assert "Be brief." in user and "What is 2+2?" in user
+    assert user.index("What is 2+2?") < user.index("Answer A: four") < user.index("Answer B: five")
+    assert user.endswith("Which answer is better? Reply with one letter: A or B.")
+
+    swapped = judge_messages(conversation, "five", "four")[1]["content"]
+    assert "Answer A: five" in swapped and "Answer B: four" in swapped
+    assert scoring.TEMPLATE_VERSION == "judge-v1"
+
+
+# --- the teacher's bit ---------------------------------------------------------------------------
+
+
+def test_teacher_bit_single_order():
+    assert teacher_bit(math.log(0.7), math.log(0.3)) == ("A", "ok")
+    assert teacher_bit(math.log(0.3), math.log(0.7)) == ("B", "ok")
+    assert teacher_bit(-1.0, -1.0) == ("", "tie")
+    # p = sigma(1e-7) = 0.500000025: inside the default margin of 1e-6, outside a margin of 0
+    assert teacher_bit(-1.0, -1.0 - 1e-7) == ("", "tie")
+    assert teacher_bit(-1.0, -1.0 - 1e-7, tie_margin=0.0) == ("A", "ok")
+    assert teacher_bit(0.0, float("-inf")) == ("A", "ok")
+
+
+@pytest.mark.parametrize("lp_a, lp_b", [
+    (None, -1.0), (-1.0, None), (float("nan"), -1.0), (-1.0, float("nan")),
+    (float("-inf"), float("-inf")), (0.5, -1.0), ("A", -1.0),
+])
+def test_teacher_bit_invalid(lp_a, lp_b):
+    assert teacher_bit(lp_a, lp_b) == ("", "invalid")
+
+
+def test_teacher_bit_debiased_over_both_orders():
+    a_first = (math.log(0.7), math.log(0.3))  # p_ab = 0.7
+    # swapped order says "A" (the original B) with 0.2, so the original A gets 0.8: (0.7 + 0.8) / 2 = 0.75
+    assert teacher_bit(*a_first, swapped=(math.log(0.2), math.log(0.8))) == ("A", "ok")
+    # swapped order also says "A" with 0.7: pure position bias, (0.7 + 0.3) / 2 = 0.5
+    assert teacher_bit(*a_first, swapped=(math.log(0.7), math.log(0.3))) == ("", "tie")
+    # swapped order says "A" (the original B) with 0.9: (0.7 + 0.1) / 2 = 0.4, so the original B wins
+    assert teacher_bit(*a_first, swapped=(math.log(0.9), math.log(0.1))) == ("B", "ok")
+    assert teacher_bit(*a_first, swapped=(float("nan"), -1.0)) == ("", "invalid")
+    assert teacher_bit(*a_first, swapped=(None, None)) == ("", "invalid")

@@ -1,0 +1,85 @@
+"""ATD services with a test-double backend: scoring in batches, resume without double work, freezing a
+selection at the epsilon boundary, and the teacher's bits (the real model runs in test_atd_model.py)."""
+
+import math
+
+import pytest
+
+from corpora.atd import services
+from corpora.atd.models import AtdPrompt, Score, TeacherAnswer
+
+from ..doubles import RecordingProgress
+
+pytestmark = pytest.mark.django_db
+A, B = 65, 66  # the verdict token ids of the double
+
+
+class JudgeDouble:
+    """Answers the judge with a P(A) chosen per candidate text: the prompt's candidate A is "a<p>" where p
+    is the probability (in percent) that the first-shown answer wins, whichever order it is shown in."""
+
+    model_id = "judge-double"
+
+    def __init__(self):
+        self.batches = []
+
+    def tokenize(self, text):
+        return {"A": [A], "B": [B]}.get(text, [ord(c) for c in text])
+
+    def chat_prompt_ids(self, messages):
+        content = messages[-1]["content"]
+        first = content.split("Answer A:")[1].split("Answer B:")[0].strip() if "Answer A:" in content else ""
+        return [int(first[1:]) if first[1:].isdigit() else 50]
+
+    def next_token_logprobs(self, prompts, candidates):
+        self.batches.append(len(prompts))
+        return [{A: math.log(p[0] / 100), B: math.log(1 - p[0] / 100)} for p in prompts]
+
+
+def make_prompts(project, percents):
+    return [AtdPrompt.objects.create(project=project, external_id=f"p{n}", messages=[{"role": "user", "content": "?"}],
+                                     candidate_a=f"a{pct}", candidate_b=f"b{100 - pct}", source_sha256=f"{n:064d}")
+            for n, pct in enumerate(percents)]
+
+
+def test_scoring_in_batches_debiased_and_resumable(project, members):
+    make_prompts(project, [50, 51, 52, 53, 80])
+    run = services.start_scoring(project=project, batch_size=2, user=members["curator"], publish=False)
+    backend = JudgeDouble()
+    result = services.score_prompts(run=run, progress=RecordingProgress(), backend=backend)
+    assert result == {"scored": 5, "total": 5} and backend.batches == [4, 4, 2]  # both orders in one call
+    score = Score.objects.get(run=run, prompt__external_id="p4")
+    # A first: P = 0.80. Swapped, the double shows "b20" first, so the first-shown wins with P = 0.20,
+    # i.e. q_ba (of the first-shown = original B) = 0.20 and the debiased q = (0.80 + (1 - 0.20)) / 2.
+    assert score.q_ab == pytest.approx(0.8) and score.q_ba == pytest.approx(0.2) and score.q == pytest.approx(0.8)
+    # A crash after the first batch: the rerun scores only what is missing, each prompt once.
+    Score.objects.filter(run=run, prompt__external_id__in=["p2", "p3", "p4"]).delete()
+    services.score_prompts(run=run, progress=RecordingProgress(), backend=backend)
+    assert Score.objects.filter(run=run).count() == 5 and backend.batches[3:] == [4, 2]
+
+
+def test_freeze_keeps_exactly_epsilon_and_versions(project, members):
+    make_prompts(project, [50, 51, 52, 53, 80])
+    run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
+    services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    first = services.freeze_selection(run=run, name="near-ties", epsilon=0.02, user=members["curator"])
+    kept = sorted(first.items.values_list("prompt__external_id", flat=True))
+    assert kept == ["p0", "p1", "p2"] and first.version == 1 and first.size == 3  # q = 0.52 is kept, 0.53 is not
+    second = services.freeze_selection(run=run, name="near-ties", epsilon=0.1, user=members["curator"])
+    assert second.version == 2 and second.size == 4 and first.items.count() == 3  # the first stays frozen
+    with pytest.raises(services.AtdError):
+        services.freeze_selection(run=run, name="x", epsilon=0.7, user=members["curator"])
+
+
+def test_teacher_bits_with_budget_and_resume(project, members):
+    make_prompts(project, [50, 51, 49, 48])
+    run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
+    services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    selection = services.freeze_selection(run=run, name="ties", epsilon=0.05, user=members["curator"])
+    teacher = services.start_teacher(selection=selection, budget=3, user=members["curator"], publish=False)
+    assert services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble()) == \
+        {"asked": 3, "remaining": 1}
+    teacher.budget = None
+    assert services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble())["asked"] == 1
+    answers = {a.prompt.external_id: (a.bit, a.status) for a in TeacherAnswer.objects.filter(run=teacher)}
+    assert answers == {"p0": ("", "tie"), "p1": ("A", "ok"), "p2": ("B", "ok"), "p3": ("B", "ok")}
