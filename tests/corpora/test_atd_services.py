@@ -83,3 +83,23 @@ def test_teacher_bits_with_budget_and_resume(project, members):
     assert services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble())["asked"] == 1
     answers = {a.prompt.external_id: (a.bit, a.status) for a in TeacherAnswer.objects.filter(run=teacher)}
     assert answers == {"p0": ("", "tie"), "p1": ("A", "ok"), "p2": ("B", "ok"), "p3": ("B", "ok")}
+
+
+def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in_tmp):
+    from ..exporting import export_rows
+
+    make_prompts(project, [50, 51, 49, 48])
+    run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
+    services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    selection = services.freeze_selection(run=run, name="ties", epsilon=0.05, user=members["curator"])
+    teacher = services.start_teacher(selection=selection, user=members["curator"], publish=False)
+    services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble())
+    _, rows = export_rows(project, members["curator"], export_storage_in_tmp, "atd.dpo", validation_ratio=0)
+    by_prompt = {row["prompt_id"]: row for row in rows}
+    assert sorted(by_prompt) == ["p1", "p2", "p3"]  # p0 was a tie: no pair
+    assert by_prompt["p1"]["chosen"][0]["content"] == "a51" and by_prompt["p1"]["rejected"][0]["content"] == "b49"
+    assert by_prompt["p2"]["chosen"][0]["content"] == "b51" and by_prompt["p2"]["rejected"][0]["content"] == "a49"
+    assert by_prompt["p1"]["epsilon"] == 0.05 and by_prompt["p1"]["scoring_method"] == "judge"
+    assert by_prompt["p1"]["teacher_model"] == "judge-double" and by_prompt["p1"]["q"] == pytest.approx(0.51)
+    _, scored = export_rows(project, members["curator"], export_storage_in_tmp, "atd.scored", validation_ratio=0)
+    assert len(scored) == 4 and all(0 <= row["q"] <= 1 for row in scored)

@@ -1,0 +1,118 @@
+"""ATD record kinds: DPO pairs from the teacher's bits, and every scored prompt for analysis.
+
+- `atd.dpo`: one row per teacher answer with a bit: TRL's `prompt` / `chosen` / `rejected` (chosen =
+  the candidate the teacher picked), with q, epsilon, the scoring method and both model ids.
+  Ties and invalid answers are not pairs and are left out.
+- `atd.scored`: one row per score of a scoring run (all runs, or the one named by `run`).
+Both read in keyset pages and are bounded by the highest row id at the start (the data version).
+"""
+
+import json
+from collections.abc import Iterator
+
+import pyarrow as pa
+from django.db.models import Max
+from rest_framework import serializers
+
+from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
+
+from .models import Score, TeacherAnswer
+
+MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+
+DPO_SCHEMA = pa.schema([
+    ("id", pa.string()), ("prompt", MESSAGES), ("chosen", MESSAGES), ("rejected", MESSAGES),
+    ("prompt_id", pa.string()), ("teacher_bit", pa.string()), ("q", pa.float64()), ("epsilon", pa.float64()),
+    ("scoring_method", pa.string()), ("debiased", pa.bool_()), ("template_version", pa.string()),
+    ("ancestor_model", pa.string()), ("teacher_model", pa.string()), ("selection", pa.string()),
+    ("teacher_logprob_a", pa.float64()), ("teacher_logprob_b", pa.float64()),
+])
+SCORED_SCHEMA = pa.schema([
+    ("id", pa.string()), ("prompt_id", pa.string()), ("messages", MESSAGES), ("candidate_a", pa.string()),
+    ("candidate_b", pa.string()), ("q", pa.float64()), ("q_ab", pa.float64()), ("q_ba", pa.float64()),
+    ("distance", pa.float64()), ("method", pa.string()), ("debiased", pa.bool_()), ("model_id", pa.string()),
+    ("template_version", pa.string()), ("run_id", pa.int64()), ("logprobs_json", pa.string()),
+])
+
+
+class DpoFilters(ExportFilters):
+    selection = serializers.IntegerField(required=False, help_text="only this selection's teacher answers")
+    teacher_run = serializers.IntegerField(required=False)
+
+
+class ScoredFilters(ExportFilters):
+    run = serializers.IntegerField(required=False, help_text="only this scoring run")
+
+
+def _pages(queryset, batch_size: int) -> Iterator[list]:
+    last = 0
+    while True:
+        page = list(queryset.filter(id__gt=last).order_by("id")[:batch_size])
+        if not page:
+            return
+        last = page[-1].pk
+        yield page
+
+
+def _messages(messages: list[dict]) -> list[dict]:
+    return [{"role": m.get("role", ""), "content": m.get("content") or ""} for m in messages]
+
+
+def dpo_version(project) -> str:
+    return str(TeacherAnswer.objects.filter(run__selection__project=project).aggregate(top=Max("id"))["top"] or 0)
+
+
+def dpo_rows(query: ExportQuery) -> Iterator[list[dict]]:
+    answers = (TeacherAnswer.objects.filter(run__selection__project=query.project, id__lte=int(query.data_version),
+                                            status="ok")
+               .select_related("prompt", "run", "run__selection", "run__selection__run"))
+    if query.filters.get("selection"):
+        answers = answers.filter(run__selection_id=query.filters["selection"])
+    if query.filters.get("teacher_run"):
+        answers = answers.filter(run_id=query.filters["teacher_run"])
+    for page in _pages(answers, query.batch_size):
+        scores = dict(Score.objects.filter(run__in={a.run.selection.run_id for a in page},
+                                           prompt__in=[a.prompt_id for a in page])
+                      .values_list("prompt_id", "q"))
+        yield [_dpo_row(answer, scores.get(answer.prompt_id)) for answer in page]
+
+
+def _dpo_row(answer: TeacherAnswer, q: float | None) -> dict:
+    prompt, selection = answer.prompt, answer.run.selection
+    picked, other = (prompt.candidate_a, prompt.candidate_b) if answer.bit == "A" else (prompt.candidate_b,
+                                                                                      prompt.candidate_a)
+    return {
+        "id": f"answer-{answer.pk}", "prompt": _messages(prompt.messages),
+        "chosen": [{"role": "assistant", "content": picked}], "rejected": [{"role": "assistant", "content": other}],
+        "prompt_id": prompt.external_id, "teacher_bit": answer.bit, "q": q, "epsilon": selection.epsilon,
+        "scoring_method": selection.run.method, "debiased": selection.run.debias,
+        "template_version": selection.run.template_version, "ancestor_model": selection.run.model_id,
+        "teacher_model": answer.run.model_id, "selection": f"{selection.name} v{selection.version}",
+        "teacher_logprob_a": answer.logprob_a, "teacher_logprob_b": answer.logprob_b,
+    }
+
+
+def scored_version(project) -> str:
+    return str(Score.objects.filter(run__project=project).aggregate(top=Max("id"))["top"] or 0)
+
+
+def scored_rows(query: ExportQuery) -> Iterator[list[dict]]:
+    scores = (Score.objects.filter(run__project=query.project, id__lte=int(query.data_version))
+              .select_related("prompt", "run"))
+    if query.filters.get("run"):
+        scores = scores.filter(run_id=query.filters["run"])
+    for page in _pages(scores, query.batch_size):
+        yield [{"id": f"score-{s.pk}", "prompt_id": s.prompt.external_id, "messages": _messages(s.prompt.messages),
+                "candidate_a": s.prompt.candidate_a, "candidate_b": s.prompt.candidate_b, "q": s.q, "q_ab": s.q_ab,
+                "q_ba": s.q_ba, "distance": abs(s.q - 0.5), "method": s.run.method, "debiased": s.run.debias,
+                "model_id": s.run.model_id, "template_version": s.run.template_version, "run_id": s.run_id,
+                "logprobs_json": json.dumps(s.logprobs, sort_keys=True)} for s in page]
+
+
+register(ExportKind(name="atd.dpo", version=1, label="ATD DPO pairs", schema=DPO_SCHEMA, rows=dpo_rows,
+                    data_version=dpo_version, filters=DpoFilters, key_field="id",
+                    description="prompt/chosen/rejected (TRL) from the teacher's one-bit answers on near-tie prompts, "
+                                "with q, epsilon, methods and model ids."))
+register(ExportKind(name="atd.scored", version=1, label="ATD scored prompts", schema=SCORED_SCHEMA,
+                    rows=scored_rows, data_version=scored_version, filters=ScoredFilters, key_field="id",
+                    description="Every scored prompt with q, both orders and the raw logprobs, for analysis."))
