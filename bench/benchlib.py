@@ -32,3 +32,27 @@ def print_table(header: tuple[str, ...], rows: list[tuple[str, ...]], *, text_la
     print("-+-".join("-" * width for width in widths))
     for cells in rows:
         print(line(cells))
+
+
+class RecordingBackend:
+    """A backend that passes every call through and keeps those of `methods`, to replay them later on
+    the bare backend: the "same calls made directly" baseline of a job's benchmark."""
+
+    def __init__(self, backend, methods: tuple[str, ...]):
+        self._backend = backend
+        self._methods = methods
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def __getattr__(self, name):
+        attribute = getattr(self._backend, name)
+        if name not in self._methods:
+            return attribute
+
+        def recorded(*args, **kwargs):
+            self.calls.append((name, args, kwargs))
+            return attribute(*args, **kwargs)
+        return recorded
+
+    def replay(self) -> None:
+        for name, args, kwargs in self.calls:
+            getattr(self._backend, name)(*args, **kwargs)

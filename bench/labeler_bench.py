@@ -63,21 +63,6 @@ PROBLEMS = [
 ]
 
 
-class RecordingBackend:
-    """The real backend, with every `generate` call kept for the replay (everything else passes through)."""
-
-    def __init__(self, backend):
-        self._backend = backend
-        self.calls: list[dict] = []
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
-
-    def generate(self, prompts, **options):
-        self.calls.append({"prompts": prompts, **options})
-        return self._backend.generate(prompts, **options)
-
-
 def setup(tasks: int, batch: int, max_tokens: int) -> Project:
     benchlib.ensure_database(SERVER_URL, BENCH_DB)
     call_command("migrate", verbosity=0)
@@ -106,7 +91,7 @@ def main() -> None:
     project = setup(args.tasks, args.batch, args.max_tokens)
     backend = get_backend()
     backend.chat_prompt_ids([{"role": "user", "content": "warm up"}])  # loads the model: no figure includes it
-    recording = RecordingBackend(backend)
+    recording = benchlib.RecordingBackend(backend, ("generate",))
     services.backend_for = lambda project: recording  # the job's only way to the backend
 
     job = enqueue_job(project=project, kind="labeler.autolabel", params={}, user=project.bench_user, publish=False)
@@ -118,14 +103,12 @@ def main() -> None:
         raise SystemExit(f"the job failed: {job.error}")
 
     started = time.perf_counter()
-    for call in recording.calls:
-        options = {key: value for key, value in call.items() if key != "prompts"}
-        backend.generate(call["prompts"], **options)
+    recording.replay()
     direct_seconds = time.perf_counter() - started
 
     labels = Label.objects.filter(task__project=project, origin="model")
     labeled, errors = labels.filter(status="submitted").count(), labels.filter(status="error").count()
-    prompts = sum(len(call["prompts"]) for call in recording.calls)
+    prompts = sum(len(args[0]) for _, args, _ in recording.calls)
     ratio = direct_seconds / platform_seconds
     rows = [
         ("tasks/s", f"{args.tasks / platform_seconds:.3f}", f"{args.tasks / direct_seconds:.3f}", f"{ratio:.2f}x",
