@@ -66,6 +66,18 @@ class Backend(Protocol):
     def prompt_logprobs(self, ids: list[int], *, top_k: int) -> list[dict[int, float] | None]:
         """Entry 0 is None; entry j scores ids[j] given ids[:j] (top-k plus ids[j] itself)."""
 
+    def next_token_logprobs(self, prompts: list[list[int]], candidates: list[int]) -> list[dict[int, float]]:
+        """For each prompt, {candidate: log P(candidate is the next token | prompt)}, in the order of `prompts`.
+
+        A full softmax over the vocabulary (not renormalised over the candidates), for the whole batch
+        at once: never one model call per prompt. Prompts must be non-empty."""
+
+    def continuation_logprobs(self, pairs: list[tuple[list[int], list[int]]]) -> list[list[float]]:
+        """For each (prefix, continuation), the logprob of each continuation token given the prefix and
+        the continuation tokens before it, in the order of `pairs`.
+
+        The whole batch at once. A prefix must be non-empty; an empty continuation scores as []."""
+
     # Whether `generate` can constrain its output to a JSON schema (vLLM's structured outputs).
     supports_json_schema: bool
 

@@ -192,6 +192,97 @@ class LocalBackend:
             result.append(entry)
         return result
 
+    # --- batched scoring -------------------------------------------------------------
+    # Padded tokens (rows x longest row) in one forward pass of the scoring methods: bounds activations.
+    max_batch_tokens = 16_384
+    # Scored positions per lm_head + log_softmax slice: each row is a vocabulary of fp32 logits (~200 KB).
+    max_scored_rows = 1_024
+
+    def next_token_logprobs(self, prompts: list[list[int]], candidates: list[int]) -> list[dict[int, float]]:
+        vocab = self.model.config.vocab_size
+        for ids in prompts:
+            self._check_ids(ids)
+        candidates = list(dict.fromkeys(int(c) for c in candidates))
+        if bad := [c for c in candidates if not 0 <= c < vocab]:
+            raise BackendError(f"Candidate token ids must be in [0, {vocab}); got {bad[:5]}.")
+        if not candidates:
+            return [{} for _ in prompts]
+        picks = [[(len(ids) - 1, c) for c in candidates] for ids in prompts]
+        scores = self._score(prompts, picks)
+        return [dict(zip(candidates, row, strict=True)) for row in scores]
+
+    def continuation_logprobs(self, pairs: list[tuple[list[int], list[int]]]) -> list[list[float]]:
+        sequences, picks = [], []
+        for prefix, continuation in pairs:
+            self._check_ids(prefix)
+            if continuation:
+                self._check_ids(continuation)
+            sequences.append(list(prefix) + list(continuation))
+            # Row p of the output predicts token p + 1.
+            picks.append([(len(prefix) - 1 + i, int(token)) for i, token in enumerate(continuation)])
+        return self._score(sequences, picks)
+
+    def _score(self, sequences: list[list[int]], picks: list[list[tuple[int, int]]]) -> list[list[float]]:
+        """For each sequence, the logprob of each (position, token) pick: `token` following sequence[:position + 1].
+
+        Sequences are sorted by length and cut into left-padded batches of at most `max_batch_tokens`
+        padded tokens (a longer sequence goes alone), so padding stays small and memory bounded."""
+        results: list[list[float]] = [[] for _ in sequences]
+        order = sorted((i for i in range(len(sequences)) if picks[i]), key=lambda i: -len(sequences[i]))
+        chunk: list[int] = []
+        for i in order:
+            # Descending lengths: the first of a chunk is its longest.
+            if chunk and (len(chunk) + 1) * len(sequences[chunk[0]]) > self.max_batch_tokens:
+                self._score_chunk(chunk, sequences, picks, results)
+                chunk = []
+            chunk.append(i)
+        if chunk:
+            self._score_chunk(chunk, sequences, picks, results)
+        return results
+
+    def _score_chunk(self, chunk: list[int], sequences, picks, results: list[list[float]]) -> None:
+        import torch
+
+        width = max(len(sequences[i]) for i in chunk)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_token_ids)
+        input_ids = torch.tensor([[pad] * (width - len(sequences[i])) + sequences[i] for i in chunk],
+                                 dtype=torch.long)
+        attention = torch.tensor([[0] * (width - len(sequences[i])) + [1] * len(sequences[i]) for i in chunk],
+                                 dtype=torch.long)
+        # The model numbers positions 0..width-1 whatever the mask says: give each row its own, from 0 at its
+        # first real token, so a padded row scores exactly as it would alone.
+        position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+        # The rows to score, (batch row, padded column), each once; each pick points at one of them.
+        rows: dict[tuple[int, int], int] = {}
+        pick_rows, pick_tokens = [], []
+        for b, i in enumerate(chunk):
+            offset = width - len(sequences[i])
+            for position, token in picks[i]:
+                pick_rows.append(rows.setdefault((b, offset + position), len(rows)))
+                pick_tokens.append(token)
+        batch_index = torch.tensor([b for b, _ in rows], dtype=torch.long)
+        column_index = torch.tensor([c for _, c in rows], dtype=torch.long)
+        pick_rows_t = torch.tensor(pick_rows, dtype=torch.long)
+        pick_tokens_t = torch.tensor(pick_tokens, dtype=torch.long)
+        scores = torch.empty(len(pick_rows), dtype=torch.float32)
+        with self._lock, torch.inference_mode():
+            # The decoder alone, then the vocabulary projection only at the scored rows: full logits of every
+            # padded position would cost width x vocab floats per row.
+            hidden = self.model.get_decoder()(
+                input_ids=input_ids, attention_mask=attention, position_ids=position_ids, use_cache=False
+            ).last_hidden_state[batch_index, column_index]
+            head = self.model.get_output_embeddings()
+            for start in range(0, len(rows), self.max_scored_rows):
+                stop = start + self.max_scored_rows
+                logprobs = torch.log_softmax(head(hidden[start:stop]).float(), dim=-1)
+                wanted = (pick_rows_t >= start) & (pick_rows_t < stop)
+                scores[wanted] = logprobs[pick_rows_t[wanted] - start, pick_tokens_t[wanted]]
+        values = scores.tolist()
+        at = 0
+        for i in chunk:
+            results[i] = values[at:at + len(picks[i])]
+            at += len(picks[i])
+
     supports_json_schema = False  # no constrained decoding here: callers validate and retry
 
     def generate(
