@@ -1,0 +1,41 @@
+"""ATD with the real CPU model: the ancestor scores 20 prompts, a selection is frozen, the teacher answers."""
+
+import math
+
+import pytest
+
+from corpora.atd import services
+from corpora.atd.models import AtdPrompt, Score, TeacherAnswer
+from dataplatform.jobs.models import JobState
+from dataplatform.jobs.services import execute_job
+
+pytestmark = [pytest.mark.model, pytest.mark.django_db]
+
+
+def test_ancestor_scores_twenty_prompts_then_the_teacher_answers(project, members, local_backend):
+    AtdPrompt.objects.bulk_create([
+        AtdPrompt(project=project, external_id=f"q{n}", messages=[{"role": "user", "content": f"What is {n} + {n}?"}],
+                  candidate_a=str(2 * n), candidate_b=str(2 * n + 1), source_sha256=f"{n:064d}")
+        for n in range(20)])
+    run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
+    execute_job(job_id=run.job_id)
+    run.job.refresh_from_db()
+    assert run.job.state == JobState.SUCCEEDED, run.job.error
+    scores = list(Score.objects.filter(run=run))
+    assert len(scores) == 20
+    for score in scores:
+        assert 0.0 <= score.q <= 1.0 and 0.0 <= score.q_ab <= 1.0 and score.q_ba is not None  # both orders
+        assert math.isclose(score.q, (score.q_ab + 1 - score.q_ba) / 2, abs_tol=1e-12)
+        assert set(score.logprobs) == {"ab", "ba"} and all(v <= 0 for v in score.logprobs["ab"].values())
+    run.refresh_from_db()
+    assert run.model_id == local_backend.model_id and run.template_version == "judge-v1"
+    # epsilon 0.5 keeps every prompt: the teacher must then answer each of them.
+    selection = services.freeze_selection(run=run, name="all", epsilon=0.5, user=members["curator"])
+    assert selection.size == 20
+    teacher = services.start_teacher(selection=selection, user=members["curator"], publish=False)
+    execute_job(job_id=teacher.job_id)
+    answers = list(TeacherAnswer.objects.filter(run=teacher))
+    assert len(answers) == 20
+    assert all((a.bit in ("A", "B") and a.status == "ok") or (a.bit == "" and a.status in ("tie", "invalid"))
+               for a in answers)
+    assert all(a.swapped for a in answers if a.status == "ok")  # both orders asked (debiased)
