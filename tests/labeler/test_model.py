@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.model, pytest.mark.django_db]
 def test_autolabel_job_over_five_tasks_with_the_cpu_model(project, members, make_tasks, local_backend):
     tasks = make_tasks(5)
     # A small budget keeps this quick on 2 cores; the one retry doubles it.
-    services.update_settings(project=project, max_tokens=48, batch_size=5)
+    services.update_settings(project=project, max_tokens=16, batch_size=5)
     job = enqueue_job(project=project, kind="labeler.autolabel", params={}, user=members["curator"], publish=False)
     execute_job(job_id=job.pk)
     job.refresh_from_db()
@@ -23,9 +23,9 @@ def test_autolabel_job_over_five_tasks_with_the_cpu_model(project, members, make
     assert labels.count() == 5
     for label in labels:
         assert label.model_id == local_backend.model_id and label.raw_responses
-        assert label.raw_responses[0]["stage"] == "stage 1" and label.raw_responses[0]["max_tokens"] == 48
+        assert label.raw_responses[0]["stage"] == "stage 1" and label.raw_responses[0]["max_tokens"] == 16
         if label.status == LabelStatus.ERROR:
-            assert label.error and label.raw_responses[-1]["max_tokens"] == 96  # retried once, twice the budget
+            assert label.error and label.raw_responses[-1]["max_tokens"] == 32  # retried once, twice the budget
         else:
             assert label.status == LabelStatus.SUBMITTED
             assert label.taxonomy.definition.validate_values(label.values) == {}
