@@ -55,6 +55,7 @@ api_v1 = [
     path("system/status/", system_api.SystemStatusApi.as_view(), name="api-system-status"),
     path("", include("labeler.api_urls")),
     path("", include("corpora.api_urls")),
+    path("", include("corpora.atd.api_urls")),
 ]
 
 urlpatterns = [
@@ -85,6 +86,7 @@ urlpatterns = [
     path("annotate/sessions/<int:session_id>/review", annotate_views.review_session, name="annotate-review-session"),
     path("", include("labeler.page_urls")),
     path("", include("corpora.page_urls")),
+    path("", include("corpora.atd.page_urls")),
     path("tokens/", accounts_views.token_list, name="token-list"),
     path("tokens/<int:token_id>/revoke/", accounts_views.token_revoke, name="token-revoke"),
     path("system/", system_views.system_page, name="system"),

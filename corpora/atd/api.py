@@ -1,0 +1,310 @@
+"""ATD over the API: import the prompt pool, score it with the ancestor, count near-ties per epsilon,
+freeze selections and ask the teacher. Curators and admins only (annotators and trainers 403,
+outsiders 404). Runs and teacher runs start a job and answer 202 with it.
+"""
+
+from urllib.parse import urlsplit
+
+from django.db.models import Count, F, IntegerField
+from django.db.models.functions import Cast, Floor, Least
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dataplatform.accounts.permissions import CAN_CURATE, project_for, request_token
+from dataplatform.apiutils import truthy
+from dataplatform.broker import BrokerUnavailable
+from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
+from dataplatform.pagination import CreatedCursorPagination
+
+from . import importers, services
+from .models import AtdPrompt, Score, ScoringMethod, ScoringRun, Selection, TeacherAnswer, TeacherRun
+from .scoring import NEAR_TIE_TOLERANCE
+
+HISTOGRAM_BINS = 20
+MAX_EPSILONS = 50
+
+
+# --- shared queries (the pages use them too) --------------------------------------------------------
+
+def kept_count(run: ScoringRun, epsilon: float) -> int:
+    """#{score of run : |q - 0.5| <= epsilon + 1e-12}, counted by the database (index on run, q)."""
+    return Score.objects.filter(run=run, q__gte=0.5 - epsilon - NEAR_TIE_TOLERANCE,
+                                q__lte=0.5 + epsilon + NEAR_TIE_TOLERANCE).count()
+
+
+def q_histogram(run: ScoringRun, bins: int = HISTOGRAM_BINS) -> list[dict]:
+    """[{lo, hi, count}] over [0, 1] in `bins` bins (edges i / bins; the last also holds q = 1), in SQL."""
+    bucket = Least(Cast(Floor(F("q") * float(bins)), IntegerField()), bins - 1)
+    counts = dict(Score.objects.filter(run=run).order_by().annotate(bucket=bucket).values_list("bucket")
+                  .annotate(n=Count("pk")).values_list("bucket", "n"))
+    return [{"lo": i / bins, "hi": (i + 1) / bins, "count": counts.get(i, 0)} for i in range(bins)]
+
+
+def teacher_counts(run: TeacherRun) -> dict:
+    counts = dict(TeacherAnswer.objects.filter(run=run).order_by().values_list("status")
+                  .annotate(n=Count("pk")).values_list("status", "n"))
+    return {"ok": counts.get("ok", 0), "tie": counts.get("tie", 0), "invalid": counts.get("invalid", 0),
+            "answered": sum(counts.values())}
+
+
+def valid_base_url(value: str) -> bool:
+    """An http(s) URL with a host (service names like `vllm:8000` are fine: no TLD needed)."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in value)
+
+
+def parse_epsilon(value) -> float:
+    try:
+        epsilon = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"epsilon must be a number, got {value!r}") from None
+    if not 0 <= epsilon <= 0.5:  # also false for NaN
+        raise ValueError("epsilon must be between 0 and 0.5.")
+    return epsilon
+
+
+# --- serializers --------------------------------------------------------------------------------
+
+class AtdPromptSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AtdPrompt
+        fields = ["id", "external_id", "messages", "candidate_a", "candidate_b", "candidates_origin", "meta",
+                  "source_sha256", "created_at"]
+
+
+class AtdScoringRunSerializer(serializers.ModelSerializer):
+    job = JobSerializer(read_only=True)
+
+    class Meta:
+        model = ScoringRun
+        fields = ["id", "method", "debias", "model_id", "template_version", "batch_size", "job", "created_at"]
+
+
+class AtdScoringRunDetailSerializer(AtdScoringRunSerializer):
+    scored = serializers.SerializerMethodField()
+    pool = serializers.SerializerMethodField()
+
+    class Meta(AtdScoringRunSerializer.Meta):
+        fields = [*AtdScoringRunSerializer.Meta.fields, "scored", "pool"]
+
+    def get_scored(self, run: ScoringRun) -> int:
+        return Score.objects.filter(run=run).count()
+
+    def get_pool(self, run: ScoringRun) -> int:
+        return AtdPrompt.objects.filter(project_id=run.project_id).exclude(candidates_origin="missing").count()
+
+
+class AtdScoringRunCreateSerializer(serializers.Serializer):
+    method = serializers.ChoiceField(choices=ScoringMethod.choices, default=ScoringMethod.JUDGE)
+    debias = serializers.BooleanField(default=True)
+    batch_size = serializers.IntegerField(min_value=1, max_value=1024, default=32)
+    model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class AtdSelectionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Selection
+        fields = ["id", "run", "name", "version", "epsilon", "size", "created_at"]
+
+
+class AtdSelectionCreateSerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    name = serializers.SlugField(max_length=100)
+    epsilon = serializers.FloatField(min_value=0, max_value=0.5)
+
+
+class AtdTeacherRunSerializer(serializers.ModelSerializer):
+    job = JobSerializer(read_only=True)
+
+    class Meta:
+        model = TeacherRun
+        fields = ["id", "selection", "model_name", "base_url", "debias", "budget", "model_id", "job", "created_at"]
+
+
+class AtdTeacherRunDetailSerializer(AtdTeacherRunSerializer):
+    counts = serializers.SerializerMethodField()
+
+    class Meta(AtdTeacherRunSerializer.Meta):
+        fields = [*AtdTeacherRunSerializer.Meta.fields, "counts"]
+
+    def get_counts(self, run: TeacherRun) -> dict[str, int]:
+        return teacher_counts(run)
+
+
+class AtdTeacherCreateSerializer(serializers.Serializer):
+    model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    base_url = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
+                                    help_text="another vLLM endpoint (http or https); empty = the platform's")
+    debias = serializers.BooleanField(default=True)
+    budget = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+
+    def validate_base_url(self, value: str) -> str:
+        if value and not valid_base_url(value):
+            raise serializers.ValidationError("Use an http(s) URL with a host, e.g. http://vllm:8000/v1.")
+        return value
+
+
+class AtdTieCountsSerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    scored = serializers.IntegerField()
+    kept = serializers.ListField(child=serializers.DictField())
+    histogram = serializers.ListField(child=serializers.DictField())
+
+
+# --- views ----------------------------------------------------------------------------------------
+
+def _curated_project(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+    return project
+
+
+def _run_of(project, run_id) -> ScoringRun:
+    return get_object_or_404(ScoringRun.objects.select_related("job"), project=project, pk=run_id)
+
+
+class AtdImportApi(APIView):
+    """Upload a prompt pool as JSONL (field `file`): `{id, prompt | messages, candidates?, meta?}` per line.
+    `dry_run` and `skip_bad_lines` are form fields; errors without skip_bad_lines → 400, nothing written."""
+
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, slug: str):
+        project = _curated_project(request, slug)
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise ValidationError({"file": ["Upload a JSONL file in the field 'file'."]})
+        skip = truthy(request.data.get("skip_bad_lines"))
+        report = importers.import_prompts(project=project, lines=upload, file=upload.name, user=request.user,
+                                          dry_run=truthy(request.data.get("dry_run")), skip_bad_lines=skip)
+        failed = report.errors and not report.dry_run and not skip
+        return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if failed else status.HTTP_200_OK)
+
+
+class AtdPromptListApi(APIView):
+    """The prompt pool, newest first (cursor)."""
+
+    @extend_schema(parameters=[OpenApiParameter("cursor", str), OpenApiParameter("page_size", int)],
+                   responses=AtdPromptSerializer(many=True))
+    def get(self, request, slug: str):
+        project = _curated_project(request, slug)
+        paginator = CreatedCursorPagination()
+        page = paginator.paginate_queryset(AtdPrompt.objects.filter(project=project), request, view=self)
+        return paginator.get_paginated_response(AtdPromptSerializer(page, many=True).data)
+
+
+class AtdRunListApi(APIView):
+    """Scoring runs of the project (newest first); POST starts one (a job) and answers 202."""
+
+    @extend_schema(responses=AtdScoringRunSerializer(many=True))
+    def get(self, request, slug: str):
+        project = _curated_project(request, slug)
+        runs = ScoringRun.objects.filter(project=project).select_related("job")
+        return Response(AtdScoringRunSerializer(runs, many=True).data)
+
+    @extend_schema(request=AtdScoringRunCreateSerializer, responses={202: AtdScoringRunSerializer})
+    def post(self, request, slug: str):
+        project = _curated_project(request, slug)
+        data = AtdScoringRunCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            run = services.start_scoring(project=project, user=request.user, **data.validated_data)
+        except services.AtdError as exc:
+            raise ValidationError({"detail": str(exc)}) from exc
+        except BrokerUnavailable as exc:
+            raise ServiceUnavailable(str(exc)) from exc
+        return Response(AtdScoringRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class AtdRunDetailApi(APIView):
+    """One scoring run with its job, how many prompts it has scored and the size of the pool."""
+
+    @extend_schema(responses=AtdScoringRunDetailSerializer)
+    def get(self, request, slug: str, run_id: int):
+        project = _curated_project(request, slug)
+        return Response(AtdScoringRunDetailSerializer(_run_of(project, run_id)).data)
+
+
+class AtdTieCountsApi(APIView):
+    """Kept count per epsilon (|q - 0.5| <= epsilon, repeat `epsilon`) and the histogram of q (20 bins)."""
+
+    @extend_schema(parameters=[OpenApiParameter("epsilon", float, many=True)], responses=AtdTieCountsSerializer)
+    def get(self, request, slug: str, run_id: int):
+        project = _curated_project(request, slug)
+        run = _run_of(project, run_id)
+        values = request.query_params.getlist("epsilon") or ["0.02"]
+        if len(values) > MAX_EPSILONS:
+            raise ValidationError({"epsilon": [f"At most {MAX_EPSILONS} values."]})
+        try:
+            epsilons = [parse_epsilon(value) for value in values]
+        except ValueError as exc:
+            raise ValidationError({"epsilon": [str(exc)]}) from exc
+        scored = Score.objects.filter(run=run).count()
+        kept = []
+        for epsilon in epsilons:
+            n = kept_count(run, epsilon)
+            kept.append({"epsilon": epsilon, "kept": n, "fraction": n / scored if scored else 0.0})
+        return Response({"run": run.pk, "scored": scored, "kept": kept, "histogram": q_histogram(run)})
+
+
+class AtdSelectionListApi(APIView):
+    """Frozen selections (newest first); POST {run, name, epsilon} freezes the next version of `name`."""
+
+    @extend_schema(responses=AtdSelectionSerializer(many=True))
+    def get(self, request, slug: str):
+        project = _curated_project(request, slug)
+        return Response(AtdSelectionSerializer(Selection.objects.filter(project=project), many=True).data)
+
+    @extend_schema(request=AtdSelectionCreateSerializer, responses={201: AtdSelectionSerializer})
+    def post(self, request, slug: str):
+        project = _curated_project(request, slug)
+        data = AtdSelectionCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        run = ScoringRun.objects.filter(project=project, pk=data.validated_data["run"]).first()
+        if run is None:
+            raise ValidationError({"run": ["No such scoring run in this project."]})
+        try:
+            selection = services.freeze_selection(run=run, name=data.validated_data["name"],
+                                                  epsilon=data.validated_data["epsilon"], user=request.user)
+        except services.AtdError as exc:
+            raise ValidationError({"detail": str(exc)}) from exc
+        return Response(AtdSelectionSerializer(selection).data, status=status.HTTP_201_CREATED)
+
+
+class AtdTeacherStartApi(APIView):
+    """Ask the teacher for one bit per prompt of the selection (a job); 202 with the teacher run."""
+
+    @extend_schema(request=AtdTeacherCreateSerializer, responses={202: AtdTeacherRunSerializer})
+    def post(self, request, slug: str, selection_id: int):
+        project = _curated_project(request, slug)
+        selection = get_object_or_404(Selection, project=project, pk=selection_id)
+        data = AtdTeacherCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            run = services.start_teacher(selection=selection, user=request.user, **data.validated_data)
+        except services.AtdError as exc:
+            raise ValidationError({"detail": str(exc)}) from exc
+        except BrokerUnavailable as exc:
+            raise ServiceUnavailable(str(exc)) from exc
+        return Response(AtdTeacherRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class AtdTeacherRunApi(APIView):
+    """One teacher run with its job and the answers so far by status (ok, tie, invalid)."""
+
+    @extend_schema(responses=AtdTeacherRunDetailSerializer)
+    def get(self, request, slug: str, teacher_run_id: int):
+        project = _curated_project(request, slug)
+        run = get_object_or_404(TeacherRun.objects.select_related("job"), selection__project=project,
+                                pk=teacher_run_id)
+        return Response(AtdTeacherRunDetailSerializer(run).data)

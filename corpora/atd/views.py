@@ -1,0 +1,209 @@
+"""The ATD page: import the prompt pool, score it with the ancestor, watch q's histogram and the
+near-tie count move live with epsilon, freeze selections and ask the teacher for one bit each.
+
+Curators and admins (CAN_CURATE) only: annotators and trainers get 403, outsiders 404. Writes go
+through `corpora.atd.services` / `importers`; counts are done by the database (`api.kept_count`,
+`api.q_histogram`). Prompt and candidate text is rendered auto-escaped, never marked safe.
+"""
+
+import re
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from annotate.charts import bar_chart
+from dataplatform.accounts.permissions import CAN_CURATE, project_for
+from dataplatform.broker import BrokerUnavailable
+
+from . import importers, services
+from .api import kept_count, parse_epsilon, q_histogram, teacher_counts, valid_base_url
+from .models import AtdPrompt, Score, ScoringMethod, ScoringRun, Selection
+from .scoring import NEAR_TIE_TOLERANCE
+
+DEFAULT_EPSILON = 0.02
+MAX_RUNS_SHOWN = 20
+MAX_SELECTIONS_SHOWN = 50
+MAX_IMPORT_ERRORS_SHOWN = 200
+SAMPLE_SIZE = 5  # kept prompts shown under the live count
+SLUG = re.compile(r"[-a-zA-Z0-9_]+")
+
+
+def _project(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    return project
+
+
+def _last_user_text(messages_) -> str:
+    for message in reversed(messages_ or []):
+        if isinstance(message, dict) and message.get("role", "user") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else str(content)
+    return ""
+
+
+def _tie_context(run: ScoringRun, epsilon: float) -> dict:
+    scored = Score.objects.filter(run=run).count()
+    kept = kept_count(run, epsilon)
+    sample = (Score.objects.filter(run=run, q__gte=0.5 - epsilon - NEAR_TIE_TOLERANCE,
+                                   q__lte=0.5 + epsilon + NEAR_TIE_TOLERANCE)
+              .select_related("prompt").order_by("q", "id")[:SAMPLE_SIZE])
+    return {"run": run, "epsilon": epsilon, "scored": scored, "kept": kept,
+            "fraction": f"{kept / scored:.1%}" if scored else "—",
+            "sample": [{"score": s, "prompt": s.prompt, "text": _last_user_text(s.prompt.messages)} for s in sample]}
+
+
+@login_required
+@require_GET
+def overview(request, slug: str):
+    return _render_overview(request, _project(request, slug))
+
+
+def _render_overview(request, project, *, import_report=None):
+    runs = list(ScoringRun.objects.filter(project=project).select_related("job")[:MAX_RUNS_SHOWN])
+    run = None
+    if request.GET.get("run", "").isdigit():
+        run = ScoringRun.objects.filter(project=project, pk=int(request.GET["run"])).first()
+    run = run or (runs[0] if runs else None)
+    try:
+        epsilon = parse_epsilon(request.GET.get("epsilon", DEFAULT_EPSILON))
+    except ValueError:
+        epsilon = DEFAULT_EPSILON
+    chart = None
+    if run is not None:
+        bins = q_histogram(run)
+        chart = bar_chart([f"{b['lo']:.2f}–{b['hi']:.2f}" for b in bins], [b["count"] for b in bins],
+                          title=f"q under scoring run {run.pk}")
+    selections = []
+    for selection in Selection.objects.filter(project=project).select_related("run")[:MAX_SELECTIONS_SHOWN]:
+        teachers = [{"run": t, "counts": teacher_counts(t)}
+                    for t in selection.teacher_runs.select_related("job").order_by("-id")]
+        selections.append({"selection": selection, "teachers": teachers})
+    pool = AtdPrompt.objects.filter(project=project)
+    return render(request, "corpora/atd/overview.html", {
+        "project": project,
+        "import_report": import_report,
+        "counts": {"prompts": pool.count(), "missing": pool.filter(candidates_origin="missing").count()},
+        "runs": runs,
+        "run": run,
+        "methods": ScoringMethod.choices,
+        "chart": chart,
+        "tie": _tie_context(run, epsilon) if run is not None else None,
+        "selections": selections,
+        "default_name": "near-ties",
+    })
+
+
+@login_required
+@require_POST
+def import_file(request, slug: str):
+    project = _project(request, slug)
+    upload = request.FILES.get("file")
+    if upload is None:
+        messages.error(request, "Choose a JSONL file of prompts.")
+        return redirect("atd-overview", slug=slug)
+    report = importers.import_prompts(project=project, lines=upload, file=upload.name,
+                                      dry_run=bool(request.POST.get("dry_run")),
+                                      skip_bad_lines=bool(request.POST.get("skip_bad_lines")),
+                                      user=request.user).as_dict()
+    return _render_overview(request, project, import_report={
+        "report": report, "errors": report["errors"][:MAX_IMPORT_ERRORS_SHOWN],
+        "more_errors": max(0, len(report["errors"]) - MAX_IMPORT_ERRORS_SHOWN),
+        "written": report["created"] > 0,
+    })
+
+
+def _back(slug: str, run_id=None, epsilon=None):
+    url = reverse("atd-overview", args=[slug])
+    params = [f"run={int(run_id)}"] if run_id else []
+    if epsilon is not None:
+        params.append(f"epsilon={epsilon:g}")
+    return redirect(url + ("?" + "&".join(params) if params else ""))
+
+
+def _int(value, name: str, *, low: int, high: int | None = None) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise services.AtdError(f"{name} must be a whole number.") from None
+    if number < low or (high is not None and number > high):
+        raise services.AtdError(f"{name} must be between {low} and {high}." if high else f"{name} must be >= {low}.")
+    return number
+
+
+@login_required
+@require_POST
+def score(request, slug: str):
+    project = _project(request, slug)
+    try:
+        run = services.start_scoring(project=project, method=request.POST.get("method", ScoringMethod.JUDGE),
+                                     debias=bool(request.POST.get("debias")),
+                                     batch_size=_int(request.POST.get("batch_size") or 32, "Batch size",
+                                                     low=1, high=1024),
+                                     model_name=request.POST.get("model_name", "").strip()[:200], user=request.user)
+    except services.AtdError as exc:
+        messages.error(request, str(exc))
+        return _back(slug)
+    except BrokerUnavailable as exc:
+        messages.error(request, str(exc))
+        return _back(slug)
+    messages.success(request, f"Scoring run {run.pk} started.")
+    return _back(slug, run.pk)
+
+
+@login_required
+@require_GET
+def tie_counts(request, slug: str, run_id: int):
+    """The live near-tie count (htmx partial): kept prompts and fraction at ?epsilon=, plus a sample."""
+    project = _project(request, slug)
+    run = get_object_or_404(ScoringRun, project=project, pk=run_id)
+    try:
+        epsilon = parse_epsilon(request.GET.get("epsilon", DEFAULT_EPSILON))
+    except ValueError as exc:
+        return render(request, "corpora/atd/_tie_counts.html", {"error": str(exc)}, status=400)
+    return render(request, "corpora/atd/_tie_counts.html", _tie_context(run, epsilon))
+
+
+@login_required
+@require_POST
+def freeze(request, slug: str):
+    project = _project(request, slug)
+    run_id = request.POST.get("run", "")
+    run = ScoringRun.objects.filter(project=project, pk=int(run_id)).first() if run_id.isdigit() else None
+    if run is None:
+        raise Http404("No such scoring run.")
+    name = request.POST.get("name", "").strip()
+    try:
+        epsilon = parse_epsilon(request.POST.get("epsilon"))
+        if not name or len(name) > 100 or not SLUG.fullmatch(name):
+            raise services.AtdError("Name the selection with letters, digits, - and _ only (at most 100).")
+        selection = services.freeze_selection(run=run, name=name, epsilon=epsilon, user=request.user)
+    except (ValueError, services.AtdError) as exc:
+        messages.error(request, str(exc))
+        return _back(slug, run.pk)
+    messages.success(request, f"Froze {selection.name} v{selection.version}: {selection.size} prompts "
+                              f"with |q − 0.5| ≤ {selection.epsilon:g}.")
+    return _back(slug, run.pk, epsilon)
+
+
+@login_required
+@require_POST
+def teacher(request, slug: str, selection_id: int):
+    project = _project(request, slug)
+    selection = get_object_or_404(Selection, project=project, pk=selection_id)
+    base_url = request.POST.get("base_url", "").strip()
+    try:
+        if base_url and not valid_base_url(base_url):
+            raise services.AtdError("The teacher's base URL must be an http(s) URL.")
+        budget = request.POST.get("budget", "").strip()
+        run = services.start_teacher(selection=selection, model_name=request.POST.get("model_name", "").strip()[:200],
+                                     base_url=base_url[:500], debias=bool(request.POST.get("debias")),
+                                     budget=_int(budget, "Budget", low=1) if budget else None, user=request.user)
+    except (services.AtdError, BrokerUnavailable) as exc:
+        messages.error(request, str(exc))
+        return _back(slug, selection.run_id)
+    messages.success(request, f"Teacher run {run.pk} started on {selection.name} v{selection.version}.")
+    return _back(slug, selection.run_id)

@@ -1,0 +1,167 @@
+"""The ATD page: every page and endpoint for every role, the live near-tie count, escaping of hostile
+prompt and candidate text, freezing and starting runs through the page, the import form."""
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils.html import escape
+
+from corpora.atd.models import AtdPrompt, Score, ScoringRun, Selection, TeacherAnswer, TeacherRun
+from dataplatform.accounts.models import Membership
+
+pytestmark = pytest.mark.django_db
+ROLES = ["admin", "curator", "annotator", "trainer", "outsider", "anonymous"]
+DENIED = {"annotator": 403, "trainer": 403, "outsider": 404}
+HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def make_run(project, qs, **prompt_fields) -> ScoringRun:
+    run = ScoringRun.objects.create(project=project, template_version="judge-v1")
+    for n, q in enumerate(qs):
+        prompt, _ = AtdPrompt.objects.get_or_create(
+            project=project, external_id=f"p{n}",
+            defaults={"source_sha256": "0" * 64, "messages": [{"role": "user", "content": f"question {n}"}],
+                      "candidate_a": f"A{n}", "candidate_b": f"B{n}", **prompt_fields})
+        Score.objects.create(run=run, prompt=prompt, q=q, q_ab=q)
+    return run
+
+
+@pytest.fixture
+def atd(project):
+    run = make_run(project, [0.5, 0.51, 0.52, 0.5200001, 0.1, 0.9])
+    selection = Selection.objects.create(project=project, run=run, name="ties", version=1, epsilon=0.02, size=0)
+    return {"run": run, "selection": selection}
+
+
+def _login(client, members, who):
+    if who != "anonymous":
+        client.force_login(members[who])
+    return client
+
+
+def endpoints(atd):
+    run, selection = atd["run"], atd["selection"]
+    return [
+        ("get", "/projects/alpha/atd/", None, 200),
+        ("get", f"/projects/alpha/atd/?run={run.pk}&epsilon=0.05", None, 200),
+        ("get", f"/projects/alpha/atd/runs/{run.pk}/tie-counts?epsilon=0.02", None, 200),
+        ("post", "/projects/alpha/atd/score", {"method": "judge", "debias": "1", "batch_size": "8"}, 302),
+        ("post", "/projects/alpha/atd/freeze", {"run": run.pk, "name": "ties", "epsilon": "0.02"}, 302),
+        ("post", f"/projects/alpha/atd/selections/{selection.pk}/teacher", {"budget": "3", "debias": "1"}, 302),
+        ("post", "/projects/alpha/atd/import",
+         {"file": SimpleUploadedFile("p.jsonl", b'{"id": "n1", "prompt": "hi", "candidates": ["a", "b"]}')}, 200),
+    ]
+
+
+@pytest.mark.parametrize("who", ROLES)
+@pytest.mark.parametrize("n", range(7))
+def test_every_endpoint_for_every_role(client, members, atd, who, n, django_capture_on_commit_callbacks):
+    method, url, data, success = endpoints(atd)[n]
+    with django_capture_on_commit_callbacks(execute=False):
+        response = getattr(_login(client, members, who), method)(url, data)
+    if who == "anonymous":
+        assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+    else:
+        assert response.status_code == {"admin": success, "curator": success, **DENIED}[who], url
+
+
+def test_another_project_cannot_reach_the_run(client, members, atd, other_project,
+                                              django_capture_on_commit_callbacks):
+    stranger = members["outsider"]
+    Membership.objects.create(user=stranger, project=other_project, role="curator")
+    client.force_login(stranger)
+    assert client.get(f"/projects/beta/atd/runs/{atd['run'].pk}/tie-counts").status_code == 404
+    assert client.post("/projects/beta/atd/freeze", {"run": atd["run"].pk, "name": "x",
+                                                     "epsilon": "0.1"}).status_code == 404
+    with django_capture_on_commit_callbacks(execute=False):
+        assert client.post(f"/projects/beta/atd/selections/{atd['selection'].pk}/teacher", {}).status_code == 404
+    page = client.get(f"/projects/beta/atd/?run={atd['run'].pk}")
+    assert page.status_code == 200 and b"question 0" not in page.content and b"Run " + str(
+        atd["run"].pk).encode() not in page.content
+    assert TeacherRun.objects.count() == 0 and Selection.objects.filter(project=other_project).count() == 0
+
+
+def test_live_count_partial(client, members, atd):
+    client.force_login(members["curator"])
+    url = f"/projects/alpha/atd/runs/{atd['run'].pk}/tie-counts"
+    at_boundary = client.get(url, {"epsilon": "0.02"}, HTTP_HX_REQUEST="true")
+    assert at_boundary.status_code == 200
+    html = at_boundary.content.decode()
+    assert 'id="tie-counts"' in html and "<html" not in html
+    assert '<strong class="kept-count">3</strong> of 6' in html  # 0.5, 0.51, 0.52; not 0.5200001
+    assert "50.0%" in html
+    wide = client.get(url, {"epsilon": "0.5"}).content.decode()
+    assert '<strong class="kept-count">6</strong>' in wide and "100.0%" in wide
+    assert client.get(url, {"epsilon": "nope"}).status_code == 400
+    assert client.get(url, {"epsilon": "0.9"}).status_code == 400
+
+
+def test_page_shows_histogram_live_input_and_forms(client, members, atd):
+    teacher = TeacherRun.objects.create(selection=atd["selection"], model_name="t-model")
+    TeacherAnswer.objects.create(run=teacher, prompt=AtdPrompt.objects.get(external_id="p0"), bit="", status="tie")
+    client.force_login(members["admin"])
+    html = client.get("/projects/alpha/atd/").content.decode()
+    assert "<svg" in html and f"q under scoring run {atd['run'].pk}" in html
+    assert f'hx-get="/projects/alpha/atd/runs/{atd["run"].pk}/tie-counts"' in html
+    assert 'hx-trigger="input changed delay:250ms, change"' in html
+    assert "ties v1" in html and "t-model" in html
+    assert 'value="atd.dpo"' in html and 'value="atd.scored"' in html and "/projects/alpha/exports/new" in html
+    assert "<script>" not in html and "style=" not in html  # CSP: no inline scripts or styles
+
+
+def test_hostile_text_is_escaped(client, members, project):
+    make_run(project, [0.5], messages=[{"role": "user", "content": HOSTILE}])
+    AtdPrompt.objects.filter(external_id="p0").update(candidate_a=HOSTILE, candidate_b=HOSTILE, external_id=HOSTILE)
+    client.force_login(members["curator"])
+    for html in (client.get("/projects/alpha/atd/").content.decode(),
+                 client.get(f"/projects/alpha/atd/runs/{ScoringRun.objects.get().pk}/tie-counts").content.decode()):
+        assert HOSTILE not in html and "<script>alert" not in html and "<img src=x" not in html
+        assert escape(HOSTILE)[:40] in html
+
+
+def test_freeze_via_the_page(client, members, atd):
+    client.force_login(members["curator"])
+    response = client.post("/projects/alpha/atd/freeze", {"run": atd["run"].pk, "name": "near", "epsilon": "0.02"},
+                           follow=True)
+    assert response.status_code == 200
+    selection = Selection.objects.get(name="near")
+    assert selection.version == 1 and selection.size == 3 and selection.epsilon == 0.02
+    assert "Froze near v1: 3 prompts" in response.content.decode()
+    client.post("/projects/alpha/atd/freeze", {"run": atd["run"].pk, "name": "near", "epsilon": "0.5"})
+    assert Selection.objects.get(name="near", version=2).size == 6
+    bad = client.post("/projects/alpha/atd/freeze", {"run": atd["run"].pk, "name": "no spaces!", "epsilon": "0.1"},
+                      follow=True)
+    assert "letters, digits" in bad.content.decode() and not Selection.objects.filter(version=3).exists()
+    assert client.post("/projects/alpha/atd/freeze", {"run": 999999, "name": "x", "epsilon": "0.1"}).status_code == 404
+
+
+def test_score_and_teacher_via_the_page(client, members, atd, django_capture_on_commit_callbacks):
+    client.force_login(members["curator"])
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post("/projects/alpha/atd/score", {"method": "likelihood", "batch_size": "4"})
+        refused = client.post("/projects/alpha/atd/score", {"method": "judge", "batch_size": "0"}, follow=True)
+        client.post(f"/projects/alpha/atd/selections/{atd['selection'].pk}/teacher",
+                    {"model_name": "teach", "base_url": "http://vllm:8000/v1", "budget": "7"})
+        bad_url = client.post(f"/projects/alpha/atd/selections/{atd['selection'].pk}/teacher",
+                              {"base_url": "javascript:alert(1)"}, follow=True)
+    run = ScoringRun.objects.exclude(pk=atd["run"].pk).get()
+    assert run.method == "likelihood" and run.debias is False and run.batch_size == 4 and run.job.kind == "atd.score"
+    assert "Batch size must be between" in refused.content.decode()
+    teacher = TeacherRun.objects.get()
+    assert (teacher.model_name, teacher.base_url, teacher.budget, teacher.debias) == ("teach", "http://vllm:8000/v1",
+                                                                                      7, False)
+    assert "base URL" in bad_url.content.decode()
+    page = client.get("/projects/alpha/atd/").content.decode()
+    assert f'id="job-progress-{run.job.pk}"' in page
+
+
+def test_import_form(client, members, project):
+    client.force_login(members["curator"])
+    lines = "\n".join([json.dumps({"id": "ok", "prompt": "hi", "candidates": ["a", "b"]}), json.dumps({"id": ""})])
+    failed = client.post("/projects/alpha/atd/import", {"file": SimpleUploadedFile("pool.jsonl", lines.encode())})
+    html = failed.content.decode()
+    assert failed.status_code == 200 and "Nothing was written" in html and not AtdPrompt.objects.exists()
+    skipped = client.post("/projects/alpha/atd/import", {"file": SimpleUploadedFile("pool.jsonl", lines.encode()),
+                                                         "skip_bad_lines": "1"})
+    assert "1 created" in skipped.content.decode() and AtdPrompt.objects.get().external_id == "ok"
