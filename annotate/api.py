@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token, role_in
+from dataplatform.apiutils import Conflict, import_upload, truthy
 from dataplatform.broker import BrokerUnavailable
 from dataplatform.inference import BackendError
 from dataplatform.jobs import services as job_services
@@ -27,11 +28,6 @@ from .metrics import project_metrics
 from .models import AnnotationConfig, Claim, ClaimState, Node, Session
 from .panda_json import UnreadableFile, import_panda_json, read_panda_upload
 from .reviews import review_session
-
-
-class Conflict(APIException):
-    status_code = 409
-    default_code = "stale_version"
 
 
 def _refusal(exc: services.AnnotationError) -> APIException:
@@ -138,15 +134,7 @@ class ImportApi(APIView):
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        upload = request.FILES.get("file")
-        if upload is None:
-            raise ValidationError({"file": ["Upload a JSONL file in the field 'file'."]})
-        report = importers.import_prompts(
-            project=project, lines=upload, file=upload.name,
-            dry_run=_truthy(request.data.get("dry_run")), skip_bad_lines=_truthy(request.data.get("skip_bad_lines")),
-        )
-        failed = report.errors and not report.dry_run and not _truthy(request.data.get("skip_bad_lines"))
-        return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if failed else status.HTTP_200_OK)
+        return import_upload(request, importers.import_prompts, project=project)
 
 
 class ImportPandaApi(APIView):
@@ -171,7 +159,7 @@ class ImportPandaApi(APIView):
         except UnreadableFile as exc:
             raise ValidationError({"file": [str(exc)]}) from exc
         report = import_panda_json(project=project, data=data, annotator=annotator, file=upload.name,
-                                   dry_run=_truthy(request.data.get("dry_run")), backend=services.backend_for(project))
+                                   dry_run=truthy(request.data.get("dry_run")), backend=services.backend_for(project))
         return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if report.errors else status.HTTP_200_OK)
 
 
@@ -181,7 +169,7 @@ class RolloutApi(APIView):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
         try:
             job = job_services.enqueue_job(project=project, kind="annotate.rollouts",
-                                           params={"regenerate": _truthy(request.data.get("regenerate"))},
+                                           params={"regenerate": truthy(request.data.get("regenerate"))},
                                            user=request.user)
         except BrokerUnavailable as exc:
             raise ServiceUnavailable(str(exc)) from exc
@@ -379,10 +367,6 @@ def _session_action(request, session_id: int, action):
     except services.AnnotationError as exc:
         raise _refusal(exc) from exc
     return Response(SessionSerializer(Session.objects.get(pk=session.pk)).data)
-
-
-def _truthy(value) -> bool:
-    return str(value).strip().lower() in {"1", "true", "yes", "on"}
 
 
 class ReviewApi(APIView):

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for, request_token
-from dataplatform.apiutils import Conflict, truthy
+from dataplatform.apiutils import Conflict, import_upload
 from dataplatform.broker import BrokerUnavailable
 from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
 from dataplatform.pagination import CreatedCursorPagination
@@ -105,15 +105,8 @@ class ImportApi(APIView):
 
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):
-        project = _curated_project(request, slug)
-        upload = request.FILES.get("file")
-        if upload is None:
-            raise ValidationError({"file": ["Upload a JSONL file in the field 'file'."]})
-        skip = truthy(request.data.get("skip_bad_lines"))
-        report = importers.import_traces(project=project, lines=upload, file=upload.name, user=request.user,
-                                         dry_run=truthy(request.data.get("dry_run")), skip_bad_lines=skip)
-        failed = report.errors and not report.dry_run and not skip
-        return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if failed else status.HTTP_200_OK)
+        return import_upload(request, importers.import_traces, project=_curated_project(request, slug),
+                             user=request.user)
 
 
 class TraceListApi(APIView):

@@ -1,6 +1,8 @@
 """Small pieces every app's API shares."""
 
-from rest_framework.exceptions import APIException
+from rest_framework import status
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.response import Response
 
 
 class Conflict(APIException):
@@ -13,3 +15,16 @@ class Conflict(APIException):
 def truthy(value) -> bool:
     """A form or query flag: "1", "true", "yes", "on" (any case) are true."""
     return str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def import_upload(request, importer, **arguments) -> Response:
+    """Run `importer` on the request's multipart `file` with its `dry_run` and `skip_bad_lines` form
+    fields; the report is the body, with 400 when the file was refused (errors, and not skipped)."""
+    upload = request.FILES.get("file")
+    if upload is None:
+        raise ValidationError({"file": ["Upload a JSONL file in the field 'file'."]})
+    skip = truthy(request.data.get("skip_bad_lines"))
+    report = importer(lines=upload, file=upload.name, dry_run=truthy(request.data.get("dry_run")),
+                      skip_bad_lines=skip, **arguments)
+    failed = report.errors and not report.dry_run and not skip
+    return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if failed else status.HTTP_200_OK)

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token
-from dataplatform.apiutils import Conflict, truthy
+from dataplatform.apiutils import Conflict, import_upload
 from dataplatform.broker import BrokerUnavailable
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
@@ -184,18 +184,11 @@ class ImportApi(APIView):
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        upload = request.FILES.get("file")
-        if upload is None:
-            raise ValidationError({"file": ["Upload a JSONL file in the field 'file'."]})
         kind = request.data.get("kind", "tasks")
         importer = {"tasks": importers.import_tasks, "trajectories": importers.import_trajectories}.get(kind)
         if importer is None:
             raise ValidationError({"kind": ["Must be 'tasks' or 'trajectories'."]})
-        skip = truthy(request.data.get("skip_bad_lines"))
-        report = importer(project=project, lines=upload, file=upload.name, user=request.user,
-                          dry_run=truthy(request.data.get("dry_run")), skip_bad_lines=skip)
-        failed = report.errors and not report.dry_run and not skip
-        return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if failed else status.HTTP_200_OK)
+        return import_upload(request, importer, project=project, user=request.user)
 
 
 class AutolabelApi(APIView):
