@@ -77,3 +77,24 @@ register(JobKind(
     params_serializer=RunParams,
     run=run_teacher,
 ))
+
+
+class SampleParams(serializers.Serializer):
+    temperature = serializers.FloatField(default=1.0, min_value=0.01, max_value=2.0)
+    max_tokens = serializers.IntegerField(default=128, min_value=1, max_value=4096)
+    seed = serializers.IntegerField(default=0)
+    tries = serializers.IntegerField(default=3, min_value=1, max_value=10)
+
+
+def run_sampling(job, progress) -> dict:
+    return atd.sample_candidates(project=job.project, progress=progress, **job.params)
+
+
+register(JobKind(
+    name="atd.sample",
+    label="Sample candidates from the ancestor",
+    description="Two distinct answers for every prompt imported without candidates (temperature and seed "
+                "recorded; up to `tries` attempts for distinctness).",
+    params_serializer=SampleParams,
+    run=run_sampling,
+))

@@ -22,6 +22,50 @@ class AtdError(Exception):
     """A request the ATD workflow refuses, with a message for the curator."""
 
 
+def sample_candidates(*, project, progress, backend: Backend | None = None, temperature: float = 1.0,
+                      max_tokens: int = 128, seed: int = 0, tries: int = 3, batch_size: int = 16) -> dict:
+    """Two distinct answers from the ancestor for every prompt imported without candidates.
+
+    Each try samples both candidates of every prompt of a batch in one backend call (each prompt twice
+    in the batch; the rows are sampled independently) with the seed `seed + try`; a prompt whose two
+    samples are equal (after stripping) is tried again, up to `tries` times, then left "missing" with
+    the attempts recorded in its meta."""
+    backend = backend or backend_for_model("")
+    pending = AtdPrompt.objects.filter(project=project, candidates_origin="missing").order_by("id")
+    progress.set_total(pending.count())
+    filled = gave_up = 0
+    last = 0
+    while True:
+        batch = list(pending.filter(id__gt=last)[:batch_size])
+        if not batch:
+            return {"sampled": filled, "gave_up": gave_up, "model_id": backend.model_id}
+        last = batch[-1].pk
+        todo = batch
+        for attempt in range(tries):
+            ids = [backend.chat_prompt_ids(p.messages) for p in todo]
+            answers = backend.generate([row for prompt_ids in ids for row in (prompt_ids, prompt_ids)],
+                                       max_tokens=max_tokens, temperature=temperature, seed=seed + attempt)
+            texts = [(answers[2 * n].text.strip(), answers[2 * n + 1].text.strip()) for n in range(len(todo))]
+            again = []
+            for prompt, (a, b) in zip(todo, texts, strict=True):
+                if a and b and a != b:
+                    prompt.candidate_a, prompt.candidate_b, prompt.candidates_origin = a, b, "sampled"
+                    prompt.meta = {**prompt.meta, "sampling": {"temperature": temperature, "seed": seed,
+                                                               "tries": attempt + 1, "model_id": backend.model_id}}
+                    prompt.save(update_fields=["candidate_a", "candidate_b", "candidates_origin", "meta"])
+                    filled += 1
+                else:
+                    again.append(prompt)
+            todo = again
+            if not todo:
+                break
+        for prompt in todo:
+            prompt.meta = {**prompt.meta, "sampling": {"gave_up_after": tries, "model_id": backend.model_id}}
+            prompt.save(update_fields=["meta"])
+        gave_up += len(todo)
+        progress.report(filled + gave_up, message=f"{filled} prompts have two candidates, {gave_up} gave up")
+
+
 def start_scoring(*, project, method: str = ScoringMethod.JUDGE, debias: bool = True, batch_size: int = 32,
                   model_name: str = "", user, publish: bool = True) -> ScoringRun:
     if method not in ScoringMethod.values:
