@@ -27,6 +27,7 @@ from django.views.decorators.http import require_POST
 from annotate.charts import bar_chart
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.broker import BrokerUnavailable
+from dataplatform.imports import page_import
 from dataplatform.jobs.models import Job, JobState
 from dataplatform.jobs.views import STALL_AFTER
 from dataplatform.system.selectors import worker_status
@@ -36,7 +37,6 @@ from .aed.models import CaseStatus, EvidenceCheck, ProposalStatus
 from .aed.taxonomy import shipped_error_taxonomy
 
 PAGE_SIZE = 50
-MAX_IMPORT_ERRORS_SHOWN = 200
 MAX_FILTER_CHOICES = 200
 LONG_OBSERVATION = 600  # characters; a longer observation is folded in <details>
 DRAFT_KIND = "aed.draft"
@@ -103,19 +103,11 @@ def _render_overview(request, project, *, import_report=None):
 @require_POST
 def import_file(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
-    upload = request.FILES.get("file")
-    if upload is None:
+    result = page_import(request, importers.import_traces, project=project, user=request.user)
+    if result is None:
         messages.error(request, "Choose a JSONL file of traces.")
         return redirect("aed-overview", slug=slug)
-    report = importers.import_traces(project=project, lines=upload, file=upload.name,
-                                     dry_run=bool(request.POST.get("dry_run")),
-                                     skip_bad_lines=bool(request.POST.get("skip_bad_lines")),
-                                     user=request.user).as_dict()
-    return _render_overview(request, project, import_report={
-        "report": report, "errors": report["errors"][:MAX_IMPORT_ERRORS_SHOWN],
-        "more_errors": max(0, len(report["errors"]) - MAX_IMPORT_ERRORS_SHOWN),
-        "written": report["created"] > 0,
-    })
+    return _render_overview(request, project, import_report=result)
 
 
 # --- the curation page -----------------------------------------------------------------------------

@@ -126,3 +126,18 @@ def _unstorable(value) -> bool:
 def _reject_constant(name: str):
     # Python's json accepts NaN and Infinity; standard JSON (and PostgreSQL's jsonb) does not.
     raise ValueError(f"{name} is not allowed")
+
+
+MAX_ERRORS_SHOWN = 200  # a page lists this many line errors; the rest are counted
+
+
+def page_import(request, importer, **arguments) -> dict | None:
+    """Run `importer` on a page form's uploaded `file` (with its dry_run and skip_bad_lines boxes) and
+    return what the `frontend/import_result.html` partial shows; None when no file was chosen."""
+    upload = request.FILES.get("file")
+    if upload is None:
+        return None
+    report = importer(lines=upload, file=upload.name, dry_run=bool(request.POST.get("dry_run")),
+                      skip_bad_lines=bool(request.POST.get("skip_bad_lines")), **arguments).as_dict()
+    return {"report": report, "errors": report["errors"][:MAX_ERRORS_SHOWN],
+            "more_errors": max(0, len(report["errors"]) - MAX_ERRORS_SHOWN), "written": report["created"] > 0}

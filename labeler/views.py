@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 from annotate.charts import bar_chart
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
 from dataplatform.broker import BrokerUnavailable
+from dataplatform.imports import page_import
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 
@@ -29,7 +30,6 @@ from .taxonomy import UNSPECIFIED
 
 AUTOLABEL_KIND = "labeler.autolabel"
 PAGE_SIZE = 50
-MAX_IMPORT_ERRORS_SHOWN = 200
 TOP_TAGS = 30
 IMPORTERS = {SourceKind.TASKS: importers.import_tasks, SourceKind.TRAJECTORIES: importers.import_trajectories}
 
@@ -121,18 +121,12 @@ def _next_task(request, project):
 @require_POST
 def import_file(request, slug: str):
     project, role = project_for(request.user, slug, CAN_CURATE)
-    upload = request.FILES.get("file")
     importer = IMPORTERS.get(request.POST.get("kind", SourceKind.TASKS))
-    if upload is None or importer is None:
+    result = page_import(request, importer, project=project, user=request.user) if importer else None
+    if result is None:
         messages.error(request, "Choose what to import and a JSONL file.")
         return redirect("labeler-overview", slug=slug)
-    report = importer(project=project, lines=upload, file=upload.name, dry_run=bool(request.POST.get("dry_run")),
-                      skip_bad_lines=bool(request.POST.get("skip_bad_lines")), user=request.user)
-    return _render_overview(request, project, role, import_report={
-        "report": report, "errors": report.errors[:MAX_IMPORT_ERRORS_SHOWN],
-        "more_errors": max(0, len(report.errors) - MAX_IMPORT_ERRORS_SHOWN),
-        "written": report.created > 0,
-    })
+    return _render_overview(request, project, role, import_report=result)
 
 
 @login_required

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from annotate.charts import bar_chart
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.broker import BrokerUnavailable
+from dataplatform.imports import page_import
 
 from . import importers, services
 from .api import kept_count, parse_epsilon, q_histogram, teacher_counts, valid_base_url
@@ -27,7 +28,6 @@ from .scoring import NEAR_TIE_TOLERANCE
 DEFAULT_EPSILON = 0.02
 MAX_RUNS_SHOWN = 20
 MAX_SELECTIONS_SHOWN = 50
-MAX_IMPORT_ERRORS_SHOWN = 200
 SAMPLE_SIZE = 5  # kept prompts shown under the live count
 SLUG = re.compile(r"[-a-zA-Z0-9_]+")
 
@@ -101,19 +101,11 @@ def _render_overview(request, project, *, import_report=None):
 @require_POST
 def import_file(request, slug: str):
     project = _project(request, slug)
-    upload = request.FILES.get("file")
-    if upload is None:
+    result = page_import(request, importers.import_prompts, project=project, user=request.user)
+    if result is None:
         messages.error(request, "Choose a JSONL file of prompts.")
         return redirect("atd-overview", slug=slug)
-    report = importers.import_prompts(project=project, lines=upload, file=upload.name,
-                                      dry_run=bool(request.POST.get("dry_run")),
-                                      skip_bad_lines=bool(request.POST.get("skip_bad_lines")),
-                                      user=request.user).as_dict()
-    return _render_overview(request, project, import_report={
-        "report": report, "errors": report["errors"][:MAX_IMPORT_ERRORS_SHOWN],
-        "more_errors": max(0, len(report["errors"]) - MAX_IMPORT_ERRORS_SHOWN),
-        "written": report["created"] > 0,
-    })
+    return _render_overview(request, project, import_report=result)
 
 
 def _back(slug: str, run_id=None, epsilon=None):
