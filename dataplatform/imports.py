@@ -20,6 +20,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from django.conf import settings
+from django.db import models
+
 MAX_LINE_BYTES = 1_000_000
 # NUL and unpaired surrogates: valid in a JSON string, but PostgreSQL (text or jsonb) and UTF-8 cannot hold them.
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -141,3 +144,17 @@ def page_import(request, importer, **arguments) -> dict | None:
                       skip_bad_lines=bool(request.POST.get("skip_bad_lines")), **arguments).as_dict()
     return {"report": report, "errors": report["errors"][:MAX_ERRORS_SHOWN],
             "more_errors": max(0, len(report["errors"]) - MAX_ERRORS_SHOWN), "written": report["created"] > 0}
+
+
+class ImportedFile(models.Model):
+    """What every app records of an imported file: the same bytes imported again into a project add
+    nothing (a subclass adds the project foreign key and a unique (project, sha256) constraint)."""
+
+    filename = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64)
+    rows = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True

@@ -15,6 +15,7 @@ from django.db.models import Q
 
 from dataplatform.accounts.models import Project
 from dataplatform.claims import ClaimBase, ClaimState
+from dataplatform.imports import ImportedFile
 
 from .taxonomy import TaxonomySpec
 
@@ -63,16 +64,11 @@ class SourceKind(models.TextChoices):
     TRAJECTORIES = "trajectories", "Trajectories"
 
 
-class Source(models.Model):
+class Source(ImportedFile):
     """An imported file. The same bytes imported again into the project add nothing."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="labeler_sources")
     kind = models.CharField(max_length=16, choices=SourceKind.choices)
-    filename = models.CharField(max_length=255)
-    sha256 = models.CharField(max_length=64)
-    rows = models.PositiveIntegerField(default=0)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "sha256"], name="labeler_source_unique_sha")]

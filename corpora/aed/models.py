@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import models
 
 from dataplatform.accounts.models import Project
+from dataplatform.imports import ImportedFile
 
 
 class ErrorTaxonomy(models.Model):
@@ -38,15 +39,10 @@ class ErrorTaxonomy(models.Model):
         return [c["slug"] for c in self.categories]
 
 
-class TraceSource(models.Model):
+class TraceSource(ImportedFile):
     """An imported file; the same bytes imported again into the project add nothing."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="trace_sources")
-    filename = models.CharField(max_length=255)
-    sha256 = models.CharField(max_length=64)
-    rows = models.PositiveIntegerField(default=0)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "sha256"], name="trace_source_unique_sha")]

@@ -9,15 +9,11 @@ from django.conf import settings
 from django.db import models
 
 from dataplatform.accounts.models import Project
+from dataplatform.imports import ImportedFile
 
 
-class PromptSource(models.Model):
+class PromptSource(ImportedFile):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="atd_sources")
-    filename = models.CharField(max_length=255)
-    sha256 = models.CharField(max_length=64)
-    rows = models.PositiveIntegerField(default=0)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "sha256"], name="atd_source_unique_sha")]
