@@ -9,6 +9,8 @@ from corpora.atd.models import AtdPrompt, Score, TeacherAnswer
 from dataplatform.jobs.models import JobState
 from dataplatform.jobs.services import execute_job
 
+from ..doubles import RecordingProgress
+
 pytestmark = [pytest.mark.model, pytest.mark.django_db]
 
 
@@ -39,3 +41,23 @@ def test_ancestor_scores_twenty_prompts_then_the_teacher_answers(project, member
     assert all((a.bit in ("A", "B") and a.status == "ok") or (a.bit == "" and a.status in ("tie", "invalid"))
                for a in answers)
     assert all(a.swapped for a in answers if a.status == "ok")  # both orders asked (debiased)
+
+
+def test_likelihood_scoring_and_candidate_sampling_with_the_cpu_model(project, members, local_backend):
+    AtdPrompt.objects.bulk_create([
+        AtdPrompt(project=project, external_id=f"m{n}", messages=[{"role": "user", "content": f"Name a colour ({n})."}],
+                  candidates_origin="missing", source_sha256=f"{n:064d}") for n in range(3)])
+    sampled = services.sample_candidates(project=project, progress=RecordingProgress(), temperature=1.0, max_tokens=8,
+                                         seed=1, tries=3)
+    assert sampled["sampled"] + sampled["gave_up"] == 3
+    filled = list(AtdPrompt.objects.filter(project=project, candidates_origin="sampled"))
+    assert len(filled) == sampled["sampled"] and all(p.candidate_a != p.candidate_b for p in filled)
+    run = services.start_scoring(project=project, method="likelihood", user=members["curator"], publish=False)
+    execute_job(job_id=run.job_id)
+    scores = list(Score.objects.filter(run=run).select_related("prompt"))
+    assert len(scores) == len(filled)
+    for score in scores:
+        lps_a, lps_b = score.logprobs["a"], score.logprobs["b"]
+        assert len(lps_a) == len(local_backend.tokenize(score.prompt.candidate_a)) and all(lp <= 0 for lp in lps_a)
+        mean_gap = sum(lps_a) / len(lps_a) - sum(lps_b) / len(lps_b)
+        assert math.isclose(score.q, 1 / (1 + math.exp(-mean_gap)), rel_tol=1e-9) and score.q_ba is None
