@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from dataplatform import claims
@@ -107,11 +107,9 @@ def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -
 def claim_next(*, project: Project, annotator) -> Claim | None:
     """The annotator's current claim, renewed, or a claim on the next answered item with a free slot."""
     config = config_for(project)
-    queue = Item.objects.filter(project=project)
     return claims.claim_next(claim_model=Claim, item_field="item", holder_field="annotator", project_id=project.pk,
-                             queue=queue,
-                             eligible=queue.filter(rollout__isnull=False), holder_id=annotator.pk,
-                             overlap=config.overlap, lease_minutes=config.lease_minutes)
+                             holder_id=annotator.pk, overlap=config.overlap, lease_minutes=config.lease_minutes,
+                             ready=Q(rollout__isnull=False))
 
 
 def end_claim(*, claim: Claim, state: ClaimState) -> Claim:

@@ -26,7 +26,7 @@ SQLite has no row locks; its transactions are IMMEDIATE here (settings), which s
 from datetime import timedelta
 
 from django.db import connection, models, transaction
-from django.db.models import F, Model, QuerySet
+from django.db.models import F, Model, Q
 from django.utils import timezone
 
 
@@ -53,24 +53,24 @@ class ClaimBase(models.Model):
 ACTIVE, DONE = ClaimState.ACTIVE.value, ClaimState.DONE.value
 
 
-def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, project_id: int, queue: QuerySet,
-               eligible: QuerySet, holder_id: int, overlap: int, lease_minutes: int):
-    """The holder's active claim on an item of `queue`, renewed; else a new claim on the next
-    `eligible` item of the project that they never had and that has a free slot; else None.
-
-    Items have a `project` foreign key; `project_id` is repeated outside `eligible` so that
-    the scan can walk the (project, -claims_done, id) index in order."""
+def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, project_id: int, holder_id: int,
+               overlap: int, lease_minutes: int, ready: Q | None = None):
+    """The holder's active claim on an item of the project, renewed; else a new claim on the next item
+    of the project that is `ready` (e.g. answered by the model), that they never had and that has a
+    free slot; else None. Items have a `project` foreign key and the (project, -claims_done, id) index."""
     quote = connection.ops.quote_name
     meta = claim_model._meta
     table = quote(meta.db_table)
     item_col = quote(meta.get_field(item_field).column)
     holder_col = quote(meta.get_field(holder_field).column)
+    item_model = meta.get_field(item_field).related_model
+    item_table = quote(item_model._meta.db_table)
     returning = ", ".join(quote(f.column) for f in meta.concrete_fields)
-    queue_sql, queue_params = queue.values("pk").query.sql_with_params()
-    eligible_sql, eligible_params = eligible.values("pk").query.sql_with_params()
-    item_table = quote(eligible.model._meta.db_table)
+    ready_sql, ready_params = "", []
+    if ready is not None:
+        subquery, ready_params = item_model.objects.filter(ready).values("pk").query.sql_with_params()
+        ready_sql = f"AND it.id IN ({subquery}) "
     locks = connection.features.has_select_for_update_skip_locked
-    holding = f"c.state = '{DONE}' OR (c.state = '{ACTIVE}' AND c.lease_expires_at > %s)"
     now = timezone.now()
     lease = now + timedelta(minutes=lease_minutes)
 
@@ -80,10 +80,10 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
             # annotator would simply claim again. Not waiting for the WAL flush halves its latency.
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
         cursor.execute(
-            f"SELECT c.id, c.{item_col}, c.lease_expires_at > %s FROM {table} c "
-            f"WHERE c.{holder_col} = %s AND c.state = '{ACTIVE}' AND c.{item_col} IN ({queue_sql}) "
+            f"SELECT c.id, c.{item_col}, c.lease_expires_at > %s FROM {table} c JOIN {item_table} it "
+            f"ON it.id = c.{item_col} WHERE c.{holder_col} = %s AND c.state = '{ACTIVE}' AND it.project_id = %s "
             f"ORDER BY c.id LIMIT 1{' FOR UPDATE OF c' if locks else ''}",
-            [now, holder_id, *queue_params])
+            [now, holder_id, project_id])
         mine = cursor.fetchone()
         if mine is not None:
             claim_id, item_id, live = mine
@@ -96,21 +96,20 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
 
         while True:
             cursor.execute(
-                f"SELECT it.id FROM {item_table} it WHERE it.project_id = %s AND it.claims_done < %s "
-                f"AND it.id IN ({eligible_sql}) "
+                f"SELECT it.id FROM {item_table} it WHERE it.project_id = %s AND it.claims_done < %s {ready_sql}"
                 f"AND NOT EXISTS (SELECT 1 FROM {table} c WHERE c.{item_col} = it.id AND c.{holder_col} = %s) "
-                f"AND (SELECT count(*) FROM {table} c WHERE c.{item_col} = it.id AND ({holding})) < %s "
+                f"AND ({_HOLDERS.format(table=table, item_col=item_col)} AND c.{item_col} = it.id) < %s "
                 f"ORDER BY it.claims_done DESC, it.id LIMIT 1{' FOR UPDATE OF it SKIP LOCKED' if locks else ''}",
-                [project_id, overlap, *eligible_params, holder_id, now, overlap])
+                [project_id, overlap, *ready_params, holder_id, now, overlap])
             row = cursor.fetchone()
             if row is None:
                 return None
             created = _one(claim_model.objects.raw(
                 f"INSERT INTO {table} ({item_col}, {holder_col}, state, lease_expires_at, created_at, updated_at) "
                 f"SELECT %s, %s, '{ACTIVE}', %s, %s, %s "
-                f"WHERE (SELECT count(*) FROM {table} c WHERE c.{item_col} = %s AND ({holding})) < %s "
+                f"WHERE ({_HOLDERS.format(table=table, item_col=item_col)} AND c.{item_col} = %s) < %s "
                 f"RETURNING {returning}",
-                [row[0], holder_id, lease, now, now, row[0], now, overlap]))
+                [row[0], holder_id, lease, now, now, now, row[0], overlap]))
             if created is not None:
                 return created
             # Filled up between the scan and the lock; the next scan sees the new claim and moves on.
@@ -130,11 +129,15 @@ def mark_done(*, claim_model: type[Model], item_field: str, claim_id: int) -> No
             claims_done=F("claims_done") + 1)
 
 
+# The claims holding a slot of an item: done, or active with a live lease (the %s is "now").
+_HOLDERS = ("SELECT count(*) FROM {table} c WHERE (c.state = 'done' OR (c.state = 'active' "
+            "AND c.lease_expires_at > %s))")
+
+
 def _holders(cursor, table: str, item_col: str, item_id: int, now, *, excluding: int) -> int:
     """How many claims other than `excluding` hold a slot of the item."""
-    cursor.execute(f"SELECT count(*) FROM {table} c WHERE c.{item_col} = %s AND c.id <> %s "
-                   f"AND (c.state = '{DONE}' OR (c.state = '{ACTIVE}' AND c.lease_expires_at > %s))",
-                   [item_id, excluding, now])
+    cursor.execute(f"{_HOLDERS.format(table=table, item_col=item_col)} AND c.{item_col} = %s AND c.id <> %s",
+                   [now, item_id, excluding])
     return cursor.fetchone()[0]
 
 

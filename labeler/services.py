@@ -222,11 +222,8 @@ def save_model_label(*, task: SweTask, taxonomy: Taxonomy, outcome: Outcome, mod
 def claim_next_task(*, project: Project, reviewer) -> ReviewClaim | None:
     """The reviewer's active claim, renewed, or the next task with a free review slot."""
     settings = settings_for(project)
-    queue = SweTask.objects.filter(project=project)
     return claims.claim_next(claim_model=ReviewClaim, item_field="task", holder_field="reviewer", project_id=project.pk,
-                             queue=queue,
-                             eligible=queue, holder_id=reviewer.pk, overlap=settings.overlap,
-                             lease_minutes=settings.lease_minutes)
+                             holder_id=reviewer.pk, overlap=settings.overlap, lease_minutes=settings.lease_minutes)
 
 
 def end_review_claim(*, claim: ReviewClaim, state: ReviewClaimState) -> ReviewClaim:
