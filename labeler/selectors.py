@@ -63,7 +63,7 @@ def label_for_writing(user, label_id: int, *, token: ApiToken | None = None) -> 
 
 def label_for(user, label_id: int, *, token: ApiToken | None = None) -> Label:
     label = Label.objects.filter(pk=label_id).select_related("taxonomy", "task", "task__project", "author").first()
-    if label is None or label not in labels_of(user, label.task) or not tasks_visible_to(
+    if label is None or not labels_of(user, label.task).filter(pk=label.pk).exists() or not tasks_visible_to(
             user, label.task.project, token=token).filter(pk=label.task_id).exists():
         raise Http404("No such label.")
     return label

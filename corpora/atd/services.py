@@ -93,18 +93,19 @@ def score_prompts(*, run: ScoringRun, progress, backend: Backend | None = None) 
     if run.model_id != backend.model_id:
         ScoringRun.objects.filter(pk=run.pk).update(model_id=backend.model_id)
     pending = _unscored(run)
-    total = pending.count() + Score.objects.filter(run=run).count()
+    done = Score.objects.filter(run=run).count()
+    total = done + pending.count()
     progress.set_total(total)
-    done, last = total - pending.count(), 0
     progress.report(done)
+    verdict = scoring.verdict_token_ids(backend.tokenize) if run.method == ScoringMethod.JUDGE else None
+    last = 0
     while True:
         batch = list(pending.filter(id__gt=last).only("id", "messages", "candidate_a", "candidate_b")
                      [:run.batch_size])
         if not batch:
             return {"scored": done, "total": total}
         last = batch[-1].pk
-        rows = judge_scores(backend, batch, run.debias) if run.method == ScoringMethod.JUDGE \
-            else likelihood_scores(backend, batch)
+        rows = judge_scores(backend, batch, run.debias, verdict) if verdict else likelihood_scores(backend, batch)
         Score.objects.bulk_create([Score(run=run, prompt=prompt, **row) for prompt, row in zip(batch, rows,
                                                                                              strict=True)],
                                   ignore_conflicts=True)
@@ -112,9 +113,9 @@ def score_prompts(*, run: ScoringRun, progress, backend: Backend | None = None) 
         progress.report(done, message=f"{done:,} of {total:,} prompts scored")
 
 
-def judge_scores(backend: Backend, prompts: list[AtdPrompt], debias: bool) -> list[dict]:
-    """q = P(A) / (P(A) + P(B)) at the verdict; with debias, also the swapped order, averaged."""
-    verdict = scoring.verdict_token_ids(backend.tokenize)
+def judge_scores(backend: Backend, prompts: list[AtdPrompt], debias: bool, verdict: tuple[int, int]) -> list[dict]:
+    """q = P(A) / (P(A) + P(B)) at the verdict tokens `verdict` (the ids of "A" and "B"); with debias,
+    also the swapped order, averaged."""
     sequences = [backend.chat_prompt_ids(scoring.judge_messages(p.messages, p.candidate_a, p.candidate_b))
                  for p in prompts]
     if debias:
@@ -211,13 +212,14 @@ def ask_teacher(*, run: TeacherRun, progress, backend: Backend | None = None, ba
     todo = pending.count() if run.budget is None else min(run.budget, pending.count())
     progress.set_total(todo)
     done, last = 0, 0
+    verdict = scoring.verdict_token_ids(backend.tokenize)
     while done < todo:
         batch = list(pending.filter(id__gt=last)[:min(batch_size, todo - done)])
         if not batch:
             break
         last = batch[-1].pk
         prompts = [item.prompt for item in batch]
-        rows = judge_scores(backend, prompts, run.debias)
+        rows = judge_scores(backend, prompts, run.debias, verdict)
         answers = []
         for prompt, row in zip(prompts, rows, strict=True):
             ab = row["logprobs"]["ab"]
