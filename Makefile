@@ -23,7 +23,7 @@ run: setup
 	bin/run
 
 worker: setup
-	.venv/bin/celery -A dataplatform worker --loglevel=INFO --concurrency=1
+	.venv/bin/celery -A dataplatform worker -B --loglevel=INFO --concurrency=1
 
 web: setup
 	$(PY) manage.py runserver 127.0.0.1:8000

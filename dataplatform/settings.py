@@ -241,6 +241,27 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "celery")
 # Jobs: retries of transient backend errors (BackendUnavailable) with backoff.
 JOB_MAX_RETRIES = int(os.environ.get("JOB_MAX_RETRIES", "3"))
 JOB_RETRY_BACKOFF_SECONDS = float(os.environ.get("JOB_RETRY_BACKOFF_SECONDS", "5"))
+# Jobs: a worker that dies (SIGKILL, OOM, a lost machine) is noticed by its silence. A running job's
+# worker writes a heartbeat this often; after JOB_STALE_AFTER_SECONDS without one the job is queued
+# again (it resumes: kinds skip what is already written), and after JOB_MAX_STALE_RUNS such
+# losses it fails with a message instead of crashing workers forever.
+JOB_HEARTBEAT_SECONDS = float(os.environ.get("JOB_HEARTBEAT_SECONDS", "10"))
+JOB_STALE_AFTER_SECONDS = float(os.environ.get("JOB_STALE_AFTER_SECONDS", "60"))
+JOB_MAX_STALE_RUNS = int(os.environ.get("JOB_MAX_STALE_RUNS", "3"))
+# A job still queued after this long is sent to the workers again: the broker may have lost its
+# message (Redis restarted without persistence). A duplicate message finds the job taken and is dropped.
+JOB_REPUBLISH_QUEUED_AFTER_SECONDS = float(os.environ.get("JOB_REPUBLISH_QUEUED_AFTER_SECONDS", "300"))
+# Every worker runs the reaper this often (embedded `celery beat`, `-B`) and once when it starts.
+JOB_REAP_INTERVAL_SECONDS = float(os.environ.get("JOB_REAP_INTERVAL_SECONDS", "30"))
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-jobs": {
+        "task": "dataplatform.jobs.tasks.reap_jobs",
+        "schedule": JOB_REAP_INTERVAL_SECONDS,
+        "options": {"expires": JOB_REAP_INTERVAL_SECONDS},  # a reap that waited that long is superseded
+    },
+}
+CELERY_BEAT_SCHEDULE_FILENAME = os.environ.get("CELERY_BEAT_SCHEDULE_FILENAME",
+                                               str(DATA_DIR / "celerybeat-schedule"))
 
 # --- Model backend ------------------------------------------------------------
 MODEL_BACKEND = os.environ.get("MODEL_BACKEND", "local")  # "local" | "vllm"

@@ -1,6 +1,7 @@
 """Start a real `celery worker` process against the test database and the test Redis."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -36,12 +37,15 @@ class LiveWorker:
             "DATA_DIR": str(settings.DATA_DIR),
             "JOB_RETRY_BACKOFF_SECONDS": "0.3",
             "JOB_MAX_RETRIES": "2",
+            "CELERY_BEAT_SCHEDULE_FILENAME": str(tmp_path / f"{self.name}-beat-schedule"),
         } | env_overrides
-        command = [sys.executable, "-m", "celery", "-A", "dataplatform", "worker", "--loglevel=INFO",
+        command = [sys.executable, "-m", "celery", "-A", "dataplatform", "worker", "-B", "--loglevel=INFO",
                    "--concurrency=1", "-n", self.name, "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
                    "--without-gossip", "--without-mingle"]
         self._log = open(self.log_path, "w")
-        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        # Its own process group: kill() takes the pool children and the embedded beat down with it.
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         from dataplatform.celery import app
@@ -58,7 +62,15 @@ class LiveWorker:
         self._log.flush()
         return self.log_path.read_text()[-5000:]
 
+    def kill(self) -> None:
+        """SIGKILL the whole worker (main process, pool children, beat): a crash, no clean-up at all."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
     def stop(self) -> None:
+        if self.process.poll() is not None:
+            self._log.close()
+            return
         self.process.terminate()
         try:
             self.process.wait(timeout=20)

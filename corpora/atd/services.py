@@ -93,7 +93,7 @@ def score_prompts(*, run: ScoringRun, progress, backend: Backend | None = None) 
     if run.model_id != backend.model_id:
         ScoringRun.objects.filter(pk=run.pk).update(model_id=backend.model_id)
     pending = _unscored(run)
-    done = Score.objects.filter(run=run).count()
+    done = already = Score.objects.filter(run=run).count()  # a rerun after a crash resumes here
     total = done + pending.count()
     progress.set_total(total)
     progress.report(done)
@@ -103,7 +103,7 @@ def score_prompts(*, run: ScoringRun, progress, backend: Backend | None = None) 
         batch = list(pending.filter(id__gt=last).only("id", "messages", "candidate_a", "candidate_b")
                      [:run.batch_size])
         if not batch:
-            return {"scored": done, "total": total}
+            return {"scored": done, "total": total, "scored_in_this_attempt": done - already}
         last = batch[-1].pk
         rows = judge_scores(backend, batch, run.debias, verdict) if verdict else likelihood_scores(backend, batch)
         Score.objects.bulk_create([Score(run=run, prompt=prompt, **row) for prompt, row in zip(batch, rows,

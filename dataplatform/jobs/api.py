@@ -28,7 +28,8 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "project", "kind", "params", "state", "progress_done", "progress_total", "percent",
-            "status_message", "result", "error", "attempts", "created_by", "created_at", "started_at", "finished_at",
+            "status_message", "result", "error", "attempts", "heartbeat_at", "created_by", "created_at", "started_at",
+            "finished_at",
         ]
 
 

@@ -30,6 +30,10 @@ class Job(models.Model):
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    # Who runs it ("host:pid") and when that worker last said it is alive: a running job whose
+    # heartbeat stops is requeued or failed by `services.reap_stale_jobs`, never left "running".
+    worker = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -38,7 +42,8 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["project", "-created_at", "-id"], name="job_project_recent")]
+        indexes = [models.Index(fields=["project", "-created_at", "-id"], name="job_project_recent"),
+                   models.Index(fields=["state", "heartbeat_at"], name="job_state_heartbeat")]
 
     def __str__(self) -> str:
         return f"Job {self.pk} {self.kind} ({self.state})"

@@ -1,9 +1,14 @@
 """Every write to a Job: enqueue, run, progress, retry, finish, cancel."""
 
 import logging
+import os
+import socket
+import threading
 import time
+from datetime import timedelta
 
-from django.db import transaction
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
@@ -13,6 +18,20 @@ from dataplatform.inference import BackendUnavailable
 
 from .models import TERMINAL_STATES, Job, JobState
 from .registry import JobCancelled, get_kind
+
+
+
+class JobLost(Exception):
+    """This worker no longer owns the job: it was declared dead and the job was queued again."""
+
+
+def worker_id() -> str:
+    """This process's name on the job rows it runs ("host:pid").
+
+    A heartbeat, a progress write or the final state only counts while the row still names this
+    worker, so a worker that was declared dead cannot overwrite the rerun. Read per call: prefork
+    children are forked after import."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +86,8 @@ class ProgressReporter:
 
     def set_total(self, total: int) -> None:
         self.job.progress_total = total
-        Job.objects.filter(pk=self.job.pk).update(progress_total=total, updated_at=timezone.now())
+        if not self._own_row().update(progress_total=total, updated_at=timezone.now()):
+            raise JobLost()
 
     def report(self, done: int, *, message: str | None = None, force: bool = False) -> None:
         self.job.progress_done = done
@@ -80,13 +100,22 @@ class ProgressReporter:
         fields = {"progress_done": done, "updated_at": timezone.now()}
         if message is not None:
             fields["status_message"] = message[:500]
-        # One query: the row is updated only while no cancel was asked for, so "0 rows" means cancelled.
-        if not Job.objects.filter(pk=self.job.pk, cancel_requested=False).update(**fields):
+        # One query: the row is updated only while no cancel was asked for and this worker still owns
+        # it, so "0 rows" means cancelled (or lost, which the next question tells apart).
+        if not self._own_row().filter(cancel_requested=False).update(**fields):
+            if not self._own_row().exists():
+                raise JobLost()
             raise JobCancelled()
+
+    def _own_row(self):
+        return Job.objects.filter(pk=self.job.pk, worker=self.job.worker)
 
 
 def start_job(*, job_id: int) -> Job | None:
-    """Move a job to running and count the attempt. None if it is already finished (a redelivery)."""
+    """Move a job to running and count the attempt.
+
+    None if there is nothing to run: the job is finished, or another live worker runs it (a
+    duplicate message: the reaper re-sent it, or the broker redelivered it)."""
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job_id).first()
         if job is None:  # deleted while queued (e.g. its export was deleted): nothing to do
@@ -94,12 +123,16 @@ def start_job(*, job_id: int) -> Job | None:
             return None
         if job.state in TERMINAL_STATES:
             return None
+        if job.state == JobState.RUNNING and not _is_stale(job):
+            logger.info("Job %s is already running on %s; dropping a duplicate message.", job_id, job.worker)
+            return None
         if job.cancel_requested:
             _finish(job, JobState.CANCELLED, status_message="Cancelled before it started.")
             return None
         job.state = JobState.RUNNING
         job.attempts += 1
         job.started_at = job.started_at or timezone.now()
+        job.worker, job.heartbeat_at = worker_id(), timezone.now()
         # A rerun replaces what an earlier attempt wrote; it never adds to it.
         job.progress_done = 0
         job.result = None
@@ -115,17 +148,96 @@ def execute_job(*, job_id: int, listener=None) -> None:
         return
     progress = ProgressReporter(job, listener=listener)
     try:
-        result = get_kind(job.kind).run(job, progress)
+        with Heartbeat(job):
+            result = get_kind(job.kind).run(job, progress)
+    except JobLost:
+        logger.warning("Job %s was queued again while this worker ran it; stopping this run.", job_id)
     except JobCancelled:
-        _finish_by_id(job_id, JobState.CANCELLED, status_message="Cancelled by a user.")
+        _finish_by_id(job_id, JobState.CANCELLED, worker=job.worker, status_message="Cancelled by a user.")
     except BackendUnavailable:
         raise
     except Exception as exc:  # a bug or bad input: fail clearly, do not retry
         logger.exception("Job %s (%s) failed", job_id, job.kind)
-        fail_job(job_id=job_id, error=f"{type(exc).__name__}: {exc}")
+        _finish_by_id(job_id, JobState.FAILED, worker=job.worker, error=f"{type(exc).__name__}: {exc}",
+                      status_message="Failed.")
     else:
-        _finish_by_id(job_id, JobState.SUCCEEDED, result=result, progress_done=job.progress_total or job.progress_done,
-                      status_message="Done.")
+        _finish_by_id(job_id, JobState.SUCCEEDED, worker=job.worker, result=result,
+                      progress_done=job.progress_total or job.progress_done, status_message="Done.")
+
+
+class Heartbeat:
+    """While a job runs, a thread stamps `heartbeat_at` on its row every JOB_HEARTBEAT_SECONDS.
+
+    A thread rather than the progress reports: one batch of model calls can take minutes without
+    a report, and that must not look like a dead worker."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"job-{job.pk}-heartbeat", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(settings.JOB_HEARTBEAT_SECONDS):
+                try:
+                    Job.objects.filter(pk=self.job.pk, worker=self.job.worker, state=JobState.RUNNING).update(
+                        heartbeat_at=timezone.now())
+                except Exception:  # a database hiccup: the next beat tries again; staleness needs many misses
+                    logger.warning("Heartbeat of job %s failed", self.job.pk, exc_info=True)
+                    close_old_connections()
+        finally:
+            connection.close()  # this thread's own connection
+
+
+def _is_stale(job: Job) -> bool:
+    last_seen = job.heartbeat_at or job.updated_at
+    return timezone.now() - last_seen > timedelta(seconds=settings.JOB_STALE_AFTER_SECONDS)
+
+
+def reap_stale_jobs() -> dict:
+    """Requeue (or fail) running jobs whose worker went silent; re-send long-queued jobs.
+
+    Safe to run from every worker at once: rows are locked with SKIP LOCKED, and a duplicate
+    message for a job that is already running is dropped by `start_job`."""
+    now = timezone.now()
+    requeued, failed, resent = [], [], []
+    with transaction.atomic():
+        silent_since = now - timedelta(seconds=settings.JOB_STALE_AFTER_SECONDS)
+        stale = (Job.objects.select_for_update(skip_locked=True)
+                 .filter(state=JobState.RUNNING, heartbeat_at__lt=silent_since))
+        for job in stale:
+            last_seen = timezone.localtime(job.heartbeat_at).strftime("%Y-%m-%d %H:%M:%S %Z")
+            lost = f"The worker running it ({job.worker}) stopped answering (last heartbeat {last_seen})"
+            if job.attempts >= settings.JOB_MAX_STALE_RUNS:
+                _finish(job, JobState.FAILED, worker="",
+                        error=f"{lost}. It was lost {job.attempts} times, so it is not run again: "
+                              "a crashing input or too little memory is likely. Retry it once that is fixed.",
+                        status_message="Failed: its worker died.")
+                failed.append(job.pk)
+                continue
+            job.state, job.worker = JobState.QUEUED, ""
+            job.status_message = f"{lost}; queued again. It resumes where it stopped."[:500]
+            job.save(update_fields=["state", "worker", "status_message", "updated_at"])
+            requeued.append(job.pk)
+        resend_before = now - timedelta(seconds=settings.JOB_REPUBLISH_QUEUED_AFTER_SECONDS)
+        waiting = (Job.objects.select_for_update(skip_locked=True)
+                   .filter(state=JobState.QUEUED, updated_at__lt=resend_before).exclude(pk__in=requeued))
+        for job in waiting:
+            job.save(update_fields=["updated_at"])  # re-sent at most once per interval
+            resent.append(job.pk)
+        for job_id in requeued + resent:
+            transaction.on_commit(lambda job_id=job_id: _resend(job_id))
+    if requeued or failed or resent:
+        logger.warning("Reaper: requeued %s, failed %s, re-sent %s", requeued, failed, resent)
+    return {"requeued": requeued, "failed": failed, "resent": resent}
 
 
 def mark_retrying(*, job_id: int, error: str, retry_in: float, attempt: int, max_attempts: int) -> None:
@@ -135,6 +247,17 @@ def mark_retrying(*, job_id: int, error: str, retry_in: float, attempt: int, max
         error=error,
         updated_at=timezone.now(),
     )
+
+
+def _resend(job_id: int) -> None:
+    """Publish a job the reaper requeued. Unlike `publish_job`, a broker outage leaves it queued:
+    the next reap sends it again, so an outage never turns waiting work into failed work."""
+    from .tasks import run_job
+
+    try:
+        run_job.apply_async(args=[job_id])
+    except (KombuOperationalError, OSError) as exc:
+        logger.warning("Could not re-send job %s (%s); the next reap tries again.", job_id, unreachable_message(exc))
 
 
 def fail_job(*, job_id: int, error: str) -> None:
@@ -171,11 +294,16 @@ def retry_job(*, job: Job) -> Job:
     return job
 
 
-def _finish_by_id(job_id: int, state: JobState, **fields) -> None:
+def _finish_by_id(job_id: int, state: JobState, *, worker: str | None = None, **fields) -> None:
+    """Finish a job unless it already is. With `worker`, only while that worker still owns it."""
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job_id)
-        if job.state not in TERMINAL_STATES:
-            _finish(job, state, **fields)
+        if job.state in TERMINAL_STATES:
+            return
+        if worker is not None and job.worker != worker:
+            logger.warning("Job %s now belongs to %r; %s does not finish it.", job_id, job.worker, worker)
+            return
+        _finish(job, state, **fields)
 
 
 def _finish(job: Job, state: JobState, **fields) -> None:

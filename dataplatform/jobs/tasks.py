@@ -1,6 +1,7 @@
 """Celery tasks for jobs. They only call services; retries use Celery's own machinery."""
 
 from celery import shared_task
+from celery.signals import worker_ready
 from django.conf import settings
 
 from dataplatform.inference import BackendUnavailable
@@ -27,3 +28,16 @@ def run_job(self, job_id: int) -> None:
             job_id=job_id, error=str(exc), retry_in=retry_in, attempt=attempt, max_attempts=max_attempts
         )
         raise self.retry(exc=exc, countdown=retry_in) from exc
+
+
+@shared_task(ignore_result=True)
+def reap_jobs() -> dict:
+    """Requeue jobs whose worker died; re-send jobs the broker may have lost. Run by every worker's
+    embedded beat (`celery worker -B`) and once when a worker starts."""
+    return services.reap_stale_jobs()
+
+
+@worker_ready.connect
+def reap_when_a_worker_starts(sender, **kwargs) -> None:
+    # Only a publish from the worker's main process: the reap itself runs in a pool process.
+    reap_jobs.apply_async(expires=settings.JOB_REAP_INTERVAL_SECONDS)

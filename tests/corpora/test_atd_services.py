@@ -47,15 +47,17 @@ def test_scoring_in_batches_debiased_and_resumable(project, members):
     run = services.start_scoring(project=project, batch_size=2, user=members["curator"], publish=False)
     backend = JudgeDouble()
     result = services.score_prompts(run=run, progress=RecordingProgress(), backend=backend)
-    assert result == {"scored": 5, "total": 5} and backend.batches == [4, 4, 2]  # both orders in one call
+    assert result == {"scored": 5, "total": 5, "scored_in_this_attempt": 5}
+    assert backend.batches == [4, 4, 2]  # both orders in one call
     score = Score.objects.get(run=run, prompt__external_id="p4")
     # A first: P = 0.80. Swapped, the double shows "b20" first, so the first-shown wins with P = 0.20,
     # i.e. q_ba (of the first-shown = original B) = 0.20 and the debiased q = (0.80 + (1 - 0.20)) / 2.
     assert score.q_ab == pytest.approx(0.8) and score.q_ba == pytest.approx(0.2) and score.q == pytest.approx(0.8)
     # A crash after the first batch: the rerun scores only what is missing, each prompt once.
     Score.objects.filter(run=run, prompt__external_id__in=["p2", "p3", "p4"]).delete()
-    services.score_prompts(run=run, progress=RecordingProgress(), backend=backend)
+    rerun = services.score_prompts(run=run, progress=RecordingProgress(), backend=backend)
     assert Score.objects.filter(run=run).count() == 5 and backend.batches[3:] == [4, 2]
+    assert rerun == {"scored": 5, "total": 5, "scored_in_this_attempt": 3}
 
 
 def test_freeze_keeps_exactly_epsilon_and_versions(project, members):

@@ -1,10 +1,12 @@
 import gzip
 import json
+from datetime import timedelta
 
 import pandas as pd
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 import pytest
+from django.utils import timezone
 
 from dataplatform.exports import services
 from dataplatform.exports.models import Export
@@ -124,7 +126,9 @@ def test_rerun_of_an_interrupted_job_replaces_its_files(run_export, export_stora
     export = run_export(filters={"n": 30}, shard_rows=10)
     folder = export_storage_in_tmp / export.location
     (folder / "train-00007.parquet").write_bytes(b"left by a worker that died")  # a stale extra file
-    Job.objects.filter(pk=export.job_id).update(state=JobState.RUNNING)  # as if the worker died mid-run
+    # As if the worker died mid-run: still "running", last heard of an hour ago.
+    Job.objects.filter(pk=export.job_id).update(state=JobState.RUNNING,
+                                                heartbeat_at=timezone.now() - timedelta(hours=1))
     execute_job(job_id=export.job_id)
     export.refresh_from_db()
     assert files_of(export, export_storage_in_tmp) == sorted(

@@ -1,4 +1,8 @@
+from datetime import timedelta
+from types import SimpleNamespace
+
 import pytest
+from django.utils import timezone
 
 from dataplatform.inference import BackendUnavailable
 from dataplatform.jobs import services
@@ -75,7 +79,9 @@ def test_rerun_of_a_finished_job_changes_nothing(project, members, django_captur
 def test_rerun_of_an_interrupted_job_replaces_its_progress(project, members, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False):
         job = enqueue(project, members["curator"], to=4)
-    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, progress_done=3, attempts=1)  # a worker died here
+    # A worker died here: last heard of an hour ago (a live one's duplicate message is dropped: test_reaper.py).
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, progress_done=3, attempts=1, worker="gone:1",
+                                         heartbeat_at=timezone.now() - timedelta(hours=1))
     services.execute_job(job_id=job.pk)
     job.refresh_from_db()
     assert (job.state, job.progress_done, job.attempts) == (JobState.SUCCEEDED, 4, 2)
@@ -90,14 +96,20 @@ def test_cancel_queued_job_is_immediate(project, members, django_capture_on_comm
     assert job.state == JobState.CANCELLED and job.result is None
 
 
-def test_cancel_running_job_stops_it_at_the_next_report(project, members, django_capture_on_commit_callbacks):
+def test_cancel_running_job_stops_it_at_the_next_report(project, members, django_capture_on_commit_callbacks,
+                                                        monkeypatch):
     with django_capture_on_commit_callbacks(execute=False):
         job = enqueue(project, members["curator"], to=3)
-    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
-    services.cancel_job(job=Job.objects.get(pk=job.pk))
-    assert Job.objects.get(pk=job.pk).cancel_requested
+    def run_and_get_cancelled(job_row, progress):
+        services.cancel_job(job=job_row)  # a user clicks "Cancel" while it runs
+        assert Job.objects.get(pk=job_row.pk).cancel_requested
+        progress.report(1, force=True)
+        raise AssertionError("the report after a cancel request must stop the job")
+
+    monkeypatch.setattr(services, "get_kind", lambda name: SimpleNamespace(run=run_and_get_cancelled))
     services.execute_job(job_id=job.pk)
-    assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED and job.status_message == "Cancelled by a user."
 
 
 def test_mark_retrying_and_fail(project, members, django_capture_on_commit_callbacks):

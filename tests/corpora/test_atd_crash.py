@@ -1,0 +1,55 @@
+"""ATD scoring survives a worker crash: SIGKILL mid-job, a new worker resumes it, every prompt scored once."""
+
+import time
+
+import pytest
+
+from corpora.atd import services
+from corpora.atd.models import AtdPrompt, Score
+from dataplatform.jobs.models import Job, JobState
+
+from ..integration.test_jobs_with_worker import wait_for_terminal
+
+pytestmark = [pytest.mark.integration, pytest.mark.model, pytest.mark.django_db(transaction=True)]
+
+PROMPTS = 40
+BATCH = 4
+
+
+def wait_until(condition, worker, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"Timed out waiting for {what}.\nworker log:\n{worker.log()}")
+
+
+def test_scoring_resumes_after_the_worker_is_killed(project, members, start_worker):
+    AtdPrompt.objects.bulk_create([
+        AtdPrompt(project=project, external_id=f"q{n}", messages=[{"role": "user", "content": f"What is {n} * 3?"}],
+                  candidate_a=str(3 * n), candidate_b=str(3 * n + 1), source_sha256=f"{n:064d}")
+        for n in range(PROMPTS)])
+    # The dead worker is noticed after 2 s of silence; the new one reaps every second.
+    reaper_env = {"JOB_HEARTBEAT_SECONDS": "0.5", "JOB_STALE_AFTER_SECONDS": "2", "JOB_REAP_INTERVAL_SECONDS": "1"}
+    first = start_worker(**reaper_env)
+    run = services.start_scoring(project=project, batch_size=BATCH, user=members["curator"])
+    scores = Score.objects.filter(run=run)
+    wait_until(lambda: scores.count() >= 2 * BATCH, first, 240, "two scored batches")
+    first.kill()
+    before = dict(scores.values_list("prompt_id", "pk"))
+    assert 2 * BATCH <= len(before) < PROMPTS, "the kill must land mid-job"
+    job = Job.objects.get(pk=run.job_id)
+    assert job.state == JobState.RUNNING  # what a crash leaves behind: nobody wrote a final state
+
+    second = start_worker(**reaper_env)
+    job, _ = wait_for_terminal(run.job_id, second, timeout=300)
+    assert job.state == JobState.SUCCEEDED, f"{job.error}\n{second.log()}"
+    assert job.attempts == 2
+    assert f"Reaper: requeued [{job.pk}]" in second.log_path.read_text()
+    # Every prompt scored exactly once: one row each, the rows of the first attempt kept as they were,
+    # and the second attempt scored only the prompts that had none.
+    after = dict(scores.values_list("prompt_id", "pk"))
+    assert sorted(after) == sorted(AtdPrompt.objects.filter(project=project).values_list("pk", flat=True))
+    assert all(after[prompt] == pk for prompt, pk in before.items())
+    assert job.result == {"scored": PROMPTS, "total": PROMPTS, "scored_in_this_attempt": PROMPTS - len(before)}
