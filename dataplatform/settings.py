@@ -268,6 +268,10 @@ MODEL_BACKEND = os.environ.get("MODEL_BACKEND", "local")  # "local" | "vllm"
 MODEL_NAME = os.environ.get("MODEL_NAME", "")  # vllm: the served model; empty = first of /v1/models
 VLLM_BASE_URL = os.environ.get("VLLM_BASE_URL", "http://127.0.0.1:8001")
 VLLM_API_KEY = os.environ.get("VLLM_API_KEY", "")
+# ATD teachers on other vLLM servers: only these base URLs may be named by a run (no open
+# server-side requests to addresses a curator types), and they get their own key.
+ATD_TEACHER_ENDPOINTS = env_list("ATD_TEACHER_ENDPOINTS", "")
+ATD_TEACHER_API_KEY = os.environ.get("ATD_TEACHER_API_KEY", "")
 VLLM_TIMEOUT_SECONDS = float(os.environ.get("VLLM_TIMEOUT_SECONDS", "60"))
 # Optional local tokenizer directory for the vllm backend: exact token bytes for display.
 VLLM_TOKENIZER_DIR = os.environ.get("VLLM_TOKENIZER_DIR", "")

@@ -3,7 +3,6 @@ freeze selections and ask the teacher. Curators and admins only (annotators and 
 outsiders 404). Runs and teacher runs start a job and answer 202 with it.
 """
 
-from urllib.parse import urlsplit
 
 from django.db.models import Count, F, IntegerField
 from django.db.models.functions import Cast, Floor, Least
@@ -51,16 +50,6 @@ def teacher_counts(run: TeacherRun) -> dict:
                   .annotate(n=Count("pk")).values_list("status", "n"))
     return {"ok": counts.get("ok", 0), "tie": counts.get("tie", 0), "invalid": counts.get("invalid", 0),
             "answered": sum(counts.values())}
-
-
-def valid_base_url(value: str) -> bool:
-    """An http(s) URL with a host (service names like `vllm:8000` are fine: no TLD needed)."""
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 (raises ValueError on a bad port)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in value)
 
 
 def parse_epsilon(value) -> float:
@@ -144,14 +133,15 @@ class AtdTeacherRunDetailSerializer(AtdTeacherRunSerializer):
 class AtdTeacherCreateSerializer(serializers.Serializer):
     model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     base_url = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
-                                    help_text="another vLLM endpoint (http or https); empty = the platform's")
+                                    help_text="another vLLM endpoint, one of ATD_TEACHER_ENDPOINTS; empty = the platform's")
     debias = serializers.BooleanField(default=True)
     budget = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     def validate_base_url(self, value: str) -> str:
-        if value and not valid_base_url(value):
-            raise serializers.ValidationError("Use an http(s) URL with a host, e.g. http://vllm:8000/v1.")
-        return value
+        try:
+            return services.check_teacher_endpoint(value)
+        except services.AtdError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class AtdTieCountsSerializer(serializers.Serializer):

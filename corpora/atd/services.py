@@ -6,6 +6,9 @@ with conflicts ignored. A job resumed after a crash asks only for the prompts th
 and a prompt can never get two rows (unique per run), so every prompt is done exactly once.
 """
 
+from urllib.parse import urlsplit
+
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
 
@@ -176,8 +179,34 @@ def freeze_selection(*, run: ScoringRun, name: str, epsilon: float, user) -> Sel
     return selection
 
 
+def check_teacher_endpoint(base_url: str) -> str:
+    """The teacher's vLLM endpoint, if it is one an admin allowed (ATD_TEACHER_ENDPOINTS).
+
+    Workers call whatever URL a run names: an open field would let any curator make the server
+    reach internal addresses. Returns the URL normalised (no trailing slash); "" stays "" (the
+    platform's own backend)."""
+    base_url = base_url.strip().rstrip("/")
+    if not base_url:
+        return ""
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or \
+            any(c.isspace() for c in base_url):
+        raise AtdError("The teacher's base URL must be an http(s) URL with a host, e.g. http://vllm:8000/v1.")
+    allowed = [url.rstrip("/") for url in settings.ATD_TEACHER_ENDPOINTS]
+    if base_url not in allowed:
+        listed = ", ".join(allowed) or "none are listed"
+        raise AtdError(f"The teacher endpoint {base_url} is not allowed here ({listed}); an admin lists permitted "
+                       "endpoints in ATD_TEACHER_ENDPOINTS.")
+    return base_url
+
+
 def start_teacher(*, selection: Selection, model_name: str = "", base_url: str = "", debias: bool = True,
                   budget: int | None = None, user, publish: bool = True) -> TeacherRun:
+    base_url = check_teacher_endpoint(base_url)
     with transaction.atomic():
         run = TeacherRun.objects.create(selection=selection, model_name=model_name, base_url=base_url, debias=debias,
                                         budget=budget, created_by=user)
@@ -191,11 +220,11 @@ def start_teacher(*, selection: Selection, model_name: str = "", base_url: str =
 def teacher_backend(run: TeacherRun) -> Backend:
     """The teacher: another vLLM endpoint when the run names one, else a model of the platform's backend."""
     if run.base_url:
-        from django.conf import settings
-
         from dataplatform.inference.vllm import VllmBackend
 
-        return VllmBackend(base_url=run.base_url, model=run.model_name, api_key=settings.VLLM_API_KEY,
+        check_teacher_endpoint(run.base_url)  # still allowed now that the job runs
+        # Its own key: the platform's VLLM_API_KEY is never sent to another endpoint.
+        return VllmBackend(base_url=run.base_url, model=run.model_name, api_key=settings.ATD_TEACHER_API_KEY,
                            timeout=settings.VLLM_TIMEOUT_SECONDS, tokenizer_dir=settings.VLLM_TOKENIZER_DIR or None)
     return backend_for_model(run.model_name)
 

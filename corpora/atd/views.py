@@ -8,6 +8,7 @@ through `corpora.atd.services` / `importers`; counts are done by the database (`
 
 import re
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
@@ -21,7 +22,7 @@ from dataplatform.broker import BrokerUnavailable
 from dataplatform.imports import page_import
 
 from . import importers, services
-from .api import kept_count, parse_epsilon, q_histogram, teacher_counts, valid_base_url
+from .api import kept_count, parse_epsilon, q_histogram, teacher_counts
 from .models import AtdPrompt, Score, ScoringMethod, ScoringRun, Selection
 from .scoring import NEAR_TIE_TOLERANCE
 
@@ -94,6 +95,7 @@ def _render_overview(request, project, *, import_report=None):
         "tie": _tie_context(run, epsilon) if run is not None else None,
         "selections": selections,
         "default_name": "near-ties",
+        "teacher_endpoints": settings.ATD_TEACHER_ENDPOINTS,
     })
 
 
@@ -188,8 +190,6 @@ def teacher(request, slug: str, selection_id: int):
     selection = get_object_or_404(Selection, project=project, pk=selection_id)
     base_url = request.POST.get("base_url", "").strip()
     try:
-        if base_url and not valid_base_url(base_url):
-            raise services.AtdError("The teacher's base URL must be an http(s) URL.")
         budget = request.POST.get("budget", "").strip()
         run = services.start_teacher(selection=selection, model_name=request.POST.get("model_name", "").strip()[:200],
                                      base_url=base_url[:500], debias=bool(request.POST.get("debias")),

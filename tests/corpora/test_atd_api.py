@@ -144,7 +144,8 @@ def test_start_scoring_returns_run_and_job(project, members, django_capture_on_c
     assert [r["id"] for r in listed] == [data["id"]]
 
 
-def test_freeze_then_ask_the_teacher(project, members, django_capture_on_commit_callbacks):
+def test_freeze_then_ask_the_teacher(project, members, django_capture_on_commit_callbacks, settings):
+    settings.ATD_TEACHER_ENDPOINTS = ["http://vllm:8000"]
     run = make_run(project, [0.52, 0.5200001, 0.49, 0.9])
     client = api_client_for(members["curator"])
     frozen = client.post("/api/v1/projects/alpha/atd/selections/", {"run": run.pk, "name": "ties", "epsilon": 0.02},
@@ -168,6 +169,10 @@ def test_freeze_then_ask_the_teacher(project, members, django_capture_on_commit_
     bad = client.post(f"/api/v1/projects/alpha/atd/selections/{frozen.json()['id']}/teacher/",
                       {"base_url": "ftp://x"}, format="json")
     assert bad.status_code == 400
+    # Not on the admin's list: the worker would otherwise call any address a curator types.
+    internal = client.post(f"/api/v1/projects/alpha/atd/selections/{frozen.json()['id']}/teacher/",
+                           {"base_url": "http://169.254.169.254/latest"}, format="json")
+    assert internal.status_code == 400 and "not allowed here" in internal.json()["base_url"][0]
     assert client.post("/api/v1/projects/alpha/atd/selections/", {"run": run.pk, "name": "Not a slug!",
                                                                    "epsilon": 0.02}, format="json").status_code == 400
     assert client.post("/api/v1/projects/alpha/atd/selections/", {"run": run.pk, "name": "x", "epsilon": 0.7},

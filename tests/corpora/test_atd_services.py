@@ -140,3 +140,26 @@ def test_sampling_fills_missing_candidates_with_distinct_answers(project):
     second.refresh_from_db()
     assert (first.candidate_a, first.candidate_b, first.candidates_origin) == ("one", "two", "sampled")
     assert (second.candidate_a, second.candidate_b) == ("three", "four") and second.meta["sampling"]["tries"] == 2
+
+
+def test_teacher_endpoints_must_be_allowed_by_an_admin(settings):
+    settings.ATD_TEACHER_ENDPOINTS = ["https://teacher.internal:8000/v1"]
+    assert services.check_teacher_endpoint("") == ""  # the platform's own backend
+    assert services.check_teacher_endpoint(" https://teacher.internal:8000/v1/ ") == "https://teacher.internal:8000/v1"
+    for refused in ["http://127.0.0.1:6379", "https://teacher.internal:8000/v2", "file:///etc/passwd",
+                    "http://teacher.internal:99999/v1", "http:// spaced/v1"]:
+        with pytest.raises(services.AtdError):
+            services.check_teacher_endpoint(refused)
+
+
+def test_a_teacher_run_whose_endpoint_was_removed_from_the_list_does_not_call_it(project, members, settings):
+    settings.ATD_TEACHER_ENDPOINTS = ["http://vllm:8000/v1"]
+    make_prompts(project, [50])
+    run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
+    services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    selection = services.freeze_selection(run=run, name="t", epsilon=0.1, user=members["curator"])
+    teacher = services.start_teacher(selection=selection, base_url="http://vllm:8000/v1", user=members["curator"],
+                                     publish=False)
+    settings.ATD_TEACHER_ENDPOINTS = []
+    with pytest.raises(services.AtdError, match="not allowed here"):
+        services.teacher_backend(teacher)

@@ -136,7 +136,8 @@ def test_freeze_via_the_page(client, members, atd):
     assert client.post("/projects/alpha/atd/freeze", {"run": 999999, "name": "x", "epsilon": "0.1"}).status_code == 404
 
 
-def test_score_and_teacher_via_the_page(client, members, atd, django_capture_on_commit_callbacks):
+def test_score_and_teacher_via_the_page(client, members, atd, django_capture_on_commit_callbacks, settings):
+    settings.ATD_TEACHER_ENDPOINTS = ["http://vllm:8000/v1/"]  # listed with a slash: compared without
     client.force_login(members["curator"])
     with django_capture_on_commit_callbacks(execute=False):
         client.post("/projects/alpha/atd/score", {"method": "likelihood", "batch_size": "4"})
@@ -145,6 +146,8 @@ def test_score_and_teacher_via_the_page(client, members, atd, django_capture_on_
                     {"model_name": "teach", "base_url": "http://vllm:8000/v1", "budget": "7"})
         bad_url = client.post(f"/projects/alpha/atd/selections/{atd['selection'].pk}/teacher",
                               {"base_url": "javascript:alert(1)"}, follow=True)
+        unlisted = client.post(f"/projects/alpha/atd/selections/{atd['selection'].pk}/teacher",
+                               {"base_url": "http://10.0.0.5:8000/v1"}, follow=True)
     run = ScoringRun.objects.exclude(pk=atd["run"].pk).get()
     assert run.method == "likelihood" and run.debias is False and run.batch_size == 4 and run.job.kind == "atd.score"
     assert "Batch size must be between" in refused.content.decode()
@@ -152,8 +155,10 @@ def test_score_and_teacher_via_the_page(client, members, atd, django_capture_on_
     assert (teacher.model_name, teacher.base_url, teacher.budget, teacher.debias) == ("teach", "http://vllm:8000/v1",
                                                                                       7, False)
     assert "base URL" in bad_url.content.decode()
+    assert "not allowed here" in unlisted.content.decode() and TeacherRun.objects.count() == 1
     page = client.get("/projects/alpha/atd/").content.decode()
     assert f'id="job-progress-{run.job.pk}"' in page
+    assert '<option value="http://vllm:8000/v1/">' in page  # only listed endpoints are offered
 
 
 def test_import_form(client, members, project):
