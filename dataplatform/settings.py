@@ -208,6 +208,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Both work queues share one set of claim states; name it once.
     "ENUM_NAME_OVERRIDES": {"ClaimStateEnum": "dataplatform.claims.ClaimState"},
+    # Every operation also documents the errors the shared machinery answers with (dataplatform/openapi.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "dataplatform.openapi.add_error_responses"],
 }
 
 # --- Celery -------------------------------------------------------------------

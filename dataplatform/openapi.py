@@ -1,0 +1,53 @@
+"""OpenAPI post-processing: every operation documents the errors it can answer with.
+
+drf-spectacular describes the success responses a view declares; the errors come from the shared
+machinery instead (authentication, roles, the 404-not-403 rule, validation, rate limits), so they
+are added here once, from what each operation can reach, rather than repeated on every view.
+Schemathesis (tests/fuzz/) holds the API to this document.
+"""
+
+ERROR = {"$ref": "#/components/schemas/Error"}
+VALIDATION_ERROR = {"$ref": "#/components/schemas/ValidationError"}
+
+SCHEMAS = {
+    "Error": {
+        "type": "object",
+        "description": "Why the request was refused.",
+        "properties": {"detail": {"type": "string"}},
+        "required": ["detail"],
+    },
+    "ValidationError": {
+        "type": "object",
+        "description": "Field name (or `detail` / `non_field_errors`) to what is wrong with it.",
+        "additionalProperties": True,
+    },
+}
+
+WRITE_METHODS = {"post", "put", "patch", "delete"}
+
+
+def _json(schema: dict, description: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def add_error_responses(result: dict, generator, request, public) -> dict:
+    result.setdefault("components", {}).setdefault("schemas", {}).update(SCHEMAS)
+    for path, path_item in result.get("paths", {}).items():
+        for method, operation in path_item.items():
+            if method.startswith("x-") or not isinstance(operation, dict):
+                continue
+            responses = operation.setdefault("responses", {})
+            parameters = operation.get("parameters", [])
+            takes_input = "requestBody" in operation or any(p.get("in") == "query" for p in parameters)
+            additions = {}
+            if takes_input:
+                additions["400"] = _json(VALIDATION_ERROR, "The input is invalid; each field says why.")
+            if operation.get("security") != [{}]:
+                additions["401"] = _json(ERROR, "No valid credentials.")
+                additions["403"] = _json(ERROR, "Your role (or a read-only token) may not do this.")
+                additions["429"] = _json(ERROR, "Too many failed authentication attempts; see Retry-After.")
+            if "{" in path:
+                additions["404"] = _json(ERROR, "No such object, or not one you may see.")
+            for status, response in additions.items():
+                responses.setdefault(status, response)
+    return result
