@@ -12,11 +12,19 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from dataplatform.accounts.models import Project
-from dataplatform.imports import ImportReport, LineError, canonical_sha256, parse_json_object, read_lines
+from dataplatform.imports import (
+    ImportReport,
+    LineError,
+    canonical_sha256,
+    parse_json_object,
+    read_error,
+    read_lines,
+)
 
 from .models import Item
 
 ROLES = {"system", "user", "assistant", "tool"}
+ID_MAX = Item._meta.get_field("external_id").max_length
 
 
 @dataclass
@@ -57,6 +65,8 @@ def parse_record(file: str, number: int, text: str) -> tuple[PromptRecord | None
     external_id = data.get("id", "")
     if not isinstance(external_id, str | int) or isinstance(external_id, bool):
         errors.append(LineError(file, number, "id", "must be a string or an integer"))
+    elif len(str(external_id)) > ID_MAX:  # the database would refuse the whole file
+        errors.append(LineError(file, number, "id", f"must be at most {ID_MAX} characters long"))
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
         errors.append(LineError(file, number, "meta", "must be an object"))
@@ -70,10 +80,11 @@ def import_prompts(*, project: Project, lines: Iterable[bytes | str], file: str 
     report = ImportReport(file=file, dry_run=dry_run)
     records: list[PromptRecord] = []
     seen: set[str] = set()
+    first_line_of: dict[str, int] = {}  # external id -> the line that first gave it
     for number, text, problem in read_lines(lines):
         report.lines = number
         if problem:
-            report.errors.append(LineError(file, number, "(line)", problem))
+            report.errors.append(read_error(file, number, problem))
             continue
         record, errors = parse_record(file, number, text)
         report.errors += errors
@@ -81,6 +92,11 @@ def import_prompts(*, project: Project, lines: Iterable[bytes | str], file: str 
             continue
         if record.source_sha256 in seen:
             report.duplicates += 1
+            continue
+        earlier = first_line_of.setdefault(record.external_id, number) if record.external_id else number
+        if earlier != number:  # the same id with other messages: which one is the prompt?
+            report.errors.append(LineError(file, number, "id", f"id {record.external_id!r} already appears on line "
+                                           f"{earlier} with different messages"))
             continue
         seen.add(record.source_sha256)
         records.append(record)

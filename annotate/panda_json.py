@@ -34,6 +34,15 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dataplatform.accounts.models import Project
+from dataplatform.imports import (
+    SAVE_AS_UTF8,
+    UTF8_BOM,
+    UTF16_BOMS,
+    JsonProblem,
+    check_storable,
+    json_path,
+    load_json,
+)
 from dataplatform.inference import Backend
 
 from . import services
@@ -59,6 +68,8 @@ HASH_PREFIX = "<|hash|>"  # onPanda moves long contents into `hash_map` and leav
 HASH_REFERENCE = re.compile(r"^<\|hash\|>([A-Za-z0-9+/=]+)$")
 # Flags on a first operation that make its dialog the root of a new tree (as PandaTree reads them).
 ROOT_FLAGS = ("is_new_generated", "is_prompt_modified")
+FINISH_MAX = Node._meta.get_field("finish_reason").max_length
+MODEL_MAX = Node._meta.get_field("model_id").max_length
 
 
 # --- export -------------------------------------------------------------------------------------
@@ -282,9 +293,12 @@ def _content_text(content) -> str | None:
     return None
 
 
+MAX_TIME_MS = 253_402_300_799_000  # 9999-12-31T23:59:59Z, the last moment a datetime can hold
+
+
 def _time_ms(value) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < MAX_TIME_MS:
+        return None  # not a time (a later one would overflow datetime and end the import in a 500)
     # Early onPanda files wrote seconds; anything before ~1973 in milliseconds is taken as seconds.
     return int(value * 1000) if value < 1e11 else int(value)
 
@@ -342,6 +356,11 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> ParsedTre
             error(f"{where}.messages", "must be a non-empty list of {role, content}")
             continue
         normalized, bad = [], False
+        finish_reason = messages[-1].get("finish_reason") if isinstance(messages[-1], dict) else None
+        if finish_reason is not None and (not isinstance(finish_reason, str) or len(finish_reason) > FINISH_MAX):
+            error(f"{where}.messages[{len(messages) - 1}].finish_reason",
+                  f"must be a string of at most {FINISH_MAX} characters, such as 'stop' or 'length'")
+            bad = True
         for index, message in enumerate(messages):
             text = _content_text(message.get("content")) if isinstance(message, dict) else None
             if not isinstance(message, dict) or message.get("role") not in ROLES:
@@ -386,6 +405,9 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> ParsedTre
             continue
         parent = None
         first = operations[0] if operations else {}
+        if len(_model_of(first)) > MODEL_MAX:
+            error(f"{where}.operations[0].chat_config.model", f"must be at most {MODEL_MAX} characters long")
+            continue
         if first.get("parent") and not any(first.get(flag) for flag in ROOT_FLAGS):
             try:
                 parent = int(first["parent"])
@@ -533,13 +555,32 @@ class UnreadableFile(ValueError):
 
 
 def read_panda_upload(upload) -> dict:
-    """Parse an uploaded `.panda.json`, refusing oversized or non-JSON files with a message naming the file."""
+    """Parse an uploaded `.panda.json`, refusing oversized, empty, non-UTF-8 or non-JSON files with a message
+    naming the file and, where it can, the line and column (or the JSON path) at fault."""
     if upload.size > MAX_FILE_BYTES:
         raise UnreadableFile(f"{upload.name}: {upload.size:,} bytes is more than the {MAX_FILE_BYTES:,} allowed.")
+    raw = upload.read()
+    if not raw.strip():
+        raise UnreadableFile(f"{upload.name}: the file is empty; a .panda.json file is one JSON object.")
+    if raw.startswith(UTF16_BOMS):
+        raise UnreadableFile(f"{upload.name}, line 1: not UTF-8: the file is UTF-16 (it starts with a UTF-16 "
+                             f"byte-order mark); {SAVE_AS_UTF8}.")
+    if raw.startswith(UTF8_BOM):
+        raise UnreadableFile(f"{upload.name}, line 1: the file starts with a UTF-8 byte-order mark (BOM); "
+                             f"{SAVE_AS_UTF8}.")
     try:
-        return json.loads(upload.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UnreadableFile(f"{upload.name}: not a JSON file ({exc}).") from exc
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise UnreadableFile(f"{upload.name}, line {line}: not UTF-8 ({exc.reason} at byte {exc.start}); "
+                             f"{SAVE_AS_UTF8}.") from exc
+    try:
+        return load_json(text)
+    except json.JSONDecodeError as exc:
+        raise UnreadableFile(f"{upload.name}, line {exc.lineno} column {exc.colno}: not a JSON file ({exc.msg}).") \
+            from exc
+    except JsonProblem as exc:
+        raise UnreadableFile(f"{upload.name}, {json_path(exc.path) or '(file)'}: {exc.message}.") from exc
 
 
 def import_panda_json(*, project: Project, data, annotator, file: str = "upload.panda.json",
@@ -550,6 +591,11 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
     without one, a rejected session. Either way the claim is done, as after `finish`.
     """
     report = PandaImportReport(file=file, dry_run=dry_run)
+    try:  # read_panda_upload checked this already; a document built in code may not have been
+        check_storable(data)
+    except JsonProblem as exc:
+        report.errors.append(FieldError(file, json_path(exc.path) or "(file)", exc.message))
+        return report
     report.sha256 = panda_sha256(data)
     if Item.objects.filter(project=project, meta__panda_sha256=report.sha256).exists():
         report.duplicate = True

@@ -22,9 +22,12 @@ from dataplatform.accounts.models import Project
 from dataplatform.imports import (
     HashingLines,
     ImportReport,
+    JsonProblem,
     LineError,
     canonical_sha256,
+    load_json,
     parse_json_object,
+    read_error,
     read_lines,
 )
 
@@ -74,10 +77,13 @@ def _test_names(data: dict, key: str, problems: Problems) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
+        try:  # load_json: the string is as untrusted as the line (deep nesting, NaN, NUL...)
+            value = load_json(value)
         except json.JSONDecodeError as exc:
             problems.append((key, f"a string here must hold a JSON list of test names ({exc.msg} at column {exc.colno})"))
+            return []
+        except JsonProblem as exc:
+            problems.append((key, f"a string here must hold a JSON list of test names ({exc.message})"))
             return []
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
         problems.append((key, "must be a list of test names (strings), or a string holding such a JSON list"))
@@ -121,7 +127,7 @@ def _trajectory_fields(data: dict, problems: Problems) -> dict:
 def _parse_line(spec: _Spec, report: ImportReport, number: int, text: str | None,
                 problem: str | None) -> _Record | None:
     if problem:
-        report.errors.append(LineError(report.file, number, "(line)", problem))
+        report.errors.append(read_error(report.file, number, problem))
         return None
     data, error = parse_json_object(report.file, number, text)
     if error:

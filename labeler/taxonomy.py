@@ -157,6 +157,9 @@ def parse_taxonomy(text: str, *, filename: str) -> TaxonomySpec:
         mark = getattr(exc, "problem_mark", None)
         raise TaxonomyError([{"file": filename, "line": mark.line + 1 if mark else 0, "field": "(file)",
                               "message": f"not valid YAML: {getattr(exc, 'problem', exc)}"}]) from None
+    except RecursionError:  # PyYAML's parser recurses once per level: "[[[[..." a few hundred deep
+        raise TaxonomyError([{"file": filename, "line": 1, "field": "(file)",
+                              "message": "not valid YAML for a taxonomy: nested too deeply"}]) from None
     return _Validator(filename).validate(raw)
 
 
@@ -212,6 +215,13 @@ class _Validator:
             return []
         return value
 
+    def optional_list(self, parent: dict, path: str, key: str) -> list:
+        value = parent.get(key) or []
+        if not isinstance(value, list):
+            self.error(parent, f"{path}.{key}" if path else key, "must be a list")
+            return []
+        return value
+
     def validate(self, raw) -> TaxonomySpec:
         if not isinstance(raw, dict):
             self.error(raw, "(file)", "must be a YAML mapping")
@@ -247,11 +257,11 @@ class _Validator:
                 if entry is None:
                     continue
                 self.unique(family, fpath, entry["slug"])
-                entry["tags"] = [tag for m, item in enumerate(family.get("tags") or [])
+                entry["tags"] = [tag for m, item in enumerate(self.optional_list(family, fpath, "tags"))
                                  if (tag := self.tag(item, f"{fpath}.tags[{m}]")) is not None]
                 families.append(entry)
             out[axis] = {"description": self.text(spec, path, "description", required=False), "families": families}
-        for n, item in enumerate(raw.get("tags") or []):  # the flat form: each tag names its family
+        for n, item in enumerate(self.optional_list(raw, "", "tags")):  # the flat form: each tag names its family
             path = f"tags[{n}]"
             tag = self.tag(item, path)
             family_slug = self.text(item, path, "family") if isinstance(item, dict) else ""
@@ -296,7 +306,7 @@ class _Validator:
         categories = [c for n, item in enumerate(self.listing(routing, "routing", "categories"))
                       if (c := self.entry(item, f"routing.categories[{n}]", slug_re=CHOICE_RE)) is not None]
         known = {c["slug"] for c in categories}
-        tables = [key for key in routing if key.endswith("_l1")]
+        tables = [key for key in routing if isinstance(key, str) and key.endswith("_l1")]
         if len(tables) != 1 or tables[0][:-3] not in axes:
             self.error(routing, "routing", f"needs exactly one table named <axis>_l1 for one of {sorted(axes)}")
             return {"axis": "", "categories": categories, "table": {}}
@@ -306,7 +316,7 @@ class _Validator:
         for l1, category in table.items():
             if l1 not in families:
                 self.error(table, f"routing.{tables[0]}.{l1}", f"unknown {axis} family {l1!r}")
-            if category not in known:
+            if not isinstance(category, str) or category not in known:
                 self.error(table, f"routing.{tables[0]}.{l1}", f"unknown category {category!r}")
         return {"axis": axis, "categories": categories, "table": dict(table)}
 

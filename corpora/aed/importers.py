@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 
 from dataplatform.accounts.models import Project
-from dataplatform.imports import HashingLines, ImportReport, LineError, canonical_sha256, parse_json_object, read_lines
+from dataplatform.imports import (
+    HashingLines,
+    ImportReport,
+    LineError,
+    canonical_sha256,
+    parse_json_object,
+    read_error,
+    read_lines,
+)
 
 from .models import Trace, TraceSource
 
@@ -239,7 +247,7 @@ class _TraceImport:
         for number, text, problem in read_lines(lines):
             self.report.lines = number
             if problem:
-                self.error(number, "(line)", problem)
+                self.report.errors.append(read_error(self.report.file, number, problem))
                 continue
             data, error = parse_json_object(self.report.file, number, text)
             if error:

@@ -22,7 +22,15 @@ from collections.abc import Iterable, Iterator
 from django.db import IntegrityError, transaction
 
 from dataplatform.accounts.models import Project
-from dataplatform.imports import HashingLines, ImportReport, LineError, canonical_sha256, parse_json_object, read_lines
+from dataplatform.imports import (
+    HashingLines,
+    ImportReport,
+    LineError,
+    canonical_sha256,
+    parse_json_object,
+    read_error,
+    read_lines,
+)
 
 from .models import AtdPrompt, PromptSource
 
@@ -126,7 +134,7 @@ def _good_lines(report: ImportReport, lines: Iterable[bytes | str]) -> Iterator[
     for number, text, trouble in read_lines(lines):
         report.lines = number
         if trouble:
-            report.errors.append(LineError(report.file, number, "(line)", trouble))
+            report.errors.append(read_error(report.file, number, trouble))
             continue
         data, error = parse_json_object(report.file, number, text)
         if error is not None:

@@ -130,7 +130,7 @@ def test_panda_json_upload_by_form_and_api(client, members, project, monkeypatch
     broken = api_client_for(members["curator"]).post("/api/v1/projects/alpha/annotate/import-panda/",
                                                      {"file": SimpleUploadedFile("x.panda.json", b"{nope")},
                                                      format="multipart")
-    assert broken.status_code == 400 and "x.panda.json: not a JSON file" in str(broken.json())
+    assert broken.status_code == 400 and "x.panda.json, line 1 column 2: not a JSON file" in str(broken.json())
     assert api_client_for(members["annotator"]).post(
         "/api/v1/projects/alpha/annotate/import-panda/", {"file": SimpleUploadedFile("s.panda.json", document)},
         format="multipart").status_code == 403
