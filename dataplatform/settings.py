@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "dataplatform.jobs",
     "dataplatform.system",
     "dataplatform.exports",
+    "dataplatform.audit",
     "annotate",
     "labeler",
     "corpora",
@@ -231,6 +232,28 @@ else:
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
+# --- Cache: shared by every web process (failed log-in / token counters, token-use tallies) ---
+# Redis when REDIS_URL is set; otherwise files under DATA_DIR, which every process of the embedded
+# mode shares (the default in-memory cache would give each process its own counters). The key prefix
+# keeps two databases (deployments, test databases) apart when they share a Redis or a DATA_DIR.
+# Never call cache.clear(): on Redis it flushes the whole database, the Celery broker's queues included.
+_CACHE_PREFIX = Path(str(DATABASES["default"]["NAME"])).name
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": _CACHE_PREFIX,
+                          "OPTIONS": {"socket_connect_timeout": 3, "socket_timeout": 3}}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(DATA_DIR / "cache"), "KEY_PREFIX": _CACHE_PREFIX}}
+
+# Brute-force protection (dataplatform/accounts/limiter.py): failures per window, counted from the
+# first failure. Log-ins: per username and client IP, and per client IP over all usernames. API tokens:
+# per client IP. 0 switches a limit off.
+LOGIN_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "10"))
+LOGIN_IP_FAILURE_LIMIT = int(os.environ.get("LOGIN_IP_FAILURE_LIMIT", "30"))
+TOKEN_FAILURE_LIMIT = int(os.environ.get("TOKEN_FAILURE_LIMIT", "10"))
+AUTH_FAILURE_WINDOW_SECONDS = int(os.environ.get("AUTH_FAILURE_WINDOW_SECONDS", "900"))
+
 # Never run tasks inline: a missing broker must be an error, not a silent fallback.
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_TASK_IGNORE_RESULT = True

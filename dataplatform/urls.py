@@ -9,6 +9,7 @@ from annotate import api as annotate_api
 from annotate import views as annotate_views
 from dataplatform.accounts import api as accounts_api
 from dataplatform.accounts import views as accounts_views
+from dataplatform.audit import urls as audit_urls
 from dataplatform.exports import api as exports_api
 from dataplatform.exports import views as exports_views
 from dataplatform.jobs import api as jobs_api
@@ -56,11 +57,12 @@ api_v1 = [
     path("", include("labeler.api_urls")),
     path("", include("corpora.api_urls")),
     path("", include("corpora.atd.api_urls")),
+    path("", include(audit_urls.api_urlpatterns)),
 ]
 
 urlpatterns = [
     path("", accounts_views.project_list, name="project-list"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", accounts_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("projects/<slug:slug>/", accounts_views.project_detail, name="project-detail"),
     path("projects/<slug:slug>/jobs/", jobs_views.job_create, name="job-create"),
@@ -90,6 +92,7 @@ urlpatterns = [
     path("tokens/", accounts_views.token_list, name="token-list"),
     path("tokens/<int:token_id>/revoke/", accounts_views.token_revoke, name="token-revoke"),
     path("system/", system_views.system_page, name="system"),
+    path("", include(audit_urls.page_urlpatterns)),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

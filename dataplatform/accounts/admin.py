@@ -1,6 +1,12 @@
 from django.contrib import admin
 
+from dataplatform.audit.admin import AuditedDeletionsMixin
+
+from .forms import ThrottledAdminAuthenticationForm
 from .models import ApiToken, Membership, Project
+
+# The admin's own log-in page gets the same brute-force protection as the site's.
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 
 class MembershipInline(admin.TabularInline):
@@ -10,7 +16,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(AuditedDeletionsMixin, admin.ModelAdmin):
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name"]
     prepopulated_fields = {"slug": ["name"]}
@@ -18,14 +24,14 @@ class ProjectAdmin(admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(AuditedDeletionsMixin, admin.ModelAdmin):
     list_display = ["project", "user", "role"]
     list_filter = ["role", "project"]
     search_fields = ["user__username", "project__slug"]
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(AuditedDeletionsMixin, admin.ModelAdmin):
     """Tokens can be inspected and revoked here; secrets are never stored, so never shown."""
 
     list_display = ["name", "user", "prefix", "read_only", "created_at", "last_used_at", "revoked_at"]

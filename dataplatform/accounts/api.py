@@ -6,7 +6,7 @@ from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from . import selectors, services
+from . import limiter, selectors, services
 from .models import ApiToken, Project
 from .permissions import request_token
 
@@ -72,7 +72,7 @@ class TokenListCreateApi(APIView):
             raise serializers.ValidationError({"projects": [f"Not a project of yours: {', '.join(missing)}"]})
         token, secret = services.issue_token(
             user=request.user, name=data.validated_data["name"], read_only=data.validated_data["read_only"],
-            projects=projects,
+            projects=projects, client_ip=limiter.client_ip(request),
         )
         body = TokenSerializer(token).data | {"secret": secret}
         return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
@@ -82,4 +82,5 @@ class TokenRevokeApi(APIView):
     @extend_schema(request=None, responses=TokenSerializer)
     def post(self, request, token_id: int):
         token = get_object_or_404(selectors.tokens_for_user(request.user), pk=token_id)
-        return Response(TokenSerializer(services.revoke_token(token=token)).data)
+        return Response(TokenSerializer(services.revoke_token(
+            token=token, actor=request.user, client_ip=limiter.client_ip(request))).data)

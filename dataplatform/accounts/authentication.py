@@ -1,8 +1,15 @@
-"""API token authentication: `Authorization: Token <secret>` or `Bearer <secret>`."""
+"""API token authentication: `Authorization: Token <secret>` or `Bearer <secret>`.
+
+Failed attempts are counted per client IP (limiter.py); a client over the limit gets 429 with
+Retry-After and its tokens are not checked until the window ends. Successful use is recorded in the
+audit log, coarsely (one row per token and hour).
+"""
 
 from rest_framework import authentication, exceptions
 
-from . import services
+from dataplatform.audit import services as audit
+
+from . import limiter, services
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -12,6 +19,11 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].decode("latin-1").lower() not in self.keywords:
             return None
+        ip = limiter.client_ip(request)
+        wait = limiter.token_retry_after(ip=ip)
+        if wait:
+            raise exceptions.Throttled(
+                wait=wait, detail=f"Too many failed API token attempts from your address; try again in {wait} s.")
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Authorization header must be '<Token|Bearer> <secret>'.")
         try:
@@ -20,7 +32,12 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Token contains invalid characters.") from exc
         token = services.authenticate_token(secret=secret)
         if token is None:
+            # Only a secret shaped like ours can be a guess at a real token; malformed ones are refused
+            # before any database query and are not counted (a misconfigured client is not an attack).
+            if services.looks_like_token(secret):
+                limiter.record_token_failure(ip=ip)
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        audit.record_token_use(token=token, client_ip=ip)
         return token.user, token
 
     def authenticate_header(self, request) -> str:

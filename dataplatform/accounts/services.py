@@ -1,15 +1,23 @@
-"""Writes for projects, memberships and API tokens."""
+"""Writes for projects, memberships and API tokens. Each write is also an audit event.
+
+`actor` is the person doing it (None from a management command) and `client_ip` their address.
+"""
 
 import hashlib
+import re
 import secrets
 from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
+from dataplatform.audit import services as audit
+
 from .models import ApiToken, Membership, Project, Role
 
 TOKEN_PREFIX = "dp_"
+# What issue_token() makes: the prefix and 32 random bytes in URL-safe base64 (43 characters).
+TOKEN_SHAPE = re.compile(r"dp_[A-Za-z0-9_-]{43}")
 # last_used_at is only a hint; writing it on every request would turn reads into writes.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -19,26 +27,43 @@ def hash_token_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def create_project(*, slug: str, name: str, description: str = "", admin=None) -> Project:
+def create_project(*, slug: str, name: str, description: str = "", admin=None, actor=None,
+                   client_ip: str | None = None) -> Project:
     with transaction.atomic():
         project = Project.objects.create(slug=slug, name=name, description=description)
+        audit.record(action=audit.Action.PROJECT_CREATED, actor=actor, project=project, target=project,
+                     client_ip=client_ip, detail={"slug": slug, "name": name})
         if admin is not None:
-            set_membership(project=project, user=admin, role=Role.ADMIN)
+            set_membership(project=project, user=admin, role=Role.ADMIN, actor=actor, client_ip=client_ip)
     return project
 
 
-def set_membership(*, project: Project, user, role: Role | str) -> Membership:
+def set_membership(*, project: Project, user, role: Role | str, actor=None, client_ip: str | None = None) -> Membership:
     role = Role(role)
-    membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+    with transaction.atomic():
+        previous = Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
+        membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+        if previous != role:
+            audit.record(action=audit.Action.MEMBERSHIP_SET, actor=actor, project=project, target=membership,
+                         client_ip=client_ip,
+                         detail={"user": user.get_username(), "role": role.value, "previous_role": previous})
     return membership
 
 
-def remove_membership(*, project: Project, user) -> None:
-    Membership.objects.filter(project=project, user=user).delete()
+def remove_membership(*, project: Project, user, actor=None, client_ip: str | None = None) -> None:
+    with transaction.atomic():
+        deleted, _ = Membership.objects.filter(project=project, user=user).delete()
+        if deleted:
+            audit.record(action=audit.Action.MEMBERSHIP_REMOVED, actor=actor, project=project,
+                         client_ip=client_ip, detail={"user": user.get_username()})
 
 
-def issue_token(*, user, name: str, read_only: bool = False, projects: list[Project] | None = None) -> tuple[ApiToken, str]:
-    """Create a token. Returns the row and the secret; the secret is never stored or shown again."""
+def issue_token(*, user, name: str, read_only: bool = False, projects: list[Project] | None = None,
+                actor=None, client_ip: str | None = None) -> tuple[ApiToken, str]:
+    """Create a token. Returns the row and the secret; the secret is never stored or shown again.
+
+    The actor defaults to the token's owner (people make their own tokens; `issuetoken` passes none).
+    """
     if projects:
         member_of = {p.pk for p in projects if user.is_superuser or Membership.objects.filter(user=user, project=p).exists()}
         outside = [p.slug for p in projects if p.pk not in member_of]
@@ -55,18 +80,31 @@ def issue_token(*, user, name: str, read_only: bool = False, projects: list[Proj
         )
         if projects:
             token.projects.set(projects)
+        audit.record(action=audit.Action.TOKEN_CREATED, actor=user if actor is None else actor, target=token,
+                     client_ip=client_ip, detail={"owner": user.get_username(), "name": name, "read_only": read_only,
+                                                  "projects": sorted(p.slug for p in projects or [])})
     return token, secret
 
 
-def revoke_token(*, token: ApiToken) -> ApiToken:
+def revoke_token(*, token: ApiToken, actor=None, client_ip: str | None = None) -> ApiToken:
     if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at"])
+        with transaction.atomic():
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+            audit.record(action=audit.Action.TOKEN_REVOKED, actor=actor, target=token, client_ip=client_ip,
+                         detail={"owner": token.user.get_username(), "name": token.name})
     return token
+
+
+def looks_like_token(secret: str) -> bool:
+    """Whether `secret` has the shape of a token this platform issues (checked before any database query)."""
+    return TOKEN_SHAPE.fullmatch(secret) is not None
 
 
 def authenticate_token(*, secret: str) -> ApiToken | None:
     """The active token with this secret, or None. Also refreshes last_used_at (coarsely)."""
+    if not looks_like_token(secret):
+        return None
     token = (
         ApiToken.objects.select_related("user")
         .filter(digest=hash_token_secret(secret), revoked_at__isnull=True, user__is_active=True)

@@ -1,22 +1,40 @@
 """HTML views for projects and personal API tokens. Thin: they call selectors and services."""
 
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from dataplatform.audit.selectors import can_read_audit
 from dataplatform.jobs.registry import get_kind
 from dataplatform.jobs.selectors import jobs_of_project
 
-from . import selectors, services
+from . import limiter, selectors, services
+from .forms import ThrottledAuthenticationForm
 from .permissions import ALL_ROLES, CAN_ANNOTATE, CAN_READ_EXPORTS, CAN_RUN_JOBS, CAN_SEE_JOBS, project_for
 
 RECENT_JOBS = 20
 
 
+class LoginView(auth_views.LoginView):
+    """Django's log-in view with brute-force protection: a locked-out client gets 429 and Retry-After."""
+
+    authentication_form = ThrottledAuthenticationForm
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if form.retry_after:
+            response.status_code = 429
+            response["Retry-After"] = str(form.retry_after)
+        return response
+
+
 @login_required
 def project_list(request):
-    return render(request, "accounts/project_list.html", {"projects": selectors.projects_for_user(request.user)})
+    return render(request, "accounts/project_list.html", {
+        "projects": selectors.projects_for_user(request.user), "can_read_audit": can_read_audit(request.user),
+    })
 
 
 @login_required
@@ -52,7 +70,8 @@ def token_list(request):
             project_slugs = request.POST.getlist("projects")
             projects = list(selectors.projects_for_user(request.user).filter(slug__in=project_slugs))
             token, new_secret = services.issue_token(
-                user=request.user, name=name, read_only=bool(request.POST.get("read_only")), projects=projects
+                user=request.user, name=name, read_only=bool(request.POST.get("read_only")), projects=projects,
+                client_ip=limiter.client_ip(request),
             )
             messages.success(request, f"Token '{token.name}' created. Copy it now: it will not be shown again.")
     response = render(request, "accounts/token_list.html", {
@@ -68,6 +87,6 @@ def token_list(request):
 @require_POST
 def token_revoke(request, token_id: int):
     token = get_object_or_404(selectors.tokens_for_user(request.user), pk=token_id)
-    services.revoke_token(token=token)
+    services.revoke_token(token=token, actor=request.user, client_ip=limiter.client_ip(request))
     messages.success(request, f"Token '{token.name}' revoked.")
     return redirect("token-list")

@@ -17,6 +17,7 @@ from dataplatform.accounts.permissions import (
     project_for,
     request_token,
 )
+from dataplatform.audit import services as audit
 from dataplatform.broker import BrokerUnavailable
 from dataplatform.jobs.api import ServiceUnavailable
 from dataplatform.jobs.models import JobState
@@ -111,6 +112,8 @@ class ProjectExportsApi(generics.ListAPIView):
             raise ValidationError(exc.errors) from exc
         except BrokerUnavailable as exc:
             raise ServiceUnavailable(str(exc)) from exc
+        audit.record_request(request, action=audit.Action.EXPORT_CREATED, project=project, target=export,
+                             detail={"kind": export.kind, "format": export.format, "filters": export.filters})
         return Response(ExportSerializer(export, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -132,6 +135,9 @@ class ExportDetailApi(APIView):
             services.delete_export(export=export)
         except services.ExportBusy as exc:
             raise Conflict(str(exc)) from exc
+        audit.record_request(request, action=audit.Action.EXPORT_DELETED, project=export.project,
+                             target_type="exports.export", target_id=export_id,
+                             detail={"kind": export.kind, "rows": export.rows_total})
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -141,6 +147,8 @@ class ExportManifestApi(APIView):
         export = _export(request, slug, export_id)
         if export.job.state != JobState.SUCCEEDED:
             raise Conflict(f"Export {export.pk} is {export.job.state}; its manifest exists once it succeeds.")
+        audit.record_request(request, action=audit.Action.EXPORT_DOWNLOADED, project=export.project, target=export,
+                             detail={"file": "manifest.json"})
         return Response(export.manifest)
 
 
@@ -157,6 +165,9 @@ class ExportShardApi(APIView):
         export = _export(request, slug, export_id)
         if export.job.state != JobState.SUCCEEDED or name not in selectors.downloadable_names(export):
             raise NotFound("No such file in this export.")
+        if _starts_a_download(request):
+            audit.record_request(request, action=audit.Action.EXPORT_DOWNLOADED, project=export.project,
+                                 target=export, detail={"file": name})
         storage = export_storage()
         path = f"{export.location}/{name}"
         if not is_local(storage):
@@ -168,6 +179,12 @@ class ExportShardApi(APIView):
             request, open_file=lambda: storage.open(path, "rb"), size=size, etag=etag,
             content_type=CONTENT_TYPES[name.rsplit(".", 1)[-1]], filename=f"export-{export.pk}-{name}",
         )
+
+
+def _starts_a_download(request) -> bool:
+    """A request without Range, or one from byte 0. Resumed ranges of the same file are not recorded again."""
+    requested = request.headers.get("Range", "").replace(" ", "")
+    return request.method == "GET" and (not requested or requested.startswith("bytes=0-"))
 
 
 class ExportKindsApi(APIView):

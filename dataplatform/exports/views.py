@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CREATE_EXPORTS, CAN_READ_EXPORTS, project_for
+from dataplatform.audit import services as audit
 from dataplatform.broker import BrokerUnavailable
 
 from . import selectors, services
@@ -51,7 +52,7 @@ def export_create(request, slug: str):
             "filters": services.filters_from_pairs(form.get("kind", ""), form.get("filters", "").splitlines())
             | {key: form[key] for key in ("created_after", "created_before") if form.get(key)},
         }
-        services.create_export(project=project, user=request.user, options=options)
+        export = services.create_export(project=project, user=request.user, options=options)
     except (services.InvalidExport, LookupError, ValueError) as exc:
         errors = exc.errors if isinstance(exc, services.InvalidExport) else {"export": [str(exc)]}
         for field, problems in errors.items():
@@ -59,6 +60,8 @@ def export_create(request, slug: str):
     except BrokerUnavailable as exc:
         messages.error(request, str(exc))
     else:
+        audit.record_request(request, action=audit.Action.EXPORT_CREATED, project=project, target=export,
+                             detail={"kind": export.kind, "format": export.format, "filters": export.filters})
         messages.success(request, "Export queued.")
     return redirect("export-list", slug=slug)
 
