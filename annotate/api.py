@@ -285,7 +285,8 @@ class StreamApi(APIView):
     or `error` {message} (what was generated so far is kept; POST again to retry).
     """
 
-    renderer_classes = [EventStreamRenderer, JSONRenderer]
+    # JSON first: a refusal (404, 403, 409) is a JSON error unless the client asked for a stream.
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(request=None, responses={(200, "text/event-stream"): OpenApiTypes.STR})
     def post(self, request, session_id: int, node_id: int):

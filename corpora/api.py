@@ -12,7 +12,7 @@ from dataplatform.accounts.permissions import CAN_CURATE, project_for, request_t
 from dataplatform.apiutils import Conflict, import_upload
 from dataplatform.broker import BrokerUnavailable
 from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
-from dataplatform.pagination import CreatedCursorPagination
+from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from .aed import importers, selectors, services, stats
 from .aed.models import Case, Proposal, Replay, Trace
@@ -114,7 +114,7 @@ class TraceListApi(APIView):
 
     @extend_schema(parameters=[OpenApiParameter(name, str) for name in ("environment", "harness", "policy_model",
                                                                          "cursor")],
-                   responses=TraceSerializer(many=True))
+                   responses=paginated(TraceSerializer), operation_id="v1_projects_aed_traces_list")
     def get(self, request, slug: str):
         project = _curated_project(request, slug)
         traces = selectors.traces_visible_to(request.user, project, token=request_token(request))

@@ -1,8 +1,20 @@
 """Small pieces every app's API shares."""
 
 from rest_framework import status
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import APIException, ParseError, ValidationError
+from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
+
+
+class JSONObjectParser(JSONParser):
+    """JSON bodies must be objects: every write in this API takes named fields, and a view that
+    reads `request.data.get(...)` from a list would fail with a 500 instead of saying why."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        data = super().parse(stream, media_type, parser_context)
+        if not isinstance(data, dict):
+            raise ParseError(f"The JSON body must be an object with named fields, not {type(data).__name__}.")
+        return data
 
 
 class Conflict(APIException):

@@ -46,7 +46,7 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
                 additions["401"] = _json(ERROR, "No valid credentials.")
                 additions["403"] = _json(ERROR, "Your role (or a read-only token) may not do this.")
                 additions["429"] = _json(ERROR, "Too many failed authentication attempts; see Retry-After.")
-            if "{" in path:
+            if "{" in path or takes_input:  # a path or a filter can name an object you may not see
                 additions["404"] = _json(ERROR, "No such object, or not one you may see.")
             for status, response in additions.items():
                 responses.setdefault(status, response)

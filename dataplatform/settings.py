@@ -197,6 +197,10 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "dataplatform.pagination.CreatedCursorPagination",
+    "DEFAULT_PARSER_CLASSES": ["dataplatform.apiutils.JSONObjectParser", "rest_framework.parsers.FormParser",
+                               "rest_framework.parsers.MultiPartParser"],
+    # No `?format=`: every endpoint has one representation, and an unknown format was an undocumented 404.
+    "URL_FORMAT_OVERRIDE": None,
     "PAGE_SIZE": 50,
 }
 SPECTACULAR_SETTINGS = {

@@ -100,3 +100,7 @@ urlpatterns = [
     path("api/docs/", csp_update({"style-src": [UNSAFE_INLINE]})(SpectacularSwaggerSplitView.as_view(url_name="schema")),
          name="swagger-ui"),
 ]
+
+# Under /api/ errors are JSON, elsewhere HTML (dataplatform/errors.py).
+handler404 = "dataplatform.errors.not_found"
+handler500 = "dataplatform.errors.server_error"

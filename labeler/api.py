@@ -13,7 +13,7 @@ from dataplatform.apiutils import Conflict, import_upload
 from dataplatform.broker import BrokerUnavailable
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
-from dataplatform.pagination import CreatedCursorPagination
+from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from . import importers, metrics, selectors, services
 from .models import Label, ReviewClaim, ReviewClaimState, SweTask, Taxonomy
@@ -212,7 +212,7 @@ class TaskListApi(APIView):
     @extend_schema(parameters=[OpenApiParameter("state", str, enum=list(selectors.REVIEW_STATES)),
                                OpenApiParameter("field", str), OpenApiParameter("value", str),
                                OpenApiParameter("search", str), OpenApiParameter("cursor", str)],
-                   responses=TaskSerializer(many=True))
+                   responses=paginated(TaskSerializer), operation_id="v1_projects_labeler_tasks_list")
     def get(self, request, slug: str):
         token = request_token(request)
         project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=token)
@@ -286,8 +286,10 @@ class MetricsApi(APIView):
     def get(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
         taxonomy = services.settings_for(project).taxonomy
-        if request.query_params.get("taxonomy"):
-            taxonomy = Taxonomy.objects.filter(pk=request.query_params["taxonomy"]).first()
+        if wanted := request.query_params.get("taxonomy"):
+            if not wanted.isascii() or not wanted.isdigit():
+                raise ValidationError({"taxonomy": ["A taxonomy id (a whole number)."]})
+            taxonomy = Taxonomy.objects.filter(pk=int(wanted)).first()
             if taxonomy is None:
                 raise NotFound("No such taxonomy.")
         labels = selectors.project_labels(project).filter(taxonomy=taxonomy)

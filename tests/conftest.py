@@ -1,5 +1,7 @@
 """Shared fixtures: users in every role of a project, API clients with tokens, the real model."""
 
+import uuid
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -84,3 +86,16 @@ def export_storage_in_tmp(settings, tmp_path):
     storages._storages.pop("exports", None)  # the handler caches backends; rebuild from the new settings
     yield tmp_path / "files"
     storages._storages.pop("exports", None)
+
+
+@pytest.fixture(autouse=True)
+def fresh_auth_failure_counters(monkeypatch):
+    """Each test starts with no failed log-ins or tokens counted against 127.0.0.1.
+
+    The brute-force counters live in a cache that outlives a test and a run (Redis, or files under
+    DATA_DIR), so without this the suite's own deliberate failures would add up to a lock-out."""
+    from dataplatform.accounts import limiter
+
+    run = uuid.uuid4().hex
+    keys = limiter._keys
+    monkeypatch.setattr(limiter, "_keys", lambda limit, subject: keys(limit, f"{run}|{subject}"))

@@ -19,7 +19,7 @@ from dataplatform.accounts.permissions import CAN_CURATE, project_for, request_t
 from dataplatform.apiutils import import_upload
 from dataplatform.broker import BrokerUnavailable
 from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
-from dataplatform.pagination import CreatedCursorPagination
+from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from . import importers, services
 from .models import AtdPrompt, Score, ScoringMethod, ScoringRun, Selection, TeacherAnswer, TeacherRun
@@ -178,7 +178,7 @@ class AtdPromptListApi(APIView):
     """The prompt pool, newest first (cursor)."""
 
     @extend_schema(parameters=[OpenApiParameter("cursor", str), OpenApiParameter("page_size", int)],
-                   responses=AtdPromptSerializer(many=True))
+                   responses=paginated(AtdPromptSerializer), operation_id="v1_projects_atd_prompts_list")
     def get(self, request, slug: str):
         project = _curated_project(request, slug)
         paginator = CreatedCursorPagination()

@@ -181,6 +181,20 @@ class ExportShardApi(APIView):
         )
 
 
+class ExportKindFieldSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.CharField()
+
+
+class ExportKindSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    version = serializers.IntegerField()
+    label = serializers.CharField()
+    description = serializers.CharField()
+    schema = ExportKindFieldSerializer(many=True)
+    filters = serializers.ListField(child=serializers.CharField())
+
+
 def _starts_a_download(request) -> bool:
     """A request without Range, or one from byte 0. Resumed ranges of the same file are not recorded again."""
     requested = request.headers.get("Range", "").replace(" ", "")
@@ -190,7 +204,7 @@ def _starts_a_download(request) -> bool:
 class ExportKindsApi(APIView):
     """The record kinds that can be exported, with their versions, schemas and filters."""
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: ExportKindSerializer(many=True)})
     def get(self, request):
         return Response([
             {

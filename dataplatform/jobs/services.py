@@ -20,7 +20,6 @@ from .models import TERMINAL_STATES, Job, JobState
 from .registry import JobCancelled, get_kind
 
 
-
 class JobLost(Exception):
     """This worker no longer owns the job: it was declared dead and the job was queued again."""
 

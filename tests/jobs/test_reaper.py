@@ -1,8 +1,8 @@
 """A job whose worker dies is noticed by its silent heartbeat, queued again or failed; never left running."""
 
 import threading
-from types import SimpleNamespace
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.utils import timezone
