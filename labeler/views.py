@@ -249,7 +249,9 @@ def accept(request, slug: str, label_id: int):
 @require_POST
 def skip(request, slug: str, task_id: int):
     project, _ = project_for(request.user, slug, CAN_ANNOTATE)
-    active = selectors.my_claims(request.user, project).filter(task_id=task_id, state=ReviewClaimState.ACTIVE).first()
+    # Another project's task (or one this reviewer never claimed) does not exist here: 404, like the task page.
+    task = selectors.task_for(request.user, project, task_id)
+    active = selectors.my_claims(request.user, project).filter(task=task, state=ReviewClaimState.ACTIVE).first()
     if active is None:
         messages.error(request, "You hold no claim on this task.")
         return redirect("labeler-overview", slug=slug)
