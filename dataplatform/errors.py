@@ -2,10 +2,25 @@
 
 Django's default 404/500 pages are HTML even under /api/, e.g. for a URL no route matches; an API
 client (and the OpenAPI document, checked by tests/fuzz/) expects `{"detail": ...}` there too.
+
+A database that is briefly unreachable (PostgreSQL restarting) is a 503 that says so, not a 500:
+the request saved nothing (its transaction never committed), and the same request can be sent again.
 """
 
-from django.http import JsonResponse
+import logging
+
+from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse, JsonResponse
+from django.utils.html import escape
 from django.views import defaults
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+logger = logging.getLogger(__name__)
+
+DATABASE_UNAVAILABLE = ("The database is unavailable for a moment, so nothing from this request was saved. "
+                        "Everything saved before is safe; try again in a few seconds.")
+RETRY_AFTER_SECONDS = "5"
 
 
 def _is_api(request) -> bool:
@@ -22,3 +37,38 @@ def server_error(request):
     if _is_api(request):
         return JsonResponse({"detail": "Internal server error."}, status=500)
     return defaults.server_error(request)
+
+
+def _database_unavailable(exc) -> bool:
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        logger.warning("Database unavailable: %s", exc)
+        return True
+    return False
+
+
+def api_exception_handler(exc, context):
+    """DRF's handler, plus a 503 with Retry-After when the database cannot be reached."""
+    response = exception_handler(exc, context)
+    if response is None and _database_unavailable(exc):
+        response = Response({"detail": DATABASE_UNAVAILABLE}, status=503, headers={"Retry-After": RETRY_AFTER_SECONDS})
+    return response
+
+
+class DatabaseUnavailableMiddleware:
+    """The same for pages and htmx requests: a short 503 page the workspace can show as a message."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exc):
+        if not _database_unavailable(exc):
+            return None
+        if _is_api(request):
+            response = JsonResponse({"detail": DATABASE_UNAVAILABLE}, status=503)
+        else:
+            response = HttpResponse(f"<p class=\"error\">{escape(DATABASE_UNAVAILABLE)}</p>", status=503)
+        response["Retry-After"] = RETRY_AFTER_SECONDS
+        return response

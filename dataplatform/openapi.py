@@ -48,6 +48,8 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
                 additions["429"] = _json(ERROR, "Too many failed authentication attempts; see Retry-After.")
             if "{" in path or takes_input:  # a path or a filter can name an object you may not see
                 additions["404"] = _json(ERROR, "No such object, or not one you may see.")
+            additions["503"] = _json(ERROR, "The database, broker or model backend is briefly unavailable; "
+                                            "nothing was saved, try again (see Retry-After).")
             for status, response in additions.items():
                 responses.setdefault(status, response)
     return result

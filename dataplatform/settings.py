@@ -69,6 +69,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "dataplatform.errors.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "dataplatform.urls"
@@ -98,11 +99,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # of its own, so persistent connections (CONN_MAX_AGE) are never reused there: each request
     # paid ~4 ms to connect and left an idle connection behind. The pool hands one out in ~0.1 ms
     # and caps what a process holds. DATABASE_POOL_MAX_SIZE bounds it; 0 turns the pool off.
+    # A pooled connection is checked (one round trip) before it is handed out, so connections that a
+    # PostgreSQL restart severed are replaced instead of failing the next request. A request waits up to
+    # DATABASE_POOL_TIMEOUT seconds for a connection (a restart takes a few), then gets a 503.
     pool_max = int(os.environ.get("DATABASE_POOL_MAX_SIZE", "20"))
     DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = 5
     if pool_max:
         DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps the connections instead
-        DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 1, "max_size": pool_max, "timeout": 10}
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # with a pool: psycopg_pool's check on checkout
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": 1, "max_size": pool_max, "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "5"))}
 else:
     # SQLite is shared by the web process and the worker: WAL lets reads run during writes,
     # IMMEDIATE transactions take the write lock up front (no upgrade deadlocks), and a
@@ -197,6 +203,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "dataplatform.pagination.CreatedCursorPagination",
+    "EXCEPTION_HANDLER": "dataplatform.errors.api_exception_handler",
     "DEFAULT_PARSER_CLASSES": ["dataplatform.apiutils.JSONObjectParser", "rest_framework.parsers.FormParser",
                                "rest_framework.parsers.MultiPartParser"],
     # No `?format=`: every endpoint has one representation, and an unknown format was an undocumented 404.
