@@ -40,6 +40,13 @@ class ReplaySerializer(serializers.ModelSerializer):
         fields = ["id", "proposal", "runner", "pairs", "seed", "options", "job", "n11", "n10", "n01", "n00", "stats",
                   "created_at"]
 
+    def to_representation(self, replay: Replay) -> dict:
+        # Webhook headers usually carry the runner's credentials: write-only, their names shown, never values.
+        data = super().to_representation(replay)
+        if isinstance(data["options"].get("headers"), dict):
+            data["options"] = data["options"] | {"headers": dict.fromkeys(data["options"]["headers"], "(hidden)")}
+        return data
+
 
 class ProposalSerializer(serializers.ModelSerializer):
     replays = ReplaySerializer(many=True, read_only=True)

@@ -309,6 +309,8 @@ VLLM_API_KEY = os.environ.get("VLLM_API_KEY", "")
 # server-side requests to addresses a curator types), and they get their own key.
 ATD_TEACHER_ENDPOINTS = env_list("ATD_TEACHER_ENDPOINTS", "")
 ATD_TEACHER_API_KEY = os.environ.get("ATD_TEACHER_API_KEY", "")
+# AED replays on the `webhook` runner: only these URLs may be named (dataplatform/outbound.py).
+AED_REPLAY_WEBHOOKS = env_list("AED_REPLAY_WEBHOOKS", "")
 VLLM_TIMEOUT_SECONDS = float(os.environ.get("VLLM_TIMEOUT_SECONDS", "60"))
 # Optional local tokenizer directory for the vllm backend: exact token bytes for display.
 VLLM_TOKENIZER_DIR = os.environ.get("VLLM_TOKENIZER_DIR", "")

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+from django.conf import settings
 
 from dataplatform.inference import BackendError, BackendUnavailable, backend_for_model
+from dataplatform.outbound import UrlNotAllowed, allowed_url
 
 from .calc_env import ENVIRONMENT as CALC_ENVIRONMENT
 from .calc_env import CalcEnv, CalcTaskError, action_line, calc_messages, task_for_trace
@@ -130,14 +132,24 @@ def _server_message(response: httpx.Response) -> str:
     return response.text[:500]
 
 
+def webhook_url(options: dict) -> str:
+    """options["url"], if an admin allowed it (AED_REPLAY_WEBHOOKS): checked when a replay is
+    scheduled and again before every call (the list may have changed since)."""
+    url = options.get("url")
+    if not isinstance(url, str):
+        raise RunnerError('the webhook runner needs options["url"], an http(s) URL')
+    try:
+        return allowed_url(url, settings.AED_REPLAY_WEBHOOKS, "AED_REPLAY_WEBHOOKS")
+    except UrlNotAllowed as exc:
+        raise RunnerError(f"the webhook: {exc}") from None
+
+
 class WebhookRunner:
     LOCAL_OPTIONS = ("url", "headers", "timeout")
 
     def run(self, *, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
             options: dict) -> RunResult:
-        url = options.get("url")
-        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
-            raise RunnerError('the webhook runner needs options["url"], an http(s) URL')
+        url = webhook_url(options)
         safe, timeout = _safe_url(url), float(options.get("timeout", 30))
         payload = {"trace_id": trace.trace_id, "task_id": trace.task_id, "environment": trace.environment,
                    "harness": trace.harness, "policy_model": trace.policy_model,

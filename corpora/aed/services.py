@@ -224,6 +224,11 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
         raise CurationError(f"pairs must be between 1 and {MAX_REPLAY_PAIRS}.")
     if runner not in runners.RUNNERS:
         raise CurationError(f"Unknown runner {runner!r}.")
+    if runner == "webhook":
+        try:
+            runners.webhook_url(options or {})
+        except runners.RunnerError as exc:
+            raise CurationError(f"Cannot replay on {exc}.") from None
     with transaction.atomic():
         replay = Replay.objects.create(proposal=proposal, runner=runner, pairs=pairs, seed=seed,
                                        options=options or {}, created_by=user)

@@ -6,14 +6,13 @@ with conflicts ignored. A job resumed after a crash asks only for the prompts th
 and a prompt can never get two rows (unique per run), so every prompt is done exactly once.
 """
 
-from urllib.parse import urlsplit
-
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
 
 from dataplatform.inference import Backend, backend_for_model
 from dataplatform.jobs import services as job_services
+from dataplatform.outbound import UrlNotAllowed, allowed_url
 
 from . import scoring
 from .models import AtdPrompt, Score, ScoringMethod, ScoringRun, Selection, SelectionItem, TeacherAnswer, TeacherRun
@@ -180,28 +179,14 @@ def freeze_selection(*, run: ScoringRun, name: str, epsilon: float, user) -> Sel
 
 
 def check_teacher_endpoint(base_url: str) -> str:
-    """The teacher's vLLM endpoint, if it is one an admin allowed (ATD_TEACHER_ENDPOINTS).
-
-    Workers call whatever URL a run names: an open field would let any curator make the server
-    reach internal addresses. Returns the URL normalised (no trailing slash); "" stays "" (the
-    platform's own backend)."""
-    base_url = base_url.strip().rstrip("/")
-    if not base_url:
+    """The teacher's vLLM endpoint, normalised, if an admin allowed it (ATD_TEACHER_ENDPOINTS; see
+    dataplatform/outbound.py); "" stays "" (the platform's own backend)."""
+    if not base_url.strip():
         return ""
     try:
-        parts = urlsplit(base_url)
-        parts.port  # noqa: B018 (raises ValueError on a bad port)
-    except ValueError:
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or \
-            any(c.isspace() for c in base_url):
-        raise AtdError("The teacher's base URL must be an http(s) URL with a host, e.g. http://vllm:8000/v1.")
-    allowed = [url.rstrip("/") for url in settings.ATD_TEACHER_ENDPOINTS]
-    if base_url not in allowed:
-        listed = ", ".join(allowed) or "none are listed"
-        raise AtdError(f"The teacher endpoint {base_url} is not allowed here ({listed}); an admin lists permitted "
-                       "endpoints in ATD_TEACHER_ENDPOINTS.")
-    return base_url
+        return allowed_url(base_url, settings.ATD_TEACHER_ENDPOINTS, "ATD_TEACHER_ENDPOINTS")
+    except UrlNotAllowed as exc:
+        raise AtdError(f"The teacher endpoint: {exc} Use the server's root URL, e.g. http://vllm:8000.") from None
 
 
 def start_teacher(*, selection: Selection, model_name: str = "", base_url: str = "", debias: bool = True,

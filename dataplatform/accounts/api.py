@@ -3,12 +3,13 @@
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from . import limiter, selectors, services
 from .models import ApiToken, Project
-from .permissions import request_token
+from .permissions import request_token, token_project_ids
 
 
 class ProjectSerializer(serializers.ModelSerializer):
@@ -53,6 +54,15 @@ class TokenCreatedSerializer(TokenSerializer):
         fields = [*TokenSerializer.Meta.fields, "secret"]
 
 
+def refuse_scoped_token(request) -> None:
+    """A token limited to some projects may not create or revoke tokens: otherwise it could mint
+    itself an unlimited one (or revoke the owner's others). The browser or an unlimited token can."""
+    token = request_token(request)
+    if token is not None and token_project_ids(token):
+        raise PermissionDenied("A token limited to some projects cannot create or revoke API tokens; "
+                               "use the browser or a token without a project limit.")
+
+
 class TokenListCreateApi(APIView):
     """The caller's own tokens. POST returns the new secret, once."""
 
@@ -62,6 +72,7 @@ class TokenListCreateApi(APIView):
 
     @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
     def post(self, request):
+        refuse_scoped_token(request)
         data = TokenCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         slugs = data.validated_data["projects"]
@@ -81,6 +92,7 @@ class TokenListCreateApi(APIView):
 class TokenRevokeApi(APIView):
     @extend_schema(request=None, responses=TokenSerializer)
     def post(self, request, token_id: int):
+        refuse_scoped_token(request)
         token = get_object_or_404(selectors.tokens_for_user(request.user), pk=token_id)
         return Response(TokenSerializer(services.revoke_token(
             token=token, actor=request.user, client_ip=limiter.client_ip(request))).data)

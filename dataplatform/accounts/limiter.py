@@ -14,12 +14,15 @@ a file cache under DATA_DIR otherwise (shared by the processes of one machine, t
 """
 
 import hashlib
+import logging
 import math
 import time
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,11 +80,18 @@ def record_token_failure(*, ip: str) -> None:
 
 
 def retry_after(limit: Limit, subject: str) -> int | None:
-    """Seconds until `subject` may try again under `limit`, or None if it is not blocked."""
+    """Seconds until `subject` may try again under `limit`, or None if it is not blocked.
+
+    If the cache cannot be reached (Redis restarting), nobody is blocked: log-ins and API calls keep
+    working during the outage, without brute-force protection, rather than all failing with a 500."""
     if limit.limit <= 0:
         return None
     count_key, start_key = _keys(limit, subject)
-    values = cache.get_many([count_key, start_key])
+    try:
+        values = cache.get_many([count_key, start_key])
+    except Exception as exc:  # the cache backend's own errors (redis.ConnectionError, OSError, ...)
+        logger.warning("Brute-force limits are off: the cache is unavailable (%s: %s)", type(exc).__name__, exc)
+        return None
     if values.get(count_key, 0) < limit.limit:
         return None
     now = time.time()
@@ -89,9 +99,18 @@ def retry_after(limit: Limit, subject: str) -> int | None:
 
 
 def record_failure(limit: Limit, subject: str) -> int:
-    """Count one failure of `subject`; returns the number of failures in its current window."""
+    """Count one failure of `subject`; returns the number of failures in its current window (0 when
+    the cache cannot be reached: the failure is then not counted, see retry_after)."""
     if limit.limit <= 0:
         return 0
+    try:
+        return _count_failure(limit, subject)
+    except Exception as exc:  # as in retry_after: an unreachable cache must not turn a 401 into a 500
+        logger.warning("A failed attempt was not counted: the cache is unavailable (%s: %s)", type(exc).__name__, exc)
+        return 0
+
+
+def _count_failure(limit: Limit, subject: str) -> int:
     count_key, start_key = _keys(limit, subject)
     now = time.time()
     if cache.add(count_key, 1, timeout=limit.window):  # the first failure opens the window

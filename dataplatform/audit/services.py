@@ -1,6 +1,7 @@
 """Writes of audit events. Every other app records through these functions."""
 
 import ipaddress
+import logging
 import re
 import time
 from datetime import UTC, datetime
@@ -9,6 +10,8 @@ from django.core.cache import cache
 from django.db.models import Model
 
 from .models import Action, AuditEvent
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["Action", "project_of_object", "record", "record_admin_log_entry", "record_request", "record_token_use"]
 
@@ -52,7 +55,17 @@ def record_request(request, *, action: Action | str, project=None, target: Model
 
 
 def record_token_use(*, token, client_ip: str | None) -> None:
-    """Count one request made with `token`; the first of each hour makes the hour's row."""
+    """Count one request made with `token`; the first of each hour makes the hour's row.
+
+    The tally lives in the cache: if the cache cannot be reached (Redis restarting) the request is
+    served anyway and goes uncounted, rather than failing with a 500."""
+    try:
+        _count_token_use(token, client_ip)
+    except Exception as exc:  # the cache backend's own errors (redis.ConnectionError, OSError, ...)
+        logger.warning("Token use not counted: the cache is unavailable (%s: %s)", type(exc).__name__, exc)
+
+
+def _count_token_use(token, client_ip: str | None) -> None:
     hour = int(time.time() // 3600)
     # The digest's start makes the key unique across databases that reuse primary keys (test runs).
     count_key = f"audit:token-use:{token.pk}-{token.digest[:12]}:{hour}"

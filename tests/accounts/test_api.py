@@ -57,3 +57,17 @@ def test_openapi_schema_is_served(members):
     response = api_client_for(members["admin"]).get("/api/schema/", HTTP_ACCEPT="application/json")
     assert response.status_code == 200
     assert "/api/v1/projects/{slug}/jobs/" in response.json()["paths"]
+
+
+def test_a_project_limited_token_cannot_mint_or_revoke_tokens(project, other_project, members):
+    """Otherwise a token for one project could create itself an unlimited one."""
+    MembershipFactory(project=other_project, user=members["curator"], role=Role.CURATOR)
+    limited = api_client_for(members["curator"], projects=[project])
+    minted = limited.post("/api/v1/tokens/", {"name": "wider"}, format="json")
+    assert minted.status_code == 403 and "limited to some projects" in minted.json()["detail"]
+    other = ApiToken.objects.filter(user=members["curator"]).first()
+    assert limited.post(f"/api/v1/tokens/{other.pk}/revoke/").status_code == 403
+    assert ApiToken.objects.filter(user=members["curator"]).count() == 1
+    assert ApiToken.objects.filter(user=members["curator"], revoked_at__isnull=False).count() == 0
+    unlimited = api_client_for(members["curator"])
+    assert unlimited.post("/api/v1/tokens/", {"name": "fine"}, format="json").status_code == 201

@@ -2,6 +2,7 @@
 
 import random
 import re
+import socket
 import time
 
 import pytest
@@ -10,6 +11,7 @@ from rest_framework.test import APIClient
 
 from dataplatform.accounts import limiter, services
 from dataplatform.audit.models import Action, AuditEvent
+from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -169,3 +171,21 @@ def test_a_read_only_token_writing_is_not_an_authentication_failure(members, ip)
     for _ in range(4):
         assert api(ip, secret).post("/api/v1/projects/alpha/jobs/", {}, format="json").status_code == 403
     assert api(ip, secret).get("/api/v1/projects/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_an_unreachable_cache_turns_the_limits_off_instead_of_failing_every_log_in(members, settings):
+    """Redis restarting must not make every token request a 500: the request is served, uncounted."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    # Django rebuilds its cache handlers when CACHES changes (and again when the fixture restores it).
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                   "LOCATION": f"redis://127.0.0.1:{dead}/0",
+                                   "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}}}
+    good = api_client_for(members["curator"])
+    assert good.get("/api/v1/projects/").status_code == 200
+    bad = APIClient()
+    bad.credentials(HTTP_AUTHORIZATION="Token dp_" + "x" * 43)
+    assert bad.get("/api/v1/projects/").status_code == 401
+    assert limiter.retry_after(limiter.token_limit(), "127.0.0.1") is None

@@ -28,6 +28,7 @@ from annotate import selectors as annotate_selectors
 from annotate import services as annotate_services
 from annotate.models import AnnotationConfig, Item, Review, Session
 from corpora.aed import services as aed_services
+from corpora.aed.models import Replay
 from corpora.atd.models import AtdPrompt, Score, ScoringRun, Selection, TeacherAnswer, TeacherRun
 from dataplatform.accounts.models import Membership, Project, Role
 from dataplatform.exports import services as export_services
@@ -373,9 +374,12 @@ def test_aed_pages(browse, members, hostile_project):
         "evidence": [{"step": 1, "quote": PAYLOADS["textarea"]}]})
     proposal = aed_services.add_proposal(case=case, actor=curator, corrected_action=HOSTILE, rationale=HOSTILE,
                                          origin="model", model_id=SHORT)
-    replay = aed_services.start_replay(proposal=proposal, pairs=1, runner="webhook", user=curator, publish=False,
-                                       options={"url": PAYLOADS["url"], "max_steps": 3, "note": SHORT})
-    Job.objects.filter(pk=replay.job_id).update(state=JobState.FAILED, status_message=HOSTILE, error=HOSTILE)
+    # Stored directly: start_replay refuses a URL an admin did not list (AED_REPLAY_WEBHOOKS), but a page
+    # must still escape whatever an older row holds.
+    job = Job.objects.create(project=project, kind="aed.replay", params={}, state=JobState.FAILED,
+                             status_message=HOSTILE, error=HOSTILE, created_by=curator)
+    Replay.objects.create(proposal=proposal, runner="webhook", pairs=1, job=job, created_by=curator,
+                          options={"url": PAYLOADS["url"], "max_steps": 3, "note": SHORT})
     failed_job(project, "aed.draft", case=case.pk)
     case.refresh_from_db()
     aed_services.submit_case(case=case, version=case.version, actor=curator)

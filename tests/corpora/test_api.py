@@ -107,3 +107,20 @@ def test_import_over_the_api(members):
                        format="multipart").json()["created"] == 1
     listed = client.get("/api/v1/projects/alpha/aed/traces/?environment=calc-v1").json()["results"]
     assert [t["trace_id"] for t in listed] == ["t1"]
+
+
+def test_webhook_headers_are_never_returned(members, calc_trace, settings):
+    """They usually carry the runner's credentials: the API shows their names only."""
+    settings.AED_REPLAY_WEBHOOKS = ["https://runner.internal/run"]
+    curator = members["curator"]
+    case = services.open_case(trace=calc_trace, curator=curator)
+    case = services.update_case(case=case, version=case.version, actor=curator,
+                                changes={"error_step": 1, "category": "plan-error", "diagnosis": "wrong"})
+    proposal = services.add_proposal(case=case, actor=curator, corrected_action="calc 391 - 45")
+    replay = services.start_replay(proposal=proposal, pairs=1, runner="webhook", user=curator, publish=False,
+                                   options={"url": "https://runner.internal/run",
+                                            "headers": {"Authorization": "Bearer very-secret"}})
+    assert Replay.objects.get(pk=replay.pk).options["headers"] == {"Authorization": "Bearer very-secret"}
+    body = api_client_for(curator).get(f"/api/v1/aed/replays/{replay.pk}/")
+    assert body.status_code == 200 and "very-secret" not in body.content.decode()
+    assert body.json()["options"]["headers"] == {"Authorization": "(hidden)"}

@@ -154,7 +154,7 @@ def test_score_and_teacher_via_the_page(client, members, atd, django_capture_on_
     teacher = TeacherRun.objects.get()
     assert (teacher.model_name, teacher.base_url, teacher.budget, teacher.debias) == ("teach", "http://vllm:8000/v1",
                                                                                       7, False)
-    assert "base URL" in bad_url.content.decode()
+    assert "not an http(s) URL" in bad_url.content.decode()
     assert "not allowed here" in unlisted.content.decode() and TeacherRun.objects.count() == 1
     page = client.get("/projects/alpha/atd/").content.decode()
     assert f'id="job-progress-{run.job.pk}"' in page

@@ -207,6 +207,21 @@ def test_builtin_runner_with_real_model(local_backend):
 
 # --- the webhook runner --------------------------------------------------------------------------
 
+UNREACHABLE = "http://user:pw@127.0.0.1:1/run?token=abc"
+
+
+@pytest.fixture(autouse=True)
+def allowed_webhooks(settings, httpserver):
+    settings.AED_REPLAY_WEBHOOKS = [httpserver.url_for("/run"), UNREACHABLE]
+
+
+def test_a_webhook_an_admin_did_not_list_is_never_called(settings, httpserver):
+    settings.AED_REPLAY_WEBHOOKS = ["http://runner.internal:9000/run"]
+    with pytest.raises(RunnerError, match="not allowed here.*AED_REPLAY_WEBHOOKS"):
+        webhook(httpserver)
+    assert httpserver.log == []  # refused before any request
+
+
 def webhook(httpserver, **options):
     return run_arm(runner="webhook", trace=failed_trace(), error_step=1, arm="C", corrected_action="calc 17 * 23",
                    seed=5, options={"url": httpserver.url_for("/run"), **options})
@@ -253,7 +268,7 @@ def test_webhook_5xx_and_connection_errors_are_unavailable(httpserver):
         webhook(httpserver)
     with pytest.raises(RunnerUnavailable, match="unreachable") as info:
         run_arm(runner="webhook", trace=failed_trace(), error_step=0, arm="R", corrected_action=None, seed=0,
-                options={"url": "http://user:pw@127.0.0.1:1/run?token=abc", "timeout": 2})
+                options={"url": UNREACHABLE, "timeout": 2})
     assert "pw" not in str(info.value) and "abc" not in str(info.value)
     assert "http://127.0.0.1:1/run" in str(info.value)
 

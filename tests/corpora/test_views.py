@@ -378,7 +378,8 @@ def test_replay_options_are_checked(client, members, trace):
     proposal = services.add_proposal(case=case, actor=curator, corrected_action="calc 391 - 45")
     client.force_login(curator)
     url = reverse("aed-replay-start", args=["alpha", proposal.pk])
-    for data, message in [({"runner": "webhook", "url": "ftp://x"}, "The webhook runner needs an http(s) URL."),
+    for data, message in [({"runner": "webhook", "url": "ftp://x"}, "is not an http(s) URL"),
+                          ({"runner": "webhook", "url": "http://10.0.0.1/run"}, "not allowed here"),
                           ({"pairs": "0"}, "pairs must be between 1 and 200."), ({"pairs": "x"}, "pairs must be a whole"),
                           ({"runner": "nope"}, "Unknown runner"), ({"max_steps": "99"}, "max_steps must be between"),
                           ({"temperature": "hot"}, "temperature must be a number.")]:
