@@ -172,6 +172,19 @@ SAVE_AS_UTF8 = "save the file as UTF-8 without a byte-order mark and import it a
 EMPTY_FILE = "the file is empty: it holds no lines of JSON (one JSON object per line)"
 
 
+def decode_whole_file(data: bytes) -> str:
+    """The text of a small uploaded file read whole (a taxonomy); ValueError with the line and what
+    to do when it is UTF-16 or not UTF-8. A UTF-8 byte-order mark is dropped: YAML allows one."""
+    if data.startswith(UTF16_BOMS):
+        raise ValueError(f"line 1: not UTF-8: the file is UTF-16 (it starts with a UTF-16 byte-order mark); "
+                         f"{SAVE_AS_UTF8}")
+    try:
+        return data.removeprefix(UTF8_BOM).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"line {line}: not UTF-8 ({exc.reason} at byte {exc.start}); {SAVE_AS_UTF8}") from None
+
+
 def _decode(raw: bytes | str | TooLongLine, first: bool) -> tuple[str | None, str | None, bool]:
     """(text, problem, give up on the rest of the file) for one physical line."""
     if isinstance(raw, TooLongLine):

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token
 from dataplatform.apiutils import Conflict, import_upload
 from dataplatform.broker import BrokerUnavailable
+from dataplatform.imports import decode_whole_file
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
 from dataplatform.pagination import CreatedCursorPagination, paginated
@@ -164,10 +165,11 @@ class TaxonomyUploadApi(APIView):
         if upload.size > MAX_TAXONOMY_BYTES:
             raise ValidationError({"file": [f"{upload.name} is larger than {MAX_TAXONOMY_BYTES:,} bytes."]})
         try:
-            text = upload.read().decode("utf-8")
+            text = decode_whole_file(upload.read())
+        except ValueError as exc:
+            raise ValidationError({"file": [f"{upload.name}, {exc}"]}) from None
+        try:
             taxonomy = services.load_taxonomy(text=text, filename=upload.name, user=request.user)
-        except UnicodeDecodeError as exc:
-            raise ValidationError({"file": [f"{upload.name} is not UTF-8 ({exc.reason} at byte {exc.start})."]}) from exc
         except TaxonomyError as exc:
             return Response({"errors": exc.errors}, status=status.HTTP_400_BAD_REQUEST)
         if request.data.get("pin", "true") not in ("false", "0", False):

@@ -158,6 +158,9 @@ def _parse(text: str, filename: str) -> tuple[dict, int]:
         mark = getattr(exc, "problem_mark", None)
         raise ErrorTaxonomyError([{"file": filename, "line": mark.line + 1 if mark else 0, "field": "(file)",
                                    "message": f"not valid YAML: {getattr(exc, 'problem', None) or exc}"}]) from None
+    except RecursionError:  # PyYAML's parser recurses once per level: "[[[[..." a few hundred deep
+        raise ErrorTaxonomyError([{"file": filename, "line": 1, "field": "(file)",
+                                   "message": "not valid YAML for a taxonomy: nested too deeply"}]) from None
     checker = _Checker(filename)
     data = checker.document(document)
     if checker.errors:

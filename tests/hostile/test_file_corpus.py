@@ -197,6 +197,7 @@ YAML_CASES = {
                            "axes.domain.families[0].tags[0].slug"),
     }),
     "aed": (lambda text, filename: parse_error_taxonomy(text, filename=filename), ErrorTaxonomyError, AED_TAXONOMY, {
+        "deeply nested": ("[" * 100_000, 1, "(file)"),
         "truncated": (AED_TAXONOMY[:AED_TAXONOMY.index('"1"') + 2], None, "(file)"),
         "empty": ("", 1, "(file)"),
         "name is a list": (AED_TAXONOMY.replace("name: hostile", "name: [1]"), 2, "name"),
@@ -263,3 +264,21 @@ def test_an_api_upload_of_a_bad_panda_file_is_a_400(project, members, chars):
     assert response.status_code == 400 and "nested more than 100 levels" in str(response.json())
     assert _panda_rows() == (0, 0, 0, 0)
 
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    (b"\xff\xfe" + "schema: swe-taxonomy/1\n".encode("utf-16-le"), "line 1: not UTF-8: the file is UTF-16"),
+    (b"schema: swe-taxonomy/1\nname: caf\xe9\n", "line 2: not UTF-8"),
+])
+def test_an_api_taxonomy_upload_in_the_wrong_encoding_says_which_line_and_what_to_do(body, says, project, members):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.conftest import api_client_for
+
+    before = Taxonomy.objects.count()
+    response = api_client_for(members["curator"]).post(
+        "/api/v1/projects/alpha/labeler/taxonomy/", {"file": SimpleUploadedFile("swe.yaml", body)}, format="multipart")
+    assert response.status_code == 400, response.content
+    message = response.json()["file"][0]
+    assert message.startswith("swe.yaml, " + says) and "save the file as UTF-8" in message
+    assert Taxonomy.objects.count() == before
