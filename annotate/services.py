@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Iterator
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import close_old_connections, connection, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -275,8 +275,9 @@ def continue_node(*, node: Node) -> Iterator:
     prompt = session.item.prompt_ids + node.token_ids
     seed = seed_for(config, session.item, f"node:{node.pk}:{len(node.token_ids)}")
     try:
-        for count, step in enumerate(backend.stream(prompt, max_tokens=remaining, temperature=config.temperature,
-                                                     seed=seed, top_k=config.top_k), start=1):
+        steps = backend.stream(prompt, max_tokens=remaining, temperature=config.temperature, seed=seed,
+                               top_k=config.top_k)
+        for count, step in enumerate(_releasing_connection(steps), start=1):
             node.token_ids.append(step.token_id)
             node.logprobs.append(step.logprob)
             node.top.append([list(pair) for pair in step.top])
@@ -294,6 +295,23 @@ def continue_node(*, node: Node) -> Iterator:
     if node.status != NodeStatus.COMPLETE:  # the backend ended without a finish reason
         node.status, node.finish_reason = NodeStatus.COMPLETE, "length"
         node.save(update_fields=fields)
+
+
+def _releasing_connection(steps: Iterator) -> Iterator:
+    """The backend's steps, with the database connection handed back before each one is computed.
+
+    A step waits for the model (one forward pass at a time per process) behind every other stream, for
+    seconds under load. Holding a pooled connection meanwhile, 20 streams took the whole pool and every
+    other request waited for one and failed (503). Outside a transaction only: inside one (a test, a
+    caller's atomic block) the connection must stay.
+    """
+    while True:
+        if not connection.in_atomic_block:
+            close_old_connections()  # pooled (CONN_MAX_AGE 0): back to the pool; the next save takes one again
+        step = next(steps, None)
+        if step is None:
+            return
+        yield step
 
 
 def undo(*, session: Session, version: int, actor) -> Session:

@@ -50,9 +50,7 @@ import platform
 import random
 import secrets
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -135,36 +133,7 @@ TASKS = ["Tell me one fact about {}.", "Explain {} to a child.", "Write a haiku 
 
 # --- small helpers --------------------------------------------------------------------------------
 
-def percentile(values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def ms(seconds: float) -> float:
-    return seconds * 1000
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Progress:
-    """The progress object generate_rollouts reports to (a job's, normally)."""
-
-    def __init__(self):
-        self.job = type("JobStub", (), {"progress_total": 0})()
-
-    def set_total(self, total):
-        self.job.progress_total = total
-
-    def report(self, done, **kwargs):
-        pass
+percentile, ms, Server, stop_servers = benchlib.percentile, benchlib.ms, benchlib.Server, benchlib.stop_servers
 
 
 def ensure_database() -> None:
@@ -198,7 +167,7 @@ def continuation_setup(backend) -> tuple[Project, dict]:
     pending = Item.objects.filter(project=project, rollout__isnull=True).count()
     if regenerate or pending:
         started = time.perf_counter()
-        result = services.generate_rollouts(project=project, progress=Progress(), regenerate=regenerate)
+        result = services.generate_rollouts(project=project, progress=benchlib.Progress(), regenerate=regenerate)
         Project.objects.filter(pk=project.pk).update(description=ROLLOUT_MARKER)
         print(f"generated rollouts for {result['answered']} items in {time.perf_counter() - started:.1f} s "
               f"(kept for later runs)")
@@ -370,38 +339,6 @@ def run_http_claimers(base_url: str, project: Project, secrets_by_user: dict, ro
     return latencies, items, failures, errors
 
 
-class ConnectionSampler:
-    """Samples the server connections to the bench database: the peak count, and the peak waiting on a lock."""
-
-    def __init__(self, interval: float = 0.05):
-        self.interval = interval
-        self.peak = 0
-        self.peak_lock_waits = 0
-        self._stop = threading.Event()
-        self._conn = psycopg2.connect(f"{SERVER_URL}/postgres")
-        self._conn.autocommit = True
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with self._conn.cursor() as cursor:
-                cursor.execute("SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock') "
-                               "FROM pg_stat_activity WHERE datname = %s", [BENCH_DB])
-                connections, lock_waits = cursor.fetchone()
-            self.peak = max(self.peak, connections)
-            self.peak_lock_waits = max(self.peak_lock_waits, lock_waits)
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self._conn.close()
-
-
 def connect_seconds() -> float:
     """Median time to open (and close) a new PostgreSQL connection to the bench database."""
     runs = []
@@ -410,66 +347,6 @@ def connect_seconds() -> float:
         psycopg2.connect(os.environ["DATABASE_URL"]).close()
         runs.append(time.perf_counter() - started)
     return statistics.median(runs)
-
-
-# --- servers --------------------------------------------------------------------------------------
-
-class Server:
-    def __init__(self, kind: str, log_dir: Path):
-        self.kind = kind
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_dir / f"{kind}.log"
-        if kind == "asgi":
-            command = [str(Path(sys.executable).parent / "uvicorn"), "dataplatform.asgi:application",
-                       "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "off",
-                       "--no-access-log", "--log-level", "warning"]
-            self.label = "ASGI (uvicorn)"
-        else:
-            command = [sys.executable, "manage.py", "runserver", "--noreload", "--skip-checks",
-                       f"127.0.0.1:{self.port}"]
-            self.label = "WSGI (runserver)"
-        self.log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
-        self.process = subprocess.Popen(command, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
-                                        env=os.environ.copy())
-
-    def wait_ready(self, secret: str, timeout: float = 90) -> float:
-        started = time.perf_counter()
-        deadline = started + timeout
-        while time.perf_counter() < deadline:
-            if self.process.poll() is not None:
-                raise SystemExit(f"{self.label} exited ({self.process.returncode}):\n{self.log_tail()}")
-            try:
-                response = httpx.get(f"{self.base_url}/api/v1/projects/",
-                                     headers={"Authorization": f"Token {secret}"}, timeout=5)
-                if response.status_code == 200:
-                    return time.perf_counter() - started
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        raise SystemExit(f"{self.label} did not answer within {timeout:.0f} s:\n{self.log_tail()}")
-
-    def log_tail(self) -> str:
-        if not self.log.closed:
-            self.log.flush()
-        return self.log_path.read_text(errors="replace")[-3000:]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        self.log.close()
-
-
-def stop_servers(servers: dict, failed: bool) -> None:
-    for server in servers.values():
-        server.stop()
-        if failed:  # an exception is on its way out: show what the server said
-            print(f"--- {server.label} log (tail) ---\n{server.log_tail()}", file=sys.stderr)
 
 
 # --- one correction -----------------------------------------------------------------------------------
@@ -552,7 +429,7 @@ def main() -> None:
     working_latencies, working_items, working_errors, _ = run_claimers(pool, claim_users, CLAIM_ROUNDS, THINK)
     working_twice = claims_claimed_twice(pool)
     reset_pool(pool)
-    with ConnectionSampler() as claim_sampler:
+    with benchlib.ConnectionSampler(SERVER_URL, BENCH_DB) as claim_sampler:
         concurrent_started = time.perf_counter()
         claim_latencies, claim_items, claim_errors, _ = run_claimers(pool, claim_users, CLAIM_ROUNDS)
         concurrent_seconds = time.perf_counter() - concurrent_started
@@ -636,7 +513,7 @@ def main() -> None:
         try:
             servers[kind] = server = Server(kind, log_dir)
             server.wait_ready(next(iter(http_secrets.values())))
-            with ConnectionSampler() as sampler:
+            with benchlib.ConnectionSampler(SERVER_URL, BENCH_DB) as sampler:
                 latencies, items, failures, errors = run_http_claimers(server.base_url, http_pools[kind],
                                                                        http_secrets, HTTP_CLAIM_ROUNDS)
             if errors:
