@@ -14,6 +14,11 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# For fault tests: a worker that notices a silent job within ~2 s (heartbeat every 0.5 s) and
+# re-sends jobs queued for over 1 s, reaping every second.
+QUICK_REAPER = {"JOB_HEARTBEAT_SECONDS": "0.5", "JOB_STALE_AFTER_SECONDS": "2", "JOB_REAP_INTERVAL_SECONDS": "1",
+                "JOB_REPUBLISH_QUEUED_AFTER_SECONDS": "1"}
+
 
 def test_database_url() -> str:
     """The URL of the database pytest-django created, so the worker sees the test's rows."""

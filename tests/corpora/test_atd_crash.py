@@ -9,6 +9,7 @@ from corpora.atd.models import AtdPrompt, Score
 from dataplatform.jobs.models import Job, JobState
 
 from ..integration.test_jobs_with_worker import wait_for_terminal
+from ..worker import QUICK_REAPER
 
 pytestmark = [pytest.mark.integration, pytest.mark.model, pytest.mark.django_db(transaction=True)]
 
@@ -30,9 +31,7 @@ def test_scoring_resumes_after_the_worker_is_killed(project, members, start_work
         AtdPrompt(project=project, external_id=f"q{n}", messages=[{"role": "user", "content": f"What is {n} * 3?"}],
                   candidate_a=str(3 * n), candidate_b=str(3 * n + 1), source_sha256=f"{n:064d}")
         for n in range(PROMPTS)])
-    # The dead worker is noticed after 2 s of silence; the new one reaps every second.
-    reaper_env = {"JOB_HEARTBEAT_SECONDS": "0.5", "JOB_STALE_AFTER_SECONDS": "2", "JOB_REAP_INTERVAL_SECONDS": "1"}
-    first = start_worker(**reaper_env)
+    first = start_worker(**QUICK_REAPER)
     run = services.start_scoring(project=project, batch_size=BATCH, user=members["curator"])
     scores = Score.objects.filter(run=run)
     wait_until(lambda: scores.count() >= 2 * BATCH, first, 240, "two scored batches")
@@ -42,7 +41,7 @@ def test_scoring_resumes_after_the_worker_is_killed(project, members, start_work
     job = Job.objects.get(pk=run.job_id)
     assert job.state == JobState.RUNNING  # what a crash leaves behind: nobody wrote a final state
 
-    second = start_worker(**reaper_env)
+    second = start_worker(**QUICK_REAPER)
     job, _ = wait_for_terminal(run.job_id, second, timeout=300)
     assert job.state == JobState.SUCCEEDED, f"{job.error}\n{second.log()}"
     assert job.attempts == 2

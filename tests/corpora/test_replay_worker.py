@@ -1,4 +1,7 @@
-"""A two-arm replay of a calc-v1 correction on a live Celery worker, with the real CPU model as policy."""
+"""A two-arm replay of a calc-v1 correction on a live Celery worker, with the real CPU model as policy,
+surviving a SIGKILLed worker."""
+
+import time
 
 import pytest
 
@@ -7,25 +10,39 @@ from corpora.aed.models import ReplayRun
 from dataplatform.jobs.models import JobState
 
 from ..integration.test_jobs_with_worker import wait_for_terminal
+from ..worker import QUICK_REAPER
 
 pytestmark = [pytest.mark.integration, pytest.mark.model, pytest.mark.django_db(transaction=True)]
 
 
-def test_builtin_replay_on_the_worker_fills_the_table(calc_trace, members, start_worker):
-    worker = start_worker()
+def test_builtin_replay_on_the_worker_fills_the_table_even_when_the_worker_is_killed(calc_trace, members,
+                                                                                      start_worker):
+    """The replay runs on a live worker with the real model; the worker is SIGKILLed after the first
+    run is saved, and a new worker's reaper queues the job again: it resumes without redoing a run."""
     curator = members["curator"]
     case = services.open_case(trace=calc_trace, curator=curator)
     case = services.update_case(case=case, version=case.version, actor=curator,
                                 changes={"error_step": 1, "category": "plan-error", "diagnosis": "17 * 32 is wrong"})
     proposal = services.add_proposal(case=case, actor=curator, corrected_action="calc 391 - 45")
+    first = start_worker(**QUICK_REAPER)
     # Two pairs, at most 3 steps in all (2 before the error step + the corrected or resampled one, then stop),
     # 12 tokens a step: a few short generations on 2 cores.
     replay = services.start_replay(proposal=proposal, pairs=2, seed=3, user=curator,
                                    options={"max_steps": 3, "max_tokens": 12, "temperature": 0.7})
-    job, _ = wait_for_terminal(replay.job_id, worker, timeout=240)
-    assert job.state == JobState.SUCCEEDED, f"{job.error}\n{worker.log()}"
-    replay.refresh_from_db()
     runs = ReplayRun.objects.filter(replay=replay)
+    deadline = time.monotonic() + 240
+    while not runs.exists():
+        assert time.monotonic() < deadline, first.log()
+        time.sleep(0.05)
+    first.kill()
+    before = dict(runs.values_list("pk", "steps"))
+    assert 1 <= len(before) < 4, "the kill must land mid-replay"
+
+    second = start_worker(**QUICK_REAPER)
+    job, _ = wait_for_terminal(replay.job_id, second, timeout=240)
+    assert job.state == JobState.SUCCEEDED and job.attempts == 2, f"{job.error}\n{second.log()}"
+    assert all(ReplayRun.objects.get(pk=pk).steps == steps for pk, steps in before.items())  # kept, not redone
+    replay.refresh_from_db()
     assert sorted(runs.values_list("pair", "arm")) == [(0, "C"), (0, "R"), (1, "C"), (1, "R")]
     assert replay.n11 + replay.n10 + replay.n01 + replay.n00 == 2 and replay.stats["pairs"] == 2
     for run in runs:

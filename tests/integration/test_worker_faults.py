@@ -4,7 +4,8 @@
   rows say "queued"; the reaper sends them again and each job runs exactly once.
 - The worker is SIGKILLed mid-export: the job row is left "running"; a new worker's reaper queues it
   again and the rerun writes the export exactly once (the shards of the killed run are replaced).
-(SIGKILL mid-scoring: tests/corpora/test_atd_crash.py; the database restarting mid-save:
+(SIGKILL mid-scoring: tests/corpora/test_atd_crash.py; mid-replay: tests/corpora/test_replay_worker.py;
+the database restarting mid-save:
 tests/annotate/test_database_faults.py.)
 """
 
@@ -20,13 +21,10 @@ from dataplatform.exports import services as export_services
 from dataplatform.exports.models import Export
 from dataplatform.jobs.models import Job, JobState
 
+from ..worker import QUICK_REAPER
 from .test_jobs_with_worker import wait_for_terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-# Workers that notice a silent job within ~2 s and re-send long-queued ones after 1 s.
-QUICK_REAPER = {"JOB_HEARTBEAT_SECONDS": "0.5", "JOB_STALE_AFTER_SECONDS": "2", "JOB_REAP_INTERVAL_SECONDS": "1",
-                "JOB_REPUBLISH_QUEUED_AFTER_SECONDS": "1"}
 
 
 def finished_jobs(project, user, count: int) -> None:
@@ -54,6 +52,7 @@ def exported_rows(export: Export, folder) -> list[dict]:
 def test_jobs_queued_when_redis_restarts_are_sent_again_and_run_once(project, members, start_worker,
                                                                       export_storage_in_tmp):
     finished_jobs(project, members["admin"], 30)
+    restart_redis_without_persistence()  # start from an empty queue (earlier tests' workers leave reap messages)
     exports = [export_services.create_export(project=project, user=members["curator"],
                                              options={"kind": "platform.jobs", "shard_rows": 10,
                                                       "filters": {"job_kind": "demo.sample_continuations"}})
