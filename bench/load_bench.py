@@ -234,6 +234,16 @@ def main() -> None:
     print(f"baseline: 1 annotator alone, {len(baseline_loops)} loops in {baseline.seconds:.1f} s, then 1 trainer "
           f"alone, {args.baseline_rounds} rounds ({baseline_seconds:.1f} s in all); the same think times. "
           f"Stream (to `done`) alone: median {statistics.median(s.seconds for s in baseline.samples if s.endpoint == 'stream') * 1000:.0f} ms.")
+    ramp_split = []
+    for endpoint in loadlib.ENDPOINTS:
+        if endpoint in loadlib.STREAMING:
+            continue
+        during = [s.seconds * 1000 for s in load.samples if s.endpoint == endpoint and s.at < RAMP]
+        after = [s.seconds * 1000 for s in load.samples if s.endpoint == endpoint and s.at >= RAMP]
+        if during and after:
+            ramp_split.append(f"{endpoint} {benchlib.percentile(during, 95):.0f} / {benchlib.percentile(after, 95):.0f}")
+    print(f"p95 (ms) of the requests sent during the {RAMP:g} s ramp (annotators arriving) / after it: "
+          + ", ".join(ramp_split))
     if load.errors:
         print(f"errors ({len(load.errors)}), the first ones:\n  " + "\n  ".join(load.errors[:10]))
     if "Traceback" in server_log or "ERROR" in server_log:
