@@ -6,6 +6,7 @@ trainer polls an export and downloads its manifest and shards. It asserts correc
 error, every session accepted, no item claimed twice. Speed is the benchmark's business.
 """
 
+import concurrent.futures
 import os
 import secrets
 import sys
@@ -48,10 +49,14 @@ def server(local_backend, export_storage_in_tmp, tmp_path):
 
 def test_annotators_and_a_trainer_at_once_end_without_errors(server):
     web, setup = server
-    result = loadlib.run_load(loadlib.LoadPlan(
+    plan = loadlib.LoadPlan(
         base_url=web.base_url, slug="load-smoke", annotator_secrets=setup["annotator_secrets"],
         trainer_secrets=setup["trainer_secrets"], export_id=setup["export_id"], rounds=ROUNDS, trainer_rounds=3,
-        max_tokens=MAX_TOKENS, avoid_token_ids=setup["eos_ids"], think=(0.02, 0.1), time_limit=45))
+        max_tokens=MAX_TOKENS, avoid_token_ids=setup["eos_ids"], think=(0.02, 0.1), time_limit=45)
+    # In a thread of its own: the browser tests' Playwright keeps an event loop running in this one,
+    # and run_load starts its own with asyncio.run().
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        result = pool.submit(loadlib.run_load, plan).result()
 
     assert result.errors == [], f"{result.errors[:5]}\nserver log:\n{web.log_tail()}"
     assert not result.timed_out
