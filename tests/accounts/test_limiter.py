@@ -2,7 +2,6 @@
 
 import random
 import re
-import socket
 import time
 
 import pytest
@@ -12,6 +11,7 @@ from rest_framework.test import APIClient
 from dataplatform.accounts import limiter, services
 from dataplatform.audit.models import Action, AuditEvent
 from tests.conftest import api_client_for
+from tests.net import closed_port
 
 pytestmark = pytest.mark.django_db
 
@@ -176,9 +176,7 @@ def test_a_read_only_token_writing_is_not_an_authentication_failure(members, ip)
 @pytest.mark.django_db
 def test_an_unreachable_cache_turns_the_limits_off_instead_of_failing_every_log_in(members, settings):
     """Redis restarting must not make every token request a 500: the request is served, uncounted."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        dead = sock.getsockname()[1]
+    dead = closed_port()
     # Django rebuilds its cache handlers when CACHES changes (and again when the fixture restores it).
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                                    "LOCATION": f"redis://127.0.0.1:{dead}/0",

@@ -13,6 +13,7 @@ from annotate import services
 from annotate.models import Item, Node, NodeStatus
 from dataplatform.inference import BackendUnavailable
 from dataplatform.inference.vllm import VllmBackend
+from tests.net import closed_port
 
 from ..conftest import api_client_for
 from ..doubles import RecordingProgress
@@ -67,12 +68,6 @@ def silent_server():
     listener.close()
 
 
-def unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_a_failing_backend_never_costs_saved_tokens(annotator_session, members, local_backend, monkeypatch,
                                                     silent_server):
     client = api_client_for(members["annotator"])
@@ -110,7 +105,7 @@ def test_a_failing_backend_never_costs_saved_tokens(annotator_session, members, 
     kept = list(node.token_ids)
 
     # 2. The backend is down: connection refused.
-    port = unused_port()
+    port = closed_port()
     use(VllmBackend(base_url=f"http://127.0.0.1:{port}", model="served", api_key="", timeout=2, tokenizer_dir=None))
     (name, payload), = events_of(client.post(stream_url))
     assert name == "error" and f"127.0.0.1:{port}" in payload["message"] and "retry" in payload["message"]

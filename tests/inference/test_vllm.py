@@ -2,7 +2,6 @@
 
 import json
 import shutil
-import socket
 import threading
 import time
 
@@ -12,6 +11,7 @@ from werkzeug import Request, Response
 from dataplatform.inference.base import BackendError, BackendUnavailable, TokenStep
 from dataplatform.inference.vllm import VllmBackend
 from tests.inference.utf8 import is_whole_utf8
+from tests.net import closed_port
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
@@ -45,10 +45,7 @@ def sent_json(httpserver, index: int = -1) -> dict:
 
 
 def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{closed_port()}"
 
 
 # --- payload builders (shapes of vLLM's CompletionStreamResponse) -------------------

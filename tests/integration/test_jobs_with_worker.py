@@ -1,12 +1,12 @@
 """The whole job path with real parts: PostgreSQL, Redis, a live Celery worker, the real model."""
 
-import socket
 import time
 
 import pytest
 
 from dataplatform.jobs import services
 from dataplatform.jobs.models import Job, JobState
+from tests.net import closed_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -44,9 +44,7 @@ def test_demo_job_runs_to_succeeded_with_progress(project, members, start_worker
 
 
 def test_job_fails_after_bounded_retries_when_the_backend_is_down(project, members, start_worker):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        dead_port = sock.getsockname()[1]
+    dead_port = closed_port()
     worker = start_worker(MODEL_BACKEND="vllm", VLLM_BASE_URL=f"http://127.0.0.1:{dead_port}",
                           MODEL_NAME="served-model", VLLM_TIMEOUT_SECONDS="2")
     job = services.enqueue_job(project=project, kind="demo.sample_continuations", params={"prompt": "hi"},

@@ -4,20 +4,15 @@ These run real `manage.py` processes with REDIS_URL pointing at a closed port.
 """
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.net import closed_port
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def manage(tmp_path, *args, redis_url: str):
