@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
@@ -210,10 +211,12 @@ def reap_stale_jobs() -> dict:
     requeued, failed, resent = [], [], []
     with transaction.atomic():
         silent_since = now - timedelta(seconds=settings.JOB_STALE_AFTER_SECONDS)
+        # A row with no heartbeat at all (started before heartbeats existed) counts from its last update.
         stale = (Job.objects.select_for_update(skip_locked=True)
-                 .filter(state=JobState.RUNNING, heartbeat_at__lt=silent_since))
+                 .filter(Q(heartbeat_at__lt=silent_since) | Q(heartbeat_at__isnull=True, updated_at__lt=silent_since),
+                         state=JobState.RUNNING))
         for job in stale:
-            last_seen = timezone.localtime(job.heartbeat_at).strftime("%Y-%m-%d %H:%M:%S %Z")
+            last_seen = timezone.localtime(job.heartbeat_at or job.updated_at).strftime("%Y-%m-%d %H:%M:%S %Z")
             lost = f"The worker running it ({job.worker}) stopped answering (last heartbeat {last_seen})"
             if job.attempts >= settings.JOB_MAX_STALE_RUNS:
                 _finish(job, JobState.FAILED, worker="",

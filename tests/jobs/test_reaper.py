@@ -134,3 +134,13 @@ def test_the_reap_command_reports_what_it_did(job, settings):
     assert out.getvalue().strip() == "requeued 1, failed 0, re-sent 0"
     job.refresh_from_db()
     assert job.state == JobState.QUEUED
+
+
+def test_a_running_job_that_never_had_a_heartbeat_is_reaped_by_its_last_update(job, settings):
+    """Rows that were running before heartbeats existed must not stay "running" forever."""
+    settings.JOB_STALE_AFTER_SECONDS = 60
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, worker="old:1", heartbeat_at=None,
+                                         updated_at=timezone.now() - timedelta(seconds=61))
+    assert services.reap_stale_jobs()["requeued"] == [job.pk]
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, heartbeat_at=None, updated_at=timezone.now())
+    assert services.reap_stale_jobs()["requeued"] == []  # recently updated: alive as far as anyone knows
