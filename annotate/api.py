@@ -18,7 +18,6 @@ from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token, role_in
 from dataplatform.apiutils import Conflict, import_upload, truthy
-from dataplatform.broker import BrokerUnavailable
 from dataplatform.inference import BackendError
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
@@ -167,12 +166,9 @@ class RolloutApi(APIView):
     @extend_schema(request=None, responses={202: JobSerializer})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        try:
-            job = job_services.enqueue_job(project=project, kind="annotate.rollouts",
-                                           params={"regenerate": truthy(request.data.get("regenerate"))},
-                                           user=request.user)
-        except BrokerUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from exc
+        job = job_services.enqueue_job(project=project, kind="annotate.rollouts",
+                                       params={"regenerate": truthy(request.data.get("regenerate"))},
+                                       user=request.user)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

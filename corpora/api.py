@@ -10,8 +10,7 @@ from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for, request_token
 from dataplatform.apiutils import Conflict, import_upload
-from dataplatform.broker import BrokerUnavailable
-from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
+from dataplatform.jobs.api import JobSerializer
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from .aed import importers, selectors, services, stats
@@ -202,10 +201,7 @@ class CaseDraftApi(APIView):
     @extend_schema(request=None, responses={202: JobSerializer})
     def post(self, request, case_id: int):
         case = selectors.case_for(request.user, case_id, token=request_token(request))
-        try:
-            job = services.start_draft(case=case, user=request.user)
-        except BrokerUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from exc
+        job = services.start_draft(case=case, user=request.user)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -247,8 +243,6 @@ class ReplayCreateApi(APIView):
             replay = services.start_replay(proposal=proposal, user=request.user, **data.validated_data)
         except services.CurationError as exc:
             raise _refusal(exc) from exc
-        except BrokerUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from exc
         return Response(ReplaySerializer(replay).data, status=status.HTTP_202_ACCEPTED)
 
 

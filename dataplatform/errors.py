@@ -16,6 +16,8 @@ from django.views import defaults
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from dataplatform.broker import BrokerUnavailable
+
 logger = logging.getLogger(__name__)
 
 DATABASE_UNAVAILABLE = ("The database is unavailable for a moment, so nothing from this request was saved. "
@@ -47,11 +49,17 @@ def _database_unavailable(exc) -> bool:
 
 
 def api_exception_handler(exc, context):
-    """DRF's handler, plus a 503 with Retry-After when the database cannot be reached."""
+    """DRF's handler, plus 503s for what is briefly down: the database (with Retry-After), or the
+    broker when a job is started (its message names the broker; the job is recorded as failed and can
+    be retried). Views need not catch either."""
     response = exception_handler(exc, context)
-    if response is None and _database_unavailable(exc):
-        response = Response({"detail": DATABASE_UNAVAILABLE}, status=503, headers={"Retry-After": RETRY_AFTER_SECONDS})
-    return response
+    if response is not None:
+        return response
+    if _database_unavailable(exc):
+        return Response({"detail": DATABASE_UNAVAILABLE}, status=503, headers={"Retry-After": RETRY_AFTER_SECONDS})
+    if isinstance(exc, BrokerUnavailable):
+        return Response({"detail": str(exc)}, status=503)
+    return None
 
 
 class DatabaseUnavailableMiddleware:

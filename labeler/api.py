@@ -10,10 +10,9 @@ from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token
 from dataplatform.apiutils import Conflict, import_upload
-from dataplatform.broker import BrokerUnavailable
 from dataplatform.imports import decode_whole_file
 from dataplatform.jobs import services as job_services
-from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
+from dataplatform.jobs.api import JobSerializer
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from . import importers, metrics, selectors, services
@@ -199,11 +198,8 @@ class AutolabelApi(APIView):
     @extend_schema(request=OpenApiTypes.OBJECT, responses={202: JobSerializer})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        try:
-            job = job_services.enqueue_job(project=project, kind="labeler.autolabel", params=dict(request.data),
-                                           user=request.user)
-        except BrokerUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from exc
+        job = job_services.enqueue_job(project=project, kind="labeler.autolabel", params=dict(request.data),
+                                       user=request.user)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -17,8 +17,7 @@ from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for, request_token
 from dataplatform.apiutils import import_upload
-from dataplatform.broker import BrokerUnavailable
-from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
+from dataplatform.jobs.api import JobSerializer
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from . import importers, services
@@ -204,8 +203,6 @@ class AtdRunListApi(APIView):
             run = services.start_scoring(project=project, user=request.user, **data.validated_data)
         except services.AtdError as exc:
             raise ValidationError({"detail": str(exc)}) from exc
-        except BrokerUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from exc
         return Response(AtdScoringRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -277,8 +274,6 @@ class AtdTeacherStartApi(APIView):
             run = services.start_teacher(selection=selection, user=request.user, **data.validated_data)
         except services.AtdError as exc:
             raise ValidationError({"detail": str(exc)}) from exc
-        except BrokerUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from exc
         return Response(AtdTeacherRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -18,8 +18,6 @@ from dataplatform.accounts.permissions import (
     request_token,
 )
 from dataplatform.audit import services as audit
-from dataplatform.broker import BrokerUnavailable
-from dataplatform.jobs.api import ServiceUnavailable
 from dataplatform.jobs.models import JobState
 
 from . import selectors, services
@@ -110,8 +108,6 @@ class ProjectExportsApi(generics.ListAPIView):
             export = services.create_export(project=project, user=request.user, options=request.data)
         except services.InvalidExport as exc:
             raise ValidationError(exc.errors) from exc
-        except BrokerUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from exc
         audit.record_request(request, action=audit.Action.EXPORT_CREATED, project=project, target=export,
                              detail={"kind": export.kind, "format": export.format, "filters": export.filters})
         return Response(ExportSerializer(export, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)

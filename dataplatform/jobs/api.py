@@ -8,7 +8,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_RUN_JOBS, CAN_SEE_JOBS, project_for, request_token, require_role
-from dataplatform.broker import BrokerUnavailable
 
 from . import selectors, services
 from .models import Job, JobState
@@ -74,8 +73,6 @@ class ProjectJobsApi(generics.ListAPIView):
             raise ValidationError({"kind": [str(exc)]}) from exc
         except services.InvalidJobParams as exc:
             raise ValidationError({"params": exc.errors}) from exc
-        except BrokerUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from exc
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -102,8 +99,6 @@ class JobRetryApi(APIView):
             job = services.retry_job(job=job)
         except ValueError as exc:
             raise ValidationError({"state": [str(exc)]}) from exc
-        except BrokerUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from exc
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

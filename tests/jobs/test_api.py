@@ -75,3 +75,21 @@ def test_cancel_a_queued_job(project, members):
 def test_job_in_another_project_is_404(project, other_project, members):
     foreign = make_jobs(other_project, None, 1)[0]
     assert api_client_for(members["admin"]).get(f"/api/v1/jobs/{foreign.pk}/").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unreachable_broker_is_a_503_naming_it_and_the_job_is_recorded_failed(project, members, monkeypatch):
+    """Views do not catch BrokerUnavailable: the shared exception handler answers 503 for all of them.
+    (The real unreachable broker, in a separate process: tests/system/test_checks.py.)"""
+    from dataplatform.jobs import tasks
+
+    def refused(*args, **kwargs):
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(tasks.run_job, "apply_async", refused)
+    response = api_client_for(members["curator"]).post(
+        "/api/v1/projects/alpha/jobs/", {"kind": "demo.sample_continuations", "params": {"prompt": "hi"}},
+        format="json")
+    assert response.status_code == 503, response.content
+    assert "broker" in response.json()["detail"].lower()
+    assert Job.objects.get().state == JobState.FAILED
