@@ -139,11 +139,12 @@ def free_port() -> int:
 
 
 class Server:
-    """The web app as a child process on a free localhost port: `uvicorn dataplatform.asgi:application`
-    ("asgi", as the Dockerfile runs it) or `manage.py runserver --noreload` ("wsgi"), with `env` (default:
-    this process's environment) and its output in a log file under `log_dir`."""
+    """A child process on a free localhost port: the web app as `uvicorn dataplatform.asgi:application`
+    ("asgi", as the Dockerfile runs it) or `manage.py runserver --noreload` ("wsgi"), or the embedded model
+    behind vLLM's API, `manage.py serve_model` ("model", with `model_threads` torch threads); with `env`
+    (default: this process's environment) and its output in a log file under `log_dir`."""
 
-    def __init__(self, kind: str, log_dir: Path, env: dict[str, str] | None = None):
+    def __init__(self, kind: str, log_dir: Path, env: dict[str, str] | None = None, model_threads: int = 0):
         self.kind = kind
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -153,6 +154,10 @@ class Server:
                        "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "off",
                        "--no-access-log", "--log-level", "warning"]
             self.label = "ASGI (uvicorn)"
+        elif kind == "model":
+            command = [sys.executable, "manage.py", "serve_model", "--port", str(self.port),
+                       "--threads", str(model_threads)]
+            self.label = "model server (manage.py serve_model)"
         else:
             command = [sys.executable, "manage.py", "runserver", "--noreload", "--skip-checks",
                        f"127.0.0.1:{self.port}"]
@@ -161,16 +166,18 @@ class Server:
         self.process = subprocess.Popen(command, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
                                         env=os.environ.copy() if env is None else env)
 
-    def wait_ready(self, secret: str, timeout: float = 90) -> float:
-        """Seconds until an authenticated API request answers 200; RuntimeError (with the log) otherwise."""
+    def wait_ready(self, secret: str = "", timeout: float = 90) -> float:
+        """Seconds until an authenticated API request (the model server: /health) answers 200; RuntimeError
+        (with the log) otherwise."""
         started = time.perf_counter()
         deadline = started + timeout
+        path = "/health" if self.kind == "model" else "/api/v1/projects/"
         while time.perf_counter() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.label} exited ({self.process.returncode}):\n{self.log_tail()}")
             try:
-                response = httpx.get(f"{self.base_url}/api/v1/projects/",
-                                     headers={"Authorization": f"Token {secret}"}, timeout=5)
+                headers = {"Authorization": f"Token {secret}"} if secret else {}
+                response = httpx.get(f"{self.base_url}{path}", headers=headers, timeout=5)
                 if response.status_code == 200:
                     return time.perf_counter() - started
             except httpx.TransportError:

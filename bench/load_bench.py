@@ -3,9 +3,17 @@
 It prints a table of figures; it is not a test and fails on nothing (it exits non-zero only when the
 run itself fails). The web app runs for real: `uvicorn dataplatform.asgi:application` (as the
 Dockerfile runs it, one process, DEBUG off) as a child process on a free localhost port, on PostgreSQL
-(its own database `dataplatform_bench_load`), with the real CPU model (MODEL_BACKEND=local, loaded once
-in the server process). The clients are asyncio + httpx in this process (bench/loadlib.py), on
-loopback only, each with its own keep-alive connection and API token:
+(its own database `dataplatform_bench_load`), with the real CPU model. Where the model runs is the
+`--model` choice:
+
+- `server` (the default, production's shape): in a process of its own behind vLLM's HTTP API
+  (`manage.py serve_model`, `--model-threads` torch threads, default 1 so the web process keeps a core of
+  the two), and the web app reaches it as it reaches vLLM (MODEL_BACKEND=vllm);
+- `in-process`: MODEL_BACKEND=local, loaded once inside the web process, whose forward passes then hold
+  the GIL that every other request of that process needs (the embedded default's `make run` shape).
+
+The clients are asyncio + httpx in this process (bench/loadlib.py), on loopback only, each with its
+own keep-alive connection and API token:
 
 - 50 annotators, each doing `--rounds` loops of the onPanda API: claim the next item
   (`POST .../annotate/claim/`), read the session (`GET /api/v1/sessions/{id}/`), read the top-k
@@ -40,7 +48,7 @@ Run from the project root (about 3 minutes on 2 cores), with PostgreSQL on 127.0
 postgres, no password):
 
     .venv/bin/python bench/load_bench.py [--annotators 50] [--rounds 4] [--trainers 3] [--max-tokens 12]
-                                         [--time-limit 480]
+                                         [--time-limit 480] [--model server|in-process] [--model-threads 1]
 
 The smallest version runs in the test suite: tests/integration/test_load_smoke.py.
 """
@@ -105,6 +113,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=12)
     parser.add_argument("--time-limit", type=float, default=480.0, help="seconds for the 50-client load")
     parser.add_argument("--samples", type=Path, help="also write every request of the load here (JSON lines)")
+    parser.add_argument("--model", choices=("server", "in-process"), default="server",
+                        help="the model in its own process behind vLLM's API (default), or inside the web process")
+    parser.add_argument("--model-threads", type=int, default=1, help="torch threads of the model server")
     return parser.parse_args()
 
 
@@ -136,7 +147,14 @@ def main() -> None:
     servers: dict[str, benchlib.Server] = {}
     failed = True
     try:
-        servers["asgi"] = server = benchlib.Server("asgi", log_dir)
+        web_env = None  # in-process: this process's environment, MODEL_BACKEND=local
+        if args.model == "server":
+            servers["model"] = model_server = benchlib.Server("model", log_dir, model_threads=args.model_threads)
+            model_server.wait_ready()
+            web_env = dict(os.environ) | {"MODEL_BACKEND": "vllm", "VLLM_BASE_URL": model_server.base_url,
+                                          "MODEL_NAME": "", "VLLM_API_KEY": "",
+                                          "VLLM_TOKENIZER_DIR": str(ROOT / "var" / "models" / "SmolLM2-135M-Instruct")}
+        servers["asgi"] = server = benchlib.Server("asgi", log_dir, env=web_env)
         ready = server.wait_ready(setup["annotator_secrets"][0])
         one, trainer = setup["annotator_secrets"][:1], setup["trainer_secrets"][:1]
         # Warm-up, not counted: the server loads its model copy on the first stream.
@@ -184,9 +202,12 @@ def main() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SHOW server_version")
         pg_version = cursor.fetchone()[0]
+    where = (f"in its own process (manage.py serve_model, {args.model_threads} torch thread(s)), reached over "
+             f"vLLM's API" if args.model == "server" else
+             f"inside the web process ({torch.get_num_threads()} torch threads)")
     print(f"machine: {platform.machine()}, os.cpu_count()={os.cpu_count()}, PostgreSQL {pg_version}, torch "
-          f"{torch.__version__} ({torch.get_num_threads()} threads in the server's process too), model "
-          f"SmolLM2-135M-Instruct fp32 on CPU, Python {platform.python_version()}; load average before the run "
+          f"{torch.__version__}, model SmolLM2-135M-Instruct fp32 on CPU {where}, Python "
+          f"{platform.python_version()}; load average before the run "
           f"{load_average[0]:.2f} / {load_average[1]:.2f} / {load_average[2]:.2f} (1 / 5 / 15 min), at the end of the "
           f"load {load_average_during[0]:.2f}; server (uvicorn, 1 process) ready in {ready:.1f} s")
     stats = loadlib.endpoint_stats(load)

@@ -1,5 +1,6 @@
 """The onPanda load at its smallest, on the real stack: bench/load_bench.py's clients (bench/loadlib.py)
-against a real uvicorn server on the test database, with the real local model.
+against a real uvicorn server on the test database, with the real local model in its own process behind
+vLLM's API (`manage.py serve_model`, the load bench's default shape; the web app uses MODEL_BACKEND=vllm).
 
 5 annotators x 2 loops (claim, session, candidates, correct, stream to `done`, accept) while a
 trainer polls an export and downloads its manifest and shards. It asserts correctness only: no
@@ -29,22 +30,29 @@ ANNOTATORS, ROUNDS, TRAINERS, MAX_TOKENS = 5, 2, 1, 4
 
 @pytest.fixture
 def server(local_backend, export_storage_in_tmp, tmp_path):
-    """`prepare` the load, then start uvicorn on a free port, on the test database and the temporary DATA_DIR
-    (where the export's files are), with the converted model linked in from the real DATA_DIR."""
+    """`prepare` the load, then start the model server and uvicorn on free ports, on the test database and the
+    temporary DATA_DIR (where the export's files are), with the converted model linked in from the real DATA_DIR."""
     (tmp_path / "models").symlink_to(local_backend.data_dir / "models", target_is_directory=True)
     setup = loadlib.prepare(slug="load-smoke", items=ANNOTATORS * ROUNDS, annotators=ANNOTATORS, trainers=TRAINERS,
                             max_tokens=MAX_TOKENS, export_rows=40, shard_rows=10, log=lambda *args: None)
     env = dict(os.environ) | {
-        "DATABASE_URL": worker.test_database_url(), "DATA_DIR": str(tmp_path), "MODEL_BACKEND": "local", "DEBUG": "0",
+        "DATABASE_URL": worker.test_database_url(), "DATA_DIR": str(tmp_path), "DEBUG": "0",
         "SECRET_KEY": "load-smoke-" + secrets.token_hex(16), "REDIS_URL": settings.REDIS_URL or "",
-        "LOG_LEVEL": "WARNING",
+        "LOG_LEVEL": "WARNING", "VLLM_API_KEY": "load-smoke-model-" + secrets.token_hex(8),
     }
-    web = benchlib.Server("asgi", tmp_path, env=env)
+    model = benchlib.Server("model", tmp_path, env=env, model_threads=1)
+    web = None
     try:
+        model.wait_ready()
+        web = benchlib.Server("asgi", tmp_path, env=env | {
+            "MODEL_BACKEND": "vllm", "VLLM_BASE_URL": model.base_url, "MODEL_NAME": "",
+            "VLLM_TOKENIZER_DIR": str(tmp_path / "models" / local_backend.model_id)})
         web.wait_ready(setup["annotator_secrets"][0])
         yield web, setup
     finally:
-        web.stop()
+        for server in (web, model):
+            if server is not None:
+                server.stop()
 
 
 def test_annotators_and_a_trainer_at_once_end_without_errors(server):

@@ -1,0 +1,264 @@
+"""The embedded CPU model behind vLLM's HTTP API, in a process of its own (`manage.py serve_model`).
+
+Why it exists: in production the model runs in its own process (vLLM) and the web app and the workers
+reach it over HTTP (MODEL_BACKEND=vllm). With MODEL_BACKEND=local the model runs inside the web
+process instead, and a forward pass there holds the GIL: every other request of that process (a claim,
+a page) waits behind it. This server gives the embedded model the production shape, so that
+
+- a deployment without a GPU can still keep the model out of the web process, and
+- the vLLM client (`vllm.VllmBackend`) is tested end to end against a real model, not only against
+  canned responses.
+
+It serves the part of vLLM's OpenAI-compatible API that `VllmBackend` uses, with vLLM's request and
+response fields: GET /health, GET /v1/models, POST /tokenize, POST /detokenize and POST /v1/completions
+(prompts as token ids or text, `stream`, `logprobs`, `prompt_logprobs`, `return_tokens_as_token_ids`,
+`seed`, `temperature`, `max_tokens`). It is not vLLM: one forward pass at a time (no continuous
+batching), one streamed prompt per request, and no structured outputs (such a request gets a 400,
+never a silently unconstrained answer).
+"""
+
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .base import BackendError, TokenStep
+from .local import LocalBackend
+from .vllm import TOKEN_ID_PREFIX
+
+# vLLM's default cap on `logprobs` and `prompt_logprobs` (its --max-logprobs).
+MAX_LOGPROBS = 20
+
+
+class BadRequest(Exception):
+    """A request this server answers with 400 and the message."""
+
+
+def build_app(backend: LocalBackend, *, served_model_name: str, api_key: str = "") -> Starlette:
+    """The ASGI app serving `backend`. With `api_key`, every route but /health wants `Bearer <api_key>`."""
+
+    def error(status: int, message: str, kind: str = "BadRequestError") -> JSONResponse:
+        # The current vLLM error shape; VllmBackend also reads the older ones.
+        return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
+
+    def endpoint(handler):
+        """Parse the JSON body, check the key and the model name, and turn BadRequest/BackendError into 400."""
+
+        async def wrapped(request: Request) -> Response:
+            if api_key and request.url.path != "/health":
+                supplied = request.headers.get("authorization", "")
+                if not secrets.compare_digest(supplied.encode(), f"Bearer {api_key}".encode()):
+                    return error(401, "Unauthorized", "AuthenticationError")
+            body: dict[str, Any] = {}
+            if request.method == "POST":
+                try:
+                    body = json.loads(await request.body())
+                except ValueError as exc:
+                    return error(400, f"The body is not JSON: {exc}")
+                if not isinstance(body, dict):
+                    return error(400, "The body must be a JSON object.")
+                model = body.get("model")
+                if model is not None and model != served_model_name:
+                    return error(404, f"The model `{model}` does not exist.", "NotFoundError")
+            try:
+                # Model calls block: run them in the thread pool, never on the event loop.
+                return await run_in_threadpool(handler, body)
+            except (BadRequest, BackendError) as exc:
+                return error(400, str(exc))
+
+        return wrapped
+
+    def health(body: dict) -> Response:
+        return Response(status_code=200)
+
+    def models(body: dict) -> Response:
+        return JSONResponse({"object": "list", "data": [{
+            "id": served_model_name, "object": "model", "created": int(time.time()), "owned_by": "dataplatform",
+            "root": backend.model_id, "max_model_len": _max_model_len(backend),
+        }]})
+
+    def tokenize(body: dict) -> Response:
+        if "messages" in body:
+            messages = body["messages"]
+            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+                raise BadRequest("`messages` must be a list of objects.")
+            tokens = list(backend.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=bool(body.get("add_generation_prompt", True)), tokenize=True,
+                return_dict=False))
+        else:
+            text = body.get("prompt")
+            if not isinstance(text, str):
+                raise BadRequest("`prompt` must be a string (or send `messages`).")
+            tokens = backend.tokenizer.encode(text, add_special_tokens=bool(body.get("add_special_tokens", True)))
+        return JSONResponse({"count": len(tokens), "max_model_len": _max_model_len(backend), "tokens": tokens,
+                             "token_strs": None})
+
+    def detokenize(body: dict) -> Response:
+        return JSONResponse({"prompt": backend.detokenize(_token_ids(body.get("tokens"), "tokens"))})
+
+    def completions(body: dict) -> Response:
+        request = _CompletionRequest(body, backend)
+        if body.get("stream"):
+            if len(request.prompts) != 1:
+                raise BadRequest("This server streams one prompt per request.")
+            # The first step runs here, so a bad request is still a 400 and not a broken stream.
+            steps = request.steps(request.prompts[0])
+            first = next(steps, None)
+            return StreamingResponse(_sse(request, first, steps, served_model_name), media_type="text/event-stream")
+        choices = [request.choice(index, ids) for index, ids in enumerate(request.prompts)]
+        return JSONResponse({"id": _completion_id(), "object": "text_completion", "created": int(time.time()),
+                             "model": served_model_name, "choices": choices})
+
+    routes = [
+        Route("/health", endpoint(health), methods=["GET"]),
+        Route("/v1/models", endpoint(models), methods=["GET"]),
+        Route("/tokenize", endpoint(tokenize), methods=["POST"]),
+        Route("/detokenize", endpoint(detokenize), methods=["POST"]),
+        Route("/v1/completions", endpoint(completions), methods=["POST"]),
+    ]
+    return Starlette(routes=routes)
+
+
+class _CompletionRequest:
+    """The checked fields of one /v1/completions body, and the model calls that answer it."""
+
+    def __init__(self, body: dict, backend: LocalBackend):
+        self.backend = backend
+        if body.get("structured_outputs") or body.get("guided_json") or body.get("guided_choice"):
+            raise BadRequest("Structured outputs are not supported by the embedded model server; use vLLM.")
+        if body.get("n", 1) != 1:
+            raise BadRequest("Only n=1 is supported.")
+        self.prompts = _prompts(body.get("prompt"), backend)
+        self.max_tokens = _int(body.get("max_tokens", 16), "max_tokens", low=1)
+        self.temperature = _number(body.get("temperature", 1.0), "temperature")
+        seed = body.get("seed")
+        self.seed = None if seed is None else _int(seed, "seed", low=0)
+        logprobs = body.get("logprobs")
+        self.logprobs = None if logprobs is None else _int(logprobs, "logprobs", low=0, high=MAX_LOGPROBS)
+        prompt_logprobs = body.get("prompt_logprobs")
+        self.prompt_logprobs = (None if prompt_logprobs is None
+                                else _int(prompt_logprobs, "prompt_logprobs", low=0, high=MAX_LOGPROBS))
+        self.as_token_ids = bool(body.get("return_tokens_as_token_ids"))
+
+    def steps(self, prompt_ids: list[int]) -> Iterator[TokenStep]:
+        return self.backend.stream(prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
+                                   seed=self.seed, top_k=max(1, self.logprobs or 0))
+
+    def token_key(self, token_id: int) -> str:
+        return f"{TOKEN_ID_PREFIX}{token_id}" if self.as_token_ids else self.backend.detokenize([token_id])
+
+    def text_of(self, steps: list[TokenStep]) -> str:
+        # vLLM leaves the end token out of the text (skip_special_tokens defaults to true).
+        ids = [step.token_id for step in steps if step.token_id not in self.backend.eos_token_ids]
+        return self.backend.detokenize(ids) if ids else ""
+
+    def logprobs_of(self, steps: list[TokenStep]) -> dict | None:
+        """vLLM's completion `logprobs` object for these steps (None unless `logprobs` was asked)."""
+        if self.logprobs is None:
+            return None
+        offsets, at = [], 0
+        for step in steps:
+            offsets.append(at)
+            at += len(self.text_of([step]))
+        return {
+            "text_offset": offsets,
+            "token_logprobs": [step.logprob for step in steps],
+            "tokens": [self.token_key(step.token_id) for step in steps],
+            # The top `logprobs` alternatives plus the chosen token (already in `top` when outside them).
+            "top_logprobs": [{self.token_key(token_id): logprob for token_id, logprob in step.top[:self.logprobs]}
+                             | {self.token_key(step.token_id): step.logprob} for step in steps],
+        }
+
+    def choice(self, index: int, prompt_ids: list[int]) -> dict:
+        steps = list(self.steps(prompt_ids))
+        choice = {"index": index, "text": self.text_of(steps), "logprobs": self.logprobs_of(steps),
+                  "finish_reason": steps[-1].finish_reason or "length", "stop_reason": None}
+        if self.prompt_logprobs is not None:
+            entries = self.backend.prompt_logprobs(prompt_ids, top_k=max(1, self.prompt_logprobs))
+            # vLLM keys prompt logprobs by the plain id and reports the top k plus the prompt's own token.
+            choice["prompt_logprobs"] = [None if entry is None else {
+                str(token_id): {"logprob": logprob, "decoded_token": self.backend.detokenize([token_id])}
+                for token_id, logprob in _top_and_actual(entry, self.prompt_logprobs, actual)
+            } for entry, actual in zip(entries, prompt_ids, strict=True)]
+        return choice
+
+
+def _sse(request: _CompletionRequest, first: TokenStep | None, rest: Iterator[TokenStep], model: str) -> Iterator[str]:
+    """The completion as server-sent events, one chunk per token, then `data: [DONE]`.
+
+    A sync generator: Starlette runs each step in its thread pool, and closes it (ending the
+    generation) when the client goes away. An error after the 200 is sent as an error chunk, as vLLM does.
+    """
+    completion_id, created = _completion_id(), int(time.time())
+    try:
+        steps = rest if first is None else _chain(first, rest)
+        for step in steps:
+            chunk = {"index": 0, "text": request.text_of([step]), "logprobs": request.logprobs_of([step]),
+                     "finish_reason": step.finish_reason, "stop_reason": None}
+            yield _event({"id": completion_id, "object": "text_completion", "created": created, "model": model,
+                          "choices": [chunk]})
+    except BackendError as exc:
+        yield _event({"error": {"message": str(exc), "type": "BadRequestError", "code": 400}})
+    yield "data: [DONE]\n\n"
+
+
+def _chain(first: TokenStep, rest: Iterator[TokenStep]) -> Iterator[TokenStep]:
+    yield first
+    yield from rest
+
+
+def _event(payload: dict) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+def _completion_id() -> str:
+    return f"cmpl-{secrets.token_hex(16)}"
+
+
+def _top_and_actual(entry: dict[int, float], k: int, actual: int) -> list[tuple[int, float]]:
+    best = sorted(entry.items(), key=lambda item: -item[1])[:k]
+    if all(token_id != actual for token_id, _ in best):
+        best.append((actual, entry[actual]))
+    return best
+
+
+def _max_model_len(backend: LocalBackend) -> int:
+    return int(backend.model.config.max_position_embeddings)
+
+
+def _prompts(prompt: Any, backend: LocalBackend) -> list[list[int]]:
+    """`prompt` as vLLM takes it: text, a list of texts, a list of ids, or a list of id lists."""
+    if isinstance(prompt, str):
+        return [backend.tokenizer.encode(prompt)]
+    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        return [backend.tokenizer.encode(p) for p in prompt]
+    if isinstance(prompt, list) and prompt and all(isinstance(p, list) for p in prompt):
+        return [_token_ids(p, "prompt") for p in prompt]
+    return [_token_ids(prompt, "prompt")]
+
+
+def _token_ids(value: Any, field: str) -> list[int]:
+    if not isinstance(value, list) or not value or not all(isinstance(i, int) and not isinstance(i, bool)
+                                                           for i in value):
+        raise BadRequest(f"`{field}` must be a non-empty list of token ids (integers).")
+    return value
+
+
+def _int(value: Any, field: str, *, low: int, high: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise BadRequest(f"`{field}` must be an integer {bounds}, not {value!r}.")
+    return value
+
+
+def _number(value: Any, field: str) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        raise BadRequest(f"`{field}` must be a number of at least 0, not {value!r}.")
+    return float(value)

@@ -1,0 +1,173 @@
+"""The embedded model server (dataplatform/inference/server.py) driven by the real vLLM client.
+
+The server runs the session's real local model on a free port (uvicorn in a thread); `VllmBackend`
+talks to it over HTTP exactly as it talks to vLLM. Every answer is checked against the same model
+called in-process: what crosses the wire must be what the model said.
+"""
+
+import math
+import threading
+import time
+
+import httpx
+import pytest
+import uvicorn
+
+from dataplatform.inference.base import BackendError
+from dataplatform.inference.server import build_app
+from dataplatform.inference.vllm import VllmBackend
+from tests.net import closed_port
+
+pytestmark = pytest.mark.model
+
+SERVED_NAME = "served-smollm"
+KEY = "model-server-test-key"
+
+
+class ThreadedServer:
+    def __init__(self, app):
+        self.port = closed_port()  # nothing listens there yet: the server binds it
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the model server did not start"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def model_server(local_backend):
+    with ThreadedServer(build_app(local_backend, served_model_name=SERVED_NAME, api_key=KEY)) as server:
+        yield server
+
+
+@pytest.fixture
+def client(model_server, local_backend):
+    backend = VllmBackend(base_url=model_server.url, model="", api_key=KEY, timeout=30,
+                          tokenizer_dir=str(local_backend.data_dir / "models" / local_backend.model_id))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def prompt_ids(local_backend):
+    return local_backend.chat_prompt_ids([{"role": "user", "content": "Name a prime number."}])
+
+
+def test_health_and_the_served_name(client):
+    health = client.health()
+    assert health.ok, health.detail
+    assert client.model_id == SERVED_NAME
+
+
+def test_text_and_ids_round_trip_like_the_model(client, local_backend):
+    messages = [{"role": "user", "content": "Héllo <b>wörld</b> 🐼"}]
+    assert client.chat_prompt_ids(messages) == local_backend.chat_prompt_ids(messages)
+    ids = client.tokenize("def f(x):\n    return x + 1")
+    assert ids == local_backend.tokenize("def f(x):\n    return x + 1")
+    assert client.detokenize(ids) == "def f(x):\n    return x + 1"
+
+
+def test_greedy_stream_is_the_models_own(client, local_backend, prompt_ids):
+    served = list(client.stream(prompt_ids, max_tokens=10, temperature=0.0, seed=None, top_k=5))
+    direct = list(local_backend.stream(prompt_ids, max_tokens=10, temperature=0.0, seed=None, top_k=5))
+    assert [s.token_id for s in served] == [s.token_id for s in direct]
+    assert [s.finish_reason for s in served] == [s.finish_reason for s in direct]
+    for got, want in zip(served, direct, strict=True):
+        assert math.isclose(got.logprob, want.logprob, abs_tol=1e-5)
+        assert [token for token, _ in got.top] == [token for token, _ in want.top]
+
+
+def test_a_seeded_sample_is_reproduced(client, local_backend, prompt_ids):
+    options = {"max_tokens": 8, "temperature": 1.0, "seed": 1234, "top_k": 3}
+    served = [s.token_id for s in client.stream(prompt_ids, **options)]
+    assert served == [s.token_id for s in local_backend.stream(prompt_ids, **options)]
+    assert served == [s.token_id for s in client.stream(prompt_ids, **options)]
+
+
+def test_prompt_logprobs_match(client, local_backend, prompt_ids):
+    served = client.prompt_logprobs(prompt_ids, top_k=3)
+    direct = local_backend.prompt_logprobs(prompt_ids, top_k=3)
+    assert served[0] is None and len(served) == len(direct) == len(prompt_ids)
+    for position, (got, want) in enumerate(zip(served[1:], direct[1:], strict=True), start=1):
+        assert math.isclose(got[prompt_ids[position]], want[prompt_ids[position]], abs_tol=1e-4)
+        assert sorted(got, key=got.get)[-1] == sorted(want, key=want.get)[-1]
+
+
+def test_scoring_matches_the_batched_local_scores(client, local_backend, prompt_ids):
+    yes, no = local_backend.tokenize(" yes")[0], local_backend.tokenize(" no")[0]
+    prompts = [prompt_ids, prompt_ids[:-3]]
+    served = client.next_token_logprobs(prompts, [yes, no])
+    direct = local_backend.next_token_logprobs(prompts, [yes, no])
+    for got, want in zip(served, direct, strict=True):
+        assert got.keys() == want.keys() == {yes, no}
+        assert all(math.isclose(got[t], want[t], abs_tol=1e-3) for t in got)
+    pairs = [(prompt_ids, local_backend.tokenize(" Seven is prime.")), (prompt_ids, [])]
+    served_rows = client.continuation_logprobs(pairs)
+    direct_rows = local_backend.continuation_logprobs(pairs)
+    assert served_rows[1] == [] and len(served_rows[0]) == len(pairs[0][1])
+    assert all(math.isclose(a, b, abs_tol=1e-3) for a, b in zip(served_rows[0], direct_rows[0], strict=True))
+
+
+def test_generate_a_batch(client, local_backend, prompt_ids):
+    other = local_backend.chat_prompt_ids([{"role": "user", "content": "Say hi."}])
+    served = client.generate([prompt_ids, other], max_tokens=6, temperature=0.0, seed=None)
+    assert len(served) == 2
+    direct = [local_backend.stream(ids, max_tokens=6, temperature=0.0, seed=None, top_k=1) for ids in (prompt_ids, other)]
+    for generation, steps in zip(served, direct, strict=True):
+        ids = [s.token_id for s in steps if s.token_id not in local_backend.eos_token_ids]
+        assert generation.text == local_backend.detokenize(ids)
+
+
+def test_structured_outputs_are_refused_not_ignored(client, prompt_ids):
+    with pytest.raises(BackendError, match="Structured outputs are not supported"):
+        client.generate([prompt_ids], max_tokens=4, temperature=0.0, seed=None, json_schema={"type": "object"})
+
+
+def test_bad_requests_get_the_servers_reason(client, model_server):
+    with pytest.raises(BackendError, match=r"HTTP 400: Prompt must be a non-empty list of token ids in \[0, "):
+        list(client.stream([10**9], max_tokens=2, temperature=0.0, seed=None, top_k=1))
+    response = httpx.post(f"{model_server.url}/v1/completions", headers={"Authorization": f"Bearer {KEY}"},
+                          json={"model": SERVED_NAME, "prompt": [1, 2], "max_tokens": 0})
+    assert response.status_code == 400
+    assert "`max_tokens` must be an integer at least 1" in response.json()["error"]["message"]
+    response = httpx.post(f"{model_server.url}/v1/completions", headers={"Authorization": f"Bearer {KEY}"},
+                          content=b"{not json")
+    assert response.status_code == 400 and "not JSON" in response.json()["error"]["message"]
+
+
+def test_an_unknown_model_is_a_404(model_server, prompt_ids):
+    backend = VllmBackend(base_url=model_server.url, model="other-model", api_key=KEY, timeout=30, tokenizer_dir=None)
+    with pytest.raises(BackendError, match="HTTP 404: The model `other-model` does not exist"):
+        backend.tokenize("hello")
+    health = backend.health()
+    assert not health.ok and "is not served" in health.detail
+
+
+def test_the_key_is_required_except_for_health(model_server):
+    assert httpx.get(f"{model_server.url}/health").status_code == 200
+    assert httpx.get(f"{model_server.url}/v1/models").status_code == 401
+    wrong = httpx.get(f"{model_server.url}/v1/models", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401 and KEY not in wrong.text
+    backend = VllmBackend(base_url=model_server.url, model=SERVED_NAME, api_key="", timeout=30, tokenizer_dir=None)
+    with pytest.raises(BackendError, match="HTTP 401"):
+        backend.tokenize("hello")
+
+
+def test_a_client_that_leaves_mid_stream_does_not_stop_the_server(client, model_server, prompt_ids):
+    with httpx.stream("POST", f"{model_server.url}/v1/completions", headers={"Authorization": f"Bearer {KEY}"},
+                      json={"model": SERVED_NAME, "prompt": prompt_ids, "max_tokens": 200, "stream": True,
+                            "logprobs": 1, "temperature": 0}) as response:
+        first = next(line for line in response.iter_lines() if line.startswith("data:"))
+        assert '"choices"' in first
+    steps = list(client.stream(prompt_ids, max_tokens=3, temperature=0.0, seed=None, top_k=1))
+    assert len(steps) == 3 or steps[-1].finish_reason == "stop"
