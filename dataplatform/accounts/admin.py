@@ -34,7 +34,7 @@ class MembershipAdmin(AuditedDeletionsMixin, admin.ModelAdmin):
 class ApiTokenAdmin(AuditedDeletionsMixin, admin.ModelAdmin):
     """Tokens can be inspected and revoked here; secrets are never stored, so never shown."""
 
-    list_display = ["name", "user", "prefix", "read_only", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["name", "user", "prefix", "read_only", "created_at", "last_used_at", "expires_at", "revoked_at"]
     list_filter = ["read_only", "revoked_at"]
     search_fields = ["name", "prefix", "user__username"]
     readonly_fields = ["prefix", "digest", "created_at", "last_used_at"]

@@ -35,16 +35,24 @@ class ProjectListApi(generics.ListAPIView):
 
 class TokenSerializer(serializers.ModelSerializer):
     projects = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
+    expires_at = serializers.DateTimeField(read_only=True, allow_null=True, help_text="null: never expires")
+    expired = serializers.BooleanField(source="is_expired", read_only=True,
+                                       help_text="past expires_at: the token is refused with 401")
 
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "read_only", "projects", "created_at", "last_used_at", "revoked_at"]
+        fields = ["id", "name", "prefix", "read_only", "projects", "created_at", "last_used_at", "revoked_at",
+                  "expires_at", "expired"]
 
 
 class TokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     read_only = serializers.BooleanField(default=False)
     projects = serializers.ListField(child=serializers.SlugField(), default=list)
+    expires_in_days = serializers.IntegerField(
+        min_value=services.TOKEN_MIN_LIFETIME_DAYS, max_value=services.TOKEN_MAX_LIFETIME_DAYS,
+        required=False, allow_null=True, default=None,
+        help_text="lifetime in days; null or absent: the token never expires")
 
 
 class TokenCreatedSerializer(TokenSerializer):
@@ -83,7 +91,8 @@ class TokenListCreateApi(APIView):
             raise serializers.ValidationError({"projects": [f"Not a project of yours: {', '.join(missing)}"]})
         token, secret = services.issue_token(
             user=request.user, name=data.validated_data["name"], read_only=data.validated_data["read_only"],
-            projects=projects, client_ip=limiter.client_ip(request),
+            projects=projects, expires_in_days=data.validated_data["expires_in_days"],
+            client_ip=limiter.client_ip(request),
         )
         body = TokenSerializer(token).data | {"secret": secret}
         return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})

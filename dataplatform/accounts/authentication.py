@@ -3,6 +3,11 @@
 Failed attempts are counted per client IP (limiter.py); a client over the limit gets 429 with
 Retry-After and its tokens are not checked until the window ends. Successful use is recorded in the
 audit log, coarsely (one row per token and hour).
+
+An expired token is a 401 that says when it expired. It is not counted as a failure: only the real
+secret gets that answer, so it is not a guess, and counting it would let one forgotten cron job with
+an old token lock every client behind the same address out of the API. Its refusals are recorded in
+the audit log instead (one row per token and hour), with the address, so the machine can be found.
 """
 
 from rest_framework import authentication, exceptions
@@ -30,7 +35,11 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             secret = header[1].decode("ascii")
         except UnicodeDecodeError as exc:
             raise exceptions.AuthenticationFailed("Token contains invalid characters.") from exc
-        token = services.authenticate_token(secret=secret)
+        try:
+            token = services.authenticate_token(secret=secret)
+        except services.TokenExpired as expired:
+            audit.record_expired_token_use(token=expired.token, client_ip=ip)
+            raise exceptions.AuthenticationFailed(f"{expired}; create a new one.") from None
         if token is None:
             # Only a secret shaped like ours can be a guess at a real token; malformed ones are refused
             # before any database query and are not counted (a misconfigured client is not an attack).

@@ -6,7 +6,7 @@
 import hashlib
 import re
 import secrets
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -20,6 +20,19 @@ TOKEN_PREFIX = "dp_"
 TOKEN_SHAPE = re.compile(r"dp_[A-Za-z0-9_-]{43}")
 # last_used_at is only a hint; writing it on every request would turn reads into writes.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# Lifetimes a token may be given, in days (None: it never expires). Ten years is the longest, as a
+# sanity bound: anything beyond that is "never" in practice and should say so.
+TOKEN_MIN_LIFETIME_DAYS = 1
+TOKEN_MAX_LIFETIME_DAYS = 3650
+
+
+class TokenExpired(Exception):
+    """The secret belongs to a token whose expiry has passed. Raised only for the right secret, so
+    saying so (and when) tells nothing to someone guessing."""
+
+    def __init__(self, token: ApiToken):
+        super().__init__(f"Token expired on {token.expires_at.astimezone(UTC):%Y-%m-%d}")  # a date in UTC
+        self.token = token
 
 
 def hash_token_secret(secret: str) -> str:
@@ -58,12 +71,25 @@ def remove_membership(*, project: Project, user, actor=None, client_ip: str | No
                          client_ip=client_ip, detail={"user": user.get_username()})
 
 
+def token_expiry(expires_in_days: int | None, *, now=None):
+    """When a token made now with this lifetime expires (None: never). Refuses lifetimes out of range."""
+    if expires_in_days is None:
+        return None
+    if (isinstance(expires_in_days, bool) or not isinstance(expires_in_days, int)
+            or not TOKEN_MIN_LIFETIME_DAYS <= expires_in_days <= TOKEN_MAX_LIFETIME_DAYS):
+        raise ValueError(f"A token lifetime is {TOKEN_MIN_LIFETIME_DAYS} to {TOKEN_MAX_LIFETIME_DAYS} days, "
+                         f"or none for a token that never expires; got {expires_in_days!r}.")
+    return (now or timezone.now()) + timedelta(days=expires_in_days)
+
+
 def issue_token(*, user, name: str, read_only: bool = False, projects: list[Project] | None = None,
-                actor=None, client_ip: str | None = None) -> tuple[ApiToken, str]:
+                expires_in_days: int | None = None, actor=None, client_ip: str | None = None) -> tuple[ApiToken, str]:
     """Create a token. Returns the row and the secret; the secret is never stored or shown again.
 
-    The actor defaults to the token's owner (people make their own tokens; `issuetoken` passes none).
+    `expires_in_days` None makes a token that never expires. The actor defaults to the token's owner
+    (people make their own tokens; `issuetoken` passes none).
     """
+    expires_at = token_expiry(expires_in_days)
     if projects:
         member_of = {p.pk for p in projects if user.is_superuser or Membership.objects.filter(user=user, project=p).exists()}
         outside = [p.slug for p in projects if p.pk not in member_of]
@@ -77,12 +103,14 @@ def issue_token(*, user, name: str, read_only: bool = False, projects: list[Proj
             prefix=secret[: len(TOKEN_PREFIX) + 6],
             digest=hash_token_secret(secret),
             read_only=read_only,
+            expires_at=expires_at,
         )
         if projects:
             token.projects.set(projects)
         audit.record(action=audit.Action.TOKEN_CREATED, actor=user if actor is None else actor, target=token,
                      client_ip=client_ip, detail={"owner": user.get_username(), "name": name, "read_only": read_only,
-                                                  "projects": sorted(p.slug for p in projects or [])})
+                                                  "projects": sorted(p.slug for p in projects or []),
+                                                  "expires_at": expires_at.isoformat() if expires_at else None})
     return token, secret
 
 
@@ -102,7 +130,12 @@ def looks_like_token(secret: str) -> bool:
 
 
 def authenticate_token(*, secret: str) -> ApiToken | None:
-    """The active token with this secret, or None. Also refreshes last_used_at (coarsely)."""
+    """The active token with this secret, or None. Also refreshes last_used_at (coarsely).
+
+    Raises TokenExpired for the secret of an expired token (not revoked, of an active user), so that
+    its holder can be told to make a new one; unknown, revoked and expired-and-revoked secrets are
+    all just None.
+    """
     if not looks_like_token(secret):
         return None
     token = (
@@ -112,6 +145,8 @@ def authenticate_token(*, secret: str) -> ApiToken | None:
     )
     if token is None:
         return None
+    if token.is_expired:
+        raise TokenExpired(token)
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)

@@ -15,6 +15,9 @@ from .forms import ThrottledAuthenticationForm
 from .permissions import ALL_ROLES, CAN_ANNOTATE, CAN_READ_EXPORTS, CAN_RUN_JOBS, CAN_SEE_JOBS, project_for
 
 RECENT_JOBS = 20
+# Lifetimes the token page offers, as GitHub and GitLab do: form value -> days (None: never expires).
+TOKEN_LIFETIMES = {"30": 30, "90": 90, "365": 365, "never": None}
+DEFAULT_TOKEN_LIFETIME = "90"
 
 
 class LoginView(auth_views.LoginView):
@@ -64,20 +67,27 @@ def token_list(request):
     new_secret = None
     if request.method == "POST":
         name = (request.POST.get("name") or "").strip()[:100]
+        lifetime = request.POST.get("expires_in_days", DEFAULT_TOKEN_LIFETIME)
         if not name:
             messages.error(request, "Give the token a name, e.g. the machine or trainer it is for.")
+        elif lifetime not in TOKEN_LIFETIMES:
+            messages.error(request, "Choose when the token expires: in 30, 90 or 365 days, or never.")
         else:
             project_slugs = request.POST.getlist("projects")
             projects = list(selectors.projects_for_user(request.user).filter(slug__in=project_slugs))
             token, new_secret = services.issue_token(
                 user=request.user, name=name, read_only=bool(request.POST.get("read_only")), projects=projects,
-                client_ip=limiter.client_ip(request),
+                expires_in_days=TOKEN_LIFETIMES[lifetime], client_ip=limiter.client_ip(request),
             )
-            messages.success(request, f"Token '{token.name}' created. Copy it now: it will not be shown again.")
+            expiry = f"It expires on {token.expires_at:%Y-%m-%d}." if token.expires_at else "It never expires."
+            messages.success(request, f"Token '{token.name}' created. {expiry} "
+                                      "Copy it now: it will not be shown again.")
     response = render(request, "accounts/token_list.html", {
         "tokens": selectors.tokens_for_user(request.user),
         "projects": selectors.projects_for_user(request.user),
         "new_secret": new_secret,
+        "lifetimes": [(value, f"In {days} days" if days else "Never") for value, days in TOKEN_LIFETIMES.items()],
+        "default_lifetime": DEFAULT_TOKEN_LIFETIME,
     })
     response["Cache-Control"] = "no-store"  # the page may carry a secret
     return response

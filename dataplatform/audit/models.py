@@ -11,6 +11,7 @@ class Action(models.TextChoices):
     TOKEN_CREATED = "token.created", "API token created"
     TOKEN_REVOKED = "token.revoked", "API token revoked"
     TOKEN_USED = "token.used", "API token used (one row per token and hour)"
+    TOKEN_EXPIRED_USED = "token.expired_used", "Expired API token refused (one row per token and hour)"
     EXPORT_CREATED = "export.created", "Export created"
     EXPORT_DOWNLOADED = "export.downloaded", "Export file downloaded"
     EXPORT_DELETED = "export.deleted", "Export deleted"

@@ -13,7 +13,8 @@ from .models import Action, AuditEvent
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Action", "project_of_object", "record", "record_admin_log_entry", "record_request", "record_token_use"]
+__all__ = ["Action", "project_of_object", "record", "record_admin_log_entry", "record_expired_token_use",
+           "record_request", "record_token_use"]
 
 # Belt and braces: callers never pass secrets, and if one ever does, the row still does not keep it.
 SECRET_KEY_NAMES = re.compile(r"secret|password|passwd|digest|authorization|api_?key|cookie|session", re.IGNORECASE)
@@ -100,6 +101,30 @@ def _count_token_use(token, client_ip: str | None) -> None:
         if known:
             event_id, base = known
             _flush_token_use(event_id, token, datetime.fromtimestamp(hour * 3600, tz=UTC), base + count)
+
+
+def record_expired_token_use(*, token, client_ip: str | None) -> None:
+    """Record that an expired token was presented: the first refusal of each hour makes one row.
+
+    Rows are not counted further: the row is there so that an admin can find the machine still
+    holding the old token (the address) and whose it is, not to measure how often it retries."""
+    try:
+        hour = int(time.time() // 3600)
+        first_this_hour = cache.add(f"audit:token-expired:{token.pk}-{token.digest[:12]}:{hour}", 1,
+                                    timeout=TOKEN_USE_KEY_TTL)
+    except Exception as exc:  # as in record_token_use: the 401 is answered anyway
+        logger.warning("Expired token use not recorded: the cache is unavailable (%s: %s)", type(exc).__name__, exc)
+        return
+    if not first_this_hour:
+        return
+    hour_start = datetime.fromtimestamp(hour * 3600, tz=UTC)
+    # A cache that lost its keys must not make a second row for the same hour.
+    if AuditEvent.objects.filter(action=Action.TOKEN_EXPIRED_USED, target_type=token._meta.label_lower,
+                                 target_id=str(token.pk), created_at__gte=hour_start).exists():
+        return
+    record(action=Action.TOKEN_EXPIRED_USED, actor=token.user, target=token, client_ip=client_ip,
+           detail={"token_name": token.name, "hour": hour_start.isoformat(),
+                   "expired_at": token.expires_at.isoformat()})
 
 
 def _token_use_detail(token, hour_start: datetime, requests: int) -> dict:

@@ -1,4 +1,7 @@
+from datetime import datetime, timedelta
+
 import pytest
+from django.utils import timezone
 
 from dataplatform.accounts.models import ApiToken, Role
 from tests.conftest import api_client_for
@@ -71,3 +74,41 @@ def test_a_project_limited_token_cannot_mint_or_revoke_tokens(project, other_pro
     assert ApiToken.objects.filter(user=members["curator"], revoked_at__isnull=False).count() == 0
     unlimited = api_client_for(members["curator"])
     assert unlimited.post("/api/v1/tokens/", {"name": "fine"}, format="json").status_code == 201
+
+
+def test_token_create_without_a_lifetime_never_expires(members):
+    """Clients written before expiry existed keep getting the tokens they got."""
+    body = api_client_for(members["admin"]).post("/api/v1/tokens/", {"name": "old-client"}, format="json").json()
+    assert body["expires_at"] is None and body["expired"] is False
+    explicit = api_client_for(members["admin"]).post("/api/v1/tokens/", {"name": "n", "expires_in_days": None},
+                                                     format="json").json()
+    assert explicit["expires_at"] is None
+
+
+def test_token_create_with_a_lifetime_shows_its_expiry(members):
+    client = api_client_for(members["admin"])
+    before = timezone.now()
+    created = client.post("/api/v1/tokens/", {"name": "ci", "expires_in_days": 30}, format="json")
+    assert created.status_code == 201
+    expires_at = datetime.fromisoformat(created.json()["expires_at"])
+    assert before + timedelta(days=30) <= expires_at <= timezone.now() + timedelta(days=30)
+    listed = {t["name"]: t for t in client.get("/api/v1/tokens/").json()}
+    assert listed["ci"]["expires_at"] == created.json()["expires_at"] and listed["ci"]["expired"] is False
+    assert listed["test"]["expires_at"] is None
+
+
+@pytest.mark.parametrize("days", [0, -5, 3651, "soon", 2.5])
+def test_token_create_refuses_lifetimes_out_of_range(members, days):
+    client = api_client_for(members["admin"])
+    response = client.post("/api/v1/tokens/", {"name": "bad", "expires_in_days": days}, format="json")
+    assert response.status_code == 400 and "expires_in_days" in response.json()
+    assert not ApiToken.objects.filter(name="bad").exists()
+
+
+def test_token_list_marks_expired_tokens(members):
+    client = api_client_for(members["admin"])
+    old = ApiToken.objects.create(user=members["admin"], name="old", prefix="dp_z", digest="3" * 64,
+                                  expires_at=timezone.now() - timedelta(days=1))
+    listed = {t["name"]: t for t in client.get("/api/v1/tokens/").json()}
+    assert listed["old"]["expired"] is True and listed["test"]["expired"] is False
+    assert client.post(f"/api/v1/tokens/{old.pk}/revoke/").json()["expired"] is True

@@ -52,3 +52,24 @@ def test_bootstrap_demo_is_idempotent(settings, tmp_path):
     from django.contrib.auth import authenticate
 
     assert authenticate(username="admin", password=password) is not None
+
+
+def test_issuetoken_with_a_lifetime(project, members):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("issuetoken", "trainer", "--expires-in-days", "7", stdout=out, stderr=err)
+    token = services.authenticate_token(secret=out.getvalue().strip())
+    assert token.expires_at is not None and f"expires {token.expires_at:%Y-%m-%d %H:%M} UTC" in err.getvalue()
+
+
+def test_issuetoken_without_a_lifetime_never_expires(project, members):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("issuetoken", "trainer", stdout=out, stderr=err)
+    assert services.authenticate_token(secret=out.getvalue().strip()).expires_at is None
+    assert "never expires" in err.getvalue()
+
+
+@pytest.mark.parametrize("days", ["0", "3651"])
+def test_issuetoken_refuses_a_lifetime_out_of_range(project, members, days):
+    with pytest.raises(CommandError, match="1 to 3650 days"):
+        call_command("issuetoken", "trainer", "--expires-in-days", days, stdout=io.StringIO(), stderr=io.StringIO())
+    assert not ApiToken.objects.filter(user=members["trainer"]).exists()

@@ -1,7 +1,11 @@
+from datetime import UTC, datetime, timedelta
+
 import pytest
+from django.utils import timezone
 
 from dataplatform.accounts import services
 from dataplatform.accounts.models import ApiToken, Membership, Role
+from dataplatform.audit.models import Action, AuditEvent
 
 pytestmark = pytest.mark.django_db
 
@@ -59,3 +63,74 @@ def test_set_membership_changes_the_role_in_place(project, members):
     services.set_membership(project=project, user=members["annotator"], role="curator")
     assert Membership.objects.filter(project=project, user=members["annotator"]).count() == 1
     assert Membership.objects.get(project=project, user=members["annotator"]).role == Role.CURATOR
+
+
+def expire(token: ApiToken, *, ago: timedelta = timedelta(seconds=1)) -> None:
+    """Move a token's expiry into the past (as if its lifetime had run out)."""
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - ago)
+
+
+def test_token_expiry_is_computed_from_the_lifetime(members):
+    before = timezone.now()
+    token, _ = services.issue_token(user=members["trainer"], name="t", expires_in_days=30)
+    after = timezone.now()
+    assert before + timedelta(days=30) <= ApiToken.objects.get(pk=token.pk).expires_at <= after + timedelta(days=30)
+    assert not token.is_expired and token.is_active
+
+
+def test_token_without_a_lifetime_never_expires(members):
+    token, secret = services.issue_token(user=members["trainer"], name="t")
+    assert token.expires_at is None and not token.is_expired
+    assert services.authenticate_token(secret=secret) == token
+
+
+@pytest.mark.parametrize("days", [1, 3650])
+def test_lifetime_bounds_are_accepted(members, days):
+    now = timezone.now()
+    assert services.token_expiry(days, now=now) == now + timedelta(days=days)
+    token, _ = services.issue_token(user=members["trainer"], name="t", expires_in_days=days)
+    assert token.expires_at is not None
+
+
+@pytest.mark.parametrize("days", [0, -1, 3651, True, 1.5, "30"])
+def test_lifetimes_out_of_range_are_refused_and_nothing_is_made(members, days):
+    with pytest.raises(ValueError, match="1 to 3650 days"):
+        services.issue_token(user=members["trainer"], name="t", expires_in_days=days)
+    assert not ApiToken.objects.filter(user=members["trainer"]).exists()
+
+
+def test_expiry_is_recorded_when_the_token_is_created(members):
+    token, _ = services.issue_token(user=members["trainer"], name="t", expires_in_days=90)
+    created = AuditEvent.objects.get(action=Action.TOKEN_CREATED, target_id=str(token.pk))
+    assert created.detail["expires_at"] == token.expires_at.isoformat()
+
+
+def test_token_is_expired_from_its_expiry_instant_on(members, monkeypatch):
+    token, _ = services.issue_token(user=members["trainer"], name="t", expires_in_days=1)
+    monkeypatch.setattr(timezone, "now", lambda: token.expires_at - timedelta(microseconds=1))
+    assert not token.is_expired
+    monkeypatch.setattr(timezone, "now", lambda: token.expires_at)
+    assert token.is_expired and not token.is_active
+
+
+def test_expired_token_raises_with_its_expiry_date(members):
+    token, secret = services.issue_token(user=members["trainer"], name="t", expires_in_days=1)
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=datetime(2025, 12, 1, 23, 30, tzinfo=UTC))
+    with pytest.raises(services.TokenExpired) as raised:
+        services.authenticate_token(secret=secret)
+    assert raised.value.token == token
+    assert str(raised.value) == "Token expired on 2025-12-01"
+    assert ApiToken.objects.get(pk=token.pk).last_used_at is None  # a refused use is no use
+
+
+def test_expired_token_that_is_revoked_or_of_an_inactive_user_is_just_unknown(members):
+    """Only a token that would otherwise work gets the 'expired' answer."""
+    revoked, revoked_secret = services.issue_token(user=members["trainer"], name="r", expires_in_days=1)
+    expire(revoked)
+    services.revoke_token(token=revoked)
+    assert services.authenticate_token(secret=revoked_secret) is None
+    _, inactive_secret = services.issue_token(user=members["curator"], name="i", expires_in_days=1)
+    expire(ApiToken.objects.get(user=members["curator"]))
+    members["curator"].is_active = False
+    members["curator"].save()
+    assert services.authenticate_token(secret=inactive_secret) is None

@@ -68,6 +68,9 @@ def test_token_secrets_never_reach_the_logs(every_log_record, caplog, members, l
     read_only_token, read_only = services.issue_token(user=members["curator"], name="ro", read_only=True)
     revoked_token, revoked = services.issue_token(user=members["curator"], name="old")
     services.revoke_token(token=revoked_token)
+    expired_token, expired = services.issue_token(user=members["curator"], name="expired", expires_in_days=1)
+    expired_token.expires_at = expired_token.created_at
+    expired_token.save(update_fields=["expires_at"])
     unknown = "dp_" + "Z" * 43
 
     def call(secret, method="get", url="/api/v1/projects/", ip="127.0.0.1"):
@@ -77,6 +80,7 @@ def test_token_secrets_never_reach_the_logs(every_log_record, caplog, members, l
 
     assert call(created) == 200
     assert call(read_only, "post", "/api/v1/projects/alpha/jobs/") == 403
+    assert call(expired, ip="192.0.2.200") == 401  # not counted towards the lock-out below
     assert call(revoked, ip="192.0.2.200") == 401
     assert call(unknown, ip="192.0.2.200") == 401
     assert call(made_on_page, ip="192.0.2.200") == 429  # locked out: the message names no token
@@ -88,5 +92,6 @@ def test_token_secrets_never_reach_the_logs(every_log_record, caplog, members, l
                  "--out", str(settings.DATA_DIR / "pulled"), stdout=out, stderr=out)
     assert "Pulled export" in out.getvalue() and trainer_secret not in out.getvalue()
 
-    assert_nowhere([created, made_on_page, read_only, revoked, unknown, trainer_secret], every_log_record, caplog)
+    assert_nowhere([created, made_on_page, read_only, revoked, expired, unknown, trainer_secret], every_log_record,
+                   caplog)
     assert any("httpx" in r.name for r in every_log_record.records)  # the pull's own HTTP logging was on

@@ -1,5 +1,9 @@
+import re
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from dataplatform.accounts.models import ApiToken
 
@@ -59,3 +63,44 @@ def test_cannot_revoke_another_users_token_from_the_page(client, members):
     theirs = ApiToken.objects.create(user=members["curator"], name="v", prefix="dp_x", digest="2" * 64)
     client.force_login(members["trainer"])
     assert client.post(reverse("token-revoke", args=[theirs.pk])).status_code == 404
+
+
+def test_token_form_offers_lifetimes_with_90_days_by_default(client, members):
+    client.force_login(members["trainer"])
+    html = client.get(reverse("token-list")).content.decode()
+    select = re.search(r'<select name="expires_in_days".*?</select>', html, re.S).group()
+    options = re.findall(r'<option value="(\w+)"( selected)?>', select)
+    assert options == [("30", ""), ("90", " selected"), ("365", ""), ("never", "")]
+
+
+@pytest.mark.parametrize("choice, days", [("30", 30), ("90", 90), ("365", 365), ("never", None)])
+def test_token_form_sets_the_chosen_lifetime(client, members, choice, days):
+    client.force_login(members["trainer"])
+    before = timezone.now()
+    html = client.post(reverse("token-list"), {"name": "node", "expires_in_days": choice}).content.decode()
+    token = ApiToken.objects.get(user=members["trainer"], name="node")
+    if days is None:
+        assert token.expires_at is None and "It never expires." in html
+    else:
+        assert before + timedelta(days=days) <= token.expires_at <= timezone.now() + timedelta(days=days)
+        assert f"It expires on {token.expires_at:%Y-%m-%d}." in html
+
+
+def test_token_form_refuses_a_lifetime_it_does_not_offer(client, members):
+    client.force_login(members["trainer"])
+    html = client.post(reverse("token-list"), {"name": "node", "expires_in_days": "9999"}).content.decode()
+    assert "Choose when the token expires" in html and 'id="new-secret"' not in html
+    assert not ApiToken.objects.filter(user=members["trainer"]).exists()
+
+
+def test_token_list_shows_expiry_and_marks_expired_tokens(client, members):
+    ApiToken.objects.create(user=members["trainer"], name="forever", prefix="dp_a", digest="4" * 64)
+    ApiToken.objects.create(user=members["trainer"], name="old", prefix="dp_b", digest="5" * 64,
+                            expires_at=datetime(2025, 12, 1, 9, 30, tzinfo=UTC))
+    client.force_login(members["trainer"])
+    html = client.get(reverse("token-list")).content.decode()
+    rows = {name: row for row in re.findall(r"<tr>(.*?)</tr>", html, re.S)
+            for name in re.findall(r"<td>(\w+)</td>", row)[:1]}
+    assert "2025-12-01 09:30" in rows["old"] and '<span class="bad">expired</span>' in rows["old"]
+    assert "Revoke" not in rows["old"]
+    assert "expired" not in rows["forever"] and "Revoke" in rows["forever"]

@@ -71,6 +71,18 @@ def test_token_use_is_one_row_per_hour_with_a_request_count(members):
     assert used.detail["requests"] == 7
 
 
+def test_expired_token_refusals_are_one_row_per_hour_even_if_the_cache_forgets(members):
+    token, _ = account_services.issue_token(user=members["trainer"], name="old", expires_in_days=1)
+    for _ in range(3):
+        services.record_expired_token_use(token=token, client_ip="192.0.2.11")
+    hour = next(_token_use_keys(token)).rsplit(":", 1)[1]
+    cache.delete(f"audit:token-expired:{token.pk}-{token.digest[:12]}:{hour}")
+    services.record_expired_token_use(token=token, client_ip="192.0.2.11")
+    refused = AuditEvent.objects.get(action=Action.TOKEN_EXPIRED_USED)
+    assert (refused.target_id, refused.actor_name, refused.client_ip) == (str(token.pk), "trainer", "192.0.2.11")
+    assert refused.detail["expired_at"] == token.expires_at.isoformat()
+
+
 def _token_use_keys(token):
     import time
 
