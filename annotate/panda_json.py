@@ -38,8 +38,10 @@ from dataplatform.imports import (
     SAVE_AS_UTF8,
     UTF8_BOM,
     UTF16_BOMS,
+    FileTooLarge,
     JsonProblem,
     check_storable,
+    check_upload_size,
     json_path,
     load_json,
 )
@@ -557,6 +559,10 @@ class UnreadableFile(ValueError):
 def read_panda_upload(upload) -> dict:
     """Parse an uploaded `.panda.json`, refusing oversized, empty, non-UTF-8 or non-JSON files with a message
     naming the file and, where it can, the line and column (or the JSON path) at fault."""
+    try:
+        check_upload_size(upload)
+    except FileTooLarge as exc:
+        raise UnreadableFile(f"{exc}.") from None
     if upload.size > MAX_FILE_BYTES:
         raise UnreadableFile(f"{upload.name}: {upload.size:,} bytes is more than the {MAX_FILE_BYTES:,} allowed.")
     raw = upload.read()

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, role_in
 from dataplatform.broker import BrokerUnavailable
+from dataplatform.imports import FileTooLarge, check_upload_size
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 
@@ -59,6 +60,11 @@ def import_prompts(request, slug: str):
     upload = request.FILES.get("file")
     if upload is None:
         messages.error(request, "Choose a JSONL file to import.")
+        return redirect("annotate-queue", slug=slug)
+    try:
+        check_upload_size(upload)
+    except FileTooLarge as exc:
+        messages.error(request, f"{exc}; nothing imported.")
         return redirect("annotate-queue", slug=slug)
     report = importers.import_prompts(project=project, lines=upload, file=upload.name,
                                       dry_run=bool(request.POST.get("dry_run")),

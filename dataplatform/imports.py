@@ -168,6 +168,34 @@ class HashingLines:
         return self._hash.hexdigest()
 
 
+class FileTooLarge(ValueError):
+    """An upload over settings.IMPORT_MAX_FILE_BYTES; the message names the file, its size and the limit."""
+
+
+def human_bytes(count: int) -> str:
+    """512 -> "512 bytes", 1536 -> "1.5 KiB", 2 * 1024**3 -> "2.0 GiB" (binary units, as the setting is)."""
+    if count < 1024:
+        return f"{count:,} bytes"
+    value = float(count)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} TiB"
+
+
+def check_upload_size(upload) -> None:
+    """Refuse an uploaded file over IMPORT_MAX_FILE_BYTES (raise FileTooLarge) from `upload.size` alone,
+    before a byte is read: every upload entry point calls this before it hands the file on."""
+    limit = settings.IMPORT_MAX_FILE_BYTES
+    if upload.size <= limit:
+        return
+    size, most = human_bytes(upload.size), human_bytes(limit)
+    if size == most:  # one decimal hides the difference ("2.0 GiB is over the 2.0 GiB limit"): say the bytes
+        size, most = f"{upload.size:,} bytes", f"{limit:,} bytes"
+    raise FileTooLarge(f"{upload.name}: {size} is over the {most} limit per file (IMPORT_MAX_FILE_BYTES)")
+
+
 SAVE_AS_UTF8 = "save the file as UTF-8 without a byte-order mark and import it again"
 EMPTY_FILE = "the file is empty: it holds no lines of JSON (one JSON object per line)"
 
@@ -374,10 +402,19 @@ def page_import(request, importer, **arguments) -> dict | None:
     upload = request.FILES.get("file")
     if upload is None:
         return None
-    report = importer(lines=upload, file=upload.name, dry_run=bool(request.POST.get("dry_run")),
-                      skip_bad_lines=bool(request.POST.get("skip_bad_lines")), **arguments).as_dict()
+    dry_run = bool(request.POST.get("dry_run"))
+    try:
+        check_upload_size(upload)
+    except FileTooLarge as exc:  # refused whole from its size: the importer never sees it
+        report = ImportReport(file=upload.name, dry_run=dry_run, errors=[read_error(upload.name, 0, str(exc))])
+    else:
+        report = importer(lines=upload, file=upload.name, dry_run=dry_run,
+                          skip_bad_lines=bool(request.POST.get("skip_bad_lines")), **arguments)
+    report = report.as_dict()
     return {"report": report, "errors": report["errors"][:MAX_ERRORS_SHOWN],
-            "more_errors": max(0, len(report["errors"]) - MAX_ERRORS_SHOWN), "written": report["created"] > 0}
+            "more_errors": max(0, len(report["errors"]) - MAX_ERRORS_SHOWN), "written": report["created"] > 0,
+            # an error on line 0 is about the whole file (too big, empty...): no line to fix or skip
+            "file_refused": any(error["line"] == 0 for error in report["errors"])}
 
 
 class ImportedFile(models.Model):

@@ -169,6 +169,16 @@ STORAGES = {
 EXPORT_DEFAULT_SHARD_ROWS = int(os.environ.get("EXPORT_DEFAULT_SHARD_ROWS", "100000"))
 EXPORT_BATCH_ROWS = int(os.environ.get("EXPORT_BATCH_ROWS", "10000"))
 
+# --- Imports: the largest file one upload may carry (JSONL, .panda.json, taxonomy YAML) ---
+# Checked from the upload's size before a byte of it is read (dataplatform/imports.py). Lines are
+# read in chunks, but an import is one transaction and holds the file's parsed records in memory
+# until it writes, so a web process needs a few times this much RAM per concurrent import. 2 GiB
+# is well above any single dataset file we import (a SWE-bench split is tens of MB) while bounding
+# that memory, the temporary file Django spools the upload to, and how long one request can run.
+# Split bigger files: each part imports on its own, and re-importing a part adds nothing.
+# The proxy's body limit (client_max_body_size) should be a little above this: docs/operations.md.
+IMPORT_MAX_FILE_BYTES = int(os.environ.get("IMPORT_MAX_FILE_BYTES", str(2 * 1024**3)))
+
 # --- Security -----------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = not DEBUG

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token
-from dataplatform.apiutils import Conflict, import_upload
+from dataplatform.apiutils import Conflict, checked_upload_size, import_upload
 from dataplatform.imports import decode_whole_file
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.api import JobSerializer
@@ -161,6 +161,7 @@ class TaxonomyUploadApi(APIView):
         upload = request.FILES.get("file")
         if upload is None:
             raise ValidationError({"file": ["Upload a taxonomy YAML file in the field 'file'."]})
+        checked_upload_size(upload)
         if upload.size > MAX_TAXONOMY_BYTES:
             raise ValidationError({"file": [f"{upload.name} is larger than {MAX_TAXONOMY_BYTES:,} bytes."]})
         try:
