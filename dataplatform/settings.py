@@ -298,6 +298,18 @@ JOB_MAX_STALE_RUNS = int(os.environ.get("JOB_MAX_STALE_RUNS", "3"))
 # A job still queued after this long is sent to the workers again: the broker may have lost its
 # message (Redis restarted without persistence). A duplicate message finds the job taken and is dropped.
 JOB_REPUBLISH_QUEUED_AFTER_SECONDS = float(os.environ.get("JOB_REPUBLISH_QUEUED_AFTER_SECONDS", "300"))
+# Jobs: code that hangs (a blocking call, a loop) while its heartbeat thread still beats is stopped by
+# Celery's time limits on `jobs.tasks.run_job`, per run (a retry or a rerun starts afresh). At the soft
+# limit the job fails with a message (not retried; what it saved is kept, and Retry continues from
+# there); a job still running JOB_HARD_TIME_LIMIT_SECONDS after it started has its pool process killed,
+# and the reaper above queues it again (up to JOB_MAX_STALE_RUNS runs, then fails it). Keep the hard
+# limit above the soft one: the gap is the time a stopped job has to clean up. The worker's values
+# apply (jobs are sent without limits in the message). Enforced by the prefork pool only, which every
+# worker here uses (Makefile, bin/run with the filesystem broker, compose, the tests); `--pool solo` or
+# `threads` ignores both, and `manage.py export` runs in-process without a limit.
+JOB_SOFT_TIME_LIMIT_SECONDS = float(os.environ.get("JOB_SOFT_TIME_LIMIT_SECONDS", str(6 * 3600)))
+JOB_HARD_TIME_LIMIT_SECONDS = float(os.environ.get("JOB_HARD_TIME_LIMIT_SECONDS",
+                                                   str(JOB_SOFT_TIME_LIMIT_SECONDS + 600)))
 # Every worker runs the reaper this often (embedded `celery beat`, `-B`) and once when it starts.
 JOB_REAP_INTERVAL_SECONDS = float(os.environ.get("JOB_REAP_INTERVAL_SECONDS", "30"))
 CELERY_BEAT_SCHEDULE = {

@@ -30,7 +30,8 @@ def test_database_url() -> str:
 
 
 class LiveWorker:
-    def __init__(self, tmp_path: Path, env_overrides: dict[str, str]):
+    def __init__(self, tmp_path: Path, env_overrides: dict[str, str], include: tuple[str, ...] = ()):
+        """`include`: more modules for the worker to import, e.g. "tests.jobs.kinds" for the test job kinds."""
         if not settings.REDIS_URL:
             pytest.fail("Integration tests need Redis: set REDIS_URL=redis://... (bin/test does).")
         self.name = f"test-{uuid.uuid4().hex[:8]}@localhost"
@@ -47,6 +48,8 @@ class LiveWorker:
         command = [sys.executable, "-m", "celery", "-A", "dataplatform", "worker", "-B", "--loglevel=INFO",
                    "--concurrency=1", "-n", self.name, "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
                    "--without-gossip", "--without-mingle"]
+        if include:
+            command += ["--include", ",".join(include)]
         self._log = open(self.log_path, "w")
         # Its own process group: kill() takes the pool children and the embedded beat down with it.
         self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,

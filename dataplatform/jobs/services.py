@@ -7,11 +7,13 @@ import threading
 import time
 from datetime import timedelta
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
+from psycopg.pq import TransactionStatus
 
 from dataplatform.accounts.models import Project
 from dataplatform.broker import BrokerUnavailable, unreachable_message
@@ -64,10 +66,10 @@ def enqueue_job(*, project: Project, kind: str, params: dict, user, publish: boo
 
 
 def publish_job(*, job_id: int) -> None:
-    from .tasks import run_job
+    from .tasks import send_run_job
 
     try:
-        run_job.apply_async(args=[job_id])
+        send_run_job(job_id)
     except (KombuOperationalError, OSError) as exc:
         message = unreachable_message(exc)
         fail_job(job_id=job_id, error=message)
@@ -143,6 +145,7 @@ def start_job(*, job_id: int) -> Job | None:
 
 def execute_job(*, job_id: int, listener=None) -> None:
     """Run a job's kind. BackendUnavailable propagates so the task can retry it."""
+    started = time.monotonic()
     job = start_job(job_id=job_id)
     if job is None:
         return
@@ -152,6 +155,14 @@ def execute_job(*, job_id: int, listener=None) -> None:
             result = get_kind(job.kind).run(job, progress)
     except JobLost:
         logger.warning("Job %s was queued again while this worker ran it; stopping this run.", job_id)
+    except SoftTimeLimitExceeded:
+        # Celery's soft time limit (tasks.run_job): the code ran too long or hangs while the heartbeat
+        # still beats. Leaving the `with` stopped the heartbeat; a rerun would most likely hang again,
+        # so the job fails (no retry) and a person decides.
+        logger.error("Job %s (%s) reached the soft time limit and was stopped.", job_id, job.kind)
+        _drop_interrupted_connection()
+        _finish_by_id(job_id, JobState.FAILED, worker=job.worker, error=time_limit_message(time.monotonic() - started),
+                      status_message="Failed: time limit reached.")
     except JobCancelled:
         _finish_by_id(job_id, JobState.CANCELLED, worker=job.worker, status_message="Cancelled by a user.")
     except BackendUnavailable:
@@ -163,6 +174,38 @@ def execute_job(*, job_id: int, listener=None) -> None:
     else:
         _finish_by_id(job_id, JobState.SUCCEEDED, worker=job.worker, result=result,
                       progress_done=job.progress_total or job.progress_done, status_message="Done.")
+
+
+def _drop_interrupted_connection() -> None:
+    """SoftTimeLimitExceeded lands wherever the code was, maybe inside a PostgreSQL query (psycopg waits
+    in Python, and only cancels on Ctrl-C): cancel that query on the server, so a write of the stopped
+    run cannot land later, and go on with a fresh connection."""
+    if connection.in_atomic_block:  # only in tests (the test transaction); a worker runs jobs outside one
+        return
+    raw = connection.connection
+    if connection.vendor == "postgresql" and raw is not None and raw.info.transaction_status == TransactionStatus.ACTIVE:
+        try:
+            raw.cancel_safe(timeout=3)
+        except Exception:  # the server is unreachable too: closing is all that is left
+            logger.warning("Could not cancel the interrupted query", exc_info=True)
+    connection.close()
+
+
+def time_limit_message(ran_for: float) -> str:
+    return (f"Stopped after running {_duration(ran_for)}, the time limit of one run "
+            "(JOB_SOFT_TIME_LIMIT_SECONDS). What it saved is kept and a retry continues from there (an export "
+            "starts over); if it needs longer, raise the limit.")
+
+
+def _duration(seconds: float) -> str:
+    """'6 h 0 min', '12 min', '3 s'."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
 
 
 class Heartbeat:
@@ -221,7 +264,8 @@ def reap_stale_jobs() -> dict:
             if job.attempts >= settings.JOB_MAX_STALE_RUNS:
                 _finish(job, JobState.FAILED, worker="",
                         error=f"{lost}. It was lost {job.attempts} times, so it is not run again: "
-                              "a crashing input or too little memory is likely. Retry it once that is fixed.",
+                              "a crashing input, too little memory or code stuck past JOB_HARD_TIME_LIMIT_SECONDS "
+                              "is likely. Retry it once that is fixed.",
                         status_message="Failed: its worker died.")
                 failed.append(job.pk)
                 continue
@@ -254,10 +298,10 @@ def mark_retrying(*, job_id: int, error: str, retry_in: float, attempt: int, max
 def _resend(job_id: int) -> None:
     """Publish a job the reaper requeued. Unlike `publish_job`, a broker outage leaves it queued:
     the next reap sends it again, so an outage never turns waiting work into failed work."""
-    from .tasks import run_job
+    from .tasks import send_run_job
 
     try:
-        run_job.apply_async(args=[job_id])
+        send_run_job(job_id)
     except (KombuOperationalError, OSError) as exc:
         logger.warning("Could not re-send job %s (%s); the next reap tries again.", job_id, unreachable_message(exc))
 

@@ -9,7 +9,11 @@ from dataplatform.inference import BackendUnavailable
 from . import services
 
 
-@shared_task(bind=True, max_retries=None, acks_late=True)
+# The time limits catch code that hangs while its heartbeat thread still beats (a prefork pool only,
+# see settings.JOB_SOFT_TIME_LIMIT_SECONDS): the soft one raises SoftTimeLimitExceeded in the job and
+# execute_job fails it; the hard one kills the pool process and the reaper takes over.
+@shared_task(bind=True, max_retries=None, acks_late=True,
+             soft_time_limit=settings.JOB_SOFT_TIME_LIMIT_SECONDS, time_limit=settings.JOB_HARD_TIME_LIMIT_SECONDS)
 def run_job(self, job_id: int) -> None:
     """Run one job. Only a transient backend outage is retried, with exponential backoff."""
     try:
@@ -28,6 +32,14 @@ def run_job(self, job_id: int) -> None:
             job_id=job_id, error=str(exc), retry_in=retry_in, attempt=attempt, max_attempts=max_attempts
         )
         raise self.retry(exc=exc, countdown=retry_in) from exc
+
+
+def send_run_job(job_id: int) -> None:
+    """Publish a job to the workers. Celery copies the publishing process's task time limits (here: the
+    web server's settings) into the message, where they win over the worker's; sent without them, the
+    limits of the worker that runs the job apply, set where the workers are configured. (A retry keeps
+    the message's limits: none.)"""
+    run_job.apply_async(args=[job_id], soft_time_limit=None, time_limit=None)
 
 
 @shared_task(ignore_result=True)

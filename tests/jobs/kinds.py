@@ -1,5 +1,9 @@
 """Job kinds used only by the tests: they exercise the job machinery without a model."""
 
+import time
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.db import connection
 from rest_framework import serializers
 
 from dataplatform.inference import BackendUnavailable
@@ -23,3 +27,33 @@ def count(job, progress):
 
 
 COUNT = register(JobKind(name="test.count", label="Count", params_serializer=CountParams, run=count))
+
+
+class BlockParams(serializers.Serializer):
+    seconds = serializers.FloatField(min_value=0)
+    # Keep blocking when the soft time limit is raised, like C code that never returns to Python.
+    ignore_soft_limit = serializers.BooleanField(default=False)
+    # Block inside a database query (pg_sleep) instead of time.sleep.
+    in_query = serializers.BooleanField(default=False)
+
+
+def block(job, progress):
+    """Hang for `seconds` with the heartbeat thread beating: code that is stuck, not a dead worker."""
+    progress.set_total(1)
+    progress.report(0, message="Blocking.", force=True)
+    if job.params["in_query"]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(%s)", [job.params["seconds"]])
+    else:
+        deadline = time.monotonic() + job.params["seconds"]
+        while time.monotonic() < deadline:
+            try:
+                time.sleep(max(0.0, min(0.05, deadline - time.monotonic())))
+            except SoftTimeLimitExceeded:
+                if not job.params["ignore_soft_limit"]:
+                    raise
+    progress.report(1, force=True)
+    return {"blocked_for": job.params["seconds"]}
+
+
+BLOCK = register(JobKind(name="test.block", label="Block", params_serializer=BlockParams, run=block))
