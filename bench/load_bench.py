@@ -3,7 +3,7 @@
 It prints a table of figures; it is not a test and fails on nothing (it exits non-zero only when the
 run itself fails). The web app runs for real: `uvicorn dataplatform.asgi:application` (as the
 Dockerfile runs it, one process, DEBUG off) as a child process on a free localhost port, on PostgreSQL
-(its own database `dataplatform_bench_load`), with the real CPU model. Where the model runs is the
+(its own database `dataplatform_bench_load`) and Redis (database 9, the cache), with the real CPU model. Where the model runs is the
 `--model` choice:
 
 - `server` (the default, production's shape): in a process of its own behind vLLM's HTTP API
@@ -82,10 +82,16 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "dataplatform.settings"
 os.environ["MODEL_BACKEND"] = "local"
 os.environ["DEBUG"] = "0"  # as in production (no query log); needs a SECRET_KEY
 os.environ["SECRET_KEY"] = "load-bench-" + secrets.token_hex(16)
-os.environ.pop("REDIS_URL", None)  # nothing here publishes a job; the filesystem broker is inert
+# Redis as in production: the cache behind the brute-force limits and the per-hour token-use tally is
+# touched by every authenticated request (without REDIS_URL it would be the file cache of `make run`, a
+# few file writes and a directory scan per request). Its own database, emptied at the start: an earlier
+# run's failure counts must not throttle this one. Nothing here publishes a job.
+BENCH_REDIS_URL = "redis://127.0.0.1:6379/9"
+os.environ["REDIS_URL"] = BENCH_REDIS_URL
 os.environ["LOG_LEVEL"] = "WARNING"
 
 import django  # noqa: E402
+import redis  # noqa: E402
 
 django.setup()
 
@@ -137,6 +143,7 @@ def main() -> None:
     load_average = os.getloadavg()  # before we add our own load: on 2 cores other work swings every figure
     run_started = time.perf_counter()
     benchlib.ensure_database(SERVER_URL, BENCH_DB)
+    redis.Redis.from_url(BENCH_REDIS_URL).flushdb()
     call_command("migrate", verbosity=0)
     items = args.annotators * args.rounds + args.baseline_rounds + 2
     setup = loadlib.prepare(slug=SLUG, items=items, annotators=args.annotators, trainers=args.trainers,

@@ -33,8 +33,9 @@ from .base import BackendError, TokenStep
 from .local import LocalBackend
 from .vllm import TOKEN_ID_PREFIX
 
-# vLLM's default cap on `logprobs` and `prompt_logprobs` (its --max-logprobs).
-MAX_LOGPROBS = 20
+# The cap on `logprobs` and `prompt_logprobs`: vLLM defaults to 20, and docker-compose.yml starts it with
+# --max-logprobs 50 because projects may ask for top-k up to 50.
+MAX_LOGPROBS = 50
 
 
 class BadRequest(Exception):
