@@ -59,13 +59,14 @@ def fast_password_hashing(settings):
 
 @pytest.fixture
 def start_worker(tmp_path):
-    """Start real Celery workers (with optional env overrides); they are stopped after the test."""
+    """Start real Celery workers (with optional env overrides, and `include`: more modules for the worker
+    to import, e.g. the test job kinds); they are stopped after the test."""
     from .worker import LiveWorker
 
     workers = []
 
-    def start(**env_overrides: str) -> LiveWorker:
-        worker = LiveWorker(tmp_path, env_overrides)
+    def start(*, include: tuple[str, ...] = (), **env_overrides: str) -> LiveWorker:
+        worker = LiveWorker(tmp_path, env_overrides, include=include)
         workers.append(worker)
         worker.wait_ready()
         return worker

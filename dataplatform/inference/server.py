@@ -17,6 +17,7 @@ batching), one streamed prompt per request, and no structured outputs (such a re
 never a silently unconstrained answer).
 """
 
+import itertools
 import json
 import secrets
 import time
@@ -160,14 +161,15 @@ class _CompletionRequest:
         ids = [step.token_id for step in steps if step.token_id not in self.backend.eos_token_ids]
         return self.backend.detokenize(ids) if ids else ""
 
-    def logprobs_of(self, steps: list[TokenStep]) -> dict | None:
-        """vLLM's completion `logprobs` object for these steps (None unless `logprobs` was asked)."""
+    def logprobs_of(self, steps: list[TokenStep], texts: list[str], start: int = 0) -> dict | None:
+        """vLLM's completion `logprobs` object for these steps (None unless `logprobs` was asked). `texts`:
+        each step's text; `start`: where the first one begins in the whole completion's text."""
         if self.logprobs is None:
             return None
-        offsets, at = [], 0
-        for step in steps:
-            offsets.append(at)
-            at += len(self.text_of([step]))
+        offsets = []
+        for text in texts:
+            offsets.append(start)
+            start += len(text)
         return {
             "text_offset": offsets,
             "token_logprobs": [step.logprob for step in steps],
@@ -179,7 +181,8 @@ class _CompletionRequest:
 
     def choice(self, index: int, prompt_ids: list[int]) -> dict:
         steps = list(self.steps(prompt_ids))
-        choice = {"index": index, "text": self.text_of(steps), "logprobs": self.logprobs_of(steps),
+        texts = [self.text_of([step]) for step in steps] if self.logprobs is not None else []
+        choice = {"index": index, "text": self.text_of(steps), "logprobs": self.logprobs_of(steps, texts),
                   "finish_reason": steps[-1].finish_reason or "length", "stop_reason": None}
         if self.prompt_logprobs is not None:
             entries = self.backend.prompt_logprobs(prompt_ids, top_k=max(1, self.prompt_logprobs))
@@ -197,22 +200,19 @@ def _sse(request: _CompletionRequest, first: TokenStep | None, rest: Iterator[To
     A sync generator: Starlette runs each step in its thread pool, and closes it (ending the
     generation) when the client goes away. An error after the 200 is sent as an error chunk, as vLLM does.
     """
-    completion_id, created = _completion_id(), int(time.time())
+    completion_id, created, offset = _completion_id(), int(time.time()), 0
     try:
-        steps = rest if first is None else _chain(first, rest)
+        steps = rest if first is None else itertools.chain([first], rest)
         for step in steps:
-            chunk = {"index": 0, "text": request.text_of([step]), "logprobs": request.logprobs_of([step]),
+            text = request.text_of([step])
+            chunk = {"index": 0, "text": text, "logprobs": request.logprobs_of([step], [text], start=offset),
                      "finish_reason": step.finish_reason, "stop_reason": None}
+            offset += len(text)
             yield _event({"id": completion_id, "object": "text_completion", "created": created, "model": model,
                           "choices": [chunk]})
     except BackendError as exc:
         yield _event({"error": {"message": str(exc), "type": "BadRequestError", "code": 400}})
     yield "data: [DONE]\n\n"
-
-
-def _chain(first: TokenStep, rest: Iterator[TokenStep]) -> Iterator[TokenStep]:
-    yield first
-    yield from rest
 
 
 def _event(payload: dict) -> str:

@@ -5,6 +5,7 @@ talks to it over HTTP exactly as it talks to vLLM. Every answer is checked again
 called in-process: what crosses the wire must be what the model said.
 """
 
+import json
 import math
 import threading
 import time
@@ -171,3 +172,18 @@ def test_a_client_that_leaves_mid_stream_does_not_stop_the_server(client, model_
         assert '"choices"' in first
     steps = list(client.stream(prompt_ids, max_tokens=3, temperature=0.0, seed=None, top_k=1))
     assert len(steps) == 3 or steps[-1].finish_reason == "stop"
+
+
+def test_text_offsets_count_from_the_start_of_the_completion(model_server, prompt_ids):
+    headers = {"Authorization": f"Bearer {KEY}"}
+    request = {"model": SERVED_NAME, "prompt": prompt_ids, "max_tokens": 6, "temperature": 0, "logprobs": 1}
+    whole = httpx.post(f"{model_server.url}/v1/completions", headers=headers, json=request).json()["choices"][0]
+    with httpx.stream("POST", f"{model_server.url}/v1/completions", headers=headers,
+                      json=request | {"stream": True}) as response:
+        chunks = [json.loads(line.removeprefix("data: ")) for line in response.iter_lines()
+                  if line.startswith("data: {")]
+    streamed = [chunk["choices"][0] for chunk in chunks]
+    assert [c["logprobs"]["text_offset"][0] for c in streamed] == whole["logprobs"]["text_offset"]
+    offsets = whole["logprobs"]["text_offset"]
+    assert offsets[0] == 0 and offsets == sorted(offsets)
+    assert "".join(c["text"] for c in streamed) == whole["text"]

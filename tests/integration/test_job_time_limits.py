@@ -6,31 +6,23 @@ parts: a live prefork Celery worker, Redis, PostgreSQL, tiny time limits.
   heartbeat stops, and the reaper queues the job again, then fails it after JOB_MAX_STALE_RUNS runs.
 """
 
+import functools
+
 import pytest
 
 from dataplatform.jobs import services
 from dataplatform.jobs.models import JobState
 from tests.jobs import kinds  # noqa: F401  (registers test.block and test.count here; the worker imports them too)
 
-from ..worker import QUICK_REAPER, LiveWorker
+from ..worker import QUICK_REAPER
 from .test_jobs_with_worker import wait_for_terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def start_worker_with_test_kinds(tmp_path):
-    workers = []
-
-    def start(**env_overrides: str) -> LiveWorker:
-        worker = LiveWorker(tmp_path, env_overrides, include=("tests.jobs.kinds",))
-        workers.append(worker)
-        worker.wait_ready()
-        return worker
-
-    yield start
-    for worker in workers:
-        worker.stop()
+def start_worker_with_test_kinds(start_worker):
+    return functools.partial(start_worker, include=("tests.jobs.kinds",))
 
 
 def enqueue(project, user, kind: str, **params):
