@@ -130,6 +130,82 @@ def ms(seconds: float) -> float:
     return seconds * 1000
 
 
+# --- CPU time per process (Linux /proc) --------------------------------------------------------------
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and all its threads so far (0 if it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _process_tree(pid: int) -> list[int]:
+    """The process and its descendants (uvicorn's worker processes under its supervisor)."""
+    tree, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        tree.append(current)
+        pending.extend(_children(current))
+    return tree
+
+
+def postgres_pids() -> list[int]:
+    pids = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == "postgres":
+                pids.append(int(comm.parent.name))
+        except OSError:
+            continue
+    return pids
+
+
+class CpuMeter:
+    """CPU seconds spent by each named process with its children (a pid; "postgres" for every PostgreSQL
+    process; "this process" for the caller alone, without the servers it started) between entering and
+    leaving the block. On 2 cores the web app, the model,
+    PostgreSQL and the load client share the same CPU; this says who had it. A process that exits in
+    between loses its share (the pools keep their connections and workers, so few do)."""
+
+    def __init__(self, processes: dict[str, int | str]):
+        self.processes = processes
+        self.wall = 0.0
+
+    def _pids(self, pid: int | str) -> list[int]:
+        if pid == "postgres":
+            return postgres_pids()
+        return [os.getpid()] if pid == "this process" else _process_tree(pid)
+
+    def _now(self) -> dict[str, dict[int, float]]:
+        return {name: {p: process_cpu_seconds(p) for p in self._pids(pid)} for name, pid in self.processes.items()}
+
+    def __enter__(self) -> "CpuMeter":
+        self._started, self._wall_started = self._now(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        ended = self._now()
+        self.wall = time.perf_counter() - self._wall_started
+        # A process started in between counts from zero.
+        self.seconds = {name: sum(cpu - self._started[name].get(p, 0.0) for p, cpu in ended[name].items())
+                        for name in self.processes}
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{name} {seconds:.0f} s ({seconds / self.wall:.0%} of a core)"
+                          for name, seconds in self.seconds.items())
+        return f"CPU over the {self.wall:.0f} s load, {os.cpu_count()} cores: {parts}"
+
+
 # --- the web app in a child process ------------------------------------------------------------------
 
 def free_port() -> int:
@@ -142,9 +218,11 @@ class Server:
     """A child process on a free localhost port: the web app as `uvicorn dataplatform.asgi:application`
     ("asgi", as the Dockerfile runs it) or `manage.py runserver --noreload` ("wsgi"), or the embedded model
     behind vLLM's API, `manage.py serve_model` ("model", with `model_threads` torch threads); with `env`
-    (default: this process's environment) and its output in a log file under `log_dir`."""
+    (default: this process's environment) and its output in a log file under `log_dir`. uvicorn runs
+    `workers` processes (more than 1: a supervisor and its worker processes, as docker-compose.yml runs it)."""
 
-    def __init__(self, kind: str, log_dir: Path, env: dict[str, str] | None = None, model_threads: int = 0):
+    def __init__(self, kind: str, log_dir: Path, env: dict[str, str] | None = None, model_threads: int = 0,
+                 workers: int = 1):
         self.kind = kind
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -152,8 +230,8 @@ class Server:
         if kind == "asgi":
             command = [str(Path(sys.executable).parent / "uvicorn"), "dataplatform.asgi:application",
                        "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "off",
-                       "--no-access-log", "--log-level", "warning"]
-            self.label = "ASGI (uvicorn)"
+                       "--no-access-log", "--log-level", "warning", "--workers", str(workers)]
+            self.label = f"ASGI (uvicorn, {workers} process{'es' if workers > 1 else ''})"
         elif kind == "model":
             command = [sys.executable, "manage.py", "serve_model", "--port", str(self.port),
                        "--threads", str(model_threads)]

@@ -1,8 +1,8 @@
 """Load test of the onPanda loop and the trainers' export pulls, on the real stack, against one client alone.
 
 It prints a table of figures; it is not a test and fails on nothing (it exits non-zero only when the
-run itself fails). The web app runs for real: `uvicorn dataplatform.asgi:application` (as the
-Dockerfile runs it, one process, DEBUG off) as a child process on a free localhost port, on PostgreSQL
+run itself fails). The web app runs for real: `uvicorn dataplatform.asgi:application --workers 2` (as
+docker-compose.yml runs it, DEBUG off; `--web-workers`) as a child process on a free localhost port, on PostgreSQL
 (its own database `dataplatform_bench_load`) and Redis (database 9, the cache), with the real CPU model. Where the model runs is the
 `--model` choice:
 
@@ -122,6 +122,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--model", choices=("server", "in-process"), default="server",
                         help="the model in its own process behind vLLM's API (default), or inside the web process")
     parser.add_argument("--model-threads", type=int, default=1, help="torch threads of the model server")
+    parser.add_argument("--web-workers", type=int, default=2,
+                        help="uvicorn worker processes (default 2, as docker-compose.yml runs the web service)")
     return parser.parse_args()
 
 
@@ -145,7 +147,7 @@ def main() -> None:
     benchlib.ensure_database(SERVER_URL, BENCH_DB)
     redis.Redis.from_url(BENCH_REDIS_URL).flushdb()
     call_command("migrate", verbosity=0)
-    items = args.annotators * args.rounds + args.baseline_rounds + 2
+    items = args.annotators * args.rounds + args.baseline_rounds + 2 * args.web_workers  # + the warm-up's
     setup = loadlib.prepare(slug=SLUG, items=items, annotators=args.annotators, trainers=args.trainers,
                             max_tokens=args.max_tokens, user_prefix="bench-load-")
     setup_seconds = time.perf_counter() - run_started
@@ -161,11 +163,13 @@ def main() -> None:
             web_env = dict(os.environ) | {"MODEL_BACKEND": "vllm", "VLLM_BASE_URL": model_server.base_url,
                                           "MODEL_NAME": "", "VLLM_API_KEY": "",
                                           "VLLM_TOKENIZER_DIR": str(ROOT / "var" / "models" / "SmolLM2-135M-Instruct")}
-        servers["asgi"] = server = benchlib.Server("asgi", log_dir, env=web_env)
+        servers["asgi"] = server = benchlib.Server("asgi", log_dir, env=web_env, workers=args.web_workers)
         ready = server.wait_ready(setup["annotator_secrets"][0])
         one, trainer = setup["annotator_secrets"][:1], setup["trainer_secrets"][:1]
-        # Warm-up, not counted: the server loads its model copy on the first stream.
-        fail_on_errors("warm-up", loadlib.run_load(plan_for(setup, server.base_url, args, annotators=one,
+        # Warm-up, not counted: the first requests of each process are slow (and in-process, the first
+        # stream loads the model). Several clients at once, so that each worker process gets some.
+        warm = setup["annotator_secrets"][:2 * args.web_workers]
+        fail_on_errors("warm-up", loadlib.run_load(plan_for(setup, server.base_url, args, annotators=warm,
                                                             trainers=trainer, rounds=1, trainer_rounds=1, seed=1)))
         # The baseline: one annotator alone, then one trainer alone: no concurrency at all.
         baseline = loadlib.run_load(plan_for(setup, server.base_url, args, annotators=one, trainers=[],
@@ -178,7 +182,10 @@ def main() -> None:
         baseline_seconds = baseline.seconds + baseline_trainer.seconds
         baseline_loops = list(baseline.loops)
 
-        with benchlib.ConnectionSampler(SERVER_URL, BENCH_DB) as sampler:
+        processes = {"web": server.process.pid, "model": servers["model"].process.pid} if "model" in servers else {
+            "web (with the model)": server.process.pid}
+        processes |= {"PostgreSQL": "postgres", "load client": "this process"}
+        with benchlib.ConnectionSampler(SERVER_URL, BENCH_DB) as sampler, benchlib.CpuMeter(processes) as cpu:
             load = loadlib.run_load(plan_for(setup, server.base_url, args, annotators=setup["annotator_secrets"],
                                              trainers=setup["trainer_secrets"], rounds=args.rounds,
                                              trainer_rounds=args.trainer_rounds, seed=4))
@@ -216,7 +223,7 @@ def main() -> None:
           f"{torch.__version__}, model SmolLM2-135M-Instruct fp32 on CPU {where}, Python "
           f"{platform.python_version()}; load average before the run "
           f"{load_average[0]:.2f} / {load_average[1]:.2f} / {load_average[2]:.2f} (1 / 5 / 15 min), at the end of the "
-          f"load {load_average_during[0]:.2f}; server (uvicorn, 1 process) ready in {ready:.1f} s")
+          f"load {load_average_during[0]:.2f}; web server {server.label} ready in {ready:.1f} s")
     stats = loadlib.endpoint_stats(load)
     alone = loadlib.endpoint_stats(baseline)
     rows, verdicts = [], []
@@ -232,21 +239,22 @@ def main() -> None:
             met = s["p95"] < limit
             target = f"p95 < {limit:.0f} ms: {'met' if met else 'MISSED'}"
             verdicts.append(met)
+        app = f"{s['app p95']:.1f}" if s["app p95"] is not None else "-"
         rows.append((endpoint, f"{s['requests']}", f"{s['rate']:.1f}", f"{s['p50']:.1f}", f"{s['p95']:.1f}",
-                     f"{s['p99']:.1f}", f"{s['errors']}", f"{base['p95']:.1f}" if base else "-",
+                     f"{s['p99']:.1f}", app, f"{s['errors']}", f"{base['p95']:.1f}" if base else "-",
                      f"{s['p95'] / base['p95']:.1f}x" if base else "-", target))
     if load.ttft:
         base_ttft = [t * 1000 for t in baseline.ttft]
         ttft = [t * 1000 for t in load.ttft]
         rows.append(("stream: first token", f"{len(ttft)}", "-", f"{benchlib.percentile(ttft, 50):.1f}",
-                     f"{benchlib.percentile(ttft, 95):.1f}", f"{benchlib.percentile(ttft, 99):.1f}", "-",
+                     f"{benchlib.percentile(ttft, 95):.1f}", f"{benchlib.percentile(ttft, 99):.1f}", "-", "-",
                      f"{benchlib.percentile(base_ttft, 95):.1f}",
                      f"{benchlib.percentile(ttft, 95) / benchlib.percentile(base_ttft, 95):.1f}x",
                      "model-bound: information"))
     total_requests = len(load.samples)
-    rows.append(("all requests", f"{total_requests}", f"{total_requests / load.seconds:.1f}", "-", "-", "-",
+    rows.append(("all requests", f"{total_requests}", f"{total_requests / load.seconds:.1f}", "-", "-", "-", "-",
                  f"{load.error_count()}", "-", "-", "0 errors: " + ("met" if not load.errors else "MISSED")))
-    benchlib.print_table(("endpoint", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors",
+    benchlib.print_table(("endpoint", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms", "app p95", "errors",
                           "1-client p95", "p95 ratio", "target"), rows)
 
     loop_seconds = load.seconds
@@ -259,6 +267,7 @@ def main() -> None:
           f"({load.stream_tokens / loop_seconds:.1f} tokens/s from the one model), "
           f"{load.shard_bytes / 1e6:.1f} MB of shards downloaded; peak PostgreSQL connections to the bench "
           f"database {sampler.peak}, peak waiting on a lock {sampler.peak_lock_waits}. max_tokens {args.max_tokens}.")
+    print(cpu.summary())
     print(f"baseline: 1 annotator alone, {len(baseline_loops)} loops in {baseline.seconds:.1f} s, then 1 trainer "
           f"alone, {args.baseline_rounds} rounds ({baseline_seconds:.1f} s in all); the same think times. "
           f"Stream (to `done`) alone: median {statistics.median(s.seconds for s in baseline.samples if s.endpoint == 'stream') * 1000:.0f} ms.")

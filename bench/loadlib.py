@@ -57,6 +57,7 @@ class Sample:
     seconds: float
     ok: bool
     at: float = 0.0  # when it started, in seconds since the load started
+    app_seconds: float | None = None  # the server's own time (its Server-Timing header), when it sent one
 
 
 @dataclass
@@ -76,6 +77,14 @@ class LoadResult:
         return sum(1 for s in self.samples if not s.ok and endpoint in (None, s.endpoint))
 
 
+def app_seconds(response: httpx.Response | None) -> float | None:
+    """The app's own time from `Server-Timing: app;dur=<ms>` (dataplatform/timing.py); for a stream, to its
+    headers. The rest of a request's time is the ASGI server, the loopback and this client."""
+    header = response.headers.get("server-timing", "") if response is not None else ""
+    name, _, duration = header.partition(";dur=")
+    return float(duration) / 1000 if name == "app" and duration else None
+
+
 class StepFailed(Exception):
     """A request failed (already recorded); the loop it belongs to ends."""
 
@@ -89,9 +98,11 @@ class Client:
         self.http = httpx.AsyncClient(base_url=plan.base_url, headers={"Authorization": f"Token {secret}"},
                                       timeout=REQUEST_TIMEOUT, follow_redirects=True)
 
-    def record(self, endpoint: str, started: float, ok: bool, problem: str = "") -> None:
+    def record(self, endpoint: str, started: float, ok: bool, problem: str = "",
+               response: httpx.Response | None = None) -> None:
         now = time.perf_counter()
-        self.result.samples.append(Sample(endpoint, now - started, ok, started - self.result.started))
+        self.result.samples.append(Sample(endpoint, now - started, ok, started - self.result.started,
+                                          app_seconds(response)))
         if not ok:
             self.result.errors.append(f"{endpoint}: {problem}")
             raise StepFailed(problem)
@@ -107,13 +118,13 @@ class Client:
             f"{method} {url}: HTTP {response.status_code} {response.text[:300]}")
         if not problem and check is not None:
             problem = check(response) or ""
-        self.record(endpoint, started, not problem, problem)
+        self.record(endpoint, started, not problem, problem, response)
         return response
 
     async def stream(self, url: str) -> None:
         """POST the stream URL and read the server-sent events up to `done`."""
         started = time.perf_counter()
-        buffer, tokens, outcome = "", 0, None
+        buffer, tokens, outcome, response = "", 0, None, None
         try:
             async with self.http.stream("POST", url) as response:
                 if response.status_code != 200:
@@ -135,7 +146,7 @@ class Client:
         self.result.stream_tokens += tokens
         if outcome is None:
             self.record("stream", started, False, f"POST {url}: the stream ended without `done` ({tokens} tokens)")
-        self.record("stream", started, outcome[0] == "done", f"POST {url}: {outcome[1][:300]}")
+        self.record("stream", started, outcome[0] == "done", f"POST {url}: {outcome[1][:300]}", response)
 
     async def think(self, rng: random.Random) -> None:
         await asyncio.sleep(rng.uniform(*self.plan.think))
@@ -286,16 +297,20 @@ def run_load(plan: LoadPlan) -> LoadResult:
 # --- figures -------------------------------------------------------------------------------------------
 
 def endpoint_stats(result: LoadResult) -> dict[str, dict]:
-    """Per endpoint: requests, errors, throughput (req/s over the run) and p50/p95/p99 in ms (all requests)."""
+    """Per endpoint: requests, errors, throughput (req/s over the run), p50/p95/p99 in ms (all requests),
+    and the p95 of the app's own time (`app p95`, from Server-Timing; None when no response sent it)."""
     stats = {}
     for endpoint in ENDPOINTS:
-        seconds = [s.seconds for s in result.samples if s.endpoint == endpoint]
-        if not seconds:
+        samples = [s for s in result.samples if s.endpoint == endpoint]
+        if not samples:
             continue
+        seconds = [s.seconds for s in samples]
+        app = [s.app_seconds for s in samples if s.app_seconds is not None]
         stats[endpoint] = {
             "requests": len(seconds), "errors": result.error_count(endpoint),
             "rate": len(seconds) / result.seconds if result.seconds else 0.0,
             **{f"p{q}": percentile(seconds, q) * 1000 for q in (50, 95, 99)},
+            "app p95": percentile(app, 95) * 1000 if app else None,
         }
     return stats
 

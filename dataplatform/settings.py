@@ -60,6 +60,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "dataplatform.timing.server_timing_middleware",  # first: it times all the others
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -262,7 +263,9 @@ _CACHE_PREFIX = Path(str(DATABASES["default"]["NAME"])).name
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
                           "KEY_PREFIX": _CACHE_PREFIX,
-                          "OPTIONS": {"socket_connect_timeout": 3, "socket_timeout": 3}}}
+                          "OPTIONS": {"socket_connect_timeout": 3, "socket_timeout": 3,
+                                      # one pool per process, not one connection per request (cache.py)
+                                      "pool_class": "dataplatform.cache.SharedConnectionPool"}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(DATA_DIR / "cache"), "KEY_PREFIX": _CACHE_PREFIX}}

@@ -114,6 +114,10 @@ class VllmBackend:
             return frozenset()
         return frozenset([tokenizer.eos_token_id])
 
+    def load_tokenizer(self) -> None:
+        """Load the tokenizer copy now (a second or more) rather than in the first request that needs it."""
+        _ = self._tokenizer
+
     @cached_property
     def _tokenizer(self):
         if not self._tokenizer_dir:

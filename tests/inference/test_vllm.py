@@ -128,6 +128,21 @@ def test_token_pieces_from_tokenizer_dir(httpserver, make_backend, tmp_path, loc
     assert httpserver.log == []  # exact bytes come from the files, not the server
 
 
+def test_load_tokenizer_loads_it_once_without_the_server(httpserver, make_backend, tmp_path, local_backend):
+    from dataplatform.inference.local import converted_dir
+
+    for name in TOKENIZER_FILES:
+        shutil.copy(converted_dir(local_backend.data_dir) / name, tmp_path / name)
+    backend = make_backend(tokenizer_dir=str(tmp_path))
+    assert "_tokenizer" not in backend.__dict__  # lazy until asked
+    backend.load_tokenizer()
+    loaded = backend.__dict__["_tokenizer"]
+    assert loaded is not None and loaded.eos_token_id is not None
+    backend.load_tokenizer()
+    assert backend.__dict__["_tokenizer"] is loaded
+    assert httpserver.log == []
+
+
 
 def test_token_pieces_fall_back_to_detokenize_once_per_id(httpserver, backend):
     texts = {19556: "Hello", 10813: "\ufffd"}  # vLLM decodes a partial character to U+FFFD
