@@ -181,8 +181,9 @@ class ClaimApi(APIView):
         claim = services.claim_next(project=project, annotator=request.user)
         if claim is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        services.open_session(claim=claim)
-        return Response(ClaimSerializer(Claim.objects.select_related("session").get(pk=claim.pk)).data)
+        # claim_next returns the row as written (UPDATE ... RETURNING): nothing to read back.
+        claim.session, claim.annotator = services.open_session(claim=claim), request.user
+        return Response(ClaimSerializer(claim).data)
 
 
 class MyItemsApi(APIView):

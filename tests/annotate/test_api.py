@@ -128,6 +128,21 @@ def test_claim_skip_and_reassign(members, project, make_items):
     assert Claim.objects.filter(annotator=members["curator"]).count() == 1
 
 
+def test_claim_answer_is_the_row_as_stored(members, project, make_items, django_assert_max_num_queries):
+    make_items(1)
+    annotator = api_client_for(members["annotator"])
+    first = annotator.post(P + "claim/").json()
+    # The same claim, its lease renewed: nothing is read back after the claim's UPDATE ... RETURNING
+    # (auth 2, project and role 2, settings 1, the claim's transaction 5, its session 1).
+    with django_assert_max_num_queries(11):
+        again = annotator.post(P + "claim/").json()
+    stored = Claim.objects.select_related("session", "annotator").get(pk=first["id"])
+    assert again["id"] == first["id"] and again["session"] == first["session"] == stored.session.pk
+    assert again["annotator"] == stored.annotator.username == "annotator"
+    assert again["lease_expires_at"] == stored.lease_expires_at.isoformat().replace("+00:00", "Z")
+    assert again["lease_expires_at"] >= first["lease_expires_at"]
+
+
 def test_empty_queue_is_204(members, project):
     assert api_client_for(members["annotator"]).post(P + "claim/").status_code == 204
 
