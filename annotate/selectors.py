@@ -32,6 +32,9 @@ def session_for(user, session_id: int, *, token: ApiToken | None = None) -> Sess
     session = sessions_visible_to(user, token=token).filter(pk=session_id).first()
     if session is None:
         raise Http404("No such session.")
+    if session.current_node is not None:
+        # Its text is rendered through node.session.item.project: reuse what was loaded (3 queries fewer).
+        session.current_node.session = session
     return session
 
 

@@ -219,10 +219,11 @@ class Server:
     ("asgi", as the Dockerfile runs it) or `manage.py runserver --noreload` ("wsgi"), or the embedded model
     behind vLLM's API, `manage.py serve_model` ("model", with `model_threads` torch threads); with `env`
     (default: this process's environment) and its output in a log file under `log_dir`. uvicorn runs
-    `workers` processes (more than 1: a supervisor and its worker processes, as docker-compose.yml runs it)."""
+    `workers` processes (more than 1: a supervisor and its worker processes, as docker-compose.yml runs it);
+    `nice` > 0 starts it at that lower CPU priority."""
 
     def __init__(self, kind: str, log_dir: Path, env: dict[str, str] | None = None, model_threads: int = 0,
-                 workers: int = 1):
+                 workers: int = 1, nice: int = 0):
         self.kind = kind
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -240,6 +241,8 @@ class Server:
             command = [sys.executable, "manage.py", "runserver", "--noreload", "--skip-checks",
                        f"127.0.0.1:{self.port}"]
             self.label = "WSGI (runserver)"
+        if nice:
+            command = ["nice", "-n", str(nice), *command]  # nice execs the command: the pid stays the server's
         self.log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
         self.process = subprocess.Popen(command, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
                                         env=os.environ.copy() if env is None else env)

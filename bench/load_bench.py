@@ -49,6 +49,11 @@ postgres, no password):
 
     .venv/bin/python bench/load_bench.py [--annotators 50] [--rounds 4] [--trainers 3] [--max-tokens 12]
                                          [--time-limit 480] [--model server|in-process] [--model-threads 1]
+                                         [--web-workers 2] [--model-nice 0]
+
+Besides the client's latencies it reports each endpoint's `app p95`, the app's own time from the
+`Server-Timing` header (the rest is uvicorn, loopback and this client), and the CPU seconds of the web
+processes, the model, PostgreSQL and the load client over the load: on 2 cores they all share the CPU.
 
 The smallest version runs in the test suite: tests/integration/test_load_smoke.py.
 """
@@ -122,6 +127,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--model", choices=("server", "in-process"), default="server",
                         help="the model in its own process behind vLLM's API (default), or inside the web process")
     parser.add_argument("--model-threads", type=int, default=1, help="torch threads of the model server")
+    parser.add_argument("--model-nice", type=int, default=0,
+                        help="run the model server at this nice level (19: it gets only the CPU the rest leaves, "
+                             "which approximates a model on its own machine; a diagnostic, not production's shape)")
     parser.add_argument("--web-workers", type=int, default=2,
                         help="uvicorn worker processes (default 2, as docker-compose.yml runs the web service)")
     return parser.parse_args()
@@ -158,7 +166,8 @@ def main() -> None:
     try:
         web_env = None  # in-process: this process's environment, MODEL_BACKEND=local
         if args.model == "server":
-            servers["model"] = model_server = benchlib.Server("model", log_dir, model_threads=args.model_threads)
+            servers["model"] = model_server = benchlib.Server("model", log_dir, model_threads=args.model_threads,
+                                                                  nice=args.model_nice)
             model_server.wait_ready()
             web_env = dict(os.environ) | {"MODEL_BACKEND": "vllm", "VLLM_BASE_URL": model_server.base_url,
                                           "MODEL_NAME": "", "VLLM_API_KEY": "",
@@ -216,8 +225,9 @@ def main() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SHOW server_version")
         pg_version = cursor.fetchone()[0]
-    where = (f"in its own process (manage.py serve_model, {args.model_threads} torch thread(s)), reached over "
-             f"vLLM's API" if args.model == "server" else
+    where = (f"in its own process (manage.py serve_model, {args.model_threads} torch thread(s)"
+             + (f", nice {args.model_nice}" if args.model_nice else "") + "), reached over vLLM's API"
+             if args.model == "server" else
              f"inside the web process ({torch.get_num_threads()} torch threads)")
     print(f"machine: {platform.machine()}, os.cpu_count()={os.cpu_count()}, PostgreSQL {pg_version}, torch "
           f"{torch.__version__}, model SmolLM2-135M-Instruct fp32 on CPU {where}, Python "

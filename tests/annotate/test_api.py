@@ -133,14 +133,25 @@ def test_claim_answer_is_the_row_as_stored(members, project, make_items, django_
     annotator = api_client_for(members["annotator"])
     first = annotator.post(P + "claim/").json()
     # The same claim, its lease renewed: nothing is read back after the claim's UPDATE ... RETURNING
-    # (auth 2, project and role 2, settings 1, the claim's transaction 5, its session 1).
-    with django_assert_max_num_queries(11):
+    # (auth 2, the project with the role 1, settings 1, the claim's transaction 5, its session 1).
+    with django_assert_max_num_queries(10):
         again = annotator.post(P + "claim/").json()
     stored = Claim.objects.select_related("session", "annotator").get(pk=first["id"])
     assert again["id"] == first["id"] and again["session"] == first["session"] == stored.session.pk
     assert again["annotator"] == stored.annotator.username == "annotator"
     assert again["lease_expires_at"] == stored.lease_expires_at.isoformat().replace("+00:00", "Z")
     assert again["lease_expires_at"] >= first["lease_expires_at"]
+
+
+def test_session_read_loads_each_row_once(members, annotator_session, django_assert_max_num_queries):
+    annotator = api_client_for(members["annotator"])
+    url = f"/api/v1/sessions/{annotator_session.pk}/"
+    first = annotator.get(url).json()  # the token's first use is recorded
+    # auth 2, the session with its item, project and current node 1, the project's settings 1, the node list 1
+    with django_assert_max_num_queries(5):
+        again = annotator.get(url).json()
+    assert again == first
+    assert again["current_node"]["id"] == annotator_session.current_node_id and again["current_node"]["text"]
 
 
 def test_empty_queue_is_204(members, project):
