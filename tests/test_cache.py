@@ -34,7 +34,7 @@ def test_cache_objects_of_different_threads_share_one_pool():
     first_cache, first_pool = _pool_seen_from_a_new_thread()
     second_cache, second_pool = _pool_seen_from_a_new_thread()
     assert first_cache is not second_cache
-    assert isinstance(first_pool, SharedConnectionPool.__mro__[1]) and first_pool is second_pool
+    assert isinstance(first_pool, SharedConnectionPool) and first_pool is second_pool
 
 
 def test_other_urls_and_options_get_their_own_pool():

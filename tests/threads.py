@@ -7,7 +7,15 @@ start there. A fresh thread has no loop.
 
 from concurrent.futures import ThreadPoolExecutor
 
+from django.db import connections
+
 
 def in_new_thread(function, *args):
+    def run():
+        try:
+            return function(*args)
+        finally:
+            connections.close_all()  # this thread's own connections: left open, they block the test database's drop
+
     with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(function, *args).result()
+        return pool.submit(run).result()
