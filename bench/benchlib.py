@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -149,7 +150,7 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _process_tree(pid: int) -> list[int]:
+def process_tree(pid: int) -> list[int]:
     """The process and its descendants (uvicorn's worker processes under its supervisor)."""
     tree, pending = [], [pid]
     while pending:
@@ -171,23 +172,18 @@ def postgres_pids() -> list[int]:
 
 
 class CpuMeter:
-    """CPU seconds spent by each named process with its children (a pid; "postgres" for every PostgreSQL
-    process; "this process" for the caller alone, without the servers it started) between entering and
-    leaving the block. On 2 cores the web app, the model,
-    PostgreSQL and the load client share the same CPU; this says who had it. A process that exits in
-    between loses its share (the pools keep their connections and workers, so few do)."""
+    """CPU seconds spent between entering and leaving the block by each named group of processes, given
+    as a function that lists their pids (e.g. `lambda: process_tree(pid)`, `postgres_pids`). On 2 cores
+    the web app, the model, PostgreSQL and the load client share the same CPU; this says who had it. A
+    process that exits in between loses its share (the pools keep their connections and workers, so
+    few do)."""
 
-    def __init__(self, processes: dict[str, int | str]):
+    def __init__(self, processes: dict[str, Callable[[], list[int]]]):
         self.processes = processes
         self.wall = 0.0
 
-    def _pids(self, pid: int | str) -> list[int]:
-        if pid == "postgres":
-            return postgres_pids()
-        return [os.getpid()] if pid == "this process" else _process_tree(pid)
-
     def _now(self) -> dict[str, dict[int, float]]:
-        return {name: {p: process_cpu_seconds(p) for p in self._pids(pid)} for name, pid in self.processes.items()}
+        return {name: {pid: process_cpu_seconds(pid) for pid in pids()} for name, pids in self.processes.items()}
 
     def __enter__(self) -> "CpuMeter":
         self._started, self._wall_started = self._now(), time.perf_counter()

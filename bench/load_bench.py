@@ -191,9 +191,12 @@ def main() -> None:
         baseline_seconds = baseline.seconds + baseline_trainer.seconds
         baseline_loops = list(baseline.loops)
 
-        processes = {"web": server.process.pid, "model": servers["model"].process.pid} if "model" in servers else {
-            "web (with the model)": server.process.pid}
-        processes |= {"PostgreSQL": "postgres", "load client": "this process"}
+        # uvicorn's worker processes are children of its supervisor; this process alone is the load client.
+        processes = {"web" if args.model == "server" else "web (with the model)":
+                     lambda: benchlib.process_tree(server.process.pid)}
+        if args.model == "server":
+            processes["model"] = lambda: benchlib.process_tree(model_server.process.pid)
+        processes |= {"PostgreSQL": benchlib.postgres_pids, "load client": lambda: [os.getpid()]}
         with benchlib.ConnectionSampler(SERVER_URL, BENCH_DB) as sampler, benchlib.CpuMeter(processes) as cpu:
             load = loadlib.run_load(plan_for(setup, server.base_url, args, annotators=setup["annotator_secrets"],
                                              trainers=setup["trainer_secrets"], rounds=args.rounds,
