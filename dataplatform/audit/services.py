@@ -66,10 +66,20 @@ def record_token_use(*, token, client_ip: str | None) -> None:
         logger.warning("Token use not counted: the cache is unavailable (%s: %s)", type(exc).__name__, exc)
 
 
-def _count_token_use(token, client_ip: str | None) -> None:
+def _this_hour(kind: str, token) -> tuple[str, datetime]:
+    """The cache key of `token`'s `kind` tally for the current hour, and when the hour started. The
+    digest's start makes the key unique across databases that reuse primary keys (test runs)."""
     hour = int(time.time() // 3600)
-    # The digest's start makes the key unique across databases that reuse primary keys (test runs).
-    count_key = f"audit:token-use:{token.pk}-{token.digest[:12]}:{hour}"
+    return f"audit:{kind}:{token.pk}-{token.digest[:12]}:{hour}", datetime.fromtimestamp(hour * 3600, tz=UTC)
+
+
+def _token_rows_since(action: Action, token, hour_start: datetime):
+    return AuditEvent.objects.filter(action=action, target_type=token._meta.label_lower, target_id=str(token.pk),
+                                     created_at__gte=hour_start)
+
+
+def _count_token_use(token, client_ip: str | None) -> None:
+    count_key, hour_start = _this_hour("token-use", token)
     if cache.add(count_key, 1, timeout=TOKEN_USE_KEY_TTL):
         count = 1
     else:
@@ -80,12 +90,9 @@ def _count_token_use(token, client_ip: str | None) -> None:
             count = 1
     event_key = f"{count_key}:event"
     if count == 1:
-        hour_start = datetime.fromtimestamp(hour * 3600, tz=UTC)
         # A cache that lost its keys (a restarted Redis, an evicted file) must not make a second row
         # for the same hour: continue the row that exists, adding to its count.
-        event = (AuditEvent.objects.filter(action=Action.TOKEN_USED, target_type=token._meta.label_lower,
-                                           target_id=str(token.pk), created_at__gte=hour_start)
-                 .order_by("created_at").first())
+        event = _token_rows_since(Action.TOKEN_USED, token, hour_start).order_by("created_at").first()
         base = 0
         if event is None:
             event = record(action=Action.TOKEN_USED, actor=token.user, target=token, client_ip=client_ip,
@@ -100,7 +107,7 @@ def _count_token_use(token, client_ip: str | None) -> None:
         known = cache.get(event_key)
         if known:
             event_id, base = known
-            _flush_token_use(event_id, token, datetime.fromtimestamp(hour * 3600, tz=UTC), base + count)
+            _flush_token_use(event_id, token, hour_start, base + count)
 
 
 def record_expired_token_use(*, token, client_ip: str | None) -> None:
@@ -108,19 +115,16 @@ def record_expired_token_use(*, token, client_ip: str | None) -> None:
 
     Rows are not counted further: the row is there so that an admin can find the machine still
     holding the old token (the address) and whose it is, not to measure how often it retries."""
+    key, hour_start = _this_hour("token-expired", token)
     try:
-        hour = int(time.time() // 3600)
-        first_this_hour = cache.add(f"audit:token-expired:{token.pk}-{token.digest[:12]}:{hour}", 1,
-                                    timeout=TOKEN_USE_KEY_TTL)
+        first_this_hour = cache.add(key, 1, timeout=TOKEN_USE_KEY_TTL)
     except Exception as exc:  # as in record_token_use: the 401 is answered anyway
         logger.warning("Expired token use not recorded: the cache is unavailable (%s: %s)", type(exc).__name__, exc)
         return
     if not first_this_hour:
         return
-    hour_start = datetime.fromtimestamp(hour * 3600, tz=UTC)
     # A cache that lost its keys must not make a second row for the same hour.
-    if AuditEvent.objects.filter(action=Action.TOKEN_EXPIRED_USED, target_type=token._meta.label_lower,
-                                 target_id=str(token.pk), created_at__gte=hour_start).exists():
+    if _token_rows_since(Action.TOKEN_EXPIRED_USED, token, hour_start).exists():
         return
     record(action=Action.TOKEN_EXPIRED_USED, actor=token.user, target=token, client_ip=client_ip,
            detail={"token_name": token.name, "hour": hour_start.isoformat(),
