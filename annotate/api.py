@@ -177,12 +177,13 @@ class ClaimApi(APIView):
 
     @extend_schema(request=None, responses={200: ClaimSerializer, 204: None})
     def post(self, request, slug: str):
-        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
-        claim = services.claim_next(project=project, annotator=request.user)
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request),
+                                 related=["annotation_config"])
+        claim = services.claim_with_session(project=project, annotator=request.user)
         if claim is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        # claim_next returns the row as written (UPDATE ... RETURNING): nothing to read back.
-        claim.session, claim.annotator = services.open_session(claim=claim), request.user
+        # The claim is the row as written (INSERT or UPDATE ... RETURNING): nothing to read back.
+        claim.annotator = request.user
         return Response(ClaimSerializer(claim).data)
 
 
@@ -357,14 +358,16 @@ class RejectApi(APIView):
 
 
 def _session_action(request, session_id: int, action):
-    session = selectors.session_for_writing(request.user, session_id, token=request_token(request))
+    token = request_token(request)
+    session = selectors.session_for_writing(request.user, session_id, token=token)
     data = VersionSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     try:
         session = action(session, data.validated_data)
     except services.AnnotationError as exc:
         raise _refusal(exc) from exc
-    return Response(SessionSerializer(Session.objects.get(pk=session.pk)).data)
+    # Read back as a session read does: one query with everything the answer shows, not one per relation.
+    return Response(SessionSerializer(selectors.session_for(request.user, session.pk, token=token)).data)
 
 
 class ReviewApi(APIView):

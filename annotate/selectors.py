@@ -24,7 +24,9 @@ def sessions_visible_to(user, *, token: ApiToken | None = None) -> QuerySet[Sess
     curated = visible_projects(user, roles=CAN_CURATE, token=token)
     annotated = visible_projects(user, roles=CAN_ANNOTATE, token=token)
     return (Session.objects.filter(Q(item__project__in=curated) | Q(item__project__in=annotated, annotator=user))
-            .select_related("item", "item__project", "annotator", "current_node", "claim")
+            # with the project's settings (config_for): every onPanda call reads them
+            .select_related("item", "item__project", "item__project__annotation_config", "annotator",
+                            "current_node", "claim")
             .defer("item__rollout"))  # the initial rollout (top-k per position) is only read when a session opens
 
 
@@ -45,7 +47,8 @@ def session_for_writing(user, session_id: int, *, token: ApiToken | None = None)
     asks only what a writer needs (their own session, in a project they still annotate in)."""
     session = (Session.objects.filter(pk=session_id, annotator_id=user.pk,
                                       item__project__in=visible_projects(user, roles=CAN_ANNOTATE, token=token))
-               .select_related("item", "item__project").defer("item__rollout").first())
+               .select_related("item", "item__project", "item__project__annotation_config")
+               .defer("item__rollout").first())
     if session is None:
         raise Http404("No such session.")
     return session

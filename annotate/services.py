@@ -54,7 +54,10 @@ def config_for(project: Project) -> AnnotationConfig:
     """The project's settings, read once per project object (a request or a job reuses it)."""
     config = getattr(project, "_annotation_config", None)
     if config is None:
-        config, _ = AnnotationConfig.objects.get_or_create(project=project)
+        try:  # joined in when the project was read with project_for(..., related=["annotation_config"])
+            config = project.annotation_config
+        except AnnotationConfig.DoesNotExist:
+            config, _ = AnnotationConfig.objects.get_or_create(project=project)
         project._annotation_config = config
     return config
 
@@ -136,16 +139,28 @@ def reassign(*, claim: Claim, to_user) -> Claim:
 
 # --- sessions -------------------------------------------------------------------------------------
 
+def claim_with_session(*, project: Project, annotator) -> Claim | None:
+    """`claim_next` and `open_session` in one transaction: the claim, with its session as `.session`.
+
+    One transaction instead of two, and a claim made just now has no session to look for: this is
+    the path of every Claim press (API and browser), the hottest write of the platform."""
+    with transaction.atomic():
+        claim = claim_next(project=project, annotator=annotator)
+        if claim is not None:
+            claim.session = open_session(claim=claim)
+    return claim
+
+
 def open_session(*, claim: Claim) -> Session:
     """The claim's session; the first time, its root node is the item's initial rollout."""
-    existing = Session.objects.filter(claim=claim).first()
+    existing = None if getattr(claim, "is_new", False) else Session.objects.filter(claim=claim).first()
     if existing:
         return existing
-    rollout = claim.item.rollout
+    rollout = Item.objects.values_list("rollout", flat=True).get(pk=claim.item_id)  # not the whole item
     if not rollout:
         raise AnnotationError("This item has no model response yet; run the rollout job first.")
-    with transaction.atomic():
-        session = Session.objects.create(claim=claim, item=claim.item, annotator=claim.annotator)
+    with transaction.atomic(savepoint=False):  # inside claim_with_session's transaction: no savepoint needed
+        session = Session.objects.create(claim=claim, item_id=claim.item_id, annotator_id=claim.annotator_id)
         root = Node.objects.create(
             session=session, key=1, token_ids=rollout["token_ids"], logprobs=rollout["logprobs"], top=rollout["top"],
             origins=[Origin.MODEL] * len(rollout["token_ids"]), candidate_ranks=[None] * len(rollout["token_ids"]),

@@ -44,13 +44,12 @@ def queue_page(request, slug: str):
 @login_required
 @require_POST
 def claim(request, slug: str):
-    project, _ = project_for(request.user, slug, CAN_ANNOTATE)
-    claimed = services.claim_next(project=project, annotator=request.user)
+    project, _ = project_for(request.user, slug, CAN_ANNOTATE, related=["annotation_config"])
+    claimed = services.claim_with_session(project=project, annotator=request.user)
     if claimed is None:
         messages.info(request, "No items left for you in this project right now.")
         return redirect("annotate-queue", slug=slug)
-    session = services.open_session(claim=claimed)
-    return redirect("annotate-workspace", session_id=session.pk)
+    return redirect("annotate-workspace", session_id=claimed.session.pk)
 
 
 @login_required

@@ -57,7 +57,8 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
                overlap: int, lease_minutes: int, ready: Q | None = None):
     """The holder's active claim on an item of the project, renewed; else a new claim on the next item
     of the project that is `ready` (e.g. answered by the model), that they never had and that has a
-    free slot; else None. Items have a `project` foreign key and the (project, -claims_done, id) index."""
+    free slot; else None. Items have a `project` foreign key and the (project, -claims_done, id) index.
+    The claim's `is_new` says which of the two it is."""
     quote = connection.ops.quote_name
     meta = claim_model._meta
     table = quote(meta.db_table)
@@ -74,7 +75,9 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
     now = timezone.now()
     lease = now + timedelta(minutes=lease_minutes)
 
-    with transaction.atomic(), connection.cursor() as cursor:
+    # No savepoint when a caller's transaction is open (annotate opens the session in the same one):
+    # a savepoint is two more round trips, and a failure here fails the caller's whole transaction anyway.
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # A claim is soft state: if the server crashed in the next moment and lost it, the
             # annotator would simply claim again. Not waiting for the WAL flush halves its latency.
@@ -88,9 +91,11 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
         if mine is not None:
             claim_id, item_id, live = mine
             if live or _holders(cursor, table, item_col, item_id, now, excluding=claim_id) < overlap:
-                return _one(claim_model.objects.raw(
+                renewed = _one(claim_model.objects.raw(
                     f"UPDATE {table} SET lease_expires_at = %s, updated_at = %s WHERE id = %s RETURNING {returning}",
                     [lease, now, claim_id]))
+                renewed.is_new = False
+                return renewed
             # The lease ran out and someone else took the slot meanwhile: this claim is gone.
             cursor.execute(f"UPDATE {table} SET state = 'released', updated_at = %s WHERE id = %s", [now, claim_id])
 
@@ -111,6 +116,7 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
                 f"RETURNING {returning}",
                 [row[0], holder_id, lease, now, now, now, row[0], overlap]))
             if created is not None:
+                created.is_new = True  # callers can skip looking for what an older claim would have
                 return created
             # Filled up between the scan and the lock; the next scan sees the new claim and moves on.
 
@@ -119,7 +125,7 @@ def mark_done(*, claim_model: type[Model], item_field: str, claim_id: int) -> No
     """Mark a claim done and count it on its item (once, however often this is called)."""
     meta = claim_model._meta
     item_model = meta.get_field(item_field).related_model
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # no savepoint inside a caller's transaction (accept's)
         claim = claim_model.objects.select_for_update().get(pk=claim_id)
         if claim.state == DONE:
             return

@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from asgiref.sync import async_to_sync
 
 from tests.net import closed_port
+from tests.threads import in_new_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = """
@@ -41,3 +43,37 @@ def test_vllm_process_loads_the_views_and_the_tokenizer_copy_at_start(local_back
 def test_local_process_loads_the_views_but_not_the_model():
     report = _import_asgi({"MODEL_BACKEND": "local"})
     assert report == {"views": True, "tokenizer": "NoneType"}  # the embedded model still loads on first use
+
+
+@pytest.mark.django_db
+def test_middleware_url_resolution_and_view_run_in_one_thread_trip(monkeypatch):
+    """Django's own handler resolves the URL on the event loop between the middleware's thread and the
+    view's; ours runs the whole chain in the request's one thread (dataplatform.asgi)."""
+    import threading
+
+    from asgiref.testing import ApplicationCommunicator
+    from django.core.handlers.base import BaseHandler
+
+    from dataplatform.asgi import application
+
+    resolved_in, resolve = [], BaseHandler.resolve_request
+
+    def recording_resolve(handler, request):
+        resolved_in.append(threading.current_thread())
+        return resolve(handler, request)
+
+    monkeypatch.setattr(BaseHandler, "resolve_request", recording_resolve)
+
+    async def get_login_page():
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+                 "path": "/accounts/login/", "raw_path": b"/accounts/login/", "query_string": b"", "root_path": "",
+                 "headers": [(b"host", b"localhost")], "client": ("127.0.0.1", 50000), "server": ("localhost", 80)}
+        communicator = ApplicationCommunicator(application, scope)
+        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+        start = await communicator.receive_output(timeout=30)
+        body = await communicator.receive_output(timeout=30)
+        return threading.current_thread(), start, body
+
+    loop_thread, start, body = in_new_thread(async_to_sync(get_login_page))
+    assert start["status"] == 200 and b"<form" in body["body"]
+    assert len(resolved_in) == 1 and resolved_in[0] is not loop_thread

@@ -55,9 +55,13 @@ def visible_projects(user, *, roles: Iterable[Role] | None = None, token: ApiTok
 
 
 def token_project_ids(token: ApiToken) -> list[int]:
-    """The projects a token is limited to (empty: not limited). Read once per token object (per request)."""
+    """The projects a token is limited to (empty: not limited). Read once per token object (per request).
+
+    A token from API authentication knows whether it is limited at all (`is_scoped`, read with it):
+    an unlimited one, the common case, costs no query here."""
     if not hasattr(token, "_scoped_project_ids"):
-        token._scoped_project_ids = list(token.projects.values_list("pk", flat=True))
+        scoped = getattr(token, "is_scoped", True)
+        token._scoped_project_ids = list(token.projects.values_list("pk", flat=True)) if scoped else []
     return token._scoped_project_ids
 
 
@@ -71,12 +75,15 @@ def require_role(user, project: Project, roles: Iterable[Role], *, token: ApiTok
     return _role_among(user, project, roles)
 
 
-def project_for(user, slug: str, roles: Iterable[Role], *, token: ApiToken | None = None) -> tuple[Project, Role]:
+def project_for(user, slug: str, roles: Iterable[Role], *, token: ApiToken | None = None,
+                related: Iterable[str] = ()) -> tuple[Project, Role]:
     """Look up a project by slug for a user who must hold one of `roles` there.
 
-    One query for the project and the user's role in it: this is on the path of nearly every API call."""
+    One query for the project and the user's role in it: this is on the path of nearly every API call.
+    `related` one-to-one relations of the project (e.g. its settings) are joined into that query."""
     member_role = Membership.objects.filter(user_id=user.pk, project=OuterRef("pk")).values("role")[:1]
-    project = visible_projects(user, token=token).filter(slug=slug).annotate(member_role=Subquery(member_role)).first()
+    project = (visible_projects(user, token=token).filter(slug=slug).select_related(*related)
+               .annotate(member_role=Subquery(member_role)).first())
     if project is None:
         raise Http404("No such project.")
     role = Role.ADMIN if user.is_superuser else Role(project.member_role)  # visible, so a member

@@ -9,6 +9,7 @@ import secrets
 from datetime import UTC, timedelta
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from dataplatform.audit import services as audit
@@ -141,6 +142,9 @@ def authenticate_token(*, secret: str) -> ApiToken | None:
     token = (
         ApiToken.objects.select_related("user")
         .filter(digest=hash_token_secret(secret), revoked_at__isnull=True, user__is_active=True)
+        # Whether the token is limited to some projects, in the same query: nearly every request
+        # checks the scope (permissions.visible_projects), and most tokens are not limited.
+        .annotate(is_scoped=Exists(ApiToken.projects.through.objects.filter(apitoken_id=OuterRef("pk"))))
         .first()
     )
     if token is None:

@@ -4,11 +4,14 @@ import random
 from datetime import UTC, datetime
 
 import pytest
+from django.http import Http404
 from rest_framework.test import APIClient
 
 from dataplatform.accounts import services
-from dataplatform.accounts.models import ApiToken
+from dataplatform.accounts.models import ApiToken, Role
+from dataplatform.accounts.permissions import project_for, token_project_ids
 from dataplatform.audit.models import Action, AuditEvent
+from tests.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -80,3 +83,21 @@ def test_expired_token_use_is_audited_once_per_hour(members, ip):
     assert event.detail["token_name"] == "old" and event.detail["expired_at"] == EXPIRED_ON.isoformat()
     assert secret not in str(event.detail)
     assert not AuditEvent.objects.filter(action=Action.TOKEN_USED).exists()
+
+
+def test_authentication_reads_whether_the_token_is_limited_with_the_token(members, project, other_project,
+                                                                          django_assert_num_queries):
+    """An unlimited token costs no scope query afterwards; a limited one still sees only its projects."""
+    MembershipFactory(project=other_project, user=members["admin"], role=Role.ADMIN)
+    _, open_secret = services.issue_token(user=members["admin"], name="open")
+    _, narrow_secret = services.issue_token(user=members["admin"], name="narrow", projects=[project])
+    unlimited = services.authenticate_token(secret=open_secret)
+    limited = services.authenticate_token(secret=narrow_secret)
+    assert unlimited.is_scoped is False and limited.is_scoped is True
+    with django_assert_num_queries(0):
+        assert token_project_ids(unlimited) == []
+    assert token_project_ids(limited) == [project.pk]
+    assert [p["slug"] for p in get_projects(narrow_secret).json()] == [project.slug]
+    assert len(get_projects(open_secret).json()) == 2
+    with pytest.raises(Http404):
+        project_for(members["admin"], other_project.slug, {"admin"}, token=limited)

@@ -4,10 +4,11 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import DatabaseError
 from rest_framework.test import APIClient
 
 from annotate import services
-from annotate.models import Claim, Item, Session
+from annotate.models import Claim, EventKind, Item, Node, Session
 from tests.conftest import api_client_for
 from tests.factories import MembershipFactory, UserFactory
 
@@ -133,8 +134,9 @@ def test_claim_answer_is_the_row_as_stored(members, project, make_items, django_
     annotator = api_client_for(members["annotator"])
     first = annotator.post(P + "claim/").json()
     # The same claim, its lease renewed: nothing is read back after the claim's UPDATE ... RETURNING
-    # (auth 2, the project with the role 1, settings 1, the claim's transaction 5, its session 1).
-    with django_assert_max_num_queries(10):
+    # (auth 1, the project with the role and its settings 1, then one transaction: savepoint, SET LOCAL,
+    # the holder's claim, its renewal, its session, release).
+    with django_assert_max_num_queries(8):
         again = annotator.post(P + "claim/").json()
     stored = Claim.objects.select_related("session", "annotator").get(pk=first["id"])
     assert again["id"] == first["id"] and again["session"] == first["session"] == stored.session.pk
@@ -147,11 +149,54 @@ def test_session_read_loads_each_row_once(members, annotator_session, django_ass
     annotator = api_client_for(members["annotator"])
     url = f"/api/v1/sessions/{annotator_session.pk}/"
     first = annotator.get(url).json()  # the token's first use is recorded
-    # auth 2, the session with its item, project and current node 1, the project's settings 1, the node list 1
-    with django_assert_max_num_queries(5):
+    # auth 1, the session with its item, project, settings and current node 1, the node list 1
+    with django_assert_max_num_queries(4):
         again = annotator.get(url).json()
     assert again == first
     assert again["current_node"]["id"] == annotator_session.current_node_id and again["current_node"]["text"]
+
+
+def test_new_claim_comes_with_its_session_in_one_transaction(members, project, make_items,
+                                                             django_assert_max_num_queries):
+    items = make_items(2)
+    services.config_for(project)  # the project's settings exist (they are made on first use)
+    annotator = api_client_for(members["annotator"])
+    annotator.get("/api/v1/projects/")  # the token's first use of the hour is recorded
+    # auth 1, the project with the role and its settings 1, then one transaction: savepoint, SET LOCAL,
+    # the holder's claim, the free item, the claim, the rollout, the session, its root node, its current
+    # node, the event, release. No lookup of a session a new claim cannot have.
+    with django_assert_max_num_queries(13):
+        claimed = annotator.post(P + "claim/").json()
+    session = Session.objects.select_related("claim", "current_node").get(pk=claimed["session"])
+    assert session.claim.pk == claimed["id"] and session.item_id == claimed["item"] == items[0].pk
+    assert session.current_node.token_ids == items[0].rollout["token_ids"]
+    assert session.events.get().kind == EventKind.GENERATE_NEW
+
+
+def test_claim_is_not_kept_when_its_session_cannot_be_opened(members, project, make_items, monkeypatch):
+    """Claim and session are one transaction: a failure opening the session leaves no claim behind."""
+    make_items(1)
+
+    def broken(**fields):
+        raise DatabaseError("the disk is full")
+
+    monkeypatch.setattr(Node.objects, "create", broken)
+    with pytest.raises(DatabaseError):
+        services.claim_with_session(project=project, annotator=members["annotator"])
+    assert not Claim.objects.exists() and not Session.objects.exists()
+
+
+def test_accept_answer_is_read_in_one_query(members, annotator_session, django_assert_max_num_queries):
+    annotator = api_client_for(members["annotator"])
+    url = f"/api/v1/sessions/{annotator_session.pk}/"
+    annotator.get(url)  # the token's first use is recorded
+    # auth 1, the session to write 1; one transaction: savepoint, the session locked, its update, the
+    # event, the claim locked, marked done, counted on its item, release; the answer: the session 1, its nodes 1
+    with django_assert_max_num_queries(12):
+        accepted = annotator.post(url + "accept/", {"version": annotator_session.version}, format="json")
+    assert accepted.status_code == 200
+    assert accepted.json() == annotator.get(url).json()
+    assert accepted.json()["status"] == "accepted"
 
 
 def test_empty_queue_is_204(members, project):
