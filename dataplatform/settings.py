@@ -261,10 +261,10 @@ else:
 # Never call cache.clear(): on Redis it flushes the whole database, the Celery broker's queues included.
 _CACHE_PREFIX = Path(str(DATABASES["default"]["NAME"])).name
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+    CACHES = {"default": {"BACKEND": "dataplatform.cache.RedisCache", "LOCATION": REDIS_URL,
                           "KEY_PREFIX": _CACHE_PREFIX,
                           "OPTIONS": {"socket_connect_timeout": 3, "socket_timeout": 3,
-                                      # one pool per process, not one connection per request (cache.py)
+                                      # one pool (and client) per process, not one per request (cache.py)
                                       "pool_class": "dataplatform.cache.SharedConnectionPool"}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",

@@ -37,6 +37,22 @@ def test_cache_objects_of_different_threads_share_one_pool():
     assert isinstance(first_pool, SharedConnectionPool) and first_pool is second_pool
 
 
+def test_cache_objects_of_different_threads_share_one_client():
+    clients = []
+
+    def look():
+        client = caches["default"]._cache.get_client(write=True)
+        assert client.set("test-cache:shared-client", "1") and client.get("test-cache:shared-client") == b"1"
+        clients.append(client)
+
+    for _ in range(2):
+        thread = threading.Thread(target=look)
+        thread.start()
+        thread.join()
+    assert isinstance(clients[0], redis.Redis) and clients[0] is clients[1]
+    caches["default"]._cache.get_client(write=True).delete("test-cache:shared-client")
+
+
 def test_other_urls_and_options_get_their_own_pool():
     url = settings.REDIS_URL
     assert SharedConnectionPool.from_url(url, socket_timeout=3) is SharedConnectionPool.from_url(url, socket_timeout=3)

@@ -178,7 +178,7 @@ def test_an_unreachable_cache_turns_the_limits_off_instead_of_failing_every_log_
     """Redis restarting must not make every token request a 500: the request is served, uncounted."""
     dead = closed_port()
     # Django rebuilds its cache handlers when CACHES changes (and again when the fixture restores it).
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+    settings.CACHES = {"default": {"BACKEND": "dataplatform.cache.RedisCache",
                                    "LOCATION": f"redis://127.0.0.1:{dead}/0",
                                    "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}}}
     good = api_client_for(members["curator"])
