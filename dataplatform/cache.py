@@ -1,20 +1,18 @@
-"""One Redis connection pool, and one Redis client, per process for Django's Redis cache.
+"""Django's Redis cache with one Redis client, and so one connection pool, per process.
 
 Django makes a new cache object for every thread and every asyncio task that touches the cache, and
 its Redis client keeps its connection pool on that object (Django ticket #35651). Under ASGI every
 request runs in a new context, so every request opened a new TCP connection to Redis and left it to
 the garbage collector; with redis-py 8, each new connection also looks up the library's version in the
 installed packages' metadata. A py-spy recording of the web process under the load bench found about
-30% of the samples taken inside requests there.
+30% of the samples taken inside requests there. Django also builds a new `redis.Redis` for every cache
+call, and each build fills a table of about 170 reply callbacks; an API request makes two or three
+cache calls (the brute-force limiter, the token-use tally).
 
-`SharedConnectionPool` is given to the cache as its `pool_class`: every cache object of the process
-gets the same pool for the same URL and options, so connections are reused across requests. redis-py's
-pool is thread-safe, and it replaces its connections itself in a forked child (it checks the pid).
-
-`RedisCache` (the cache's BACKEND) also keeps one `redis.Redis` client per pool: Django builds a new
-one for every cache call, and each build fills a table of about 170 reply callbacks. An API request
-makes three or four cache calls (the brute-force limiter, the token-use tally). A client is
-thread-safe: it takes a connection from the pool for each command.
+`RedisCache` (the cache's BACKEND) therefore keeps one `redis.Redis` per process for each server and
+option set, shared by every cache object of the process. A client is thread-safe (it takes a
+connection from its pool for each command), and its pool replaces its connections itself in a forked
+child (it checks the pid).
 """
 
 import threading
@@ -24,27 +22,23 @@ from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 from django.core.cache.backends.redis import RedisCacheClient
 
 
-class SharedConnectionPool(redis.ConnectionPool):
-    _pools: dict[tuple, redis.ConnectionPool] = {}
+class SharedClientCacheClient(RedisCacheClient):
+    _clients: dict[tuple, redis.Redis] = {}
     _lock = threading.Lock()
 
-    @classmethod
-    def from_url(cls, url: str, **options) -> redis.ConnectionPool:
-        key = (url, tuple(sorted((name, repr(value)) for name, value in options.items())))
-        with cls._lock:
-            if key not in cls._pools:
-                cls._pools[key] = super().from_url(url, **options)
-            return cls._pools[key]
-
-
-class SharedClientCacheClient(RedisCacheClient):
-    _clients: dict[redis.ConnectionPool, redis.Redis] = {}
+    def __init__(self, servers, **options):
+        super().__init__(servers, **options)
+        self._options_key = tuple(sorted((name, repr(value)) for name, value in self._pool_options.items()))
 
     def get_client(self, key=None, *, write=False) -> redis.Redis:
-        pool = self._get_connection_pool(write)
-        client = self._clients.get(pool)
+        server = self._servers[self._get_connection_pool_index(write)]
+        client = self._clients.get((server, self._options_key))
         if client is None:
-            client = self._clients.setdefault(pool, self._client(connection_pool=pool))
+            with self._lock:  # one pool per server and options, even when two threads start at once
+                client = self._clients.get((server, self._options_key))
+                if client is None:
+                    pool = self._pool_class.from_url(server, **self._pool_options)
+                    client = self._clients[server, self._options_key] = self._client(connection_pool=pool)
         return client
 
 

@@ -263,9 +263,8 @@ _CACHE_PREFIX = Path(str(DATABASES["default"]["NAME"])).name
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "dataplatform.cache.RedisCache", "LOCATION": REDIS_URL,
                           "KEY_PREFIX": _CACHE_PREFIX,
-                          "OPTIONS": {"socket_connect_timeout": 3, "socket_timeout": 3,
-                                      # one pool (and client) per process, not one per request (cache.py)
-                                      "pool_class": "dataplatform.cache.SharedConnectionPool"}}}
+                          # one client and pool per process, not one connection per request (cache.py)
+                          "OPTIONS": {"socket_connect_timeout": 3, "socket_timeout": 3}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(DATA_DIR / "cache"), "KEY_PREFIX": _CACHE_PREFIX}}

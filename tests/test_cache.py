@@ -1,80 +1,67 @@
-"""The Redis cache shares one connection pool per process (dataplatform/cache.py)."""
+"""The Redis cache shares one client and connection pool per process (dataplatform/cache.py)."""
 
 import threading
 
 import pytest
 import redis
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.cache import caches
-from django.test import AsyncClient
 
-from dataplatform.cache import SharedConnectionPool
-
-from .conftest import api_client_for
-from .threads import in_new_thread
+from dataplatform.cache import SharedClientCacheClient
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="the cache is Redis only with REDIS_URL (bin/test sets it)")
 
 
-def _pool_seen_from_a_new_thread():
+def _client_seen_from_a_new_thread():
     seen = {}
 
     def look():
         cache = caches["default"]  # a new thread gets its own cache object, as every ASGI request does
-        seen["cache"], seen["pool"] = cache, cache._cache._get_connection_pool(write=True)
+        seen["cache"], seen["client"] = cache, cache._cache.get_client(write=True)
 
     thread = threading.Thread(target=look)
     thread.start()
     thread.join()
-    return seen["cache"], seen["pool"]
+    return seen["cache"], seen["client"]
 
 
-def test_cache_objects_of_different_threads_share_one_pool():
-    first_cache, first_pool = _pool_seen_from_a_new_thread()
-    second_cache, second_pool = _pool_seen_from_a_new_thread()
+def test_cache_objects_of_different_threads_share_one_client_and_pool():
+    first_cache, first_client = _client_seen_from_a_new_thread()
+    second_cache, second_client = _client_seen_from_a_new_thread()
     assert first_cache is not second_cache
-    assert isinstance(first_pool, SharedConnectionPool) and first_pool is second_pool
+    assert isinstance(first_client, redis.Redis) and first_client is second_client
+    assert first_client.connection_pool is second_client.connection_pool
+    assert first_client.set("test-cache:shared-client", "1") and second_client.get("test-cache:shared-client") == b"1"
+    first_client.delete("test-cache:shared-client")
 
 
-def test_cache_objects_of_different_threads_share_one_client():
-    clients = []
-
-    def look():
-        client = caches["default"]._cache.get_client(write=True)
-        assert client.set("test-cache:shared-client", "1") and client.get("test-cache:shared-client") == b"1"
-        clients.append(client)
-
-    for _ in range(2):
-        thread = threading.Thread(target=look)
-        thread.start()
-        thread.join()
-    assert isinstance(clients[0], redis.Redis) and clients[0] is clients[1]
-    caches["default"]._cache.get_client(write=True).delete("test-cache:shared-client")
-
-
-def test_other_urls_and_options_get_their_own_pool():
+def test_other_urls_and_options_get_their_own_client_and_pool():
     url = settings.REDIS_URL
-    assert SharedConnectionPool.from_url(url, socket_timeout=3) is SharedConnectionPool.from_url(url, socket_timeout=3)
-    assert SharedConnectionPool.from_url(url, socket_timeout=3) is not SharedConnectionPool.from_url(url, socket_timeout=4)
-    assert SharedConnectionPool.from_url(url + "0", socket_timeout=3) is not SharedConnectionPool.from_url(
-        url, socket_timeout=3)
+
+    def client(server, **options):
+        return SharedClientCacheClient([server], **options).get_client()
+
+    assert client(url, socket_timeout=3) is client(url, socket_timeout=3)
+    assert client(url, socket_timeout=3).connection_pool is not client(url, socket_timeout=4).connection_pool
+    assert client(url + "0", socket_timeout=3).connection_pool is not client(url, socket_timeout=3).connection_pool
 
 
-@pytest.mark.django_db(transaction=True)
-def test_authenticated_asgi_requests_reuse_redis_connections(members, project):
-    """Each token request touches the cache (the brute-force limiter, the token-use tally) from a new
-    ASGI context; before the shared pool each one opened a new Redis connection."""
-    secret = api_client_for(members["annotator"])._credentials["HTTP_AUTHORIZATION"].split()[1]
+def test_cache_calls_from_many_threads_reuse_redis_connections():
+    """Every ASGI request runs in a thread of its own and gets a cache object of its own; with Django's
+    own client each of them opened a new Redis connection."""
     server = redis.Redis.from_url(settings.REDIS_URL)
 
-    async def requests(count: int):
-        for _ in range(count):
-            response = await AsyncClient().get("/api/v1/projects/", headers={"Authorization": f"Token {secret}"})
-            assert response.status_code == 200
+    def use_the_cache():
+        caches["default"].get_many(["test-cache:a", "test-cache:b"])  # what the limiter asks on every request
 
-    in_new_thread(async_to_sync(requests), 2)  # the pool's first connection
+    def in_threads(count: int):
+        for _ in range(count):
+            thread = threading.Thread(target=use_the_cache)
+            thread.start()
+            thread.join()
+
+    in_threads(2)  # the pool's first connection
     before = server.info("stats")["total_connections_received"]
-    in_new_thread(async_to_sync(requests), 20)
+    in_threads(20)
     opened = server.info("stats")["total_connections_received"] - before
-    assert opened <= 3, f"{opened} new Redis connections for 20 requests"  # other clients may connect meanwhile
+    assert opened <= 3, f"{opened} new Redis connections for 20 threads"  # other clients may connect meanwhile
