@@ -13,6 +13,9 @@ cache calls (the brute-force limiter, the token-use tally).
 option set, shared by every cache object of the process. A client is thread-safe (it takes a
 connection from its pool for each command), and its pool replaces its connections itself in a forked
 child (it checks the pid).
+
+Its `incr` is one round trip, not Django's two (EXISTS, then INCRBY): every API request counts its
+token's use with it.
 """
 
 import threading
@@ -40,6 +43,16 @@ class SharedClientCacheClient(RedisCacheClient):
                     pool = self._pool_class.from_url(server, **self._pool_options)
                     client = self._clients[server, self._options_key] = self._client(connection_pool=pool)
         return client
+
+    def incr(self, key, delta):
+        # Django's semantics (ValueError for a missing key, which is not created) in one atomic script.
+        value = self.get_client(key, write=True).eval(_INCR_IF_EXISTS, 1, key, delta)
+        if value is None:
+            raise ValueError(f"Key '{key}' not found.")
+        return value
+
+
+_INCR_IF_EXISTS = "if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('INCRBY', KEYS[1], ARGV[1]) end"
 
 
 class RedisCache(DjangoRedisCache):

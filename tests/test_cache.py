@@ -65,3 +65,22 @@ def test_cache_calls_from_many_threads_reuse_redis_connections():
     in_threads(20)
     opened = server.info("stats")["total_connections_received"] - before
     assert opened <= 3, f"{opened} new Redis connections for 20 threads"  # other clients may connect meanwhile
+
+
+def test_incr_counts_an_existing_key_in_one_round_trip_and_refuses_a_missing_one(monkeypatch):
+    cache = caches["default"]
+    cache.delete("test-cache:count")
+    with pytest.raises(ValueError, match="not found"):
+        cache.incr("test-cache:count")
+    assert cache.get("test-cache:count") is None  # a missing key is not created, as in Django's own
+    cache.set("test-cache:count", 5, timeout=60)
+    commands = []
+    client = cache._cache.get_client(write=True)
+    execute = client.execute_command
+    monkeypatch.setattr(client, "execute_command", lambda *args, **kw: commands.append(args[0]) or execute(*args, **kw))
+    assert cache.incr("test-cache:count") == 6 and cache.incr("test-cache:count", 4) == 10
+    assert len(commands) == 2  # one command (one round trip) per incr; Django's sends EXISTS then INCRBY
+    monkeypatch.undo()
+    assert cache.get("test-cache:count") == 10
+    assert 0 < client.ttl(cache.make_and_validate_key("test-cache:count")) <= 60  # the timeout is kept
+    cache.delete("test-cache:count")
