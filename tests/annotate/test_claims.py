@@ -3,10 +3,12 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import Q
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotate import services
-from annotate.models import Claim, ClaimState
+from annotate.models import Claim, ClaimState, Item
 from dataplatform import claims
 from tests.factories import MembershipFactory, UserFactory
 
@@ -53,6 +55,25 @@ def test_items_without_a_rollout_are_not_offered(project, members, make_items):
     item.rollout = None
     item.save()
     assert services.claim_next(project=project, annotator=members["annotator"]) is None
+
+
+def test_the_ready_condition_is_checked_on_the_scanned_item_not_by_a_subquery(project, members, make_items):
+    """`it.id IN (SELECT id FROM item WHERE ...)` made PostgreSQL scan and sort the whole item table on every
+    claim; the scan must name the item table once."""
+    make_items(2)
+    Item.objects.filter(pk=Item.objects.order_by("pk").first().pk).update(rollout=None)
+    with CaptureQueriesContext(connection) as queries:
+        claim = services.claim_next(project=project, annotator=members["annotator"])
+    assert claim.item.rollout is not None
+    scan = next(query["sql"] for query in queries.captured_queries if query["sql"].startswith("SELECT it.id"))
+    assert scan.count(f'"{Item._meta.db_table}"') == 1 and "IS NOT NULL" in scan
+
+
+def test_a_ready_condition_that_needs_a_join_is_refused(project, members):
+    with pytest.raises(ValueError, match="own columns"):
+        claims.claim_next(claim_model=Claim, item_field="item", holder_field="annotator", project_id=project.pk,
+                          holder_id=members["annotator"].pk, overlap=1, lease_minutes=5,
+                          ready=Q(project__slug="x"))
 
 
 def test_reassign_moves_the_item(project, members, make_items):
