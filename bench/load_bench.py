@@ -1,7 +1,7 @@
 """Load test of the onPanda loop and the trainers' export pulls, on the real stack, against one client alone.
 
 It prints a table of figures; it is not a test and fails on nothing (it exits non-zero only when the
-run itself fails). The web app runs for real: `uvicorn dataplatform.asgi:application --workers 2` (as
+run itself fails). The web app runs for real: `uvicorn dataplatform.asgi:application --workers 4` (as
 docker-compose.yml runs it, DEBUG off; `--web-workers`) as a child process on a free localhost port, on PostgreSQL
 (its own database `dataplatform_bench_load`) and Redis (database 9, the cache), with the real CPU model. Where the model runs is the
 `--model` choice:
@@ -49,7 +49,7 @@ postgres, no password):
 
     .venv/bin/python bench/load_bench.py [--annotators 50] [--rounds 4] [--trainers 3] [--max-tokens 12]
                                          [--time-limit 480] [--model server|in-process] [--model-threads 1]
-                                         [--web-workers 2] [--model-nice 0]
+                                         [--web-workers 4] [--model-nice 0]
 
 Besides the client's latencies it reports each endpoint's `app p95`, the app's own time from the
 `Server-Timing` header (the rest is uvicorn, loopback and this client), and the CPU seconds of the web
@@ -130,8 +130,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--model-nice", type=int, default=0,
                         help="run the model server at this nice level (19: it gets only the CPU the rest leaves, "
                              "which approximates a model on its own machine; a diagnostic, not production's shape)")
-    parser.add_argument("--web-workers", type=int, default=2,
-                        help="uvicorn worker processes (default 2, as docker-compose.yml runs the web service)")
+    parser.add_argument("--web-workers", type=int, default=4,
+                        help="uvicorn worker processes (default 4, as docker-compose.yml runs the web service)")
     return parser.parse_args()
 
 

@@ -2,7 +2,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -67,6 +67,21 @@ def test_the_ready_condition_is_checked_on_the_scanned_item_not_by_a_subquery(pr
     assert claim.item.rollout is not None
     scan = next(query["sql"] for query in queries.captured_queries if query["sql"].startswith("SELECT it.id"))
     assert scan.count(f'"{Item._meta.db_table}"') == 1 and "IS NOT NULL" in scan
+
+
+@pytest.mark.django_db(transaction=True)  # the test's own transaction would hide where the claim's ends
+def test_a_claim_commits_without_waiting_for_the_wal_flush_and_only_its_own_transaction(project, members,
+                                                                                        make_items):
+    if connection.vendor != "postgresql":
+        pytest.skip("synchronous_commit is PostgreSQL's")
+    make_items(1)
+    with transaction.atomic(), connection.cursor() as cursor:
+        assert services.claim_next(project=project, annotator=members["annotator"]) is not None
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone() == ("off",)  # set by the claim's first statement
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone() == ("on",)  # SET LOCAL: the next transaction waits for the flush again
 
 
 def test_a_ready_condition_that_needs_a_join_is_refused(project, members):
