@@ -26,6 +26,23 @@ def test_authenticate_accepts_the_secret_and_rejects_others(members):
     assert services.authenticate_token(secret="") is None
 
 
+def test_the_authenticated_token_and_its_user_are_the_rows_as_the_orm_reads_them(members, django_assert_num_queries):
+    """Authentication reads token and user with one hand-written statement; every field must come out as the
+    ORM's own read gives it (types, time zones, the column each value lands in)."""
+    token, secret = services.issue_token(user=members["trainer"], name="t", read_only=True, expires_in_days=30)
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())  # not refreshed again this minute
+    with django_assert_num_queries(1):
+        authenticated = services.authenticate_token(secret=secret)
+        user = authenticated.user
+    expected = ApiToken.objects.select_related("user").get(pk=token.pk)
+    for field in ApiToken._meta.concrete_fields:
+        assert getattr(authenticated, field.attname) == getattr(expected, field.attname), field.name
+    for field in type(user)._meta.concrete_fields:
+        assert getattr(user, field.attname) == getattr(expected.user, field.attname), field.name
+    assert timezone.is_aware(authenticated.expires_at) and authenticated.read_only is True
+    assert authenticated.is_scoped is False and authenticated._state.adding is False
+
+
 def test_revoked_token_no_longer_authenticates(members):
     token, secret = services.issue_token(user=members["trainer"], name="t")
     services.revoke_token(token=token)
