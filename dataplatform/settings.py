@@ -61,6 +61,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "dataplatform.timing.server_timing_middleware",  # first: it times all the others
+    "dataplatform.after_response.after_response_middleware",  # its work is not timed: the client has its answer
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",

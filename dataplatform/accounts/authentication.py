@@ -2,7 +2,8 @@
 
 Failed attempts are counted per client IP (limiter.py); a client over the limit gets 429 with
 Retry-After and its tokens are not checked until the window ends. Successful use is recorded in the
-audit log, coarsely (one row per token and hour).
+audit log, coarsely (one row per token and hour), and in the token's last_used_at, after the response
+has gone out.
 
 An expired token is a 401 that says when it expired. It is not counted as a failure: only the real
 secret gets that answer, so it is not a guess, and counting it would let one forgotten cron job with
@@ -10,8 +11,11 @@ an old token lock every client behind the same address out of the API. Its refus
 the audit log instead (one row per token and hour), with the address, so the machine can be found.
 """
 
+import functools
+
 from rest_framework import authentication, exceptions
 
+from dataplatform.after_response import after_response
 from dataplatform.audit import services as audit
 
 from . import limiter, services
@@ -46,7 +50,8 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             if services.looks_like_token(secret):
                 limiter.record_token_failure(ip=ip)
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        audit.record_token_use(token=token, client_ip=ip)
+        # Bookkeeping the answer does not depend on: after the response, not while the client waits.
+        after_response(request, functools.partial(services.note_token_use, token=token, client_ip=ip))
         return token.user, token
 
     def authenticate_header(self, request) -> str:

@@ -185,7 +185,7 @@ def looks_like_token(secret: str) -> bool:
 
 
 def authenticate_token(*, secret: str) -> ApiToken | None:
-    """The active token with this secret, or None. Also refreshes last_used_at (coarsely).
+    """The active token with this secret, or None. `note_token_use` then records the use.
 
     Raises TokenExpired for the secret of an expired token (not revoked, of an active user), so that
     its holder can be told to make a new one; unknown, revoked and expired-and-revoked secrets are
@@ -198,8 +198,15 @@ def authenticate_token(*, secret: str) -> ApiToken | None:
         return None
     if token.is_expired:
         raise TokenExpired(token)
+    return token
+
+
+def note_token_use(*, token: ApiToken, client_ip: str | None) -> None:
+    """Record one request made with `token`: its last_used_at (coarsely) and the audit log's hourly tally.
+
+    API authentication runs this after the response has gone out (dataplatform/after_response.py)."""
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
-    return token
+    audit.record_token_use(token=token, client_ip=client_ip)

@@ -59,11 +59,15 @@ def test_token_of_inactive_user_does_not_authenticate(members):
     assert services.authenticate_token(secret=secret) is None
 
 
-def test_authenticate_records_last_use(members):
+def test_authentication_writes_nothing_and_noting_the_use_records_it(members):
     token, secret = services.issue_token(user=members["trainer"], name="t")
-    assert token.last_used_at is None
-    services.authenticate_token(secret=secret)
+    authenticated = services.authenticate_token(secret=secret)
+    assert ApiToken.objects.get(pk=token.pk).last_used_at is None  # API auth notes it after the response
+    assert not AuditEvent.objects.filter(action=Action.TOKEN_USED).exists()
+    services.note_token_use(token=authenticated, client_ip="192.0.2.1")
     assert ApiToken.objects.get(pk=token.pk).last_used_at is not None
+    used = AuditEvent.objects.get(action=Action.TOKEN_USED)
+    assert (used.target_id, used.client_ip) == (str(token.pk), "192.0.2.1")
 
 
 def test_token_cannot_be_scoped_to_a_project_the_user_is_not_in(members, other_project):
