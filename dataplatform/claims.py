@@ -23,6 +23,7 @@ short transaction of three statements:
 SQLite has no row locks; its transactions are IMMEDIATE here (settings), which serialises writers.
 """
 
+import functools
 from datetime import timedelta
 
 from django.db import connection, models, transaction
@@ -120,21 +121,22 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
             # Filled up between the scan and the lock; the next scan sees the new claim and moves on.
 
 
-def _ready_condition(item_model: type[Model], ready: Q | None) -> tuple[str, list]:
+@functools.cache  # compiled once per process: a Q is hashable, and equal Qs compile alike
+def _ready_condition(item_model: type[Model], ready: Q | None) -> tuple[str, tuple]:
     """`ready` as a condition on the scanned row itself ("AND it.rollout IS NOT NULL").
 
     Not `it.id IN (SELECT id FROM item WHERE ...)`: PostgreSQL answered that with a scan and a sort of
     the whole item table on every claim, 1,024 pages for 220 items in the load bench's project, and a
     claim would have slowed down with every item the project grew by."""
     if ready is None:
-        return "", []
+        return "", ()
     query = item_model.objects.filter(ready).query
     compiler = query.get_compiler(connection=connection)
     condition, params = compiler.compile(query.where)
     if len(query.alias_map) != 1:
         raise ValueError(f"ready={ready!r} must be a condition on {item_model.__name__}'s own columns (no joins).")
     # The compiled condition names the table; the scan calls it `it`.
-    return "AND " + condition.replace(connection.ops.quote_name(item_model._meta.db_table) + ".", "it."), list(params)
+    return "AND " + condition.replace(connection.ops.quote_name(item_model._meta.db_table) + ".", "it."), tuple(params)
 
 
 def mark_done(*, claim_model: type[Model], item_field: str, claim_id: int) -> None:
