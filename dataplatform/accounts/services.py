@@ -179,6 +179,11 @@ def _active_token_query() -> _TokenQuery:
                        converters=compiler.get_converters(columns))
 
 
+def warm_up() -> None:
+    """Build the per-process query now (the web server's start calls it), not in some user's request."""
+    _active_token_query()
+
+
 def looks_like_token(secret: str) -> bool:
     """Whether `secret` has the shape of a token this platform issues (checked before any database query)."""
     return TOKEN_SHAPE.fullmatch(secret) is not None
