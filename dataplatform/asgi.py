@@ -1,7 +1,10 @@
 import gc
 import os
 
+from concurrent.futures import ThreadPoolExecutor
+
 import django
+from asgiref.sync import ThreadSensitiveContext
 from django.core.handlers.asgi import ASGIHandler
 
 
@@ -14,11 +17,55 @@ class OneThreadTripASGIHandler(ASGIHandler):
     request, and under load each one waits in the loop's queue behind every other request and stream
     of the process. Here the whole chain, ending in the synchronous `_get_response` (as under WSGI),
     is one `sync_to_async` call. Streams are unchanged: a response's async iterator is still sent from
-    the event loop."""
+    the event loop.
+
+    And each request's thread is an idle one from earlier requests (`RequestThreads`), not a new one.
+    Django's handler makes a thread for every request, and a second one to join it after: the event
+    loop waits while each starts, and a start needs the GIL, which under load another thread holds."""
+
+    def __init__(self):
+        super().__init__()
+        self._threads = RequestThreads()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":  # as Django's own handler
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        executor = self._threads.take()
+        try:
+            # Everything of this request that Django runs "thread-sensitively" (the middleware and view,
+            # the signals, response.close and with it request_finished, which hands the request's
+            # database connection back to the pool) runs in this one thread, as before.
+            async with ThreadSensitiveContext(executor=executor):
+                await self.handle(scope, receive, send)
+        finally:
+            self._threads.give_back(executor)
 
     def load_middleware(self, is_async=False):
         super().load_middleware(is_async=False)
         self._middleware_chain = self.adapt_method_mode(True, self._middleware_chain, method_is_async=False)
+
+
+class RequestThreads:
+    """Single-thread executors kept for the next requests: one per request at a time (a stream holds its
+    own while it lasts), and up to `keep` idle ones. Used from the event loop's thread only.
+
+    A thread is safe to hand on: Django keeps a request's database connection in a thread-local, and
+    `request_finished` (sent in this same thread once the response is out, or when the client went
+    away) hands it back to the pool. A request whose client went away while its view still ran queues
+    the next request of this thread behind that view, which is all it costs."""
+
+    def __init__(self, keep: int = 32):
+        self._idle: list[ThreadPoolExecutor] = []
+        self._keep = keep
+
+    def take(self) -> ThreadPoolExecutor:
+        return self._idle.pop() if self._idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+
+    def give_back(self, executor: ThreadPoolExecutor) -> None:
+        if len(self._idle) < self._keep:
+            self._idle.append(executor)
+        else:
+            executor.shutdown(wait=False)  # its thread ends once its last call returns; nothing waits for it
 
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dataplatform.settings")

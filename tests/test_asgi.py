@@ -101,3 +101,68 @@ def test_middleware_url_resolution_and_view_run_in_one_thread_trip(monkeypatch):
     loop_thread, start, body = in_new_thread(async_to_sync(get_login_page))
     assert start["status"] == 200 and b"<form" in body["body"]
     assert len(resolved_in) == 1 and resolved_in[0] is not loop_thread
+
+
+def _http_get(path: str, headers: list | None = None) -> dict:
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+            "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+            "headers": [(b"host", b"localhost"), *(headers or [])], "client": ("127.0.0.1", 50000),
+            "server": ("localhost", 80)}
+
+
+async def _answer(application, scope: dict) -> tuple[dict, dict]:
+    from asgiref.testing import ApplicationCommunicator
+
+    communicator = ApplicationCommunicator(application, scope)
+    await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+    start = await communicator.receive_output(timeout=30)
+    body = await communicator.receive_output(timeout=30)
+    await communicator.wait(timeout=30)  # response.close: request_finished, the after-response work
+    return start, body
+
+
+@pytest.mark.django_db(transaction=True)  # the app answers from its own thread and connection
+def test_requests_reuse_an_idle_thread_and_each_hands_its_database_connection_back(members, monkeypatch):
+    """One thread per request at a time, as Django's handler gives, but taken from the earlier requests'
+    idle threads instead of a new one each time; and the request's pooled connection goes back at its end."""
+    import threading
+
+    from django.db import connection
+
+    from dataplatform.accounts import services as account_services
+    from dataplatform.asgi import OneThreadTripASGIHandler
+
+    application = OneThreadTripASGIHandler()
+    _, secret = account_services.issue_token(user=members["trainer"], name="t")
+    views_ran_in, view = [], account_services.authenticate_token
+
+    def recording(**kwargs):
+        views_ran_in.append(threading.current_thread())
+        return view(**kwargs)
+
+    monkeypatch.setattr(account_services, "authenticate_token", recording)
+    scope = _http_get("/api/v1/projects/", [(b"authorization", f"Token {secret}".encode())])
+
+    async def three_requests():
+        return [await _answer(application, scope) for _ in range(3)]
+
+    answers = in_new_thread(async_to_sync(three_requests))
+    assert [start["status"] for start, _ in answers] == [200, 200, 200]
+    assert len(views_ran_in) == 3 and len(set(views_ran_in)) == 1  # with Django's handler: 3 threads
+    assert views_ran_in[0] is not threading.current_thread()
+    (idle,) = application._threads._idle
+    # That thread holds no connection between requests: request_finished handed it back to the pool.
+    assert idle.submit(lambda: connection.connection).result(timeout=10) is None
+
+
+def test_request_threads_keep_only_so_many_idle():
+    from dataplatform.asgi import RequestThreads
+
+    threads = RequestThreads(keep=2)
+    taken = [threads.take() for _ in range(3)]
+    assert len(set(taken)) == 3  # busy ones are never shared
+    for executor in taken:
+        threads.give_back(executor)
+    assert threads._idle == taken[:2]
+    assert taken[2]._shutdown  # the third is let go
+    assert threads.take() is taken[1]
