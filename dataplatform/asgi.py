@@ -1,6 +1,5 @@
 import gc
 import os
-
 from concurrent.futures import ThreadPoolExecutor
 
 import django
@@ -105,5 +104,6 @@ def _compile_url_patterns(resolver) -> None:
         pattern.pattern.regex  # noqa: B018
         if hasattr(pattern, "url_patterns"):
             _compile_url_patterns(pattern)
+
 
 _warm_up()

@@ -12,14 +12,8 @@ from rest_framework.test import APIClient
 from dataplatform.accounts import services as account_services
 from dataplatform.accounts.models import ApiToken
 from dataplatform.audit.models import Action, AuditEvent
+from tests.asgi_scope import get_scope
 from tests.threads import in_new_thread
-
-
-def _get(path: str, secret: str) -> dict:
-    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-            "headers": [(b"host", b"localhost"), (b"authorization", f"Token {secret}".encode())],
-            "client": ("192.0.2.7", 50000), "server": ("localhost", 80)}
 
 
 @pytest.mark.django_db(transaction=True)  # the app answers from its own threads and connections
@@ -37,7 +31,7 @@ def test_token_use_is_noted_only_after_the_client_has_the_whole_response(members
     monkeypatch.setattr(account_services, "note_token_use", note_once_the_body_is_out)
 
     async def request():
-        communicator = ApplicationCommunicator(application, _get("/api/v1/projects/", secret))
+        communicator = ApplicationCommunicator(application, get_scope("/api/v1/projects/", secret=secret, client_ip="192.0.2.7"))
         await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
         start = await communicator.receive_output(timeout=5)
         body = await communicator.receive_output(timeout=5)  # arrives while the bookkeeping still waits

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from asgiref.sync import async_to_sync
 
+from tests.asgi_scope import get_scope
 from tests.net import closed_port
 from tests.threads import in_new_thread
 
@@ -69,13 +70,23 @@ def test_process_pays_its_one_off_costs_at_start_and_freezes_them_out_of_garbage
     assert report["frozen"] > 50 * report["tracked"], report
 
 
+async def _answer(application, scope: dict) -> tuple[dict, dict]:
+    from asgiref.testing import ApplicationCommunicator
+
+    communicator = ApplicationCommunicator(application, scope)
+    await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+    start = await communicator.receive_output(timeout=30)
+    body = await communicator.receive_output(timeout=30)
+    await communicator.wait(timeout=30)  # response.close: request_finished, the after-response work
+    return start, body
+
+
 @pytest.mark.django_db
 def test_middleware_url_resolution_and_view_run_in_one_thread_trip(monkeypatch):
     """Django's own handler resolves the URL on the event loop between the middleware's thread and the
     view's; ours runs the whole chain in the request's one thread (dataplatform.asgi)."""
     import threading
 
-    from asgiref.testing import ApplicationCommunicator
     from django.core.handlers.base import BaseHandler
 
     from dataplatform.asgi import application
@@ -89,36 +100,11 @@ def test_middleware_url_resolution_and_view_run_in_one_thread_trip(monkeypatch):
     monkeypatch.setattr(BaseHandler, "resolve_request", recording_resolve)
 
     async def get_login_page():
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-                 "path": "/accounts/login/", "raw_path": b"/accounts/login/", "query_string": b"", "root_path": "",
-                 "headers": [(b"host", b"localhost")], "client": ("127.0.0.1", 50000), "server": ("localhost", 80)}
-        communicator = ApplicationCommunicator(application, scope)
-        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
-        start = await communicator.receive_output(timeout=30)
-        body = await communicator.receive_output(timeout=30)
-        return threading.current_thread(), start, body
+        return threading.current_thread(), *await _answer(application, get_scope("/accounts/login/"))
 
     loop_thread, start, body = in_new_thread(async_to_sync(get_login_page))
     assert start["status"] == 200 and b"<form" in body["body"]
     assert len(resolved_in) == 1 and resolved_in[0] is not loop_thread
-
-
-def _http_get(path: str, headers: list | None = None) -> dict:
-    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-            "headers": [(b"host", b"localhost"), *(headers or [])], "client": ("127.0.0.1", 50000),
-            "server": ("localhost", 80)}
-
-
-async def _answer(application, scope: dict) -> tuple[dict, dict]:
-    from asgiref.testing import ApplicationCommunicator
-
-    communicator = ApplicationCommunicator(application, scope)
-    await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
-    start = await communicator.receive_output(timeout=30)
-    body = await communicator.receive_output(timeout=30)
-    await communicator.wait(timeout=30)  # response.close: request_finished, the after-response work
-    return start, body
 
 
 @pytest.mark.django_db(transaction=True)  # the app answers from its own thread and connection
@@ -141,7 +127,7 @@ def test_requests_reuse_an_idle_thread_and_each_hands_its_database_connection_ba
         return view(**kwargs)
 
     monkeypatch.setattr(account_services, "authenticate_token", recording)
-    scope = _http_get("/api/v1/projects/", [(b"authorization", f"Token {secret}".encode())])
+    scope = get_scope("/api/v1/projects/", secret=secret)
 
     async def three_requests():
         return [await _answer(application, scope) for _ in range(3)]
