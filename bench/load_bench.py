@@ -8,7 +8,9 @@ docker-compose.yml runs it, DEBUG off; `--web-workers`) as a child process on a 
 
 - `server` (the default, production's shape): in a process of its own behind vLLM's HTTP API
   (`manage.py serve_model`, `--model-threads` torch threads, default 1 so the web process keeps a core of
-  the two), and the web app reaches it as it reaches vLLM (MODEL_BACKEND=vllm);
+  the two), and the web app reaches it as it reaches vLLM (MODEL_BACKEND=vllm). It runs at a lower CPU
+  priority than the web (`--model-nice`, default 12), as compose's `cpu-model` profile runs it
+  (`cpu_shares: 64`): when both want the CPU, a person's request goes before the model's next step;
 - `in-process`: MODEL_BACKEND=local, loaded once inside the web process, whose forward passes then hold
   the GIL that every other request of that process needs (the embedded default's `make run` shape).
 
@@ -49,7 +51,7 @@ postgres, no password):
 
     .venv/bin/python bench/load_bench.py [--annotators 50] [--rounds 4] [--trainers 3] [--max-tokens 12]
                                          [--time-limit 480] [--model server|in-process] [--model-threads 1]
-                                         [--web-workers 4] [--model-nice 0]
+                                         [--web-workers 4] [--model-nice 12]
 
 Besides the client's latencies it reports each endpoint's `app p95`, the app's own time from the
 `Server-Timing` header (the rest is uvicorn, loopback and this client), and the CPU seconds of the web
@@ -127,9 +129,10 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--model", choices=("server", "in-process"), default="server",
                         help="the model in its own process behind vLLM's API (default), or inside the web process")
     parser.add_argument("--model-threads", type=int, default=1, help="torch threads of the model server")
-    parser.add_argument("--model-nice", type=int, default=0,
-                        help="run the model server at this nice level (19: it gets only the CPU the rest leaves, "
-                             "which approximates a model on its own machine; a diagnostic, not production's shape)")
+    parser.add_argument("--model-nice", type=int, default=12,
+                        help="run the model server at this nice level (default 12: the CPU weight docker-compose.yml "
+                             "gives the model service, cpu_shares 64 against the web's 1024; 0: the same weight "
+                             "as the web)")
     parser.add_argument("--web-workers", type=int, default=4,
                         help="uvicorn worker processes (default 4, as docker-compose.yml runs the web service)")
     return parser.parse_args()

@@ -1,4 +1,4 @@
-"""The web server as docker-compose.yml runs it (`uvicorn --workers 2`) answers keep-alive requests
+"""The web server as docker-compose.yml runs it (`uvicorn --workers 4`) answers keep-alive requests
 without Nagle's delay.
 
 With `--workers N` uvicorn's supervisor binds the listening socket itself and hands it to the worker
