@@ -65,4 +65,5 @@ USER app
 ENV HOME=/home/app
 
 EXPOSE 8000
-CMD ["uvicorn", "dataplatform.asgi:application", "--host", "0.0.0.0", "--port", "8000"]
+# uvicorn, started through dataplatform/webserver.py: it believes proxy headers only from TRUSTED_PROXIES.
+CMD ["python", "-m", "dataplatform.webserver", "--host", "0.0.0.0", "--port", "8000"]

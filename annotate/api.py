@@ -1,11 +1,13 @@
 """onPanda over the API: configure, import, roll out, claim, correct, stream, undo, accept, review."""
 
 import json
+import logging
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.handlers.asgi import ASGIRequest
+from django.db import InterfaceError, OperationalError
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -17,16 +19,19 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token, role_in
-from dataplatform.apiutils import Conflict, import_upload, truthy
-from dataplatform.inference import BackendError
+from dataplatform.apiutils import MAX_ID, MAX_INT, MAX_SEED, Conflict, import_upload, truthy, uploaded_file
+from dataplatform.inference import BackendError, validate_served_model_name
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
+from dataplatform.openapi import STALE_VERSION
 
 from . import importers, selectors, services
 from .metrics import project_metrics
 from .models import AnnotationConfig, Claim, ClaimState, Node, Session
 from .panda_json import UnreadableFile, import_panda_json, read_panda_upload
 from .reviews import review_session
+
+logger = logging.getLogger(__name__)
 
 
 def _refusal(exc: services.AnnotationError) -> APIException:
@@ -43,6 +48,9 @@ class ConfigSerializer(serializers.ModelSerializer):
     temperature = serializers.FloatField(min_value=0.0, max_value=2.0)
     overlap = serializers.IntegerField(min_value=1, max_value=20)
     lease_minutes = serializers.IntegerField(min_value=1, max_value=24 * 60)
+    seed = serializers.IntegerField(min_value=0, max_value=MAX_SEED)
+    model_name = serializers.CharField(max_length=200, allow_blank=True, required=False,
+                                       validators=[validate_served_model_name])
 
     class Meta:
         model = AnnotationConfig
@@ -89,17 +97,28 @@ class ClaimSerializer(serializers.ModelSerializer):
         return session.pk if session else None
 
 
+class CandidateSerializer(serializers.Serializer):
+    """One of the model's top-k at a position (selectors.candidates_at)."""
+
+    rank = serializers.IntegerField(min_value=1, max_value=MAX_INT)
+    token_id = serializers.IntegerField(min_value=0, max_value=MAX_INT)
+    text = serializers.CharField()
+    logprob = serializers.FloatField()
+    probability = serializers.FloatField(min_value=0.0, max_value=1.0)
+    current = serializers.BooleanField(help_text="the token the response has at this position")
+
+
 class CorrectionSerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0)
-    node_id = serializers.IntegerField()
-    position = serializers.IntegerField(min_value=0)
-    token_id = serializers.IntegerField(required=False)
+    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
+    node_id = serializers.IntegerField(min_value=1, max_value=MAX_ID)
+    position = serializers.IntegerField(min_value=0, max_value=MAX_INT)
+    token_id = serializers.IntegerField(required=False, min_value=0, max_value=MAX_INT)
     text = serializers.CharField(required=False, trim_whitespace=False, max_length=20_000)
     stop = serializers.BooleanField(required=False, default=False)
 
 
 class VersionSerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0)
+    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
     comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
 
 
@@ -145,9 +164,7 @@ class ImportPandaApi(APIView):
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        upload = request.FILES.get("file")
-        if upload is None:
-            raise ValidationError({"file": ["Upload a .panda.json file in the field 'file'."]})
+        upload = uploaded_file(request, expected="a .panda.json file")
         annotator = request.user
         if request.data.get("annotator"):
             annotator = get_user_model().objects.filter(username=request.data["annotator"]).first()
@@ -240,7 +257,7 @@ class SessionApi(APIView):
 
 
 class CandidatesApi(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses=CandidateSerializer(many=True))
     def get(self, request, session_id: int, node_id: int, position: int):
         session = selectors.session_for(request.user, session_id, token=request_token(request))
         return Response(selectors.candidates_at(selectors.node_of(session, node_id), position))
@@ -249,7 +266,7 @@ class CandidatesApi(APIView):
 class CorrectApi(APIView):
     """Correct the current node at `position`: `token_id` (a top-k candidate), `text` (a rewrite), or `stop`."""
 
-    @extend_schema(request=CorrectionSerializer, responses={201: NodeSerializer, 409: None})
+    @extend_schema(request=CorrectionSerializer, responses={201: NodeSerializer, 409: STALE_VERSION})
     def post(self, request, session_id: int):
         session = selectors.session_for_writing(request.user, session_id, token=request_token(request))
         data = CorrectionSerializer(data=request.data)
@@ -305,10 +322,12 @@ def _sse(event: str, data: dict) -> bytes:
 
 
 def _token_events(node: Node):
-    backend = services.backend_for(node.session.item.project)
+    """The stream's events. It always ends with `done` or `error`: the response has begun (200) by the
+    time anything fails, so an error can only be told as an event, never as a status."""
     index = len(node.token_ids)
     pending = b""
     try:
+        backend = services.backend_for(node.session.item.project)
         for step in services.continue_node(node=node):
             # Byte-level BPE: send text only once a whole character is complete.
             pending += backend.token_pieces([step.token_id])[0]
@@ -321,11 +340,17 @@ def _token_events(node: Node):
             index += 1
         node.refresh_from_db()
         yield _sse("done", {"finish_reason": node.finish_reason, "tokens": len(node.token_ids)})
-    except BackendError as exc:
-        yield _sse("error", {"message": f"The model backend failed: {exc}. Everything generated so far is "
-                                        "saved; retry to continue."})
     except services.AnnotationError as exc:
         yield _sse("error", {"message": str(exc)})
+    except Exception as exc:  # noqa: BLE001 (the client must hear of it; logged when it is a bug)
+        if isinstance(exc, BackendError):
+            reason = f"The model backend failed: {exc}."
+        elif isinstance(exc, (OperationalError, InterfaceError)):
+            reason = "The database is unavailable for a moment."
+        else:
+            logger.exception("The continuation of node %s failed", node.pk)
+            reason = "The continuation failed on the server."
+        yield _sse("error", {"message": f"{reason} What was saved before it is kept; retry to continue."})
 
 
 async def _async_events(events):
@@ -337,21 +362,21 @@ async def _async_events(events):
 
 
 class UndoApi(APIView):
-    @extend_schema(request=VersionSerializer, responses=SessionSerializer)
+    @extend_schema(request=VersionSerializer, responses={200: SessionSerializer, 409: STALE_VERSION})
     def post(self, request, session_id: int):
         return _session_action(request, session_id, lambda session, data: services.undo(
             session=session, version=data["version"], actor=request.user))
 
 
 class AcceptApi(APIView):
-    @extend_schema(request=VersionSerializer, responses=SessionSerializer)
+    @extend_schema(request=VersionSerializer, responses={200: SessionSerializer, 409: STALE_VERSION})
     def post(self, request, session_id: int):
         return _session_action(request, session_id, lambda session, data: services.finish(
             session=session, version=data["version"], actor=request.user, accept=True, comment=data["comment"]))
 
 
 class RejectApi(APIView):
-    @extend_schema(request=VersionSerializer, responses=SessionSerializer)
+    @extend_schema(request=VersionSerializer, responses={200: SessionSerializer, 409: STALE_VERSION})
     def post(self, request, session_id: int):
         return _session_action(request, session_id, lambda session, data: services.finish(
             session=session, version=data["version"], actor=request.user, accept=False, comment=data["comment"]))

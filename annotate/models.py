@@ -11,7 +11,11 @@ from django.db import models
 from django.db.models import Q
 
 from dataplatform.accounts.models import Project
-from dataplatform.claims import ClaimBase, ClaimState  # noqa: F401 (ClaimState: the app's callers import it from here)
+from dataplatform.claims import (  # noqa: F401 (ClaimState: the app's callers import it from here)
+    ClaimBase,
+    ClaimState,
+    one_active_claim_per_queue,
+)
 
 
 class SeedPolicy(models.TextChoices):
@@ -72,7 +76,8 @@ class Claim(ClaimBase):
     annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="claims")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["item", "annotator"], name="one_claim_per_item_annotator")]
+        constraints = [models.UniqueConstraint(fields=["item", "annotator"], name="one_claim_per_item_annotator"),
+                       one_active_claim_per_queue(holder_field="annotator", name="one_active_claim_per_annotator")]
         indexes = [models.Index(fields=["item", "state", "lease_expires_at"], name="claim_item_state_lease")]
 
 

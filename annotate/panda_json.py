@@ -645,7 +645,7 @@ def _write(project: Project, tree: ParsedTree, specs: list[_NodeSpec], prompt_id
         rollout={"token_ids": root.token_ids, "logprobs": root.logprobs, "top": root.top,
                  "finish_reason": root.dialog.finish_reason or "stop", "model_id": root.model_id, "seed": None},
     )
-    claim = Claim.objects.create(item=item, annotator=annotator, state=ClaimState.DONE,
+    claim = Claim.objects.create(item=item, project=project, annotator=annotator, state=ClaimState.DONE,
                                  lease_expires_at=timezone.now())
     good = next((spec for spec in specs if spec.dialog.is_good), None)
     session = Session.objects.create(claim=claim, item=item, annotator=annotator,

@@ -116,25 +116,38 @@ def claim_next(*, project: Project, annotator) -> Claim | None:
 
 
 def end_claim(*, claim: Claim, state: ClaimState) -> Claim:
-    """Skip or release a claim (or mark it done)."""
-    if claim.state != ClaimState.ACTIVE:
-        raise AnnotationError(f"This claim is already {claim.state}.")
-    claim.state = state
-    claim.save(update_fields=["state", "updated_at"])
-    return claim
+    """Skip or release a claim (or mark it done): only an active one, once, under its item's lock."""
+    try:
+        return claims.end_claim(claim_model=Claim, item_field="item", claim_id=claim.pk, state=state,
+                                overlap=lambda: config_for(claim.project).overlap)
+    except claims.ClaimRefused as exc:
+        raise AnnotationError(str(exc)) from exc
 
 
 def reassign(*, claim: Claim, to_user) -> Claim:
-    """A curator moves an item from one annotator to another, who starts it afresh."""
+    """A curator moves an item from one annotator to another, who starts it afresh.
+
+    The item's slot moves with it: the old claim is released and the new one takes its place, under the
+    item's lock like every other change to its slots."""
+    config = config_for(claim.project)
+    now = timezone.now()
     with transaction.atomic():
-        if Claim.objects.filter(item=claim.item, annotator=to_user).exists():
+        claims.lock_item_of(Claim, "item", claim.pk)
+        claim = Claim.objects.select_for_update().get(pk=claim.pk)
+        if Claim.objects.filter(item_id=claim.item_id, annotator=to_user).exists():
             raise AnnotationError(f"{to_user} has already had this item.")
+        if Claim.objects.filter(project_id=claim.project_id, annotator=to_user, state=ClaimState.ACTIVE).exists():
+            raise AnnotationError(f"{to_user} is working on another item of this project; reassign this one when "
+                                  "they have finished it.")
+        keeps_its_slot = claim.state == ClaimState.ACTIVE and claim.lease_expires_at > now
+        if not keeps_its_slot and claims.holders(Claim, "item", claim.item_id, now=now) >= config.overlap:
+            raise AnnotationError("This item has no free slot to reassign: its claim has ended and others hold "
+                                  "every slot.")
         if claim.state == ClaimState.ACTIVE:
             claim.state = ClaimState.RELEASED
             claim.save(update_fields=["state", "updated_at"])
-        config = config_for(claim.item.project)
-        return Claim.objects.create(item=claim.item, annotator=to_user,
-                                    lease_expires_at=timezone.now() + timedelta(minutes=config.lease_minutes))
+        return Claim.objects.create(item_id=claim.item_id, project_id=claim.project_id, annotator=to_user,
+                                    lease_expires_at=now + timedelta(minutes=config.lease_minutes))
 
 
 # --- sessions -------------------------------------------------------------------------------------
@@ -174,11 +187,14 @@ def open_session(*, claim: Claim) -> Session:
 
 
 def _locked_session(session_id: int, version: int) -> Session:
-    session = Session.objects.select_for_update(of=("self",)).select_related("current_node", "item").get(pk=session_id)
+    session = Session.objects.select_for_update(of=("self",)).select_related(
+        "current_node", "item", "claim").get(pk=session_id)
     if session.version != version:
         raise StaleVersion(f"The session changed (version {session.version}, you had {version}); reload it.")
     if session.status != SessionStatus.OPEN:
         raise AnnotationError(f"The session is {session.status}; it cannot change.")
+    if session.claim.state != ClaimState.ACTIVE:  # skipped, released or reassigned: the item is not yours now
+        raise AnnotationError(f"Your claim on this item was {session.claim.state}; the session cannot change.")
     return session
 
 
@@ -356,5 +372,5 @@ def finish(*, session: Session, version: int, actor, accept: bool, comment: str 
         _bump(session)
         Event.objects.create(session=session, kind=EventKind.ACCEPT if accept else EventKind.REJECT, node=node,
                              actor=actor, payload={"comment": comment} if comment else {})
-        claims.mark_done(claim_model=Claim, item_field="item", claim_id=session.claim_id)
+        end_claim(claim=session.claim, state=ClaimState.DONE)  # refused: the whole verdict is undone
     return session

@@ -15,6 +15,7 @@ from dataplatform.broker import BrokerUnavailable
 from dataplatform.imports import FileTooLarge, check_upload_size
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
+from dataplatform.pagination import parse_id
 
 from . import charts, importers, metrics, reviews, selectors, services
 from .api import ConfigSerializer
@@ -117,7 +118,7 @@ def start_rollouts(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
     try:
         job = job_services.enqueue_job(project=project, kind="annotate.rollouts", params={}, user=request.user)
-    except BrokerUnavailable as exc:
+    except (BrokerUnavailable, job_services.JobQueueFull) as exc:
         messages.error(request, str(exc))
         return redirect("annotate-queue", slug=slug)
     messages.success(request, f"Job {job.pk} is generating the model's responses.")
@@ -159,9 +160,8 @@ def review_page(request, slug: str):
                 .select_related("item", "annotator").prefetch_related("reviews").order_by("-id"))
     if request.GET.get("pending"):
         sessions = sessions.filter(reviews__isnull=True)
-    before = request.GET.get("before")
-    if before and before.isdigit():
-        sessions = sessions.filter(pk__lt=int(before))
+    if before := parse_id(request.GET.get("before")):
+        sessions = sessions.filter(pk__lt=before)
     page = list(sessions[: REVIEW_PAGE_SIZE + 1])
     rows = [{"session": s, "review": (list(s.reviews.all()) or [None])[-1],
              "first_error": reviews.first_error_position(s)} for s in page[:REVIEW_PAGE_SIZE]]

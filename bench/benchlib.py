@@ -211,7 +211,7 @@ def free_port() -> int:
 
 
 class Server:
-    """A child process on a free localhost port: the web app as `uvicorn dataplatform.asgi:application`
+    """A child process on a free localhost port: the web app under uvicorn as `python -m dataplatform.webserver`
     ("asgi", as the Dockerfile runs it) or `manage.py runserver --noreload` ("wsgi"), or the embedded model
     behind vLLM's API, `manage.py serve_model` ("model", with `model_threads` torch threads); with `env`
     (default: this process's environment) and its output in a log file under `log_dir`. uvicorn runs
@@ -225,9 +225,8 @@ class Server:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(log_dir) / f"{kind}-{self.port}.log"
         if kind == "asgi":
-            command = [str(Path(sys.executable).parent / "uvicorn"), "dataplatform.asgi:application",
-                       "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "off",
-                       "--no-access-log", "--log-level", "warning", "--workers", str(workers)]
+            command = [sys.executable, "-m", "dataplatform.webserver", "--host", "127.0.0.1", "--port", str(self.port),
+                       "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--workers", str(workers)]
             self.label = f"ASGI (uvicorn, {workers} process{'es' if workers > 1 else ''})"
         elif kind == "model":
             command = [sys.executable, "manage.py", "serve_model", "--port", str(self.port),
@@ -244,11 +243,11 @@ class Server:
                                         env=os.environ.copy() if env is None else env)
 
     def wait_ready(self, secret: str = "", timeout: float = 90) -> float:
-        """Seconds until an authenticated API request (the model server: /health) answers 200; RuntimeError
-        (with the log) otherwise."""
+        """Seconds until an API request authenticated with `secret` (without one: the log-in page; the model
+        server: /health) answers 200; RuntimeError (with the log) otherwise."""
         started = time.perf_counter()
         deadline = started + timeout
-        path = "/health" if self.kind == "model" else "/api/v1/projects/"
+        path = "/health" if self.kind == "model" else "/api/v1/projects/" if secret else "/accounts/login/"
         while time.perf_counter() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.label} exited ({self.process.returncode}):\n{self.log_tail()}")

@@ -8,7 +8,7 @@ run itself fails). It measures:
   some position of the item's real rollout), then POSTs the node's stream URL
   (`/api/v1/sessions/{id}/nodes/{node}/stream/`) with httpx and times from sending that request
   to receiving the first complete `event: token` block. The web app runs for real in child
-  processes on free localhost ports: `uvicorn dataplatform.asgi:application` (ASGI: the async
+  processes on free localhost ports: `python -m dataplatform.webserver` (uvicorn, ASGI: the async
   streaming path, as the Dockerfile runs it) and `manage.py runserver --noreload` (WSGI; Django's
   development server), each with its own copy of the model, warmed up with a few requests first. The baseline is the backend itself: in this
   process, `LocalBackend.stream()` on exactly the same prefix ids (item.prompt_ids + the new
@@ -94,7 +94,6 @@ from django.db.models import Count  # noqa: E402
 
 from annotate import services  # noqa: E402
 from annotate.models import Claim, ClaimState, Item, Session  # noqa: E402
-from dataplatform import claims  # noqa: E402
 from dataplatform.accounts import services as account_services  # noqa: E402
 from dataplatform.accounts.models import ApiToken, Project, Role  # noqa: E402
 from dataplatform.inference import get_backend  # noqa: E402
@@ -181,7 +180,7 @@ def continuation_setup(backend) -> tuple[Project, dict]:
         sessions = []
         while (claim := services.claim_next(project=project, annotator=user)) is not None:
             sessions.append(services.open_session(claim=claim))
-            claims.mark_done(claim_model=Claim, item_field="item", claim_id=claim.pk)  # free the annotator
+            services.end_claim(claim=claim, state=ClaimState.DONE)  # free the annotator
         _, secret = account_services.issue_token(user=user, name="continuation bench")
         annotators[kind] = {"user": user, "secret": secret, "sessions": sorted(sessions, key=lambda s: s.item_id)}
     return project, annotators
@@ -256,7 +255,7 @@ def run_claimers(project: Project, users: list, rounds: int, think: tuple[float,
                 mine_items.append(claim.item_id)
                 if think:
                     time.sleep(pause.uniform(*think))
-                claims.mark_done(claim_model=Claim, item_field="item", claim_id=claim.pk)
+                services.end_claim(claim=claim, state=ClaimState.DONE)
         except Exception as exc:  # noqa: BLE001 (reported below)
             barrier.abort()
             with lock:

@@ -1,7 +1,7 @@
 """Load test of the onPanda loop and the trainers' export pulls, on the real stack, against one client alone.
 
 It prints a table of figures; it is not a test and fails on nothing (it exits non-zero only when the
-run itself fails). The web app runs for real: `uvicorn dataplatform.asgi:application --workers 4` (as
+run itself fails). The web app runs for real: `python -m dataplatform.webserver --workers 4` (uvicorn, as
 docker-compose.yml runs it, DEBUG off; `--web-workers`) as a child process on a free localhost port, on PostgreSQL
 (its own database `dataplatform_bench_load`) and Redis (database 9, the cache), with the real CPU model. Where the model runs is the
 `--model` choice:

@@ -9,8 +9,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for, request_token
-from dataplatform.apiutils import Conflict, import_upload
+from dataplatform.apiutils import MAX_INT, MAX_SEED, Conflict, import_upload
 from dataplatform.jobs.api import JobSerializer
+from dataplatform.openapi import STALE_VERSION
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from .aed import importers, selectors, services, stats
@@ -73,12 +74,12 @@ class CaseSerializer(serializers.ModelSerializer):
 
 
 class CaseEditSerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0)
+    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
     changes = serializers.DictField(help_text="any of error_step, category, diagnosis, evidence, evidence_check")
 
 
 class VersionOnlySerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0)
+    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
 
 
 class ProposalCreateSerializer(serializers.Serializer):
@@ -93,7 +94,7 @@ class ProposalStatusSerializer(serializers.Serializer):
 class ReplayCreateSerializer(serializers.Serializer):
     pairs = serializers.IntegerField(min_value=1, max_value=services.MAX_REPLAY_PAIRS)
     runner = serializers.ChoiceField(choices=["builtin", "webhook"], default="builtin")
-    seed = serializers.IntegerField(default=0)
+    seed = serializers.IntegerField(default=0, min_value=0, max_value=MAX_SEED)
     options = serializers.DictField(required=False, default=dict,
                                     help_text="max_steps, max_tokens, temperature, model; url, timeout for webhook")
 
@@ -169,7 +170,7 @@ class CaseApi(APIView):
         case = selectors.case_for(request.user, case_id, token=request_token(request))
         return Response(CaseSerializer(selectors.cases_of(case.trace.project).get(pk=case.pk)).data)
 
-    @extend_schema(request=CaseEditSerializer, responses={200: CaseSerializer, 409: None})
+    @extend_schema(request=CaseEditSerializer, responses={200: CaseSerializer, 409: STALE_VERSION})
     def patch(self, request, case_id: int):
         case = selectors.case_for(request.user, case_id, token=request_token(request))
         data = CaseEditSerializer(data=request.data)
@@ -183,7 +184,7 @@ class CaseApi(APIView):
 
 
 class CaseSubmitApi(APIView):
-    @extend_schema(request=VersionOnlySerializer, responses={200: CaseSerializer, 409: None})
+    @extend_schema(request=VersionOnlySerializer, responses={200: CaseSerializer, 409: STALE_VERSION})
     def post(self, request, case_id: int):
         case = selectors.case_for(request.user, case_id, token=request_token(request))
         data = VersionOnlySerializer(data=request.data)

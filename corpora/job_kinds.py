@@ -1,5 +1,7 @@
 from rest_framework import serializers
 
+from dataplatform.apiutils import MAX_ID, MAX_SEED
+from dataplatform.inference import validate_served_model_name
 from dataplatform.jobs.registry import JobKind, register
 
 from .aed import services as aed
@@ -9,12 +11,14 @@ from .atd.models import ScoringRun, TeacherRun
 
 
 class ReplayParams(serializers.Serializer):
-    replay = serializers.IntegerField(help_text="the replay to run (created with its proposal)")
+    replay = serializers.IntegerField(min_value=1, max_value=MAX_ID,
+                                      help_text="the replay to run (created with its proposal)")
 
 
 class DraftParams(serializers.Serializer):
-    case = serializers.IntegerField(help_text="the case to draft a diagnosis for")
-    model_name = serializers.CharField(required=False, allow_blank=True, default="")
+    case = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="the case to draft a diagnosis for")
+    model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
+                                       validators=[validate_served_model_name])
 
 
 def run_replay(job, progress) -> dict:
@@ -50,7 +54,8 @@ register(JobKind(
 
 
 class RunParams(serializers.Serializer):
-    run = serializers.IntegerField(help_text="the scoring or teacher run this job works for")
+    run = serializers.IntegerField(min_value=1, max_value=MAX_ID,
+                                   help_text="the scoring or teacher run this job works for")
 
 
 def run_scoring(job, progress) -> dict:
@@ -82,7 +87,7 @@ register(JobKind(
 class SampleParams(serializers.Serializer):
     temperature = serializers.FloatField(default=1.0, min_value=0.01, max_value=2.0)
     max_tokens = serializers.IntegerField(default=128, min_value=1, max_value=4096)
-    seed = serializers.IntegerField(default=0)
+    seed = serializers.IntegerField(default=0, min_value=0, max_value=MAX_SEED)
     tries = serializers.IntegerField(default=3, min_value=1, max_value=10)
 
 

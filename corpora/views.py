@@ -29,6 +29,7 @@ from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.broker import BrokerUnavailable
 from dataplatform.imports import page_import
 from dataplatform.jobs.models import Job, JobState
+from dataplatform.jobs.services import JobQueueFull
 from dataplatform.jobs.views import STALL_AFTER
 from dataplatform.system.selectors import worker_status
 
@@ -360,7 +361,7 @@ def case_draft(request, slug: str, case_id: int):
     error = ""
     try:
         services.start_draft(case=case, user=request.user)
-    except BrokerUnavailable as exc:  # the job is marked failed; its row says why
+    except (BrokerUnavailable, JobQueueFull) as exc:  # a failed job whose row says why, or no job at all
         error = str(exc)
     if not _htmx(request):
         return _back_to_trace(request, project, case, error=error, notice="The model is drafting the case.")
@@ -446,6 +447,8 @@ def replay_start(request, slug: str, proposal_id: int):
         return _proposals_response(request, project, proposal.case, error=str(exc), status=400)
     except BrokerUnavailable as exc:  # the replay and its job exist; the job is marked failed
         return _proposals_response(request, project, proposal.case, error=str(exc), status=503)
+    except JobQueueFull as exc:  # nothing was written
+        return _proposals_response(request, project, proposal.case, error=str(exc), status=429)
     return _proposals_response(request, project, proposal.case,
                                notice=f"Replay {replay.pk} started ({replay.pairs} pairs).")
 

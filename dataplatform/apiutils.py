@@ -7,6 +7,13 @@ from rest_framework.response import Response
 
 from .imports import FileTooLarge, check_upload_size
 
+# Upper bounds for the integers a client sends, from the PostgreSQL columns they end up in: a value past
+# its column is refused by its serializer field (400), never by the database (500). Every integer field
+# a client can send has a min_value and a max_value (tests/test_integer_bounds.py fails on one without).
+MAX_INT = 2**31 - 1  # integer columns: IntegerField, PositiveIntegerField (versions, counts, budgets)
+MAX_ID = 2**63 - 1  # bigint columns: the BigAutoField primary keys (DEFAULT_AUTO_FIELD)
+MAX_SEED = 2**32 - 1  # a sampling seed: the range numpy and the samplers behind the backends take
+
 
 class JSONObjectParser(JSONParser):
     """JSON bodies must be objects: every write in this API takes named fields, and a view that
@@ -43,12 +50,22 @@ def checked_upload_size(upload) -> None:
         raise ValidationError({"file": [str(exc)]}) from None
 
 
+def uploaded_file(request, *, expected: str):
+    """The one file of the multipart field `file` (400 when there is none). Two or more parts named
+    `file` are a 400 too: request.FILES.get() would import the last one and quietly drop the others."""
+    uploads = request.FILES.getlist("file")
+    if not uploads:
+        raise ValidationError({"file": [f"Upload {expected} in the field 'file'."]})
+    if len(uploads) > 1:
+        raise ValidationError({"file": [f"Send one file in the field 'file', not {len(uploads)}: "
+                                        "each upload imports exactly one file."]})
+    return uploads[0]
+
+
 def import_upload(request, importer, **arguments) -> Response:
     """Run `importer` on the request's multipart `file` with its `dry_run` and `skip_bad_lines` form
     fields; the report is the body, with 400 when the file was refused (errors, and not skipped)."""
-    upload = request.FILES.get("file")
-    if upload is None:
-        raise ValidationError({"file": ["Upload a JSONL file in the field 'file'."]})
+    upload = uploaded_file(request, expected="a JSONL file")
     checked_upload_size(upload)
     skip = truthy(request.data.get("skip_bad_lines"))
     report = importer(lines=upload, file=upload.name, dry_run=truthy(request.data.get("dry_run")),

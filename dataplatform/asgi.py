@@ -87,15 +87,26 @@ def _warm_up() -> None:
     for alias in settings.CACHES:
         caches[alias]  # noqa: B018  imports the cache backend
     warm_up_accounts()
-    if settings.MODEL_BACKEND == "vllm":
-        from dataplatform.inference import get_backend
-
-        get_backend().load_tokenizer()  # the copy of the served model's tokenizer, if VLLM_TOKENIZER_DIR is set
+    _warm_model(settings.MODEL_BACKEND)
     # A full garbage collection walks every object, and after the imports above (torch among them) a
     # worker holds about 400,000: 200 ms per collection, which Python starts on its own now and then,
     # in the middle of some request. What exists now lives as long as the process: leave it out of them.
     gc.collect()
     gc.freeze()
+
+
+def _warm_model(backend_name: str) -> None:
+    """The process's one backend, built now: the local model loaded into memory (about 2.4 s, which the first
+    annotator to continue would otherwise wait for, or several at once, each loading it again); for vLLM, the
+    copy of the served model's tokenizer, if VLLM_TOKENIZER_DIR is set. Nothing here calls the vLLM server:
+    a web process starts while the model server is down, and says so per request."""
+    from dataplatform.inference import get_backend
+
+    backend = get_backend()
+    if backend_name == "vllm":
+        backend.load_tokenizer()
+    else:
+        backend.model  # noqa: B018  loads it
 
 
 def _compile_url_patterns(resolver) -> None:

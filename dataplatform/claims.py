@@ -1,29 +1,41 @@
 """Work queues with claims: hand each person the next item that still has a free slot.
 
-Shared by the onPanda annotation queue and the SWE Labeler review queue. A claim model has
-an item foreign key, a holder foreign key, `state` (active/done/skipped/released),
-`lease_expires_at`, `created_at` and `updated_at`, and a unique (item, holder) constraint.
-An item has `overlap` slots; a claim holds one while it is done, or active with a live lease.
-An item also counts its done claims (`claims_done`, kept by `mark_done`), and the queue hands out
-items by (claims_done descending, id) from an index on (project, -claims_done, id), starting at
-claims_done = overlap - 1. So an item's overlap is completed before new items start (as Label
-Studio's sequential sampling does), and the scan for a free item never walks through finished
-items. (Ordered by id alone, it counted the claims of every finished item first, so a claim got
-slower as the project progressed: 8 ms of planning and scanning after 1,100 done items.)
+Shared by the onPanda annotation queue and the SWE Labeler review queue. A claim model has an item
+foreign key, a holder foreign key, the item's project (`project`, copied from the item so that a
+constraint can see it), `state` (active/done/skipped/released), `lease_expires_at`, `created_at` and
+`updated_at`, plus two constraints: unique (item, holder), and unique (project, holder) among active
+claims, so a person holds at most one active claim per queue however many tabs claim at once.
 
-Why raw SQL: this is the hottest write path (50 annotators claiming at once), and the ORM
-spent about 4 ms of Python per claim building the same four statements. Here a claim is one
-short transaction of three statements:
-1. renew the holder's own active claim, if there is one;
-2. lock the first item with a free slot, `FOR UPDATE OF item SKIP LOCKED`, so concurrent
-   claimers pass each other instead of queueing on one row;
-3. insert the claim only if the slot is still free, counted again by that INSERT: it is a new
-   statement, so under READ COMMITTED it sees claims committed while step 2 waited, which the
-   snapshot of step 2 may not. Two claimers can therefore never take an item's last slot together.
+An item has `overlap` slots; a claim holds one while it is done, or active with a live lease. An item
+also counts its done claims (`claims_done`, kept by `end_claim`), and the queue hands out items by
+(claims_done descending, id) from an index on (project, -claims_done, id), starting at
+claims_done = overlap - 1. So an item's overlap is completed before new items start (as Label
+Studio's sequential sampling does), and the scan for a free item never walks through finished items.
+
+**The item row is the lock.** Every change to who holds an item's slots (a new claim, a renewal, a
+claim ending, a reassignment) first locks the item's row, then touches claim rows, and counts the
+item's holders only after it holds that lock. So two transactions can never both count a slot as free:
+the second one waits for the first, and its count (a new statement, under READ COMMITTED) sees the
+first one's claim. (Renewing used to lock only the claim row: a renewal and a new claim on the same
+item each counted the other's claim as not there, and items ended up over their overlap.) The order
+is always item, then claim, so two of these transactions never wait on each other in a circle.
+
+Why raw SQL: this is the hottest write path (50 annotators claiming at once), and the ORM spent about
+4 ms of Python per claim building the same statements. A claim is one short transaction:
+1. lock the item of the holder's active claim, if there is one, and renew the claim if its slot is
+   still its own (a live lease, or an expired one that nobody took meanwhile);
+2. else lock the first item with a free slot, `FOR UPDATE OF item SKIP LOCKED`, so concurrent
+   claimers pass each other instead of queueing on one row (and if every free item is locked by a
+   claimer in flight, wait for the first of them rather than answer that the queue is empty);
+3. insert the claim only if the slot is still free, counted again by that INSERT (claims committed
+   while step 2 waited are not in its snapshot), and only if the holder has no other active claim
+   (`ON CONFLICT DO NOTHING`: another tab of the same person may have claimed meanwhile; the loop
+   then finds and renews that claim).
 SQLite has no row locks; its transactions are IMMEDIATE here (settings), which serialises writers.
 """
 
 import functools
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.db import connection, models, transaction
@@ -38,10 +50,14 @@ class ClaimState(models.TextChoices):
     RELEASED = "released", "Released"
 
 
-class ClaimBase(models.Model):
-    """The fields every claim model shares. A subclass adds the item and holder foreign keys and
-    a unique (item, holder) constraint."""
+ACTIVE, DONE = ClaimState.ACTIVE.value, ClaimState.DONE.value
 
+
+class ClaimBase(models.Model):
+    """The fields every claim model shares. A subclass adds the item and holder foreign keys, a unique
+    (item, holder) constraint and `one_active_claim_per_queue`."""
+
+    project = models.ForeignKey("accounts.Project", on_delete=models.CASCADE, related_name="+")
     state = models.CharField(max_length=16, choices=ClaimState.choices, default=ClaimState.ACTIVE)
     lease_expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -51,24 +67,24 @@ class ClaimBase(models.Model):
         abstract = True
 
 
-ACTIVE, DONE = ClaimState.ACTIVE.value, ClaimState.DONE.value
+def one_active_claim_per_queue(*, holder_field: str, name: str) -> models.UniqueConstraint:
+    """A person holds at most one active claim in a project's queue (with the unique (item, holder)
+    constraint every claim model also has)."""
+    return models.UniqueConstraint(fields=["project", holder_field], condition=Q(state=ACTIVE), name=name)
+
+
+class ClaimRefused(Exception):
+    """The claim cannot change that way (it has ended, or its slot went to someone else)."""
 
 
 def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, project_id: int, holder_id: int,
                overlap: int, lease_minutes: int, ready: Q | None = None):
-    """The holder's active claim on an item of the project, renewed; else a new claim on the next item
-    of the project that is `ready` (e.g. answered by the model), that they never had and that has a
-    free slot; else None. Items have a `project` foreign key and the (project, -claims_done, id) index.
-    The claim's `is_new` says which of the two it is."""
-    quote = connection.ops.quote_name
-    meta = claim_model._meta
-    table = quote(meta.db_table)
-    item_col = quote(meta.get_field(item_field).column)
-    holder_col = quote(meta.get_field(holder_field).column)
-    item_model = meta.get_field(item_field).related_model
-    item_table = quote(item_model._meta.db_table)
-    returning = ", ".join(quote(f.column) for f in meta.concrete_fields)
-    ready_sql, ready_params = _ready_condition(item_model, ready)
+    """The holder's active claim in the project, renewed; else a new claim on the next item of the project
+    that is `ready` (e.g. answered by the model), that they never had and that has a free slot; else None.
+    Items have a `project` foreign key and the (project, -claims_done, id) index. The claim's `is_new`
+    says which of the two it is."""
+    sql = _Sql.of(claim_model, item_field, holder_field)
+    ready_sql, ready_params = _ready_condition(sql.item_model, ready)
     locks = connection.features.has_select_for_update_skip_locked
     now = timezone.now()
     lease = now + timedelta(minutes=lease_minutes)
@@ -80,45 +96,143 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
     # first query (psycopg's client-side binding sends both in one message): one round trip fewer.
     asynchronous_commit = "SET LOCAL synchronous_commit TO OFF; " if connection.vendor == "postgresql" else ""
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        cursor.execute(
-            f"{asynchronous_commit}SELECT c.id, c.{item_col}, c.lease_expires_at > %s FROM {table} c "
-            f"JOIN {item_table} it ON it.id = c.{item_col} WHERE c.{holder_col} = %s AND c.state = '{ACTIVE}' "
-            f"AND it.project_id = %s ORDER BY c.id LIMIT 1{' FOR UPDATE OF c' if locks else ''}",
-            [now, holder_id, project_id])
-        if asynchronous_commit:
-            cursor.nextset()  # from the SET's empty result to the SELECT's
-        mine = cursor.fetchone()
-        if mine is not None:
-            claim_id, item_id, live = mine
-            if live or _holders(cursor, table, item_col, item_id, now, excluding=claim_id) < overlap:
-                renewed = _one(claim_model.objects.raw(
-                    f"UPDATE {table} SET lease_expires_at = %s, updated_at = %s WHERE id = %s RETURNING {returning}",
-                    [lease, now, claim_id]))
-                renewed.is_new = False
-                return renewed
-            # The lease ran out and someone else took the slot meanwhile: this claim is gone.
-            cursor.execute(f"UPDATE {table} SET state = 'released', updated_at = %s WHERE id = %s", [now, claim_id])
-
         while True:
+            # 1. The holder's active claim, its item locked (waiting for it: a claimer holding it is brief).
             cursor.execute(
-                f"SELECT it.id FROM {item_table} it WHERE it.project_id = %s AND it.claims_done < %s {ready_sql} "
-                f"AND NOT EXISTS (SELECT 1 FROM {table} c WHERE c.{item_col} = it.id AND c.{holder_col} = %s) "
-                f"AND ({_HOLDERS.format(table=table, item_col=item_col)} AND c.{item_col} = it.id) < %s "
-                f"ORDER BY it.claims_done DESC, it.id LIMIT 1{' FOR UPDATE OF it SKIP LOCKED' if locks else ''}",
-                [project_id, overlap, *ready_params, holder_id, now, overlap])
+                f"{asynchronous_commit}SELECT c.id, c.{sql.item} FROM {sql.claims} c "
+                f"JOIN {sql.items} it ON it.id = c.{sql.item} "
+                f"WHERE c.{sql.project} = %s AND c.{sql.holder} = %s AND c.state = '{ACTIVE}' "
+                f"{'FOR UPDATE OF it' if locks else ''}",
+                [project_id, holder_id])
+            if asynchronous_commit:
+                cursor.nextset()  # from the SET's empty result to the SELECT's
+                asynchronous_commit = ""
+            mine = cursor.fetchone()
+            if mine is not None:
+                claim_id, item_id = mine
+                # Its slot is still its own unless the others fill the overlap (they may have taken it
+                # while the lease was expired). Counted under the item's lock, in the UPDATE itself.
+                renewed = _one(claim_model.objects.raw(
+                    f"UPDATE {sql.claims} SET lease_expires_at = %s, updated_at = %s "
+                    f"WHERE id = %s AND state = '{ACTIVE}' AND ({sql.holders_of('%s')} AND c.id <> %s) < %s "
+                    f"RETURNING {sql.returning}",
+                    [lease, now, claim_id, now, item_id, claim_id, overlap]))
+                if renewed is not None:
+                    renewed.is_new = False
+                    return renewed
+                # The lease ran out and someone else took the slot meanwhile (or another tab just ended
+                # the claim): it is gone; look for a new item.
+                cursor.execute(f"UPDATE {sql.claims} SET state = 'released', updated_at = %s "
+                               f"WHERE id = %s AND state = '{ACTIVE}'", [now, claim_id])
+
+            # 2. The first item with a free slot that this holder never had, passing the items other claimers
+            # hold locked. If every free item was locked, the queue only looks empty: wait for the first one
+            # instead of answering "nothing left". Two such waits never close a circle: a claimer here holds
+            # only items it found full, and waits only for one that its newer snapshot finds free.
+            scan = (f"SELECT it.id FROM {sql.items} it WHERE it.project_id = %s AND it.claims_done < %s {ready_sql} "
+                    f"AND NOT EXISTS (SELECT 1 FROM {sql.claims} c WHERE c.{sql.item} = it.id AND c.{sql.holder} = %s) "
+                    f"AND ({sql.holders_of('it.id')}) < %s ORDER BY it.claims_done DESC, it.id LIMIT 1")
+            scan_params = [project_id, overlap, *ready_params, holder_id, now, overlap]
+            cursor.execute(scan + (" FOR UPDATE OF it SKIP LOCKED" if locks else ""), scan_params)
             row = cursor.fetchone()
+            if row is None and locks:
+                cursor.execute(scan + " FOR UPDATE OF it", scan_params)
+                row = cursor.fetchone()
             if row is None:
                 return None
+            # 3. The claim, if the slot is still free and the holder has no other active claim.
             created = _one(claim_model.objects.raw(
-                f"INSERT INTO {table} ({item_col}, {holder_col}, state, lease_expires_at, created_at, updated_at) "
-                f"SELECT %s, %s, '{ACTIVE}', %s, %s, %s "
-                f"WHERE ({_HOLDERS.format(table=table, item_col=item_col)} AND c.{item_col} = %s) < %s "
-                f"RETURNING {returning}",
-                [row[0], holder_id, lease, now, now, now, row[0], overlap]))
+                f"INSERT INTO {sql.claims} ({sql.item}, {sql.holder}, {sql.project}, state, lease_expires_at, "
+                f"created_at, updated_at) SELECT %s, %s, %s, '{ACTIVE}', %s, %s, %s "
+                f"WHERE ({sql.holders_of('%s')}) < %s ON CONFLICT DO NOTHING RETURNING {sql.returning}",
+                [row[0], holder_id, project_id, lease, now, now, now, row[0], overlap]))
             if created is not None:
                 created.is_new = True  # callers can skip looking for what an older claim would have
                 return created
-            # Filled up between the scan and the lock; the next scan sees the new claim and moves on.
+            # The slot filled up between the scan and the lock, or another tab of this holder claimed
+            # meanwhile: the next round renews that claim, or scans again and sees the new claims.
+
+
+def end_claim(*, claim_model: type[Model], item_field: str, claim_id: int, state: str,
+              overlap: Callable[[], int]):
+    """Move an active claim to `state` (done, skipped or released), under its item's lock, and return it.
+
+    Done counts on the item's `claims_done`. Ending a claim that has already ended is refused, except
+    done after done, which changes nothing (an accept sent twice). A claim whose lease ran out can be
+    done only if its slot is still free: otherwise someone else holds it, and the item would be done
+    more often than its overlap. `overlap` gives the item's overlap; it is asked only then (it may cost a
+    query, which the common case, an accept within the lease, does not need)."""
+    meta = claim_model._meta
+    # The refusal is raised after the block: raised inside it, it would doom a caller's transaction
+    # (no savepoint) even when the caller means to carry on.
+    with transaction.atomic(savepoint=False):  # no savepoint inside a caller's transaction (accept's)
+        item_id = lock_item_of(claim_model, item_field, claim_id)
+        claim = claim_model.objects.select_for_update().get(pk=claim_id)
+        refusal = _why_not(claim_model, item_field, item_id, claim, state, overlap)
+        if refusal is None and claim.state != state:
+            claim.state = state
+            claim.save(update_fields=["state", "updated_at"])
+            if state == DONE:
+                meta.get_field(item_field).related_model.objects.filter(pk=item_id).update(
+                    claims_done=F("claims_done") + 1)
+    if refusal is not None:
+        raise ClaimRefused(refusal)
+    return claim
+
+
+def _why_not(claim_model, item_field: str, item_id: int, claim, state: str, overlap: Callable[[], int]) -> str | None:
+    """Why the locked claim cannot move to `state`, or None if it can (or already has: done twice)."""
+    if claim.state == DONE and state == DONE:
+        return None
+    if claim.state != ACTIVE:
+        return f"This claim is already {claim.state}."
+    now = timezone.now()
+    if state == DONE and claim.lease_expires_at <= now and holders(
+            claim_model, item_field, item_id, now=now, excluding=claim.pk) >= overlap():
+        return ("Your claim on this item expired and the item went to someone else meanwhile; nothing was saved "
+                "as done. Claim the next item.")
+    return None
+
+
+def lock_item_of(claim_model: type[Model], item_field: str, claim_id: int) -> int:
+    """Lock the claim's item row until the transaction ends (the lock every change to its slots takes
+    first) and return its id: one statement, the claim joined in."""
+    field = claim_model._meta.get_field(item_field)
+    items = field.related_model.objects.select_for_update(of=("self",))
+    return items.filter(**{f"{field.related_query_name()}__pk": claim_id}).values_list("pk", flat=True).get()
+
+
+def holders(claim_model: type[Model], item_field: str, item_id: int, *, now, excluding: int | None = None) -> int:
+    """How many claims hold a slot of the item (done, or active with a live lease), `excluding` one."""
+    held = claim_model.objects.filter(Q(state=DONE) | Q(state=ACTIVE, lease_expires_at__gt=now),
+                                      **{f"{item_field}_id": item_id})
+    return held.exclude(pk=excluding).count() if excluding is not None else held.count()
+
+
+class _Sql:
+    """The quoted names of a claim model's tables and columns, for the raw statements above."""
+
+    def __init__(self, claim_model: type[Model], item_field: str, holder_field: str):
+        quote = connection.ops.quote_name
+        meta = claim_model._meta
+        self.item_model = meta.get_field(item_field).related_model
+        self.claims = quote(meta.db_table)
+        self.items = quote(self.item_model._meta.db_table)
+        self.item = quote(meta.get_field(item_field).column)
+        self.holder = quote(meta.get_field(holder_field).column)
+        self.project = quote(meta.get_field("project").column)
+        self.returning = ", ".join(quote(f.column) for f in meta.concrete_fields)
+
+    @classmethod
+    @functools.cache  # one per claim model and connection vendor, for the life of the process
+    def of(cls, claim_model, item_field, holder_field) -> "_Sql":
+        return cls(claim_model, item_field, holder_field)
+
+    def holders_of(self, item: str) -> str:
+        """The count of claims holding a slot of `item` (a column or a placeholder). Its parameters: "now",
+        then the item if it is a placeholder."""
+        return (f"SELECT count(*) FROM {self.claims} c WHERE (c.state = '{DONE}' OR (c.state = '{ACTIVE}' "
+                f"AND c.lease_expires_at > %s)) AND c.{self.item} = {item}")
 
 
 @functools.cache  # compiled once per process: a Q is hashable, and equal Qs compile alike
@@ -137,32 +251,6 @@ def _ready_condition(item_model: type[Model], ready: Q | None) -> tuple[str, tup
         raise ValueError(f"ready={ready!r} must be a condition on {item_model.__name__}'s own columns (no joins).")
     # The compiled condition names the table; the scan calls it `it`.
     return "AND " + condition.replace(connection.ops.quote_name(item_model._meta.db_table) + ".", "it."), tuple(params)
-
-
-def mark_done(*, claim_model: type[Model], item_field: str, claim_id: int) -> None:
-    """Mark a claim done and count it on its item (once, however often this is called)."""
-    meta = claim_model._meta
-    item_model = meta.get_field(item_field).related_model
-    with transaction.atomic(savepoint=False):  # no savepoint inside a caller's transaction (accept's)
-        claim = claim_model.objects.select_for_update().get(pk=claim_id)
-        if claim.state == DONE:
-            return
-        claim.state = DONE
-        claim.save(update_fields=["state", "updated_at"])
-        item_model.objects.filter(pk=getattr(claim, meta.get_field(item_field).attname)).update(
-            claims_done=F("claims_done") + 1)
-
-
-# The claims holding a slot of an item: done, or active with a live lease (the %s is "now").
-_HOLDERS = ("SELECT count(*) FROM {table} c WHERE (c.state = 'done' OR (c.state = 'active' "
-            "AND c.lease_expires_at > %s))")
-
-
-def _holders(cursor, table: str, item_col: str, item_id: int, now, *, excluding: int) -> int:
-    """How many claims other than `excluding` hold a slot of the item."""
-    cursor.execute(f"{_HOLDERS.format(table=table, item_col=item_col)} AND c.{item_col} = %s AND c.id <> %s",
-                   [now, item_id, excluding])
-    return cursor.fetchone()[0]
 
 
 def _one(rows):

@@ -3,8 +3,11 @@
 drf-spectacular describes the success responses a view declares; the errors come from the shared
 machinery instead (authentication, roles, the 404-not-403 rule, validation, rate limits), so they
 are added here once, from what each operation can reach, rather than repeated on every view.
-Schemathesis (tests/fuzz/) holds the API to this document.
+Schemathesis (tests/fuzz/) holds the API to this document. A refusal only one view answers (a 409 on
+a stale version, a 400 on a job that cannot be retried) is declared on the view, with error_response().
 """
+
+from drf_spectacular.utils import OpenApiResponse
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 VALIDATION_ERROR = {"$ref": "#/components/schemas/ValidationError"}
@@ -24,6 +27,26 @@ SCHEMAS = {
 }
 
 WRITE_METHODS = {"post", "put", "patch", "delete"}
+
+# An operation that answers 202 Accepted queues a job, refused while the project already has
+# JOB_MAX_QUEUED_PER_PROJECT jobs waiting (dataplatform/jobs/services.py, enqueue_job).
+QUEUE_FULL = {
+    "description": "The project's job queue is full (JOB_MAX_QUEUED_PER_PROJECT), or too many failed "
+                   "authentication attempts; try again after Retry-After seconds.",
+    "headers": {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}},
+    "content": {"application/json": {"schema": ERROR}},
+}
+
+
+def error_response(description: str, *, schema: dict = ERROR) -> OpenApiResponse:
+    """For a view's extend_schema(responses=...): one of its own refusals, with the body the shared
+    errors have (`Error`, or `ValidationError` for a 400 naming fields)."""
+    return OpenApiResponse(schema, description=description)
+
+
+# The 409 of every versioned write (a session, a label, a case): someone else wrote first.
+STALE_VERSION = error_response("The version sent is not the current one (someone else wrote first); reload and try "
+                               "again.")
 
 
 def _json(schema: dict, description: str) -> dict:
@@ -46,6 +69,8 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
                 additions["401"] = _json(ERROR, "No valid credentials.")
                 additions["403"] = _json(ERROR, "Your role (or a read-only token) may not do this.")
                 additions["429"] = _json(ERROR, "Too many failed authentication attempts; see Retry-After.")
+            if "202" in responses:
+                additions["429"] = QUEUE_FULL
             if "{" in path or takes_input:  # a path or a filter can name an object you may not see
                 additions["404"] = _json(ERROR, "No such object, or not one you may see.")
             additions["503"] = _json(ERROR, "The database, broker or model backend is briefly unavailable; "

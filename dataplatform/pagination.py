@@ -3,6 +3,17 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
 
+from .apiutils import MAX_ID
+
+
+def parse_id(value: str | None) -> int | None:
+    """The object id a page's query string or form names (a `before` cursor, a chosen run), or None
+    when it is absent or not an id. Not `isdigit()` and `int()`: "²" is a digit to isdigit() and not to
+    int(), and int() refuses more than 4,300 digits; either was a 500."""
+    if value and value.isascii() and value.isdigit() and len(value) <= len(str(MAX_ID)) and 1 <= int(value) <= MAX_ID:
+        return int(value)
+    return None
+
 
 class CreatedCursorPagination(CursorPagination):
     """Keyset pagination on (created_at, id): stable under inserts, no OFFSET scans."""
@@ -17,9 +28,19 @@ class CreatedCursorPagination(CursorPagination):
         raw = request.query_params.get(self.page_size_query_param)
         if raw is None:
             return self.page_size
-        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= self.max_page_size):
-            raise ValidationError({self.page_size_query_param: [f"A whole number from 1 to {self.max_page_size}."]})
-        return int(raw)
+        # DRF's field, not int(): it refuses "²" (a digit to str.isdigit) and 5,000 digits (past int()'s limit).
+        field = serializers.IntegerField(min_value=1, max_value=self.max_page_size)
+        try:
+            return field.run_validation(raw)
+        except ValidationError as exc:
+            raise ValidationError({self.page_size_query_param: exc.detail}) from None
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"] |= {"minimum": 1, "maximum": self.max_page_size}
+        return parameters
 
 
 def paginated(serializer_class) -> serializers.Serializer:

@@ -5,6 +5,7 @@ a filesystem-broker Celery worker (no Redis), and the local CPU model.
 Production sets DATABASE_URL, REDIS_URL, MODEL_BACKEND=vllm, VLLM_BASE_URL, ...
 """
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -23,6 +24,18 @@ def env_bool(name: str, default: bool) -> bool:
 
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_ip_networks(name: str) -> list[str]:
+    """A comma-separated list of IP addresses and networks. A typo stops the start: uvicorn would take it
+    for a host name and quietly never match it."""
+    values = env_list(name, "")
+    for value in values:
+        try:
+            ipaddress.ip_network(value)
+        except ValueError:
+            raise RuntimeError(f"{name}: {value!r} is not an IP address or network.") from None
+    return values
 
 
 DATA_DIR = Path(os.environ.get("DATA_DIR") or BASE_DIR / "var").resolve()
@@ -71,7 +84,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "dataplatform.errors.DatabaseUnavailableMiddleware",
+    "dataplatform.errors.ServiceUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "dataplatform.urls"
@@ -188,9 +201,13 @@ SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
-# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (only then: the header is trusted).
-if env_bool("BEHIND_TLS_PROXY", False):
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The reverse proxies in front of the web server (addresses or networks), empty when clients connect
+# to it directly. Only from these does the web server (dataplatform/webserver.py) believe
+# X-Forwarded-For, the client address of the brute-force limits and the audit log, and
+# X-Forwarded-Proto, the scheme behind request.is_secure(). Django takes both from the server (the ASGI
+# scope's client and scheme). Not SECURE_PROXY_SSL_HEADER: with it Django would believe
+# X-Forwarded-Proto from any address, a client that reaches the server past the proxy included.
+TRUSTED_PROXIES = env_ip_networks("TRUSTED_PROXIES")
 # No inline script or style anywhere: model text can never become code.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
@@ -289,6 +306,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "celery")
 
+# Jobs: at most this many queued jobs per project (jobs/services.py enqueue_job); one more is refused
+# (HTTP 429, Retry-After) until workers have started some. 0 switches the cap off.
+JOB_MAX_QUEUED_PER_PROJECT = int(os.environ.get("JOB_MAX_QUEUED_PER_PROJECT", "100"))
 # Jobs: retries of transient backend errors (BackendUnavailable) with backoff.
 JOB_MAX_RETRIES = int(os.environ.get("JOB_MAX_RETRIES", "3"))
 JOB_RETRY_BACKOFF_SECONDS = float(os.environ.get("JOB_RETRY_BACKOFF_SECONDS", "5"))

@@ -102,5 +102,6 @@ urlpatterns = [
 ]
 
 # Under /api/ errors are JSON, elsewhere HTML (dataplatform/errors.py).
+handler400 = "dataplatform.errors.bad_request"
 handler404 = "dataplatform.errors.not_found"
 handler500 = "dataplatform.errors.server_error"

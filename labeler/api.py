@@ -9,10 +9,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token
-from dataplatform.apiutils import Conflict, checked_upload_size, import_upload
+from dataplatform.apiutils import MAX_ID, MAX_INT, Conflict, checked_upload_size, import_upload, uploaded_file
 from dataplatform.imports import decode_whole_file
+from dataplatform.inference import validate_served_model_name
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.api import JobSerializer
+from dataplatform.openapi import STALE_VERSION
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from . import importers, metrics, selectors, services
@@ -46,7 +48,8 @@ class TaxonomyDetailSerializer(TaxonomySerializer):
 
 class SettingsSerializer(serializers.Serializer):
     taxonomy = serializers.PrimaryKeyRelatedField(queryset=Taxonomy.objects.all())
-    model_name = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    model_name = serializers.CharField(max_length=200, allow_blank=True, required=False,
+                                       validators=[validate_served_model_name])
     overlap = serializers.IntegerField(min_value=1, max_value=20, required=False)
     lease_minutes = serializers.IntegerField(min_value=1, max_value=24 * 60, required=False)
     max_tokens = serializers.IntegerField(min_value=16, max_value=8192, required=False)
@@ -55,7 +58,8 @@ class SettingsSerializer(serializers.Serializer):
 
 
 class LabelSerializer(serializers.ModelSerializer):
-    author = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    author = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True,
+                                          help_text="null on the model's label")
     taxonomy = serializers.StringRelatedField()
     category = serializers.SerializerMethodField()
 
@@ -100,12 +104,17 @@ class ReviewClaimSerializer(serializers.ModelSerializer):
 
 
 class EditSerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0)
+    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
     values = serializers.DictField(help_text="field → slug, or [slugs] for an L2 field")
 
 
 class LabelVersionSerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0)
+    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
+
+
+class MetricsQuerySerializer(serializers.Serializer):
+    taxonomy = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                        help_text="taxonomy version id (default: the pinned one)")
 
 
 # --- taxonomies -----------------------------------------------------------------------------------
@@ -158,9 +167,7 @@ class TaxonomyUploadApi(APIView):
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={201: TaxonomySerializer})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        upload = request.FILES.get("file")
-        if upload is None:
-            raise ValidationError({"file": ["Upload a taxonomy YAML file in the field 'file'."]})
+        upload = uploaded_file(request, expected="a taxonomy YAML file")
         checked_upload_size(upload)
         if upload.size > MAX_TAXONOMY_BYTES:
             raise ValidationError({"file": [f"{upload.name} is larger than {MAX_TAXONOMY_BYTES:,} bytes."]})
@@ -281,14 +288,14 @@ class MetricsApi(APIView):
     """Agreement (model vs reviewers, reviewer vs reviewer) and label distributions, per taxonomy version
     (`taxonomy`, default: the pinned one)."""
 
-    @extend_schema(parameters=[OpenApiParameter("taxonomy", int)], responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(parameters=[MetricsQuerySerializer], responses={200: OpenApiTypes.OBJECT})
     def get(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        query = MetricsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         taxonomy = services.settings_for(project).taxonomy
-        if wanted := request.query_params.get("taxonomy"):
-            if not wanted.isascii() or not wanted.isdigit():
-                raise ValidationError({"taxonomy": ["A taxonomy id (a whole number)."]})
-            taxonomy = Taxonomy.objects.filter(pk=int(wanted)).first()
+        if "taxonomy" in query.validated_data:
+            taxonomy = Taxonomy.objects.filter(pk=query.validated_data["taxonomy"]).first()
             if taxonomy is None:
                 raise NotFound("No such taxonomy.")
         labels = selectors.project_labels(project).filter(taxonomy=taxonomy)
@@ -306,7 +313,7 @@ class LabelApi(APIView):
     def get(self, request, label_id: int):
         return Response(LabelSerializer(selectors.label_for(request.user, label_id, token=request_token(request))).data)
 
-    @extend_schema(request=EditSerializer, responses={200: LabelSerializer, 409: None})
+    @extend_schema(request=EditSerializer, responses={200: LabelSerializer, 409: STALE_VERSION})
     def patch(self, request, label_id: int):
         label = selectors.label_for_writing(request.user, label_id, token=request_token(request))
         data = EditSerializer(data=request.data)
@@ -322,7 +329,7 @@ class LabelApi(APIView):
 class LabelSubmitApi(APIView):
     """Accept your label as it stands (every field set and valid); ends your claim on the task."""
 
-    @extend_schema(request=LabelVersionSerializer, responses={200: LabelSerializer, 409: None})
+    @extend_schema(request=LabelVersionSerializer, responses={200: LabelSerializer, 409: STALE_VERSION})
     def post(self, request, label_id: int):
         label = selectors.label_for_writing(request.user, label_id, token=request_token(request))
         data = LabelVersionSerializer(data=request.data)

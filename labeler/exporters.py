@@ -22,6 +22,7 @@ from django.db.models import Max
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
+from dataplatform.apiutils import MAX_ID, MAX_SEED
 from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
 
 from . import services
@@ -47,7 +48,8 @@ SCHEMA = pa.schema([
 
 
 class LabelFilters(ExportFilters):
-    taxonomy = serializers.IntegerField(required=False, help_text="taxonomy version id (default: the pinned one)")
+    taxonomy = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                        help_text="taxonomy version id (default: the pinned one)")
     review_status = serializers.ListField(child=serializers.ChoiceField(choices=STATUSES), required=False,
                                           help_text="reviewed, auto (model only), error, unlabeled")
     category = serializers.ListField(child=serializers.CharField(), required=False)
@@ -64,7 +66,8 @@ class LabelFilters(ExportFilters):
 
 class BalancedFilters(LabelFilters):
     size = serializers.IntegerField(min_value=1, max_value=10_000_000, help_text="rows wanted in all")
-    seed = serializers.IntegerField(default=0, help_text="the same seed picks the same sample")
+    seed = serializers.IntegerField(default=0, min_value=0, max_value=MAX_SEED,
+                                    help_text="the same seed picks the same sample")
 
 
 def data_version(project: Project) -> str:

@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from dataplatform.apiutils import MAX_INT
 from dataplatform.jobs.registry import JobKind, register
 
 from . import services
@@ -7,7 +8,7 @@ from . import services
 
 class AutolabelParams(serializers.Serializer):
     retry_errors = serializers.BooleanField(default=False, help_text="label again the tasks whose answer failed")
-    limit = serializers.IntegerField(required=False, min_value=1, allow_null=True, default=None,
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT, allow_null=True, default=None,
                                      help_text="stop after this many tasks (resume later with another job)")
 
 

@@ -14,7 +14,7 @@ from django.db import models
 from django.db.models import Q
 
 from dataplatform.accounts.models import Project
-from dataplatform.claims import ClaimBase, ClaimState
+from dataplatform.claims import ClaimBase, ClaimState, one_active_claim_per_queue
 from dataplatform.imports import ImportedFile
 
 from .taxonomy import TaxonomySpec
@@ -199,5 +199,6 @@ class ReviewClaim(ClaimBase):
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="swe_claims")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["task", "reviewer"], name="one_review_claim_per_task")]
+        constraints = [models.UniqueConstraint(fields=["task", "reviewer"], name="one_review_claim_per_task"),
+                       one_active_claim_per_queue(holder_field="reviewer", name="one_active_review_claim_per_reviewer")]
         indexes = [models.Index(fields=["task", "state", "lease_expires_at"], name="review_claim_task_state")]

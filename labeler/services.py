@@ -227,11 +227,12 @@ def claim_next_task(*, project: Project, reviewer) -> ReviewClaim | None:
 
 
 def end_review_claim(*, claim: ReviewClaim, state: ReviewClaimState) -> ReviewClaim:
-    if claim.state != ReviewClaimState.ACTIVE:
-        raise LabelingError(f"This claim is already {claim.state}.")
-    claim.state = state
-    claim.save(update_fields=["state", "updated_at"])
-    return claim
+    """Skip, release or finish a review claim: only an active one, once, under its task's lock."""
+    try:
+        return claims.end_claim(claim_model=ReviewClaim, item_field="task", claim_id=claim.pk, state=state,
+                                overlap=lambda: settings_for(claim.project).overlap)
+    except claims.ClaimRefused as exc:
+        raise LabelingError(str(exc)) from exc
 
 
 def start_review(*, task: SweTask, reviewer) -> Label:
@@ -313,6 +314,6 @@ def submit_label(*, label: Label, version: int, actor) -> Label:
                                   changes={})
         claim = ReviewClaim.objects.filter(task_id=label.task_id, reviewer=actor,
                                            state=ReviewClaimState.ACTIVE).first()
-        if claim is not None:
-            claims.mark_done(claim_model=ReviewClaim, item_field="task", claim_id=claim.pk)
+        if claim is not None:  # refused (the task went to someone else meanwhile): the submit is undone too
+            end_review_claim(claim=claim, state=ReviewClaimState.DONE)
     return label

@@ -21,6 +21,7 @@ from annotate.charts import bar_chart
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
 from dataplatform.broker import BrokerUnavailable
 from dataplatform.imports import page_import
+from dataplatform.inference import validate_served_model_name
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 
@@ -35,6 +36,8 @@ IMPORTERS = {SourceKind.TASKS: importers.import_tasks, SourceKind.TRAJECTORIES: 
 
 
 class SettingsForm(forms.ModelForm):
+    model_name = forms.CharField(max_length=200, required=False, label="Model (empty: the platform's)",
+                                 validators=[validate_served_model_name])
     overlap = forms.IntegerField(min_value=1, max_value=20, label="Reviewers per task")
     lease_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, label="Lease (minutes)")
     max_tokens = forms.IntegerField(min_value=16, max_value=8192, label="Max tokens per stage")
@@ -43,7 +46,6 @@ class SettingsForm(forms.ModelForm):
     class Meta:
         model = LabelerSettings
         fields = ["model_name", "overlap", "lease_minutes", "max_tokens", "batch_size"]
-        labels = {"model_name": "Model (empty: the platform's)"}
 
 
 # --- overview ---------------------------------------------------------------------------------------
@@ -166,7 +168,7 @@ def start_autolabel(request, slug: str):
     except job_services.InvalidJobParams as exc:
         for field, errors in exc.errors.items():
             messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
-    except BrokerUnavailable as exc:
+    except (BrokerUnavailable, job_services.JobQueueFull) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Job {job.pk} is auto-labeling the tasks.")

@@ -6,12 +6,17 @@ so every URL can be filled once with alpha's objects and once with beta's.
 """
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.files.base import ContentFile
-from django.test import Client
+from django.core.files.storage import storages
+from django.db import transaction
+from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
 from annotate import services as annotate_services
@@ -33,7 +38,8 @@ from labeler.models import SweTask, Taxonomy
 
 MEMBER_ROLES = [role.value for role in Role]  # admin, curator, annotator, trainer (members of alpha)
 ROLES = [*MEMBER_ROLES, "outsider", "superuser", "anonymous"]
-EXPORT_FILE = "README.md"  # a file every export may serve (the dataset card)
+# The files every succeeded export here serves (their manifests list no shards): the card and the manifest.
+EXPORT_FILES = {"README.md": b"# export card\n", "manifest.json": b'{"shards": []}\n'}
 
 
 @dataclass
@@ -73,9 +79,9 @@ class World:
         with the rolled-back savepoint, its files do not)."""
         storage = export_storage()
         for location in self.export_locations:
-            path = f"{location}/{EXPORT_FILE}"
-            if not storage.exists(path):
-                storage.save(path, ContentFile(b"# export card\n"))
+            for name, content in EXPORT_FILES.items():
+                if not storage.exists(f"{location}/{name}"):
+                    storage.save(f"{location}/{name}", ContentFile(content))
 
 
 def _user(username: str, *, superuser: bool = False):
@@ -185,3 +191,23 @@ def build_world() -> World:
                                   .values_list("exports__location", flat=True))
     world.ensure_export_files()
     return world
+
+
+@contextmanager
+def world_for_a_module(django_db_blocker, exports_dir: Path,
+                       build: Callable[[], World] = build_world) -> Iterator[World]:
+    """`build()` once for a test module, inside a transaction that is rolled back at the end (each test's
+    own transaction, and each request's savepoint, nest inside it). Export files go under `exports_dir`."""
+    storage_settings = {**settings.STORAGES, "exports": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(exports_dir)}}}
+    with django_db_blocker.unblock(), override_settings(
+            STORAGES=storage_settings, PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        storages._storages.pop("exports", None)  # the handler caches backends; rebuild from the new settings
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            yield build()
+        finally:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
+            storages._storages.pop("exports", None)

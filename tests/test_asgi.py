@@ -31,6 +31,7 @@ def patterns(resolver):
 backend = get_backend()
 print(json.dumps({"views": "annotate.api" in sys.modules and "dataplatform.exports.api" in sys.modules,
                   "tokenizer": type(backend.__dict__.get("_tokenizer")).__name__,
+                  "model_loaded": getattr(backend, "_loaded", None) is not None,
                   "cache_backend": settings.CACHES["default"]["BACKEND"].rsplit(".", 1)[0] in sys.modules,
                   "url_regexes_compiled": all("regex" in p.pattern.__dict__ for p in patterns(get_resolver())),
                   "token_query_built": _active_token_query.cache_info().currsize == 1,
@@ -56,15 +57,17 @@ def test_vllm_process_loads_the_views_and_the_tokenizer_copy_at_start(local_back
     assert report["tokenizer"] not in ("NoneType", "")  # a real tokenizer, loaded without reaching the server
 
 
-def test_local_process_loads_the_views_but_not_the_model():
-    report = _import_asgi({"MODEL_BACKEND": "local"})
+@pytest.mark.model
+def test_local_process_loads_the_views_and_the_model_at_start(local_backend):
+    report = _import_asgi({"MODEL_BACKEND": "local", "DATA_DIR": str(local_backend.data_dir)})
     assert report["views"] is True
-    assert report["tokenizer"] == "NoneType"  # the embedded model still loads on first use
+    assert report["model_loaded"] is True  # not in the first annotator's request
 
 
 def test_process_pays_its_one_off_costs_at_start_and_freezes_them_out_of_garbage_collection():
     # Redis as the cache (only imported here, not reached): redis-py's import was 57 ms of a first request.
-    report = _import_asgi({"MODEL_BACKEND": "local", "REDIS_URL": f"redis://127.0.0.1:{closed_port()}/0"})
+    report = _import_asgi({"MODEL_BACKEND": "vllm", "VLLM_BASE_URL": f"http://127.0.0.1:{closed_port()}",
+                           "REDIS_URL": f"redis://127.0.0.1:{closed_port()}/0"})
     assert report["cache_backend"] and report["url_regexes_compiled"] and report["token_query_built"]
     # What the start made stays out of every later collection: only what came after it is tracked.
     assert report["frozen"] > 50 * report["tracked"], report

@@ -27,9 +27,7 @@ from types import SimpleNamespace
 
 import pytest
 from django.conf import settings
-from django.core.files.storage import storages
 from django.db import transaction
-from django.test import override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.parsers import JSONParser
 
@@ -44,7 +42,7 @@ from dataplatform.accounts.permissions import (
     CAN_SEE_JOBS,
 )
 
-from .role_matrix_world import MEMBER_ROLES, ROLES, build_world
+from .role_matrix_world import MEMBER_ROLES, ROLES, world_for_a_module
 
 pytestmark = pytest.mark.django_db
 
@@ -482,22 +480,8 @@ def expectation(case: Case, role: str, scope: str):
 
 @pytest.fixture(scope="module")
 def world(django_db_setup, django_db_blocker, tmp_path_factory):
-    """The world, built once for the module inside a transaction that is rolled back at the end
-    (each test's own transaction, and each request's savepoint, nest inside it)."""
-    exports_dir = tmp_path_factory.mktemp("matrix-exports")
-    storage_settings = {**settings.STORAGES, "exports": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(exports_dir)}}}
-    with django_db_blocker.unblock(), override_settings(
-            STORAGES=storage_settings, PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
-        storages._storages.pop("exports", None)  # the handler caches backends; rebuild from the new settings
-        outer = transaction.atomic()
-        outer.__enter__()
-        try:
-            yield build_world()
-        finally:
-            transaction.set_rollback(True)
-            outer.__exit__(None, None, None)
-            storages._storages.pop("exports", None)
+    with world_for_a_module(django_db_blocker, tmp_path_factory.mktemp("matrix-exports")) as world:
+        yield world
 
 
 class Vocabulary:

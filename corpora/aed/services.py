@@ -9,6 +9,7 @@ import json
 
 from django.db import IntegrityError, transaction
 
+from dataplatform.apiutils import MAX_SEED
 from dataplatform.inference import backend_for_model
 from dataplatform.jobs import services as job_services
 
@@ -222,6 +223,8 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
         raise CurationError("This proposal was rejected; replay another one.")
     if not 1 <= pairs <= MAX_REPLAY_PAIRS:
         raise CurationError(f"pairs must be between 1 and {MAX_REPLAY_PAIRS}.")
+    if not 0 <= seed <= MAX_SEED:
+        raise CurationError(f"seed must be between 0 and {MAX_SEED}.")
     if runner not in runners.RUNNERS:
         raise CurationError(f"Unknown runner {runner!r}.")
     if runner == "webhook":

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for, request_token
-from dataplatform.apiutils import import_upload
+from dataplatform.apiutils import MAX_ID, MAX_INT, import_upload
 from dataplatform.jobs.api import JobSerializer
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
@@ -106,7 +106,7 @@ class AtdSelectionSerializer(serializers.ModelSerializer):
 
 
 class AtdSelectionCreateSerializer(serializers.Serializer):
-    run = serializers.IntegerField()
+    run = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     name = serializers.SlugField(max_length=100)
     epsilon = serializers.FloatField(min_value=0, max_value=0.5)
 
@@ -134,7 +134,7 @@ class AtdTeacherCreateSerializer(serializers.Serializer):
     base_url = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
                                     help_text="another vLLM endpoint, one of ATD_TEACHER_ENDPOINTS; empty = the platform's")
     debias = serializers.BooleanField(default=True)
-    budget = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    budget = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False, allow_null=True, default=None)
 
     def validate_base_url(self, value: str) -> str:
         try:
@@ -144,8 +144,8 @@ class AtdTeacherCreateSerializer(serializers.Serializer):
 
 
 class AtdTieCountsSerializer(serializers.Serializer):
-    run = serializers.IntegerField()
-    scored = serializers.IntegerField()
+    run = serializers.IntegerField(min_value=1, max_value=MAX_ID)
+    scored = serializers.IntegerField(min_value=0, max_value=MAX_INT)
     kept = serializers.ListField(child=serializers.DictField())
     histogram = serializers.ListField(child=serializers.DictField())
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 from django.db.models import Max
 from rest_framework import serializers
 
+from dataplatform.apiutils import MAX_ID
 from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
 
 from .models import Score, TeacherAnswer
@@ -36,12 +37,13 @@ SCORED_SCHEMA = pa.schema([
 
 
 class DpoFilters(ExportFilters):
-    selection = serializers.IntegerField(required=False, help_text="only this selection's teacher answers")
-    teacher_run = serializers.IntegerField(required=False)
+    selection = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                         help_text="only this selection's teacher answers")
+    teacher_run = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
 
 
 class ScoredFilters(ExportFilters):
-    run = serializers.IntegerField(required=False, help_text="only this scoring run")
+    run = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="only this scoring run")
 
 
 def _pages(queryset, batch_size: int) -> Iterator[list]:

@@ -7,10 +7,11 @@ and a prompt can never get two rows (unique per run), so every prompt is done ex
 """
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
 
-from dataplatform.inference import Backend, backend_for_model
+from dataplatform.inference import Backend, backend_for_model, validate_served_model_name
 from dataplatform.jobs import services as job_services
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 
@@ -72,6 +73,7 @@ def start_scoring(*, project, method: str = ScoringMethod.JUDGE, debias: bool = 
                   model_name: str = "", user, publish: bool = True) -> ScoringRun:
     if method not in ScoringMethod.values:
         raise AtdError(f"method must be one of {', '.join(ScoringMethod.values)}.")
+    _check_served(model_name)
     with transaction.atomic():
         run = ScoringRun.objects.create(project=project, method=method, debias=debias, batch_size=batch_size,
                                         model_id=model_name, template_version=scoring.TEMPLATE_VERSION,
@@ -192,6 +194,8 @@ def check_teacher_endpoint(base_url: str) -> str:
 def start_teacher(*, selection: Selection, model_name: str = "", base_url: str = "", debias: bool = True,
                   budget: int | None = None, user, publish: bool = True) -> TeacherRun:
     base_url = check_teacher_endpoint(base_url)
+    if not base_url:  # a teacher on another server serves models of its own
+        _check_served(model_name)
     with transaction.atomic():
         run = TeacherRun.objects.create(selection=selection, model_name=model_name, base_url=base_url, debias=debias,
                                         budget=budget, created_by=user)
@@ -200,6 +204,13 @@ def start_teacher(*, selection: Selection, model_name: str = "", base_url: str =
         TeacherRun.objects.filter(pk=run.pk).update(job=job)
         run.job = job
     return run
+
+
+def _check_served(model_name: str) -> None:
+    try:
+        validate_served_model_name(model_name)
+    except ValidationError as exc:
+        raise AtdError(exc.messages[0]) from None
 
 
 def teacher_backend(run: TeacherRun) -> Backend:

@@ -18,8 +18,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotate.charts import bar_chart
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
+from dataplatform.apiutils import MAX_INT
 from dataplatform.broker import BrokerUnavailable
 from dataplatform.imports import page_import
+from dataplatform.jobs.services import JobQueueFull
+from dataplatform.pagination import parse_id
 
 from . import importers, services
 from .api import kept_count, parse_epsilon, q_histogram, teacher_counts
@@ -66,8 +69,8 @@ def overview(request, slug: str):
 def _render_overview(request, project, *, import_report=None):
     runs = list(ScoringRun.objects.filter(project=project).select_related("job")[:MAX_RUNS_SHOWN])
     run = None
-    if request.GET.get("run", "").isdigit():
-        run = ScoringRun.objects.filter(project=project, pk=int(request.GET["run"])).first()
+    if run_id := parse_id(request.GET.get("run")):
+        run = ScoringRun.objects.filter(project=project, pk=run_id).first()
     run = run or (runs[0] if runs else None)
     try:
         epsilon = parse_epsilon(request.GET.get("epsilon", DEFAULT_EPSILON))
@@ -141,7 +144,7 @@ def score(request, slug: str):
     except services.AtdError as exc:
         messages.error(request, str(exc))
         return _back(slug)
-    except BrokerUnavailable as exc:
+    except (BrokerUnavailable, JobQueueFull) as exc:
         messages.error(request, str(exc))
         return _back(slug)
     messages.success(request, f"Scoring run {run.pk} started.")
@@ -165,8 +168,8 @@ def tie_counts(request, slug: str, run_id: int):
 @require_POST
 def freeze(request, slug: str):
     project = _project(request, slug)
-    run_id = request.POST.get("run", "")
-    run = ScoringRun.objects.filter(project=project, pk=int(run_id)).first() if run_id.isdigit() else None
+    run_id = parse_id(request.POST.get("run"))
+    run = ScoringRun.objects.filter(project=project, pk=run_id).first() if run_id else None
     if run is None:
         raise Http404("No such scoring run.")
     name = request.POST.get("name", "").strip()
@@ -193,8 +196,9 @@ def teacher(request, slug: str, selection_id: int):
         budget = request.POST.get("budget", "").strip()
         run = services.start_teacher(selection=selection, model_name=request.POST.get("model_name", "").strip()[:200],
                                      base_url=base_url[:500], debias=bool(request.POST.get("debias")),
-                                     budget=_int(budget, "Budget", low=1) if budget else None, user=request.user)
-    except (services.AtdError, BrokerUnavailable) as exc:
+                                     budget=_int(budget, "Budget", low=1, high=MAX_INT) if budget else None,
+                                     user=request.user)
+    except (services.AtdError, BrokerUnavailable, JobQueueFull) as exc:
         messages.error(request, str(exc))
         return _back(slug, selection.run_id)
     messages.success(request, f"Teacher run {run.pk} started on {selection.name} v{selection.version}.")

@@ -43,10 +43,11 @@ def token_limit() -> Limit:
 
 
 def client_ip(request) -> str:
-    """The address the web server saw.
+    """The address the web server reports.
 
-    Behind a reverse proxy the server must be told which proxy to believe (uvicorn
-    --forwarded-allow-ips); reading X-Forwarded-For here would let any client pick its own address.
+    Behind a reverse proxy the web server takes it from X-Forwarded-For, and only on connections from
+    settings.TRUSTED_PROXIES (dataplatform/webserver.py); reading that header here would let any client
+    pick its own address.
     """
     return request.META.get("REMOTE_ADDR") or "unknown"
 

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 from dataplatform.audit.selectors import can_read_audit
 from dataplatform.jobs.registry import get_kind
 from dataplatform.jobs.selectors import jobs_of_project
+from dataplatform.pagination import parse_id
 
 from . import limiter, selectors, services
 from .forms import ThrottledAuthenticationForm
@@ -50,9 +51,8 @@ def project_detail(request, slug: str):
     }
     if role in CAN_SEE_JOBS:
         jobs = jobs_of_project(request.user, project)
-        before = request.GET.get("before")
-        if before and before.isdigit():
-            jobs = jobs.filter(pk__lt=int(before))
+        if before := parse_id(request.GET.get("before")):
+            jobs = jobs.filter(pk__lt=before)
         page = list(jobs.order_by("-id")[: RECENT_JOBS + 1])
         context["jobs"] = page[:RECENT_JOBS]
         context["older_than"] = page[RECENT_JOBS - 1].pk if len(page) > RECENT_JOBS else None

@@ -10,6 +10,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from dataplatform.accounts.models import Role
 from dataplatform.accounts.permissions import visible_projects
+from dataplatform.pagination import parse_id
 
 from . import selectors
 from .models import Action
@@ -22,11 +23,10 @@ def audit_log(request):
     events = selectors.events_for_user(request.user)  # PermissionDenied (403) for non-admins
     params = {key: (request.GET.get(key) or "").strip() for key in ("action", "actor", "project", "since")}
     since = _parse_since(params["since"])
-    before = request.GET.get("before")
     events = selectors.filter_events(
         events, request.user, action=params["action"] if params["action"] in Action.values else "",
         actor=params["actor"], project=params["project"], since=since,
-        before_id=int(before) if before and before.isdigit() else None,
+        before_id=parse_id(request.GET.get("before")),
     )
     page = list(events.order_by("-id")[: PAGE_SIZE + 1])
     query = urlencode({key: value for key, value in params.items() if value})

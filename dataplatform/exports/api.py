@@ -17,8 +17,10 @@ from dataplatform.accounts.permissions import (
     project_for,
     request_token,
 )
+from dataplatform.apiutils import MAX_INT
 from dataplatform.audit import services as audit
 from dataplatform.jobs.models import JobState
+from dataplatform.openapi import error_response
 
 from . import selectors, services
 from .models import Export
@@ -33,6 +35,7 @@ CONTENT_TYPES = {
     "json": "application/json",
     "md": "text/markdown; charset=utf-8",
 }
+FILE_MEDIA_TYPES = sorted({content_type.split(";")[0] for content_type in CONTENT_TYPES.values()})
 
 
 class Conflict(APIException):
@@ -43,12 +46,13 @@ class Conflict(APIException):
 class ExportSerializer(serializers.ModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    state = serializers.CharField(source="job.state")
-    progress_done = serializers.IntegerField(source="job.progress_done")
-    progress_total = serializers.IntegerField(source="job.progress_total")
-    percent = serializers.IntegerField(source="job.percent")
-    error = serializers.CharField(source="job.error")
-    job_id = serializers.IntegerField()
+    # The export's job's state and progress: what a client watches, never sends.
+    state = serializers.CharField(source="job.state", read_only=True)
+    progress_done = serializers.IntegerField(source="job.progress_done", read_only=True)
+    progress_total = serializers.IntegerField(source="job.progress_total", read_only=True)
+    percent = serializers.IntegerField(source="job.percent", read_only=True)
+    error = serializers.CharField(source="job.error", read_only=True)
+    job_id = serializers.IntegerField(read_only=True)
     manifest_url = serializers.SerializerMethodField()
     shards = serializers.SerializerMethodField()
 
@@ -124,7 +128,8 @@ class ExportDetailApi(APIView):
     def get(self, request, slug: str, export_id: int):
         return Response(ExportSerializer(_export(request, slug, export_id), context={"request": request}).data)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(responses={204: None, 409: error_response("The export's job is still queued or running; "
+                                                             "cancel it first.")})
     def delete(self, request, slug: str, export_id: int):
         export = _export(request, slug, export_id, roles=CAN_DELETE_EXPORTS)
         try:
@@ -138,7 +143,8 @@ class ExportDetailApi(APIView):
 
 
 class ExportManifestApi(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: OpenApiTypes.OBJECT,
+                              409: error_response("The export has not succeeded: its manifest exists once it does.")})
     def get(self, request, slug: str, export_id: int):
         export = _export(request, slug, export_id)
         if export.job.state != JobState.SUCCEEDED:
@@ -154,8 +160,11 @@ class ExportShardApi(APIView):
     @extend_schema(
         parameters=[OpenApiParameter("Range", OpenApiTypes.STR, OpenApiParameter.HEADER,
                                      description="bytes=START-END, bytes=START- or bytes=-SUFFIX")],
-        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY,
-                   (206, "application/octet-stream"): OpenApiTypes.BINARY, 304: None, 416: None},
+        # The file's bytes with its own content type; whole, the manifest is a JSON object.
+        responses={**{(200, media_type): OpenApiTypes.OBJECT if media_type == "application/json"
+                      else OpenApiTypes.BINARY for media_type in FILE_MEDIA_TYPES},
+                   **{(206, media_type): OpenApiTypes.BINARY for media_type in FILE_MEDIA_TYPES},
+                   304: None, 416: None},
     )
     def get(self, request, slug: str, export_id: int, name: str):
         export = _export(request, slug, export_id)
@@ -184,7 +193,7 @@ class ExportKindFieldSerializer(serializers.Serializer):
 
 class ExportKindSerializer(serializers.Serializer):
     name = serializers.CharField()
-    version = serializers.IntegerField()
+    version = serializers.IntegerField(min_value=1, max_value=MAX_INT)
     label = serializers.CharField()
     description = serializers.CharField()
     schema = ExportKindFieldSerializer(many=True)

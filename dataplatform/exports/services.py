@@ -14,6 +14,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
+from dataplatform.apiutils import MAX_ID, MAX_INT
 from dataplatform.jobs import services as job_services
 
 from . import cards
@@ -47,8 +48,8 @@ class ExportOptions(serializers.Serializer):
     kind = serializers.CharField()
     filters = serializers.DictField(default=dict)
     format = serializers.ChoiceField(choices=ExportFormat.choices, default=ExportFormat.PARQUET)
-    shard_rows = serializers.IntegerField(min_value=1, required=False, allow_null=True)
-    shard_bytes = serializers.IntegerField(min_value=1024, required=False, allow_null=True)
+    shard_rows = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False, allow_null=True)
+    shard_bytes = serializers.IntegerField(min_value=1024, max_value=MAX_ID, required=False, allow_null=True)
     validation_ratio = serializers.FloatField(min_value=0.0, max_value=0.5, default=0.0)
     dedup = serializers.BooleanField(default=False)
 

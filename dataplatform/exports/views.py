@@ -9,6 +9,8 @@ from django.views.decorators.http import require_POST
 from dataplatform.accounts.permissions import CAN_CREATE_EXPORTS, CAN_READ_EXPORTS, project_for
 from dataplatform.audit import services as audit
 from dataplatform.broker import BrokerUnavailable
+from dataplatform.jobs.services import JobQueueFull
+from dataplatform.pagination import parse_id
 
 from . import selectors, services
 from .cards import load_snippets
@@ -22,9 +24,8 @@ PAGE_SIZE = 25
 def export_list(request, slug: str):
     project, role = project_for(request.user, slug, CAN_READ_EXPORTS)
     exports = selectors.exports_of_project(request.user, project)
-    before = request.GET.get("before")
-    if before and before.isdigit():
-        exports = exports.filter(pk__lt=int(before))
+    if before := parse_id(request.GET.get("before")):
+        exports = exports.filter(pk__lt=before)
     page = list(exports.order_by("-id")[: PAGE_SIZE + 1])
     return render(request, "exports/export_list.html", {
         "project": project,
@@ -57,7 +58,7 @@ def export_create(request, slug: str):
         errors = exc.errors if isinstance(exc, services.InvalidExport) else {"export": [str(exc)]}
         for field, problems in errors.items():
             messages.error(request, f"{field}: {problems}")
-    except BrokerUnavailable as exc:
+    except (BrokerUnavailable, JobQueueFull) as exc:
         messages.error(request, str(exc))
     else:
         audit.record_request(request, action=audit.Action.EXPORT_CREATED, project=project, target=export,

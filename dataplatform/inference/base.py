@@ -48,6 +48,9 @@ class Backend(Protocol):
     # Token ids that end a response (empty when the backend cannot tell).
     eos_token_ids: frozenset[int]
 
+    def served_models(self) -> list[str]:
+        """The model ids this backend's server serves now (a project may choose one of them)."""
+
     def chat_prompt_ids(self, messages: list[dict]) -> list[int]:
         """Token ids of the chat template applied to `messages`, generation prompt added."""
 

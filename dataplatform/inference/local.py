@@ -88,11 +88,21 @@ class LocalBackend:
         self.data_dir = Path(data_dir)
         # One forward pass at a time: the model is shared by every thread of this process.
         self._lock = threading.Lock()
+        # Loaded once, by the first thread that needs it; the others wait for it instead of loading too.
+        self._load_lock = threading.Lock()
+        self._loaded: tuple | None = None
         self.load_seconds: float | None = None
 
     # --- loading ---------------------------------------------------------------
-    @cached_property
-    def _loaded(self):
+    def _load(self) -> tuple:
+        if self._loaded is not None:
+            return self._loaded
+        with self._load_lock:
+            if self._loaded is None:
+                self._loaded = self._read_checkpoint()
+        return self._loaded
+
+    def _read_checkpoint(self) -> tuple:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as transformers_logging
@@ -109,11 +119,14 @@ class LocalBackend:
 
     @property
     def model(self):
-        return self._loaded[0]
+        return self._load()[0]
 
     @property
     def tokenizer(self):
-        return self._loaded[1]
+        return self._load()[1]
+
+    def served_models(self) -> list[str]:
+        return [MODEL_ID]
 
     @cached_property
     def eos_token_ids(self) -> frozenset[int]:
@@ -329,7 +342,7 @@ class LocalBackend:
             source = gguf_path()
         except BackendError as exc:
             return BackendHealth(ok=False, backend=self.name, model_id=self.model_id, detail=str(exc))
-        if "_loaded" in self.__dict__:
+        if self._loaded is not None:
             detail = f"loaded in this process ({self.load_seconds:.1f} s)"
         elif (converted_dir(self.data_dir) / "model.safetensors").exists():
             detail = "converted checkpoint ready; loads on first use (~2-3 s)"

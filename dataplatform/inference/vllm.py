@@ -49,7 +49,7 @@ class VllmBackend:
     def model_id(self) -> str:
         """MODEL_NAME if configured, else the first model the server lists (asked once)."""
         if not self._model:
-            self._model = self._served_models()[0]
+            self._model = self.served_models()[0]
             logger.info("vLLM model %r (first of %s/v1/models).", self._model, self._server)
         return self._model
 
@@ -83,7 +83,8 @@ class VllmBackend:
         except (LookupError, TypeError, ValueError) as exc:
             raise BackendError(f"{where}: unexpected response: {exc!r}") from exc
 
-    def _served_models(self) -> list[str]:
+    def served_models(self) -> list[str]:
+        """What GET /v1/models lists now."""
         with self._request("GET", "/v1/models") as response:
             served = [entry["id"] for entry in response.json()["data"]]
         if not served:
@@ -305,7 +306,7 @@ class VllmBackend:
         try:
             with self._request("GET", "/health"):
                 pass
-            served = self._served_models()
+            served = self.served_models()
         except BackendError as exc:
             return BackendHealth(ok=False, backend=self.name, model_id=self._model, detail=str(exc))
         latency_ms = (time.perf_counter() - started) * 1000

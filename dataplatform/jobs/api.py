@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_RUN_JOBS, CAN_SEE_JOBS, project_for, request_token, require_role
+from dataplatform.openapi import VALIDATION_ERROR, error_response
 
 from . import selectors, services
 from .models import Job, JobState
@@ -91,7 +92,10 @@ class JobCancelApi(APIView):
 
 
 class JobRetryApi(APIView):
-    @extend_schema(request=None, responses={202: JobSerializer})
+    @extend_schema(request=None, responses={
+        202: JobSerializer,
+        400: error_response("Only a failed or cancelled job can be retried (`state` says why).",
+                            schema=VALIDATION_ERROR)})
     def post(self, request, job_id: int):
         job = _job(request, job_id)
         require_role(request.user, job.project, CAN_RUN_JOBS, token=request_token(request))

@@ -43,7 +43,11 @@ class Job(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["project", "-created_at", "-id"], name="job_project_recent"),
-                   models.Index(fields=["state", "heartbeat_at"], name="job_state_heartbeat")]
+                   models.Index(fields=["state", "heartbeat_at"], name="job_state_heartbeat"),
+                   # Every enqueue counts the project's queued jobs (the cap in services.enqueue_job):
+                   # this index holds only those rows, so the count stays small however long the history.
+                   models.Index(fields=["project"], condition=models.Q(state=JobState.QUEUED),
+                                name="job_queued_per_project")]
 
     def __str__(self) -> str:
         return f"Job {self.pk} {self.kind} ({self.state})"

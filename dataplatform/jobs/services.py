@@ -51,18 +51,56 @@ def validate_params(*, kind: str, params: dict) -> dict:
     return dict(serializer.validated_data)
 
 
+class JobQueueFull(Exception):
+    """The project already has JOB_MAX_QUEUED_PER_PROJECT jobs waiting for a worker (HTTP 429)."""
+
+    # The queue drains as workers start jobs; there is no better estimate of when a place frees up.
+    retry_after_seconds = 30
+
+    def __init__(self, *, project: Project, limit: int):
+        super().__init__(
+            f"{project.name} already has {limit} jobs waiting for a worker, the most a project may queue "
+            "(JOB_MAX_QUEUED_PER_PROJECT). Try again when some have started, or cancel some.")
+
+
 def enqueue_job(*, project: Project, kind: str, params: dict, user, publish: bool = True) -> Job:
     """Create a queued job and send it to a worker once the transaction commits.
 
+    Every job is created here. JobQueueFull if the project's queue is full (nothing is written).
     If the broker cannot be reached the job is marked failed and BrokerUnavailable
     is raised: nothing ever runs inline in the web process. Only a command-line
-    caller that runs the job itself (execute_job) passes publish=False.
+    caller that runs the job itself (execute_job) passes publish=False; such a job never waits
+    in the workers' queue, so the cap does not apply to it.
     """
     clean_params = validate_params(kind=kind, params=params)
-    job = Job.objects.create(project=project, kind=kind, params=clean_params, created_by=user)
-    if publish:
-        transaction.on_commit(lambda: publish_job(job_id=job.pk))
+    with transaction.atomic():
+        if publish:
+            _ensure_room_in_queue(project)
+        job = Job.objects.create(project=project, kind=kind, params=clean_params, created_by=user)
+        if publish:
+            transaction.on_commit(lambda: publish_job(job_id=job.pk))
     return job
+
+
+def _ensure_room_in_queue(project: Project) -> None:
+    """Raise JobQueueFull unless the project has fewer than JOB_MAX_QUEUED_PER_PROJECT queued jobs.
+
+    Call it in the transaction that then queues the job. It locks the project's row until that
+    transaction ends, so concurrent requests of one project count one after the other, each seeing
+    the jobs the others committed: a burst stops exactly at the cap. FOR NO KEY UPDATE rather than
+    FOR UPDATE: inserts of rows that point to the project (their foreign key takes KEY SHARE) neither
+    wait for it nor block it. SQLite ignores the lock; its transactions take the write lock at BEGIN.
+
+    Only queued jobs count: the cap bounds the backlog a project can pile up ahead of everyone
+    else's work. Running jobs are already bounded by the workers' slots, and counting them would
+    let a few long jobs stop a project from queuing anything.
+    """
+    limit = settings.JOB_MAX_QUEUED_PER_PROJECT
+    if not limit:
+        return
+    Project.objects.select_for_update(no_key=True).only("pk").get(pk=project.pk)  # only for the lock
+    if Job.objects.filter(project=project, state=JobState.QUEUED).count() >= limit:
+        raise JobQueueFull(project=project, limit=limit)
 
 
 def publish_job(*, job_id: int) -> None:
@@ -325,11 +363,13 @@ def cancel_job(*, job: Job) -> Job:
 
 
 def retry_job(*, job: Job) -> Job:
-    """Queue a failed or cancelled job again. Its kind replaces whatever the earlier attempt wrote."""
+    """Queue a failed or cancelled job again (JobQueueFull if the project's queue is full). Its kind
+    replaces whatever the earlier attempt wrote."""
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         if job.state not in (JobState.FAILED, JobState.CANCELLED):
             raise ValueError(f"Only a failed or cancelled job can be retried; job {job.pk} is {job.state}.")
+        _ensure_room_in_queue(job.project)
         job.state = JobState.QUEUED
         job.cancel_requested = False
         job.error = ""

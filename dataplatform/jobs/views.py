@@ -34,7 +34,7 @@ def job_create(request, slug: str):
         for field, errors in exc.errors.items():
             messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
         return redirect("project-detail", slug=slug)
-    except BrokerUnavailable as exc:
+    except (BrokerUnavailable, services.JobQueueFull) as exc:
         messages.error(request, str(exc))
         return redirect("project-detail", slug=slug)
     return redirect("job-detail", job_id=job.pk)
@@ -75,7 +75,7 @@ def job_retry(request, job_id: int):
     require_role(request.user, job.project, CAN_RUN_JOBS)
     try:
         services.retry_job(job=job)
-    except (ValueError, BrokerUnavailable) as exc:
+    except (ValueError, BrokerUnavailable, services.JobQueueFull) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Job {job.pk} queued again.")

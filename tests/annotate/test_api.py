@@ -191,8 +191,9 @@ def test_accept_answer_is_read_in_one_query(members, annotator_session, django_a
     url = f"/api/v1/sessions/{annotator_session.pk}/"
     annotator.get(url)  # the token's first use is recorded
     # auth 1, the session to write 1; one transaction: savepoint, the session locked, its update, the
-    # event, the claim locked, marked done, counted on its item, release; the answer: the session 1, its nodes 1
-    with django_assert_max_num_queries(12):
+    # event, the claim's item locked, the claim locked, marked done, counted on its item, release; the
+    # answer: the session 1, its nodes 1
+    with django_assert_max_num_queries(13):
         accepted = annotator.post(url + "accept/", {"version": annotator_session.version}, format="json")
     assert accepted.status_code == 200
     assert accepted.json() == annotator.get(url).json()
@@ -235,3 +236,65 @@ def test_stream_under_asgi_sends_each_token_as_an_event(members, annotator_sessi
     assert events == ["event: token", "event: token", "event: token", "event: done"]  # "o", "k", end token
     child.refresh_from_db()
     assert child.status == "complete" and child.token_ids[3:5] == [ord("o"), ord("k")]
+
+
+def _stream_events(client, session, node) -> list[tuple[str, dict]]:
+    response = client.post(f"/api/v1/sessions/{session.pk}/nodes/{node.pk}/stream/")
+    assert response.status_code == 200
+    blocks = b"".join(response.streaming_content).decode().strip().split("\n\n")
+    return [(block.split("\n")[0].removeprefix("event: "), json.loads(block.split("data: ", 1)[1]))
+            for block in blocks]
+
+
+@pytest.mark.parametrize("failure", ["database", "model name", "bug"])
+def test_a_stream_cut_by_any_failure_ends_with_an_error_event(members, annotator_session, monkeypatch, failure):
+    """Once the stream has begun its status is 200: whatever breaks must still reach the client as `error`."""
+    from django.db import OperationalError
+
+    from dataplatform.inference import BackendError
+    from tests.annotate.test_supervision import CharBackend
+
+    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend(script="ok"))
+    child = services.correct(session=annotator_session, version=0, node_id=annotator_session.current_node_id,
+                             position=2, token_id=1012, actor=members["annotator"])
+
+    def broken(**_):
+        if failure == "database":
+            raise OperationalError("server closed the connection unexpectedly")
+        if failure == "model name":
+            raise BackendError("The local backend serves only SmolLM2-135M-Instruct, not 'no-such-model'.")
+        raise KeyError("a bug")
+        yield  # a generator, as continue_node is
+
+    monkeypatch.setattr(services, "continue_node", broken)
+    events = _stream_events(api_client_for(members["annotator"]), annotator_session, child)
+    assert [name for name, _ in events] == ["error"]
+    expected = {"database": "database is unavailable", "model name": "no-such-model",
+                "bug": "failed on the server"}[failure]
+    assert expected in events[0][1]["message"] and "retry" in events[0][1]["message"]
+
+
+def test_a_model_name_the_backend_does_not_serve_is_refused_naming_the_served_ones(members, project):
+    from dataplatform.inference import get_backend
+
+    curator = api_client_for(members["curator"])
+    refused = curator.put(P + "config/", {"model_name": "no-such-model"}, format="json")
+    assert refused.status_code == 400
+    assert get_backend().model_id in refused.json()["model_name"][0]
+    assert services.config_for(project).model_name == ""  # not saved
+    served = curator.put(P + "config/", {"model_name": get_backend().model_id}, format="json")
+    assert served.status_code == 200 and served.json()["model_name"] == get_backend().model_id
+
+
+def test_a_project_whose_model_is_gone_answers_503_not_500(members, annotator_session):
+    """A name saved when the backend served it (or before names were checked) that it serves no more."""
+    from annotate.models import AnnotationConfig
+
+    AnnotationConfig.objects.filter(project=annotator_session.item.project).update(model_name="retired-model")
+    annotator = api_client_for(members["annotator"])
+    read = annotator.get(f"/api/v1/sessions/{annotator_session.pk}/")
+    assert read.status_code == 503 and read.headers["Retry-After"]
+    assert "retired-model" in read.json()["detail"]
+    accepted = annotator.post(f"/api/v1/sessions/{annotator_session.pk}/accept/",
+                              {"version": annotator_session.version}, format="json")
+    assert accepted.status_code == 503

@@ -45,7 +45,7 @@ def build(item, annotator, *, forks=(), origins=(M,) * 6, minutes: float | None 
     side branches off the root that are not on the lineage. The accept event comes
     `minutes` after the session starts at T0.
     """
-    claim = Claim.objects.create(item=item, annotator=annotator, state=ClaimState.DONE, lease_expires_at=T0)
+    claim = Claim.objects.create(item=item, project_id=item.project_id, annotator=annotator, state=ClaimState.DONE, lease_expires_at=T0)
     session = Session.objects.create(claim=claim, item=item, annotator=annotator, status=status)
     root = Node.objects.create(session=session, key=1, token_ids=list(range(6)), origins=[M] * 6)
     key = 1

@@ -6,7 +6,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from corpora.aed.models import Case
+from corpora.aed import services
+from corpora.aed.models import Case, Replay
+from dataplatform.jobs.models import Job
 
 from ..corpora.test_views import HOSTILE, add_traces, demo
 from .test_demo_job import log_in
@@ -101,6 +103,21 @@ def test_a_stale_tab_gets_a_message_and_keeps_the_typed_diagnosis(page, live_ser
     case.refresh_from_db()
     assert (case.category, case.diagnosis) == ("plan-error", "Typed here.")
     assert page.console_errors == [] or all("409" in e for e in page.console_errors)
+
+
+def test_a_replay_refused_by_a_full_job_queue_says_why(page, live_server, members, project, settings):
+    (trace,) = add_traces(project, demo())
+    case = services.open_case(trace=trace, curator=members["curator"])
+    Case.objects.filter(pk=case.pk).update(error_step=1)
+    services.add_proposal(case=case, actor=members["curator"], corrected_action="calc 17 * 23")
+    settings.JOB_MAX_QUEUED_PER_PROJECT = 1
+    Job.objects.create(project=project, kind="aed.draft", params={"case": case.pk})
+    log_in(page, live_server, "curator")
+    page.goto(f"{live_server.url}/projects/alpha/aed/traces/{trace.pk}/")
+    page.get_by_text("Replay this proposal").click()
+    page.get_by_role("button", name="Start replay").click()
+    expect(page.locator("#proposals .error")).to_contain_text("Alpha already has 1 jobs waiting for a worker")
+    assert not Replay.objects.exists()
 
 
 def test_hostile_trace_text_and_diagnosis_never_run(page, live_server, members, project):

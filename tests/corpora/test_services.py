@@ -3,7 +3,8 @@
 import pytest
 
 from corpora.aed import runners, selectors, services
-from corpora.aed.models import CaseEvent, ProposalStatus, ReplayRun
+from corpora.aed.models import CaseEvent, ProposalStatus, Replay, ReplayRun
+from dataplatform.apiutils import MAX_SEED
 
 from ..doubles import RecordingProgress
 
@@ -58,6 +59,16 @@ def test_rejected_proposals_are_kept(case, members):
                                                                        (second.pk, "proposed")]
     with pytest.raises(services.CurationError, match="rejected"):
         services.start_replay(proposal=first, pairs=2, user=members["curator"], publish=False)
+
+
+@pytest.mark.parametrize("seed", [-1, MAX_SEED + 1, 2**63])
+def test_a_replay_seed_outside_0_to_max_seed_is_refused(case, members, seed):
+    """The page's form reaches the service without a serializer: 2**63 was a 500 (bigint out of range)."""
+    case = edit(case, members["curator"], error_step=1)
+    proposal = services.add_proposal(case=case, actor=members["curator"], corrected_action="calc 391 - 45")
+    with pytest.raises(services.CurationError, match=f"seed must be between 0 and {MAX_SEED}"):
+        services.start_replay(proposal=proposal, pairs=1, seed=seed, user=members["curator"], publish=False)
+    assert not Replay.objects.exists()
 
 
 def replay_of(case, members, pairs=3):

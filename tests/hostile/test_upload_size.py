@@ -1,6 +1,7 @@
 """The per-file upload limit (IMPORT_MAX_FILE_BYTES) at every upload entry point, over the API and on the
 pages: a file one byte over is refused with a message naming the file, its size and the limit, and
-nothing is written; a file of exactly the limit imports.
+nothing is written; a file of exactly the limit imports. Over the API an upload carries one file: two
+parts named `file` are refused.
 
 The limit is lowered with override_settings to the size of a small good file, so no test builds a big one."""
 
@@ -152,6 +153,20 @@ def test_an_api_upload_of_exactly_the_limit_imports(entry, project, members):
         response = _post_api(entry, members["curator"])
     assert response.status_code == entry.created, response.content
     assert entry.rows() != before
+
+
+@pytest.mark.parametrize("entry", API_ENTRIES)
+def test_an_api_upload_with_two_file_parts_is_a_400_naming_the_field_and_writes_nothing(entry, project, members):
+    """The attack's probe: two parts named `file` imported the last one and answered 200."""
+    before = entry.rows()
+    two_files = [SimpleUploadedFile(entry.filename, entry.body), SimpleUploadedFile(f"second-{entry.filename}",
+                                                                                    entry.body)]
+    response = api_client_for(members["curator"]).post(f"/api/v1/projects/alpha/{entry.api}",
+                                                       {**entry.form, "file": two_files}, format="multipart")
+    assert response.status_code == 400, response.content
+    assert response.json() == {"file": ["Send one file in the field 'file', not 2: each upload imports exactly one "
+                                        "file."]}
+    assert entry.rows() == before
 
 
 # --- on the pages ---------------------------------------------------------------------------------------

@@ -93,3 +93,16 @@ def test_an_unreachable_broker_is_a_503_naming_it_and_the_job_is_recorded_failed
     assert response.status_code == 503, response.content
     assert "broker" in response.json()["detail"].lower()
     assert Job.objects.get().state == JobState.FAILED
+
+
+def test_a_full_job_queue_is_a_429_with_retry_after(project, members, settings):
+    settings.JOB_MAX_QUEUED_PER_PROJECT = 2
+    make_jobs(project, members["curator"], 2)
+    response = api_client_for(members["curator"]).post(
+        "/api/v1/projects/alpha/jobs/", {"kind": "demo.sample_continuations", "params": {"prompt": "hi"}},
+        format="json")
+    assert response.status_code == 429, response.content
+    assert response["Retry-After"] == "30"
+    detail = response.json()["detail"]
+    assert detail.startswith("Alpha already has 2 jobs waiting for a worker") and "JOB_MAX_QUEUED_PER_PROJECT" in detail
+    assert Job.objects.count() == 2

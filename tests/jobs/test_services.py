@@ -1,7 +1,10 @@
+import threading
+import time
 from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from dataplatform.inference import BackendUnavailable
@@ -135,3 +138,89 @@ def test_a_task_for_a_deleted_job_does_nothing(project, members, django_capture_
     job.delete()
     services.execute_job(job_id=job_id)  # the message was already in the queue
     assert not Job.objects.filter(pk=job_id).exists()
+
+
+# --- the cap on queued jobs per project (JOB_MAX_QUEUED_PER_PROJECT) ---------------------------------
+
+def test_a_full_queue_refuses_the_next_job_and_writes_nothing(project, members, settings):
+    settings.JOB_MAX_QUEUED_PER_PROJECT = 2
+    enqueue(project, members["curator"], to=1)
+    enqueue(project, members["curator"], to=1)
+    with pytest.raises(services.JobQueueFull, match="Alpha already has 2 jobs waiting for a worker") as info:
+        enqueue(project, members["curator"], to=1)
+    assert "JOB_MAX_QUEUED_PER_PROJECT" in str(info.value) and info.value.retry_after_seconds > 0
+    assert Job.objects.count() == 2
+
+
+def test_only_the_projects_own_queued_jobs_count(project, other_project, members, settings):
+    settings.JOB_MAX_QUEUED_PER_PROJECT = 2
+    for state in (JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.QUEUED):
+        Job.objects.create(project=project, kind="test.count", state=state)
+    for _ in range(2):
+        Job.objects.create(project=other_project, kind="test.count")  # beta's queue is full, alpha's is not
+    enqueue(project, members["curator"], to=1)
+    with pytest.raises(services.JobQueueFull):
+        enqueue(project, members["curator"], to=1)
+
+
+def test_zero_switches_the_cap_off(project, members, settings):
+    settings.JOB_MAX_QUEUED_PER_PROJECT = 0
+    for _ in range(3):
+        Job.objects.create(project=project, kind="test.count")
+    assert enqueue(project, members["curator"], to=1).state == JobState.QUEUED
+
+
+def test_a_job_its_caller_runs_itself_is_not_capped(project, members, settings):
+    """publish=False (the `export` command): the job never waits in the workers' queue."""
+    settings.JOB_MAX_QUEUED_PER_PROJECT = 1
+    Job.objects.create(project=project, kind="test.count")
+    job = services.enqueue_job(project=project, kind="test.count", params={"to": 1}, user=None, publish=False)
+    assert job.pk
+
+
+def test_retrying_a_job_is_refused_while_the_queue_is_full(project, members, settings):
+    settings.JOB_MAX_QUEUED_PER_PROJECT = 1
+    failed = Job.objects.create(project=project, kind="test.count", state=JobState.FAILED)
+    Job.objects.create(project=project, kind="test.count")
+    with pytest.raises(services.JobQueueFull):
+        services.retry_job(job=failed)
+    assert Job.objects.get(pk=failed.pk).state == JobState.FAILED
+
+
+@pytest.mark.integration  # PostgreSQL: real concurrent transactions and row locks
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_concurrent_requests_never_queues_past_the_cap(project, members, settings, monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.fail("The burst needs PostgreSQL (concurrent transactions); run with DATABASE_URL=postgres://...")
+    settings.JOB_MAX_QUEUED_PER_PROJECT = cap = 5
+    monkeypatch.setattr(services, "publish_job", lambda job_id: None)  # no worker: only the rows matter
+    check_room = services._ensure_room_in_queue
+
+    def check_room_then_dawdle(project):
+        check_room(project)
+        time.sleep(0.05)  # a slow request between its count and its insert: every unlocked count would collide
+
+    monkeypatch.setattr(services, "_ensure_room_in_queue", check_room_then_dawdle)
+    callers = 20
+    barrier = threading.Barrier(callers)
+    accepted, refused, errors = [], [], []
+
+    def request_a_job():
+        try:
+            barrier.wait()
+            accepted.append(enqueue(project, members["curator"], to=1).pk)
+        except services.JobQueueFull:
+            refused.append(1)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=request_a_job) for _ in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert (len(accepted), len(refused)) == (cap, callers - cap)
+    assert Job.objects.filter(project=project, state=JobState.QUEUED).count() == cap

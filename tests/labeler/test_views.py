@@ -158,10 +158,12 @@ def test_curator_pins_another_taxonomy_version_and_saves_settings(client, member
     assert "Choose one of the loaded taxonomy versions." in page
 
     form = {"model_name": "tiny", "overlap": "3", "lease_minutes": "15", "max_tokens": "256", "batch_size": "8"}
-    client.post(reverse("labeler-settings", args=["alpha"]), form)
+    page = client.post(reverse("labeler-settings", args=["alpha"]), form, follow=True).content.decode()
+    assert "&#x27;tiny&#x27; is not served by the model backend, which serves: SmolLM2-135M-Instruct" in page
+    client.post(reverse("labeler-settings", args=["alpha"]), {**form, "model_name": "SmolLM2-135M-Instruct"})
     settings = services.settings_for(project)
     assert (settings.model_name, settings.overlap, settings.lease_minutes, settings.max_tokens,
-            settings.batch_size) == ("tiny", 3, 15, 256, 8)
+            settings.batch_size) == ("SmolLM2-135M-Instruct", 3, 15, 256, 8)
     page = client.post(reverse("labeler-settings", args=["alpha"]), {**form, "overlap": "0"},
                        follow=True).content.decode()
     assert "overlap: Ensure this value is greater than or equal to 1." in page

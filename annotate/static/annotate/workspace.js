@@ -5,7 +5,15 @@
   const root = document.getElementById("workspace");
   if (!root) return;
   const data = root.dataset;
-  const canWrite = data.canWrite === "1";
+  if (data.canWrite !== "1") {
+    // Read-only (an accepted session, or someone else's): the page shows the tokens and none of the
+    // editing controls below. The one key is n, for the "Next item" button where the page has one.
+    const next = document.getElementById("next-item");
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "n" && !event.ctrlKey && !event.metaKey && !event.altKey) next?.requestSubmit();
+    });
+    return;
+  }
   const responseBox = document.getElementById("response");
   const statusLine = document.getElementById("status-line");
   const panel = document.getElementById("candidates");
@@ -82,7 +90,7 @@
   function tokens() { return Array.from(responseBox.querySelectorAll(".tok[tabindex]")); }
 
   async function open(span) {
-    if (!canWrite || busy) return;
+    if (busy) return;
     responseBox.querySelectorAll(".selected").forEach((s) => s.classList.remove("selected"));
     span.classList.add("selected");
     position = Number(span.dataset.start);
@@ -196,10 +204,10 @@
   });
   document.getElementById("stop-here").addEventListener("click", () => correct({ stop: true }));
   document.getElementById("cand-close").addEventListener("click", close);
-  document.getElementById("btn-accept")?.addEventListener("click", () => act(data.urlAccept));
-  document.getElementById("btn-undo")?.addEventListener("click", () => act(data.urlUndo));
-  document.getElementById("btn-reject")?.addEventListener("click", () => act(data.urlReject));
-  document.getElementById("btn-skip")?.addEventListener("click", skip);
+  document.getElementById("btn-accept").addEventListener("click", () => act(data.urlAccept));
+  document.getElementById("btn-undo").addEventListener("click", () => act(data.urlUndo));
+  document.getElementById("btn-reject").addEventListener("click", () => act(data.urlReject));
+  document.getElementById("btn-skip").addEventListener("click", skip);
   retry.addEventListener("click", () => stream(data.urlStream));
 
   document.addEventListener("keydown", (event) => {
@@ -225,16 +233,14 @@
       event.preventDefault();
     } else if (!panel.hidden && event.key === "s") {
       correct({ stop: true });
-    } else if (canWrite && event.key === "a") {
+    } else if (event.key === "a") {
       act(data.urlAccept);
-    } else if (canWrite && event.key === "u") {
+    } else if (event.key === "u") {
       act(data.urlUndo);
-    } else if (canWrite && event.key === "r") {
+    } else if (event.key === "r") {
       act(data.urlReject);
-    } else if (canWrite && event.key === "k") {
+    } else if (event.key === "k") {
       skip();
-    } else if (event.key === "n" && !canWrite) {
-      nextItem();
     }
   });
 

@@ -6,6 +6,9 @@
 (() => {
   const status = document.getElementById("aed-status");
   const KEYS = /^(j|k|e|c|o|t|d)$/;
+  // Refusals the server answers with a message to show: a refused value (400), a stale version (409),
+  // a full job queue (429).
+  const REFUSED_WITH_A_MESSAGE = [400, 409, 429];
   let busy = false;
   let queued = [];
   let remembered = -1; // position of the step last focused
@@ -144,8 +147,7 @@
     if (document.activeElement?.closest?.("#case") && document.activeElement.id) keptFocus = document.activeElement.id;
   };
   document.body.addEventListener("htmx:beforeSwap", (event) => {
-    // A stale version (409) or a refused value (400) comes back with a message: show it.
-    if ([400, 409].includes(event.detail.xhr.status)) {
+    if (REFUSED_WITH_A_MESSAGE.includes(event.detail.xhr.status)) {
       event.detail.shouldSwap = true;
       event.detail.isError = false;
     }
@@ -170,7 +172,7 @@
   };
   document.body.addEventListener("htmx:sendError", failed);
   document.body.addEventListener("htmx:responseError", (event) => {
-    if (![400, 409].includes(event.detail.xhr.status)) failed();
+    if (!REFUSED_WITH_A_MESSAGE.includes(event.detail.xhr.status)) failed();
   });
 
   syncCase();
