@@ -55,11 +55,10 @@ COPY --from=frontend /src/frontend/node_modules frontend/node_modules
 
 # Collect static files into the image at build time, so a broken static setup fails the build,
 # not the first request (whitenoise serves them). The settings refuse DEBUG=0 without a real
-# SECRET_KEY, so a throwaway one is given here (it signs nothing); a dummy REDIS_URL keeps the
-# settings from creating filesystem-broker folders, and --skip-checks keeps it off the database.
+# SECRET_KEY, so a throwaway one is given here (it signs nothing); --skip-checks keeps it off the
+# database. Importing the settings creates no folder, so nothing lands in /data.
 ENV STATIC_ROOT=/app/staticfiles
-RUN SECRET_KEY=build-only-collectstatic DEBUG=0 REDIS_URL=redis://unused:6379/0 DATA_DIR=/tmp/build-data \
-    python manage.py collectstatic --no-input -v 0 --skip-checks
+RUN SECRET_KEY=build-only-collectstatic DEBUG=0 python manage.py collectstatic --no-input -v 0 --skip-checks
 
 USER app
 ENV HOME=/home/app

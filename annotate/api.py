@@ -5,126 +5,42 @@ import logging
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.handlers.asgi import ASGIRequest
 from django.db import InterfaceError, OperationalError
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
-from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework import status
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token, role_in
-from dataplatform.apiutils import MAX_ID, MAX_INT, MAX_SEED, Conflict, import_upload, truthy, uploaded_file
-from dataplatform.inference import BackendError, validate_served_model_name
+from dataplatform.apiutils import import_upload, truthy, uploaded_file
+from dataplatform.errors import PlatformError
 from dataplatform.jobs import services as job_services
-from dataplatform.jobs.api import JobSerializer, ServiceUnavailable
+from dataplatform.jobs.api import JobSerializer
 from dataplatform.openapi import STALE_VERSION
 
 from . import importers, selectors, services
 from .metrics import project_metrics
-from .models import AnnotationConfig, Claim, ClaimState, Node, Session
-from .panda_json import UnreadableFile, import_panda_json, read_panda_upload
+from .models import Claim, ClaimState, Node
+from .panda_json import import_panda_json, read_panda_upload
 from .reviews import review_session
+from .serializers import (
+    CandidateSerializer,
+    ClaimSerializer,
+    ConfigSerializer,
+    CorrectionSerializer,
+    NodeSerializer,
+    ReviewSerializer,
+    SessionSerializer,
+    VersionSerializer,
+)
 
 logger = logging.getLogger(__name__)
-
-
-def _refusal(exc: services.AnnotationError) -> APIException:
-    if isinstance(exc, services.StaleVersion):
-        return Conflict(str(exc))
-    return ValidationError({"detail": str(exc)})
-
-
-# --- serializers --------------------------------------------------------------------------------
-
-class ConfigSerializer(serializers.ModelSerializer):
-    top_k = serializers.IntegerField(min_value=1, max_value=50)
-    max_tokens = serializers.IntegerField(min_value=1, max_value=8192)
-    temperature = serializers.FloatField(min_value=0.0, max_value=2.0)
-    overlap = serializers.IntegerField(min_value=1, max_value=20)
-    lease_minutes = serializers.IntegerField(min_value=1, max_value=24 * 60)
-    seed = serializers.IntegerField(min_value=0, max_value=MAX_SEED)
-    model_name = serializers.CharField(max_length=200, allow_blank=True, required=False,
-                                       validators=[validate_served_model_name])
-
-    class Meta:
-        model = AnnotationConfig
-        fields = ["model_name", "top_k", "max_tokens", "temperature", "seed_policy", "seed", "overlap",
-                  "lease_minutes"]
-
-
-class NodeSerializer(serializers.ModelSerializer):
-    text = serializers.SerializerMethodField()
-
-    class Meta:
-        model = Node
-        fields = ["id", "key", "parent", "fork_index", "locked_until", "status", "finish_reason", "model_id",
-                  "token_ids", "logprobs", "origins", "candidate_ranks", "text"]
-
-    def get_text(self, node: Node) -> str:
-        return "".join(group.text for group in selectors.token_groups(node))
-
-
-class SessionSerializer(serializers.ModelSerializer):
-    annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    messages = serializers.JSONField(source="item.messages")
-    current_node = NodeSerializer()
-    nodes = serializers.SerializerMethodField()
-
-    class Meta:
-        model = Session
-        fields = ["id", "item", "annotator", "status", "version", "messages", "current_node", "nodes", "created_at"]
-
-    def get_nodes(self, session: Session) -> list[dict]:
-        return list(session.nodes.values("id", "key", "parent", "fork_index", "status"))
-
-
-class ClaimSerializer(serializers.ModelSerializer):
-    session = serializers.SerializerMethodField()
-    annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
-
-    class Meta:
-        model = Claim
-        fields = ["id", "item", "annotator", "state", "lease_expires_at", "session"]
-
-    def get_session(self, claim: Claim) -> int | None:
-        session = getattr(claim, "session", None)
-        return session.pk if session else None
-
-
-class CandidateSerializer(serializers.Serializer):
-    """One of the model's top-k at a position (selectors.candidates_at)."""
-
-    rank = serializers.IntegerField(min_value=1, max_value=MAX_INT)
-    token_id = serializers.IntegerField(min_value=0, max_value=MAX_INT)
-    text = serializers.CharField()
-    logprob = serializers.FloatField()
-    probability = serializers.FloatField(min_value=0.0, max_value=1.0)
-    current = serializers.BooleanField(help_text="the token the response has at this position")
-
-
-class CorrectionSerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
-    node_id = serializers.IntegerField(min_value=1, max_value=MAX_ID)
-    position = serializers.IntegerField(min_value=0, max_value=MAX_INT)
-    token_id = serializers.IntegerField(required=False, min_value=0, max_value=MAX_INT)
-    text = serializers.CharField(required=False, trim_whitespace=False, max_length=20_000)
-    stop = serializers.BooleanField(required=False, default=False)
-
-
-class VersionSerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
-    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
-
-
-class ReviewSerializer(serializers.Serializer):
-    decision = serializers.ChoiceField(choices=["approved", "rejected"])
-    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
 
 
 # --- project-level ---------------------------------------------------------------------------------
@@ -138,10 +54,10 @@ class ConfigApi(APIView):
     @extend_schema(request=ConfigSerializer, responses=ConfigSerializer)
     def put(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        serializer = ConfigSerializer(services.config_for(project), data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        serializer.save()
-        return Response(serializer.data)
+        changes = ConfigSerializer(data=request.data, partial=True)
+        changes.is_valid(raise_exception=True)
+        config = services.update_config(project=project, changes=changes.validated_data)
+        return Response(ConfigSerializer(config).data)
 
 
 class ImportApi(APIView):
@@ -170,10 +86,7 @@ class ImportPandaApi(APIView):
             annotator = get_user_model().objects.filter(username=request.data["annotator"]).first()
             if annotator is None or role_in(annotator, project) not in CAN_ANNOTATE:
                 raise ValidationError({"annotator": ["Not an annotator of this project."]})
-        try:
-            data = read_panda_upload(upload)
-        except UnreadableFile as exc:
-            raise ValidationError({"file": [str(exc)]}) from exc
+        data = read_panda_upload(upload)
         report = import_panda_json(project=project, data=data, annotator=annotator, file=upload.name,
                                    dry_run=truthy(request.data.get("dry_run")), backend=services.backend_for(project))
         return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if report.errors else status.HTTP_200_OK)
@@ -228,22 +141,19 @@ class ClaimActionApi(APIView):
         claim = Claim.objects.filter(item__project=project, pk=claim_id).select_related("item").first()
         if claim is None:
             raise NotFound("No such claim.")
-        try:
-            if action in ("skip", "release"):
-                if claim.annotator_id != request.user.pk:
-                    raise NotFound("No such claim.")
-                state = ClaimState.SKIPPED if action == "skip" else ClaimState.RELEASED
-                claim = services.end_claim(claim=claim, state=state)
-            elif action == "reassign":
-                project_for(request.user, slug, CAN_CURATE, token=token)
-                to_user = get_user_model().objects.filter(username=request.data.get("username", "")).first()
-                if to_user is None or role_in(to_user, project) not in CAN_ANNOTATE:
-                    raise ValidationError({"username": ["Not an annotator of this project."]})
-                claim = services.reassign(claim=claim, to_user=to_user)
-            else:
-                raise NotFound("Unknown action.")
-        except services.AnnotationError as exc:
-            raise _refusal(exc) from exc
+        if action in ("skip", "release"):
+            if claim.annotator_id != request.user.pk:
+                raise NotFound("No such claim.")
+            state = ClaimState.SKIPPED if action == "skip" else ClaimState.RELEASED
+            claim = services.end_claim(claim=claim, state=state)
+        elif action == "reassign":
+            project_for(request.user, slug, CAN_CURATE, token=token)
+            to_user = get_user_model().objects.filter(username=request.data.get("username", "")).first()
+            if to_user is None or role_in(to_user, project) not in CAN_ANNOTATE:
+                raise ValidationError({"username": ["Not an annotator of this project."]})
+            claim = services.reassign(claim=claim, to_user=to_user)
+        else:
+            raise NotFound("Unknown action.")
         return Response(ClaimSerializer(claim).data)
 
 
@@ -272,15 +182,10 @@ class CorrectApi(APIView):
         data = CorrectionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         fields = data.validated_data
-        try:
-            node = services.correct(
-                session=session, version=fields["version"], node_id=fields["node_id"], position=fields["position"],
-                token_id=fields.get("token_id"), text=fields.get("text"), stop=fields["stop"], actor=request.user,
-            )
-        except services.AnnotationError as exc:
-            raise _refusal(exc) from exc
-        except BackendError as exc:
-            raise ServiceUnavailable(f"The model backend failed: {exc}") from exc
+        node = services.correct(
+            session=session, version=fields["version"], node_id=fields["node_id"], position=fields["position"],
+            token_id=fields.get("token_id"), text=fields.get("text"), stop=fields["stop"], actor=request.user,
+        )
         return Response(NodeSerializer(node).data | {"session_version": fields["version"] + 1},
                         status=status.HTTP_201_CREATED)
 
@@ -333,20 +238,21 @@ def _token_events(node: Node):
             pending += backend.token_pieces([step.token_id])[0]
             try:
                 text, pending = pending.decode("utf-8"), b""
-            except UnicodeDecodeError:
+            except UnicodeDecodeError:  # not an error: the character's next bytes come with the next tokens
                 text = ""
             yield _sse("token", {"index": index, "token_id": step.token_id, "text": text, "logprob": step.logprob,
                                  "origin": "model"})
             index += 1
         node.refresh_from_db()
         yield _sse("done", {"finish_reason": node.finish_reason, "tokens": len(node.token_ids)})
+    # Not the shared mapping: the stream's 200 has been sent, so every error becomes its `error` event.
     except services.AnnotationError as exc:
         yield _sse("error", {"message": str(exc)})
     except Exception as exc:  # noqa: BLE001 (the client must hear of it; logged when it is a bug)
-        if isinstance(exc, BackendError):
-            reason = f"The model backend failed: {exc}."
-        elif isinstance(exc, (OperationalError, InterfaceError)):
+        if isinstance(exc, (OperationalError, InterfaceError)):
             reason = "The database is unavailable for a moment."
+        elif isinstance(exc, PlatformError):  # the model backend, most likely
+            reason = exc.detail.rstrip(".") + "."
         else:
             logger.exception("The continuation of node %s failed", node.pk)
             reason = "The continuation failed on the server."
@@ -387,10 +293,7 @@ def _session_action(request, session_id: int, action):
     session = selectors.session_for_writing(request.user, session_id, token=token)
     data = VersionSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    try:
-        session = action(session, data.validated_data)
-    except services.AnnotationError as exc:
-        raise _refusal(exc) from exc
+    session = action(session, data.validated_data)
     # Read back as a session read does: one query with everything the answer shows, not one per relation.
     return Response(SessionSerializer(selectors.session_for(request.user, session.pk, token=token)).data)
 
@@ -405,12 +308,7 @@ class ReviewApi(APIView):
         project_for(request.user, session.item.project.slug, CAN_CURATE, token=token)
         data = ReviewSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            review = review_session(session=session, reviewer=request.user, **data.validated_data)
-        except services.AnnotationError as exc:
-            raise _refusal(exc) from exc
-        except DjangoPermissionDenied as exc:
-            raise NotFound("No such session.") from exc
+        review = review_session(session=session, reviewer=request.user, **data.validated_data)
         return Response({"id": review.pk, "session": session.pk, "decision": review.decision,
                          "comment": review.comment, "created_at": review.created_at},
                         status=status.HTTP_201_CREATED)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from dataplatform.accounts.models import Project
+from dataplatform.conversations.validation import check_messages
 from dataplatform.imports import (
     ImportReport,
     LineError,
@@ -43,25 +44,14 @@ def parse_record(file: str, number: int, text: str) -> tuple[PromptRecord | None
     data, problem = parse_json_object(file, number, text)
     if problem:
         return None, [problem]
-    errors = []
     messages = data.get("messages")
-    if not isinstance(messages, list) or not messages:
-        errors.append(LineError(file, number, "messages", "must be a non-empty list of {role, content}"))
-    else:
-        for index, message in enumerate(messages):
-            where = f"messages[{index}]"
-            if not isinstance(message, dict):
-                errors.append(LineError(file, number, where, "must be an object"))
-                continue
-            if message.get("role") not in ROLES:
-                errors.append(LineError(file, number, f"{where}.role", f"must be one of {', '.join(sorted(ROLES))}"))
-            if not isinstance(message.get("content"), str):
-                errors.append(LineError(file, number, f"{where}.content", "must be a string"))
-        if not errors and messages[-1]["role"] == "assistant":
-            errors.append(LineError(file, number, f"messages[{len(messages) - 1}].role",
-                                    "the last message is the model's turn to answer; it must not be 'assistant'"))
-        if not errors and not any(m["role"] == "user" for m in messages):
-            errors.append(LineError(file, number, "messages", "needs at least one 'user' message"))
+    errors = [LineError(file, number, field, message)
+              for field, message in check_messages(messages, roles=ROLES).problems]
+    if not errors and messages[-1]["role"] == "assistant":
+        errors.append(LineError(file, number, f"messages[{len(messages) - 1}].role",
+                                "the last message is the model's turn to answer; it must not be 'assistant'"))
+    if not errors and not any(m["role"] == "user" for m in messages):
+        errors.append(LineError(file, number, "messages", "needs at least one 'user' message"))
     external_id = data.get("id", "")
     if not isinstance(external_id, str | int) or isinstance(external_id, bool):
         errors.append(LineError(file, number, "id", "must be a string or an integer"))

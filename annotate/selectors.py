@@ -12,7 +12,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from dataplatform.accounts.models import ApiToken, Membership, Project
-from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in, visible_projects
+from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, visible_projects
 from dataplatform.inference.text import group_pieces
 
 from .models import Claim, ClaimState, Item, Node, Session
@@ -86,10 +86,6 @@ def project_claims(project: Project) -> QuerySet[Claim]:
     """Every claim of the project, for the curator's queue table."""
     return (Claim.objects.filter(item__project=project)
             .select_related("item", "annotator", "session").order_by("-updated_at", "-id"))
-
-
-def may_curate(user, project: Project) -> bool:
-    return role_in(user, project) in CAN_CURATE
 
 
 # --- presenting a node ------------------------------------------------------------------------------

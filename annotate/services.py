@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from dataplatform import claims
 from dataplatform.accounts.models import Project
+from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import BackendError, backend_for_model
 
 from .models import (
@@ -36,11 +37,11 @@ STOP_MARKER = "<|stop|>"  # typed at the end of a rewrite, it ends the response 
 SAVE_EVERY_TOKENS = 8  # a streaming node is saved this often, so a failure loses at most a few tokens
 
 
-class AnnotationError(Exception):
+class AnnotationError(Refused):
     """A request the workflow refuses, with a message for the annotator."""
 
 
-class StaleVersion(AnnotationError):
+class StaleVersion(Conflict, AnnotationError):
     """The session changed since the client read it (another tab, a double click)."""
 
 
@@ -59,6 +60,16 @@ def config_for(project: Project) -> AnnotationConfig:
         except AnnotationConfig.DoesNotExist:
             config, _ = AnnotationConfig.objects.get_or_create(project=project)
         project._annotation_config = config
+    return config
+
+
+def update_config(*, project: Project, changes: dict) -> AnnotationConfig:
+    """Change some of the project's settings; `changes` holds values ConfigSerializer has checked."""
+    config = config_for(project)
+    for name, value in changes.items():
+        setattr(config, name, value)
+    # Only the changed columns: two curators saving different settings at once both keep theirs.
+    config.save(update_fields=list(changes))
     return config
 
 

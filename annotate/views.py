@@ -10,25 +10,31 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from dataplatform import charts
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, role_in
-from dataplatform.broker import BrokerUnavailable
-from dataplatform.imports import FileTooLarge, check_upload_size
+from dataplatform.errors import PlatformError, show_error
+from dataplatform.imports import page_import
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 from dataplatform.pagination import parse_id
 
-from . import charts, importers, metrics, reviews, selectors, services
-from .api import ConfigSerializer
+from . import importers, metrics, reviews, selectors, services
 from .models import NodeStatus, SeedPolicy, Session, SessionStatus
 from .panda_json import UnreadableFile, import_panda_json, read_panda_upload
+from .serializers import ConfigSerializer
 
-MAX_ERRORS_SHOWN = 20
+MAX_PANDA_PROBLEMS_SHOWN = 20  # of a .panda.json import's errors, and again of its warnings
 
 
 @login_required
 def queue_page(request, slug: str):
     project, role = project_for(request.user, slug, CAN_ANNOTATE)
-    context = {"project": project, "claims": selectors.my_claims(request.user, project)[:50]}
+    return _render_queue(request, project, role)
+
+
+def _render_queue(request, project, role, *, import_report=None):
+    context = {"project": project, "claims": selectors.my_claims(request.user, project)[:50],
+               "import_report": import_report}
     if role in CAN_CURATE:
         context |= {
             "curator": True,
@@ -56,32 +62,12 @@ def claim(request, slug: str):
 @login_required
 @require_POST
 def import_prompts(request, slug: str):
-    project, _ = project_for(request.user, slug, CAN_CURATE)
-    upload = request.FILES.get("file")
-    if upload is None:
+    project, role = project_for(request.user, slug, CAN_CURATE)
+    result = page_import(request, importers.import_prompts, project=project)
+    if result is None:
         messages.error(request, "Choose a JSONL file to import.")
         return redirect("annotate-queue", slug=slug)
-    try:
-        check_upload_size(upload)
-    except FileTooLarge as exc:
-        messages.error(request, f"{exc}; nothing imported.")
-        return redirect("annotate-queue", slug=slug)
-    report = importers.import_prompts(project=project, lines=upload, file=upload.name,
-                                      dry_run=bool(request.POST.get("dry_run")),
-                                      skip_bad_lines=bool(request.POST.get("skip_bad_lines")))
-    for error in report.errors[:MAX_ERRORS_SHOWN]:
-        messages.error(request, f"{error.file}, line {error.line}, {error.field}: {error.message}")
-    if len(report.errors) > MAX_ERRORS_SHOWN:
-        messages.error(request, f"… and {len(report.errors) - MAX_ERRORS_SHOWN} more errors.")
-    if report.errors and not report.dry_run and not request.POST.get("skip_bad_lines"):
-        messages.error(request, f"{upload.name}: nothing imported; fix the lines above or tick 'skip bad lines'.")
-    elif report.dry_run:
-        messages.success(request, f"{upload.name} (dry run): {report.lines} lines checked, "
-                                  f"{len(report.errors)} bad, {report.duplicates} duplicates; nothing written.")
-    else:
-        messages.success(request, f"{upload.name}: imported {report.created} prompts; "
-                                  f"{report.duplicates} duplicates, {len(report.errors)} bad lines skipped.")
-    return redirect("annotate-queue", slug=slug)
+    return _render_queue(request, project, role, import_report=result)
 
 
 @login_required
@@ -100,9 +86,9 @@ def import_panda(request, slug: str):
         return redirect("annotate-queue", slug=slug)
     report = import_panda_json(project=project, data=data, annotator=request.user, file=upload.name,
                                dry_run=bool(request.POST.get("dry_run")), backend=services.backend_for(project))
-    for error in report.errors[:MAX_ERRORS_SHOWN]:
+    for error in report.errors[:MAX_PANDA_PROBLEMS_SHOWN]:
         messages.error(request, f"{error.file}, {error.field}: {error.message}")
-    for warning in report.warnings[:MAX_ERRORS_SHOWN]:
+    for warning in report.warnings[:MAX_PANDA_PROBLEMS_SHOWN]:
         messages.warning(request, f"{upload.name}: {warning}")
     if report.duplicate:
         messages.info(request, f"{upload.name} was imported before; nothing added.")
@@ -118,8 +104,8 @@ def start_rollouts(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
     try:
         job = job_services.enqueue_job(project=project, kind="annotate.rollouts", params={}, user=request.user)
-    except (BrokerUnavailable, job_services.JobQueueFull) as exc:
-        messages.error(request, str(exc))
+    except PlatformError as exc:
+        show_error(request, exc)
         return redirect("annotate-queue", slug=slug)
     messages.success(request, f"Job {job.pk} is generating the model's responses.")
     return redirect("annotate-queue", slug=slug)
@@ -179,8 +165,8 @@ def review_session(request, session_id: int):
     try:
         reviews.review_session(session=session, reviewer=request.user, decision=request.POST.get("decision", ""),
                                comment=request.POST.get("comment", ""))
-    except services.AnnotationError as exc:
-        messages.error(request, str(exc))
+    except PlatformError as exc:
+        show_error(request, exc)
     else:
         messages.success(request, f"Session {session.pk}: {request.POST.get('decision')}.")
     return redirect("annotate-review", slug=session.item.project.slug)
@@ -229,8 +215,8 @@ def reassign_claim(request, slug: str, claim_id: int):
         return redirect("annotate-queue", slug=slug)
     try:
         services.reassign(claim=claim, to_user=to_user)
-    except services.AnnotationError as exc:
-        messages.error(request, str(exc))
+    except PlatformError as exc:
+        show_error(request, exc)
     else:
         messages.success(request, f"Item {claim.item.external_id or claim.item_id} now goes to {to_user.username}.")
     return redirect("annotate-queue", slug=slug)
@@ -240,13 +226,12 @@ def reassign_claim(request, slug: str, claim_id: int):
 @require_POST
 def update_config(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
-    fields = ("model_name", "top_k", "max_tokens", "temperature", "seed_policy", "seed", "overlap", "lease_minutes")
-    serializer = ConfigSerializer(services.config_for(project), partial=True,
-                                  data={key: request.POST[key] for key in fields if key in request.POST})
-    if serializer.is_valid():
-        serializer.save()
+    changes = ConfigSerializer(data={key: request.POST[key] for key in ConfigSerializer.Meta.fields
+                                     if key in request.POST}, partial=True)
+    if changes.is_valid():
+        services.update_config(project=project, changes=changes.validated_data)
         messages.success(request, "Settings saved.")
     else:
-        for field, errors in serializer.errors.items():
+        for field, errors in changes.errors.items():
             messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
     return redirect("annotate-queue", slug=slug)

@@ -40,7 +40,7 @@ import torch  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from corpora.atd import services  # noqa: E402
+from corpora.atd import selectors, services  # noqa: E402
 from corpora.atd.models import AtdPrompt, Score  # noqa: E402
 from dataplatform.accounts.models import Project  # noqa: E402
 from dataplatform.inference import get_backend  # noqa: E402
@@ -111,7 +111,7 @@ def main() -> None:
     benchlib.print_table(("figure", "platform job", "direct calls", "ratio", "target"), rows)
     print(f"{args.prompts} prompts, batch {args.batch}, judge with order debiasing (2 sequences a prompt); backend "
           f"{backend.name} ({backend.model_id}); {scores.count()} scores written, each prompt once; q in "
-          f"[{min(qs):.3f}, {max(qs):.3f}], {sum(abs(q - 0.5) <= 0.02 for q in qs)} near-ties at epsilon 0.02.")
+          f"[{min(qs):.3f}, {max(qs):.3f}], {selectors.kept_count(run, 0.02)} near-ties at epsilon 0.02.")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} with "
           f"{torch.get_num_threads()} threads, load average before the run {load:.2f}")
     print(f"target: ratio >= {TARGET_RATIO}: {'met' if ratio >= TARGET_RATIO else 'MISSED'} ({ratio:.2f}x)")

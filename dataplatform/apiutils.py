@@ -1,7 +1,7 @@
 """Small pieces every app's API shares."""
 
 from rest_framework import status
-from rest_framework.exceptions import APIException, ParseError, ValidationError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
@@ -24,13 +24,6 @@ class JSONObjectParser(JSONParser):
         if not isinstance(data, dict):
             raise ParseError(f"The JSON body must be an object with named fields, not {type(data).__name__}.")
         return data
-
-
-class Conflict(APIException):
-    """A versioned write named an older version: the client must reload (never a silent overwrite)."""
-
-    status_code = 409
-    default_code = "stale_version"
 
 
 def truthy(value) -> bool:

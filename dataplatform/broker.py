@@ -1,16 +1,34 @@
-"""Reaching the Celery broker, and failing loudly when it cannot be reached.
+"""Reaching the Celery broker, and failing loudly when it cannot be reached; the embedded broker's transport.
 
 A configured broker that is down must never make jobs run inline or vanish:
 enqueueing raises BrokerUnavailable with a message that says what to do.
 """
 
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
+from kombu.transport import filesystem
+
+from dataplatform.errors import Unavailable
 
 
-class BrokerUnavailable(RuntimeError):
+class BrokerUnavailable(Unavailable):
     """The Celery broker configured in settings cannot be reached."""
+
+
+class FilesystemTransport(filesystem.Transport):
+    """kombu's filesystem transport (the embedded broker), which makes its folders when a process connects.
+
+    kombu expects the folders to exist, and importing the settings creates none; a worker, a web
+    process publishing a job and a health probe all connect before they read or write a message."""
+
+    FOLDER_OPTIONS = ("data_folder_in", "data_folder_out", "processed_folder", "control_folder")
+
+    def __init__(self, client, **kwargs):
+        super().__init__(client, **kwargs)
+        for option in self.FOLDER_OPTIONS:
+            Path(client.transport_options[option]).mkdir(parents=True, exist_ok=True)
 
 
 def redacted_url(url: str | None = None) -> str:

@@ -42,6 +42,8 @@ from django.db import connection, models, transaction
 from django.db.models import F, Model, Q
 from django.utils import timezone
 
+from dataplatform.errors import Refused
+
 
 class ClaimState(models.TextChoices):
     ACTIVE = "active", "Active"
@@ -73,7 +75,7 @@ def one_active_claim_per_queue(*, holder_field: str, name: str) -> models.Unique
     return models.UniqueConstraint(fields=["project", holder_field], condition=Q(state=ACTIVE), name=name)
 
 
-class ClaimRefused(Exception):
+class ClaimRefused(Refused):
     """The claim cannot change that way (it has ended, or its slot went to someone else)."""
 
 

@@ -1,4 +1,19 @@
-"""Error pages: API clients get JSON errors, browsers get HTML.
+"""The platform's error vocabulary, and the one place it becomes HTTP.
+
+Services raise the errors below (each app subclasses them: AnnotationError is a Refused, StaleLabel a
+Conflict, BackendUnavailable a Transient...). `api_exception_handler` turns them into JSON answers for
+DRF views, and `PlatformErrorMiddleware` into short HTML answers for pages and htmx requests that did
+not handle them themselves: no view needs a try/except to get the right status.
+
+| error        | status | meaning                                                                 |
+|--------------|--------|-------------------------------------------------------------------------|
+| Refused      | 400    | the request cannot be done as it stands; sending it again changes nothing |
+| Conflict     | 409    | the object changed since the client read it, or is busy: reload         |
+| Missing      | 404    | no such object (or not one the caller may see)                          |
+| Overloaded   | 429    | too much is waiting already: try again after Retry-After                |
+| Unavailable  | 503    | a service the request needs is down: try again after Retry-After        |
+
+`Transient` (an Unavailable) is down only for a moment: a job meeting one is retried with backoff.
 
 Django's default 400/404/500 pages are HTML even under /api/, e.g. for a URL no route matches or a
 request over Django's size limits; an API client (and the OpenAPI document, checked by tests/fuzz/)
@@ -16,19 +31,59 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.utils.html import escape
 from django.views import defaults
-from rest_framework.exceptions import Throttled
-from rest_framework.response import Response
-from rest_framework.views import exception_handler
 
-from dataplatform.broker import BrokerUnavailable
-from dataplatform.inference.base import BackendError
-from dataplatform.jobs.services import JobQueueFull
+
+class PlatformError(Exception):
+    """An error a service raises for its caller to see. Its message is the answer's `detail`; `field`
+    names the input it is about, when it is about one (the answer is then `{field: [message]}`)."""
+
+    status = 400
+    retry_after: int | None = None  # seconds, sent as Retry-After
+    field: str | None = None
+
+    def __init__(self, message: str = "", *, field: str | None = None):
+        super().__init__(message)
+        if field is not None:
+            self.field = field
+
+    @property
+    def detail(self) -> str:
+        return str(self)
+
+    def body(self) -> dict:
+        return {self.field: [self.detail]} if self.field else {"detail": self.detail}
+
+
+class Refused(PlatformError):
+    status = 400
+
+
+class Conflict(PlatformError):
+    status = 409
+
+
+class Missing(PlatformError):
+    status = 404
+
+
+class Overloaded(PlatformError):
+    status = 429
+    retry_after = 30
+
+
+class Unavailable(PlatformError):
+    status = 503
+    retry_after = 5
+
+
+class Transient(Unavailable):
+    """Down for a moment (a timeout, a refused connection, a 5xx): worth retrying."""
+
 
 logger = logging.getLogger(__name__)
 
 DATABASE_UNAVAILABLE = ("The database is unavailable for a moment, so nothing from this request was saved. "
                         "Everything saved before is safe; try again in a few seconds.")
-RETRY_AFTER_SECONDS = "5"
 
 
 def _is_api(request) -> bool:
@@ -71,36 +126,59 @@ def server_error(request):
     return defaults.server_error(request)
 
 
-def unavailable(exc) -> str | None:
-    """What is down, as the answer's message, if `exc` says that a service the request needs is: the
-    database, the broker (when a job is started; the job is recorded as failed and can be retried) or the
-    model backend (unreachable, or not serving the project's model). None for any other error."""
+def show_error(request, error: PlatformError) -> None:
+    """For a page that redirects after a refused form: the error as the next page's messages, one line per
+    problem of its answer (a field's problems as "field: ...")."""
+    from django.contrib import messages
+
+    for line in _lines(error.body()):
+        messages.error(request, line)
+
+
+def _lines(body: dict):
+    for key, value in body.items():
+        if key == "detail":
+            yield str(value)
+        elif isinstance(value, dict):
+            yield from _lines(value)
+        elif isinstance(value, list):
+            yield f"{key}: {' '.join(str(item) for item in value)}"
+        else:
+            yield f"{key}: {value}"
+
+
+def as_platform_error(exc) -> PlatformError | None:
+    """`exc` in the vocabulary above, if it is one (a database that went away is an Unavailable too)."""
     if isinstance(exc, (OperationalError, InterfaceError)):
         logger.warning("Database unavailable: %s", exc)
-        return DATABASE_UNAVAILABLE
-    if isinstance(exc, BrokerUnavailable):
-        return str(exc)
-    if isinstance(exc, BackendError):
-        logger.warning("Model backend unavailable: %s", exc)
-        return f"The model backend failed: {exc}"
-    return None
+        return Unavailable(DATABASE_UNAVAILABLE)
+    if isinstance(exc, Unavailable):
+        logger.warning("Unavailable: %s", exc.detail)
+    return exc if isinstance(exc, PlatformError) else None
+
+
+def _headers(error: PlatformError) -> dict:
+    return {"Retry-After": str(error.retry_after)} if error.retry_after else {}
 
 
 def api_exception_handler(exc, context):
-    """DRF's handler, plus 503s with Retry-After for what is down (`unavailable`): views need not catch
-    those. A full job queue (JobQueueFull) is a 429 with Retry-After, as DRF's own rate limits answer."""
-    if isinstance(exc, JobQueueFull):
-        exc = Throttled(wait=exc.retry_after_seconds, detail=str(exc))
+    """DRF's handler, plus the platform's errors: views need not catch them."""
+    # DRF is imported here, not at the top: models and services import this module for the vocabulary,
+    # and importing DRF's views loads the authentication classes, which need the apps to be ready.
+    from rest_framework.response import Response
+    from rest_framework.views import exception_handler
+
     response = exception_handler(exc, context)
     if response is not None:
         return response
-    if (message := unavailable(exc)) is not None:
-        return Response({"detail": message}, status=503, headers={"Retry-After": RETRY_AFTER_SECONDS})
+    if (error := as_platform_error(exc)) is not None:
+        return Response(error.body(), status=error.status, headers=_headers(error))
     return None
 
 
-class ServiceUnavailableMiddleware:
-    """The same 503s for pages and htmx requests: a short page the workspace can show as a message."""
+class PlatformErrorMiddleware:
+    """The same answers for pages and htmx requests that let a platform error through: a short HTML
+    fragment the workspace and the htmx pages show as a message (JSON under /api/)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -109,11 +187,12 @@ class ServiceUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exc):
-        if (message := unavailable(exc)) is None:
+        if (error := as_platform_error(exc)) is None:
             return None
         if _is_api(request):
-            response = JsonResponse({"detail": message}, status=503)
+            response = JsonResponse(error.body(), status=error.status)
         else:
-            response = HttpResponse(f"<p class=\"error\">{escape(message)}</p>", status=503)
-        response["Retry-After"] = RETRY_AFTER_SECONDS
+            response = HttpResponse(f"<p class=\"error\">{escape(error.detail)}</p>", status=error.status)
+        for name, value in _headers(error).items():
+            response[name] = value
         return response

@@ -2,6 +2,12 @@
 
 from typing import Generic, Protocol, TypeVar
 
+from dataplatform.errors import Refused
+
+
+class UnknownKind(Refused, LookupError):
+    """No kind of that name is registered: a 400 on the field that named it (`kind`)."""
+
 
 class Named(Protocol):
     name: str
@@ -26,7 +32,7 @@ class KindRegistry(Generic[K]):
             return self._kinds[name]
         except KeyError:
             known = ", ".join(sorted(self._kinds)) or "none"
-            raise LookupError(f"Unknown {self.what} {name!r}; known kinds: {known}.") from None
+            raise UnknownKind(f"Unknown {self.what} {name!r}; known kinds: {known}.", field="kind") from None
 
     def all(self) -> list[K]:
         return sorted(self._kinds.values(), key=lambda kind: kind.name)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, models, transaction
 
 from dataplatform.accounts.models import Project
+from dataplatform.conversations.validation import ANY_PARTS_OR_NULL, check_messages
 from dataplatform.imports import (
     HashingLines,
     ImportReport,
@@ -93,20 +94,8 @@ def _test_names(data: dict, key: str, problems: Problems) -> list[str]:
 
 def _messages(data: dict, problems: Problems) -> list:
     messages = data.get("messages")
-    if not isinstance(messages, list) or not messages:
-        problems.append(("messages", "must be a non-empty list of {role, content} objects"))
-        return []
-    for index, message in enumerate(messages):
-        where = f"messages[{index}]"
-        if not isinstance(message, dict):
-            problems.append((where, "must be an object"))
-            continue
-        if not isinstance(message.get("role"), str) or not message["role"]:
-            problems.append((f"{where}.role", "must be a non-empty string"))
-        content = message.get("content")  # null or absent is fine, e.g. beside tool_calls
-        parts = isinstance(content, list) and all(isinstance(part, dict) for part in content)
-        if content is not None and not isinstance(content, str) and not parts:
-            problems.append((f"{where}.content", "must be a string, null, or a list of content-part objects"))
+    # Any role an agent scaffold names; content may be null (or absent) beside tool_calls.
+    problems.extend(check_messages(messages, content=ANY_PARTS_OR_NULL).problems)
     return messages
 
 

@@ -10,6 +10,7 @@ from django.http import Http404
 
 from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in, visible_projects
+from dataplatform.errors import Refused
 
 from .models import Label, LabelOrigin, LabelStatus, ReviewClaim, ReviewClaimState, SweTask, Taxonomy
 
@@ -94,7 +95,7 @@ def filter_tasks(tasks: QuerySet[SweTask], taxonomy: Taxonomy, *, state: str = "
     if field and value:
         spec = taxonomy.definition
         if field not in spec.fields():
-            raise ValueError(f"Unknown field {field!r}.")
+            raise Refused(f"Unknown field {field!r}.", field="field")
         lookup = {f"values__{field}__contains": [value]} if field in spec.multi_fields() else {f"values__{field}": value}
         matching = Label.objects.filter(task=OuterRef("pk"), taxonomy=taxonomy, status=LabelStatus.SUBMITTED, **lookup)
         tasks = tasks.filter(Exists(matching))

@@ -12,7 +12,9 @@ from django.db.models import Exists, OuterRef
 
 from dataplatform import claims
 from dataplatform.accounts.models import Project
+from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import Backend, backend_for_model
+from dataplatform.yamlfile import YamlFileError
 
 from . import autolabel
 from .models import (
@@ -27,16 +29,16 @@ from .models import (
     SweTask,
     Taxonomy,
 )
-from .taxonomy import TaxonomyError, parse_taxonomy
+from .taxonomy import parse_taxonomy
 
 SHIPPED_TAXONOMY = Path(__file__).parent / "taxonomies" / "swe_v1.yaml"
 
 
-class LabelingError(Exception):
+class LabelingError(Refused):
     """A request the labeling workflow refuses, with a message for the person."""
 
 
-class StaleLabel(LabelingError):
+class StaleLabel(Conflict, LabelingError):
     """The label changed since the client read it."""
 
 
@@ -53,7 +55,7 @@ def load_taxonomy(*, text: str, filename: str, user=None) -> Taxonomy:
     if existing is not None:
         if existing.sha256 == sha256:
             return existing
-        raise TaxonomyError([{"file": filename, "line": 0, "field": "version",
+        raise YamlFileError([{"file": filename, "line": 0, "field": "version",
                               "message": f"{spec.name} v{spec.version} is already loaded with other content; "
                                          "give the changed file a new version"}])
     try:

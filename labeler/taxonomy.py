@@ -5,7 +5,7 @@ holding level-2 tags; flat single-choice *dimensions*; and a *routing* table fro
 axis's families to reviewer categories. A label then has, per axis, `<axis>_l1` (one family)
 and `<axis>_l2` (a list of that family's tags), plus one choice per dimension.
 
-`parse_taxonomy` turns YAML text into a `TaxonomySpec` or raises `TaxonomyError` with every
+`parse_taxonomy` turns YAML text into a `TaxonomySpec` or raises `YamlFileError` with every
 problem as `{file, line, field, message}`; nothing about a broken file is half-accepted.
 Any file of the same shape loads: the axis and dimension names come from the file. Tags are
 normally nested under their family; a flat top-level `tags:` list naming each tag's `family:`
@@ -16,36 +16,12 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-import yaml
+from dataplatform.yamlfile import YamlFileError, load_yaml
 
 SCHEMA = "swe-taxonomy/1"
 UNSPECIFIED = "unspecified"  # allowed in every L2 list, never one of the counted tags
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_+\-]*$")
 CHOICE_RE = re.compile(r"^[A-Za-z0-9<>][A-Za-z0-9_+\-#/<>. ]*$")  # dimension choices: "c#", "js/ts", ">4h"
-
-
-class TaxonomyError(ValueError):
-    def __init__(self, errors: list[dict]):
-        self.errors = errors
-        first = errors[0]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        super().__init__(f"{first['file']}, line {first['line']}, {first['field']}: {first['message']}{more}")
-
-
-class _Mapping(dict):
-    line = 0
-
-
-class _LineLoader(yaml.SafeLoader):
-    """A safe loader whose mappings remember the line they start on, for error messages."""
-
-    def construct_mapping(self, node, deep=False):
-        mapping = _Mapping(super().construct_mapping(node, deep=True))
-        mapping.line = node.start_mark.line + 1
-        return mapping
-
-
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _LineLoader.construct_mapping)
 
 
 @dataclass(frozen=True)
@@ -151,16 +127,7 @@ class TaxonomySpec:
 
 
 def parse_taxonomy(text: str, *, filename: str) -> TaxonomySpec:
-    try:
-        raw = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise TaxonomyError([{"file": filename, "line": mark.line + 1 if mark else 0, "field": "(file)",
-                              "message": f"not valid YAML: {getattr(exc, 'problem', exc)}"}]) from None
-    except RecursionError:  # PyYAML's parser recurses once per level: "[[[[..." a few hundred deep
-        raise TaxonomyError([{"file": filename, "line": 1, "field": "(file)",
-                              "message": "not valid YAML for a taxonomy: nested too deeply"}]) from None
-    return _Validator(filename).validate(raw)
+    return _Validator(filename).validate(load_yaml(text, filename=filename))
 
 
 class _Validator:
@@ -225,7 +192,7 @@ class _Validator:
     def validate(self, raw) -> TaxonomySpec:
         if not isinstance(raw, dict):
             self.error(raw, "(file)", "must be a YAML mapping")
-            raise TaxonomyError(self.errors)
+            raise YamlFileError(self.errors)
         if raw.get("schema") != SCHEMA:
             self.error(raw, "schema", f"must be {SCHEMA!r}, got {raw.get('schema')!r}")
         data = {"name": self.text(raw, "", "name").strip(), "version": self.text(raw, "", "version").strip(),
@@ -239,7 +206,7 @@ class _Validator:
         data["order"] = {"axes": list(data["axes"]), "dimensions": list(data["dimensions"])}
         self.counts(raw, data["axes"])
         if self.errors:
-            raise TaxonomyError(self.errors)
+            raise YamlFileError(self.errors)
         return TaxonomySpec(data)
 
     def axes(self, raw) -> dict:

@@ -22,7 +22,6 @@ from rest_framework.test import APIClient
 from annotate import services as annotate_services
 from annotate.models import Item
 from corpora.aed import services as aed_services
-from corpora.aed.calc_env import make_demo_trace
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Replay, Trace
 from corpora.atd import services as atd_services
@@ -35,6 +34,8 @@ from dataplatform.exports.storage import export_storage
 from dataplatform.jobs.models import Job, JobState
 from labeler import services as labeler_services
 from labeler.models import SweTask, Taxonomy
+
+from .calc_traces import make_demo_trace
 
 MEMBER_ROLES = [role.value for role in Role]  # admin, curator, annotator, trainer (members of alpha)
 ROLES = [*MEMBER_ROLES, "outsider", "superuser", "anonymous"]

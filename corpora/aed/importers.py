@@ -19,12 +19,13 @@ on its trace_id: the same record again (same canonical hash) counts as a duplica
 under a known trace_id is an error, and bytes already imported into the project add nothing.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
 from dataplatform.accounts.models import Project
+from dataplatform.conversations.validation import ANY_PARTS_OR_NULL, check_messages
 from dataplatform.imports import (
     HashingLines,
     ImportReport,
@@ -119,7 +120,7 @@ def _outcome(data: dict, shape: _Shape, problems: _Problems) -> tuple[bool | Non
     return passed, None if score is None else float(score)
 
 
-def _step_problems(found: _Problems, problems: _Problems) -> None:
+def _step_problems(found: list[tuple[str, str]], problems: _Problems) -> None:
     problems.extend(found[:MAX_STEP_PROBLEMS])
     if len(found) > MAX_STEP_PROBLEMS:
         problems.add(found[MAX_STEP_PROBLEMS][0].split("[")[0],
@@ -158,42 +159,24 @@ def _aed_steps(value, problems: _Problems) -> list[dict]:
     return steps
 
 
-def _message_text(content) -> str | None:
-    """A message's text: "" for null, the text parts of a content-part list joined by newlines; None if invalid."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(isinstance(part, dict) for part in content):
-        return "\n".join(part["text"] for part in content
-                         if part.get("type", "text") == "text" and isinstance(part.get("text"), str))
-    return None
+def _step_keys_in(message: dict, where: str) -> Iterator[tuple[str, str]]:
+    """A message becomes a step, whose index, action, observation and content_parts come from elsewhere."""
+    for key in ("index", "action", "observation", "content_parts"):
+        if key in message:
+            yield f"{where}.{key}", f"{key!r} is a key of the normalised step; a message cannot carry it"
 
 
 def _message_steps(value, problems: _Problems) -> list[dict]:
-    if not isinstance(value, list) or not value:
-        problems.add("messages", "must be a non-empty list of {role, content} objects")
-        return []
-    found, steps = _Problems(), []
-    for position, message in enumerate(value):
-        where = f"messages[{position}]"
-        if not isinstance(message, dict):
-            found.add(where, "must be an object with role and content")
-            continue
-        role = message.get("role")
-        if not isinstance(role, str) or not role.strip():
-            found.add(f"{where}.role", "must be a non-empty string")
-        text = _message_text(message.get("content"))
-        if text is None:
-            found.add(f"{where}.content", "must be a string, null, or a list of content-part objects")
-        for key in ("index", "action", "observation", "content_parts"):
-            if key in message:
-                found.add(f"{where}.{key}", f"{key!r} is a key of the normalised step; a message cannot carry it")
-        step = {"index": position, "role": role, "content": text, "action": None, "observation": None}
+    checked = check_messages(value, content=ANY_PARTS_OR_NULL, message_rules=_step_keys_in)
+    _step_problems(checked.problems, problems)
+    if checked.problems:
+        return []  # the line is refused
+    steps = []
+    for position, (message, text) in enumerate(zip(value, checked.texts, strict=True)):
+        step = {"index": position, "role": message["role"], "content": text, "action": None, "observation": None}
         if isinstance(message.get("content"), list):
             step["content_parts"] = message["content"]
         steps.append(step | {k: v for k, v in message.items() if k not in ("role", "content")})
-    _step_problems(found, problems)
     return steps
 
 

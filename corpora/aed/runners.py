@@ -13,7 +13,7 @@ both the policy then continues. Pair i uses the same seed in both arms.
   echoed in the body) and expects `{passed: bool, score?: number | null, steps?: [object]}`.
 
 Errors: `RunnerError` (bad payload or configuration) is final; `RunnerUnavailable` (timeout,
-connection error, 5xx) is a `BackendUnavailable`, which the job machinery retries with backoff.
+connection error, 5xx) is a `Transient` error, which the job machinery retries with backoff.
 """
 
 from dataclasses import dataclass, field
@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from django.conf import settings
 
+from dataplatform.errors import Transient
 from dataplatform.inference import BackendError, BackendUnavailable, backend_for_model
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 
@@ -40,7 +41,7 @@ class RunnerError(Exception):
     """A bad payload or configuration; retrying will not help."""
 
 
-class RunnerUnavailable(BackendUnavailable):
+class RunnerUnavailable(Transient):
     """The runner could not be reached or failed on its side (timeout, connection error, 5xx)."""
 
 

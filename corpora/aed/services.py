@@ -10,6 +10,7 @@ import json
 from django.db import IntegrityError, transaction
 
 from dataplatform.apiutils import MAX_SEED
+from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import backend_for_model
 from dataplatform.jobs import services as job_services
 
@@ -21,11 +22,11 @@ DRAFT_MAX_TOKENS = 256
 MAX_REPLAY_PAIRS = 200
 
 
-class CurationError(Exception):
+class CurationError(Refused):
     """A request the curation workflow refuses, with a message for the curator."""
 
 
-class StaleCase(CurationError):
+class StaleCase(Conflict, CurationError):
     """The case changed since the client read it."""
 
 

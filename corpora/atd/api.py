@@ -4,9 +4,6 @@ outsiders 404). Runs and teacher runs start a job and answer 202 with it.
 """
 
 
-from django.db.models import Count, F, IntegerField
-from django.db.models.functions import Cast, Floor, Least
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -20,41 +17,18 @@ from dataplatform.apiutils import MAX_ID, MAX_INT, import_upload
 from dataplatform.jobs.api import JobSerializer
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
-from . import importers, services
-from .models import AtdPrompt, Score, ScoringMethod, ScoringRun, Selection, TeacherAnswer, TeacherRun
-from .scoring import NEAR_TIE_TOLERANCE
+from . import importers, selectors, services
+from .models import AtdPrompt, ScoringMethod, ScoringRun, Selection, TeacherRun
 
-HISTOGRAM_BINS = 20
 MAX_EPSILONS = 50
 
 
-# --- shared queries (the pages use them too) --------------------------------------------------------
-
-def kept_count(run: ScoringRun, epsilon: float) -> int:
-    """#{score of run : |q - 0.5| <= epsilon + 1e-12}, counted by the database (index on run, q)."""
-    return Score.objects.filter(run=run, q__gte=0.5 - epsilon - NEAR_TIE_TOLERANCE,
-                                q__lte=0.5 + epsilon + NEAR_TIE_TOLERANCE).count()
-
-
-def q_histogram(run: ScoringRun, bins: int = HISTOGRAM_BINS) -> list[dict]:
-    """[{lo, hi, count}] over [0, 1] in `bins` bins (edges i / bins; the last also holds q = 1), in SQL."""
-    bucket = Least(Cast(Floor(F("q") * float(bins)), IntegerField()), bins - 1)
-    counts = dict(Score.objects.filter(run=run).order_by().annotate(bucket=bucket).values_list("bucket")
-                  .annotate(n=Count("pk")).values_list("bucket", "n"))
-    return [{"lo": i / bins, "hi": (i + 1) / bins, "count": counts.get(i, 0)} for i in range(bins)]
-
-
-def teacher_counts(run: TeacherRun) -> dict:
-    counts = dict(TeacherAnswer.objects.filter(run=run).order_by().values_list("status")
-                  .annotate(n=Count("pk")).values_list("status", "n"))
-    return {"ok": counts.get("ok", 0), "tie": counts.get("tie", 0), "invalid": counts.get("invalid", 0),
-            "answered": sum(counts.values())}
-
+# --- input (the page reads epsilon the same way) -------------------------------------------------------
 
 def parse_epsilon(value) -> float:
     try:
         epsilon = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # one message for anything that is not a number
         raise ValueError(f"epsilon must be a number, got {value!r}") from None
     if not 0 <= epsilon <= 0.5:  # also false for NaN
         raise ValueError("epsilon must be between 0 and 0.5.")
@@ -86,10 +60,10 @@ class AtdScoringRunDetailSerializer(AtdScoringRunSerializer):
         fields = [*AtdScoringRunSerializer.Meta.fields, "scored", "pool"]
 
     def get_scored(self, run: ScoringRun) -> int:
-        return Score.objects.filter(run=run).count()
+        return selectors.scored_count(run)
 
     def get_pool(self, run: ScoringRun) -> int:
-        return AtdPrompt.objects.filter(project_id=run.project_id).exclude(candidates_origin="missing").count()
+        return selectors.pool_size(run)
 
 
 class AtdScoringRunCreateSerializer(serializers.Serializer):
@@ -126,7 +100,7 @@ class AtdTeacherRunDetailSerializer(AtdTeacherRunSerializer):
         fields = [*AtdTeacherRunSerializer.Meta.fields, "counts"]
 
     def get_counts(self, run: TeacherRun) -> dict[str, int]:
-        return teacher_counts(run)
+        return selectors.teacher_counts(run)
 
 
 class AtdTeacherCreateSerializer(serializers.Serializer):
@@ -139,7 +113,7 @@ class AtdTeacherCreateSerializer(serializers.Serializer):
     def validate_base_url(self, value: str) -> str:
         try:
             return services.check_teacher_endpoint(value)
-        except services.AtdError as exc:
+        except services.AtdError as exc:  # an error on this field, among the serializer's others
             raise serializers.ValidationError(str(exc)) from None
 
 
@@ -157,10 +131,6 @@ def _curated_project(request, slug: str):
     return project
 
 
-def _run_of(project, run_id) -> ScoringRun:
-    return get_object_or_404(ScoringRun.objects.select_related("job"), project=project, pk=run_id)
-
-
 class AtdImportApi(APIView):
     """Upload a prompt pool as JSONL (field `file`): `{id, prompt | messages, candidates?, meta?}` per line.
     `dry_run` and `skip_bad_lines` are form fields; errors without skip_bad_lines → 400, nothing written."""
@@ -169,8 +139,8 @@ class AtdImportApi(APIView):
 
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):
-        return import_upload(request, importers.import_prompts, project=_curated_project(request, slug),
-                             user=request.user)
+        project = _curated_project(request, slug)
+        return import_upload(request, importers.import_prompts, project=project, user=request.user)
 
 
 class AtdPromptListApi(APIView):
@@ -181,7 +151,8 @@ class AtdPromptListApi(APIView):
     def get(self, request, slug: str):
         project = _curated_project(request, slug)
         paginator = CreatedCursorPagination()
-        page = paginator.paginate_queryset(AtdPrompt.objects.filter(project=project), request, view=self)
+        prompts = selectors.prompts_visible_to(request.user, project, token=request_token(request))
+        page = paginator.paginate_queryset(prompts, request, view=self)
         return paginator.get_paginated_response(AtdPromptSerializer(page, many=True).data)
 
 
@@ -191,7 +162,7 @@ class AtdRunListApi(APIView):
     @extend_schema(responses=AtdScoringRunSerializer(many=True))
     def get(self, request, slug: str):
         project = _curated_project(request, slug)
-        runs = ScoringRun.objects.filter(project=project).select_related("job")
+        runs = selectors.runs_visible_to(request.user, project, token=request_token(request))
         return Response(AtdScoringRunSerializer(runs, many=True).data)
 
     @extend_schema(request=AtdScoringRunCreateSerializer, responses={202: AtdScoringRunSerializer})
@@ -199,10 +170,7 @@ class AtdRunListApi(APIView):
         project = _curated_project(request, slug)
         data = AtdScoringRunCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            run = services.start_scoring(project=project, user=request.user, **data.validated_data)
-        except services.AtdError as exc:
-            raise ValidationError({"detail": str(exc)}) from exc
+        run = services.start_scoring(project=project, user=request.user, **data.validated_data)
         return Response(AtdScoringRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -212,7 +180,8 @@ class AtdRunDetailApi(APIView):
     @extend_schema(responses=AtdScoringRunDetailSerializer)
     def get(self, request, slug: str, run_id: int):
         project = _curated_project(request, slug)
-        return Response(AtdScoringRunDetailSerializer(_run_of(project, run_id)).data)
+        run = selectors.run_for(request.user, project, run_id, token=request_token(request))
+        return Response(AtdScoringRunDetailSerializer(run).data)
 
 
 class AtdTieCountsApi(APIView):
@@ -221,20 +190,20 @@ class AtdTieCountsApi(APIView):
     @extend_schema(parameters=[OpenApiParameter("epsilon", float, many=True)], responses=AtdTieCountsSerializer)
     def get(self, request, slug: str, run_id: int):
         project = _curated_project(request, slug)
-        run = _run_of(project, run_id)
+        run = selectors.run_for(request.user, project, run_id, token=request_token(request))
         values = request.query_params.getlist("epsilon") or ["0.02"]
         if len(values) > MAX_EPSILONS:
             raise ValidationError({"epsilon": [f"At most {MAX_EPSILONS} values."]})
         try:
             epsilons = [parse_epsilon(value) for value in values]
-        except ValueError as exc:
+        except ValueError as exc:  # a query parameter that is not a number: an error on that parameter
             raise ValidationError({"epsilon": [str(exc)]}) from exc
-        scored = Score.objects.filter(run=run).count()
+        scored = selectors.scored_count(run)
         kept = []
         for epsilon in epsilons:
-            n = kept_count(run, epsilon)
+            n = selectors.kept_count(run, epsilon)
             kept.append({"epsilon": epsilon, "kept": n, "fraction": n / scored if scored else 0.0})
-        return Response({"run": run.pk, "scored": scored, "kept": kept, "histogram": q_histogram(run)})
+        return Response({"run": run.pk, "scored": scored, "kept": kept, "histogram": selectors.q_histogram(run)})
 
 
 class AtdSelectionListApi(APIView):
@@ -243,21 +212,20 @@ class AtdSelectionListApi(APIView):
     @extend_schema(responses=AtdSelectionSerializer(many=True))
     def get(self, request, slug: str):
         project = _curated_project(request, slug)
-        return Response(AtdSelectionSerializer(Selection.objects.filter(project=project), many=True).data)
+        selections = selectors.selections_visible_to(request.user, project, token=request_token(request))
+        return Response(AtdSelectionSerializer(selections, many=True).data)
 
     @extend_schema(request=AtdSelectionCreateSerializer, responses={201: AtdSelectionSerializer})
     def post(self, request, slug: str):
         project = _curated_project(request, slug)
         data = AtdSelectionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        run = ScoringRun.objects.filter(project=project, pk=data.validated_data["run"]).first()
+        runs = selectors.runs_visible_to(request.user, project, token=request_token(request))
+        run = runs.filter(pk=data.validated_data["run"]).first()
         if run is None:
             raise ValidationError({"run": ["No such scoring run in this project."]})
-        try:
-            selection = services.freeze_selection(run=run, name=data.validated_data["name"],
-                                                  epsilon=data.validated_data["epsilon"], user=request.user)
-        except services.AtdError as exc:
-            raise ValidationError({"detail": str(exc)}) from exc
+        selection = services.freeze_selection(run=run, name=data.validated_data["name"],
+                                              epsilon=data.validated_data["epsilon"], user=request.user)
         return Response(AtdSelectionSerializer(selection).data, status=status.HTTP_201_CREATED)
 
 
@@ -267,13 +235,10 @@ class AtdTeacherStartApi(APIView):
     @extend_schema(request=AtdTeacherCreateSerializer, responses={202: AtdTeacherRunSerializer})
     def post(self, request, slug: str, selection_id: int):
         project = _curated_project(request, slug)
-        selection = get_object_or_404(Selection, project=project, pk=selection_id)
+        selection = selectors.selection_for(request.user, project, selection_id, token=request_token(request))
         data = AtdTeacherCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            run = services.start_teacher(selection=selection, user=request.user, **data.validated_data)
-        except services.AtdError as exc:
-            raise ValidationError({"detail": str(exc)}) from exc
+        run = services.start_teacher(selection=selection, user=request.user, **data.validated_data)
         return Response(AtdTeacherRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -283,6 +248,5 @@ class AtdTeacherRunApi(APIView):
     @extend_schema(responses=AtdTeacherRunDetailSerializer)
     def get(self, request, slug: str, teacher_run_id: int):
         project = _curated_project(request, slug)
-        run = get_object_or_404(TeacherRun.objects.select_related("job"), selection__project=project,
-                                pk=teacher_run_id)
+        run = selectors.teacher_run_for(request.user, project, teacher_run_id, token=request_token(request))
         return Response(AtdTeacherRunDetailSerializer(run).data)

@@ -16,8 +16,10 @@ from rest_framework import serializers
 
 from dataplatform.apiutils import MAX_ID
 from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
+from dataplatform.exports.sources import keyset_pages
 
 from .models import Score, TeacherAnswer
+from .selectors import tie_distance
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 
@@ -46,16 +48,6 @@ class ScoredFilters(ExportFilters):
     run = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="only this scoring run")
 
 
-def _pages(queryset, batch_size: int) -> Iterator[list]:
-    last = 0
-    while True:
-        page = list(queryset.filter(id__gt=last).order_by("id")[:batch_size])
-        if not page:
-            return
-        last = page[-1].pk
-        yield page
-
-
 def _messages(messages: list[dict]) -> list[dict]:
     return [{"role": m.get("role", ""), "content": m.get("content") or ""} for m in messages]
 
@@ -72,7 +64,7 @@ def dpo_rows(query: ExportQuery) -> Iterator[list[dict]]:
         answers = answers.filter(run__selection_id=query.filters["selection"])
     if query.filters.get("teacher_run"):
         answers = answers.filter(run_id=query.filters["teacher_run"])
-    for page in _pages(answers, query.batch_size):
+    for page in keyset_pages(answers, batch_size=query.batch_size):
         scores = dict(Score.objects.filter(run__in={a.run.selection.run_id for a in page},
                                            prompt__in=[a.prompt_id for a in page])
                       .values_list("prompt_id", "q"))
@@ -100,13 +92,13 @@ def scored_version(project) -> str:
 
 def scored_rows(query: ExportQuery) -> Iterator[list[dict]]:
     scores = (Score.objects.filter(run__project=query.project, id__lte=int(query.data_version))
-              .select_related("prompt", "run"))
+              .select_related("prompt", "run").annotate(distance=tie_distance()))
     if query.filters.get("run"):
         scores = scores.filter(run_id=query.filters["run"])
-    for page in _pages(scores, query.batch_size):
+    for page in keyset_pages(scores, batch_size=query.batch_size):
         yield [{"id": f"score-{s.pk}", "prompt_id": s.prompt.external_id, "messages": _messages(s.prompt.messages),
                 "candidate_a": s.prompt.candidate_a, "candidate_b": s.prompt.candidate_b, "q": s.q, "q_ab": s.q_ab,
-                "q_ba": s.q_ba, "distance": abs(s.q - 0.5), "method": s.run.method, "debiased": s.run.debias,
+                "q_ba": s.q_ba, "distance": s.distance, "method": s.run.method, "debiased": s.run.debias,
                 "model_id": s.run.model_id, "template_version": s.run.template_version, "run_id": s.run_id,
                 "logprobs_json": json.dumps(s.logprobs, sort_keys=True)} for s in page]
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from django.db import IntegrityError, transaction
 
 from dataplatform.accounts.models import Project
+from dataplatform.conversations.validation import check_messages
 from dataplatform.imports import (
     HashingLines,
     ImportReport,
@@ -75,19 +76,7 @@ class _LineCheck:
             self.problem("prompt", "is required: a prompt string or a messages list")
             return []
         messages = self.data["messages"]
-        if not isinstance(messages, list) or not messages:
-            self.problem("messages", "must be a non-empty list of {role, content} objects")
-            return []
-        for position, message in enumerate(messages):
-            at = f"messages[{position}]"
-            if not isinstance(message, dict):
-                self.problem(at, "must be an object with role and content")
-                continue
-            role = message.get("role")
-            if not isinstance(role, str) or not role.strip():
-                self.problem(f"{at}.role", "must be a non-empty string")
-            if not isinstance(message.get("content"), str):
-                self.problem(f"{at}.content", "must be a string")
+        self.problems.extend(check_messages(messages).problems)
         return messages
 
     def candidates(self) -> tuple[str, str, str]:

@@ -1,5 +1,6 @@
-"""ATD scoring arithmetic: the judge prompt, q from logprobs, order debiasing, the near-tie filter,
-and the teacher's one bit. Pure Python (no Django), so jobs, views and tests share one definition.
+"""ATD scoring arithmetic: the judge prompt, q from logprobs, order debiasing and the teacher's one
+bit. Pure Python (no Django), so jobs and tests share one definition. (The near-tie rule reads the
+database: `selectors.near_ties`.)
 
 Conventions used throughout:
 
@@ -16,7 +17,6 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable
 
 TEMPLATE_VERSION = "judge-v1"
-NEAR_TIE_TOLERANCE = 1e-12  # absorbs float rounding in |q - 0.5| (0.52 - 0.5 is 0.020000000000000018)
 
 STATUS_OK = "ok"
 STATUS_TIE = "tie"
@@ -115,32 +115,6 @@ def likelihood_q(lps_a: list[float], lps_b: list[float]) -> float:
     if not lps_a or not lps_b:
         raise ValueError("likelihood_q needs at least one token logprob for each candidate")
     return q_from_logprobs(math.fsum(lps_a) / len(lps_a), math.fsum(lps_b) / len(lps_b))
-
-
-def near_tie(q: float, epsilon: float) -> bool:
-    """|q - 0.5| <= epsilon + 1e-12: kept by the near-tie filter.
-
-    The 1e-12 tolerance keeps q exactly at 0.5 ± epsilon despite float rounding (q = 0.52 with
-    epsilon = 0.02 is kept, although 0.52 - 0.5 is 0.020000000000000018), while q = 0.5200001 is not.
-    A NaN q is never kept; a negative epsilon is a ValueError.
-    """
-    if epsilon < 0:
-        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
-    return abs(q - 0.5) <= epsilon + NEAR_TIE_TOLERANCE
-
-
-def kept_counts(qs: Iterable[float], epsilons: Iterable[float]) -> dict[float, int]:
-    """{epsilon: how many q satisfy near_tie(q, epsilon)} for each epsilon, i.e. #{q : |q - 0.5| <= ε + 1e-12}.
-
-    Sorts the distances |q - 0.5| once and bisects per epsilon, so a long list of epsilons is cheap.
-    """
-    distances = sorted(abs(q - 0.5) for q in qs if not math.isnan(q))
-    counts = {}
-    for epsilon in epsilons:
-        if epsilon < 0:
-            raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
-        counts[epsilon] = bisect_right(distances, epsilon + NEAR_TIE_TOLERANCE)
-    return counts
 
 
 def histogram(qs: Iterable[float], bins: int = 20) -> list[tuple[float, float, int]]:

@@ -11,17 +11,18 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
 
+from dataplatform.errors import Refused
 from dataplatform.inference import Backend, backend_for_model, validate_served_model_name
 from dataplatform.jobs import services as job_services
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 
-from . import scoring
+from . import scoring, selectors
 from .models import AtdPrompt, Score, ScoringMethod, ScoringRun, Selection, SelectionItem, TeacherAnswer, TeacherRun
 
 FREEZE_BATCH = 5000
 
 
-class AtdError(Exception):
+class AtdError(Refused):
     """A request the ATD workflow refuses, with a message for the curator."""
 
 
@@ -157,20 +158,18 @@ def likelihood_scores(backend: Backend, prompts: list[AtdPrompt]) -> list[dict]:
 
 
 def freeze_selection(*, run: ScoringRun, name: str, epsilon: float, user) -> Selection:
-    """Freeze the prompts with |q - 0.5| <= epsilon under `run` as the next version of `name`."""
+    """Freeze the near ties of `run` at epsilon (`selectors.near_ties`) as the next version of `name`."""
     if not 0 <= epsilon <= 0.5:
         raise AtdError("epsilon must be between 0 and 0.5.")
-    low, high = 0.5 - epsilon - scoring.NEAR_TIE_TOLERANCE, 0.5 + epsilon + scoring.NEAR_TIE_TOLERANCE
     with transaction.atomic():
         version = (Selection.objects.select_for_update().filter(project=run.project, name=name)
                    .aggregate(top=Max("version"))["top"] or 0) + 1
         selection = Selection.objects.create(project=run.project, run=run, name=name, version=version,
                                              epsilon=epsilon, created_by=user)
-        kept = Score.objects.filter(run=run, q__gte=low, q__lte=high).values_list("prompt_id", "q")
+        kept = selectors.near_ties(Score.objects.filter(run=run), epsilon).values_list("prompt_id", "q")
         items, size = [], 0
         for prompt_id, q in kept.iterator(chunk_size=FREEZE_BATCH):
-            if scoring.near_tie(q, epsilon):
-                items.append(SelectionItem(selection=selection, prompt_id=prompt_id, q=q))
+            items.append(SelectionItem(selection=selection, prompt_id=prompt_id, q=q))
             if len(items) >= FREEZE_BATCH:
                 SelectionItem.objects.bulk_create(items)
                 size, items = size + len(items), []

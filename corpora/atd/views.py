@@ -2,8 +2,8 @@
 near-tie count move live with epsilon, freeze selections and ask the teacher for one bit each.
 
 Curators and admins (CAN_CURATE) only: annotators and trainers get 403, outsiders 404. Writes go
-through `corpora.atd.services` / `importers`; counts are done by the database (`api.kept_count`,
-`api.q_histogram`). Prompt and candidate text is rendered auto-escaped, never marked safe.
+through `corpora.atd.services` / `importers`, reads through `corpora.atd.selectors` (the counts are
+done by the database). Prompt and candidate text is rendered auto-escaped, never marked safe.
 """
 
 import re
@@ -12,22 +12,20 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from annotate.charts import bar_chart
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.apiutils import MAX_INT
-from dataplatform.broker import BrokerUnavailable
+from dataplatform.charts import bar_chart
+from dataplatform.errors import PlatformError, show_error
 from dataplatform.imports import page_import
-from dataplatform.jobs.services import JobQueueFull
 from dataplatform.pagination import parse_id
 
-from . import importers, services
-from .api import kept_count, parse_epsilon, q_histogram, teacher_counts
-from .models import AtdPrompt, Score, ScoringMethod, ScoringRun, Selection
-from .scoring import NEAR_TIE_TOLERANCE
+from . import importers, selectors, services
+from .api import parse_epsilon
+from .models import ScoringMethod, ScoringRun
 
 DEFAULT_EPSILON = 0.02
 MAX_RUNS_SHOWN = 20
@@ -50,11 +48,9 @@ def _last_user_text(messages_) -> str:
 
 
 def _tie_context(run: ScoringRun, epsilon: float) -> dict:
-    scored = Score.objects.filter(run=run).count()
-    kept = kept_count(run, epsilon)
-    sample = (Score.objects.filter(run=run, q__gte=0.5 - epsilon - NEAR_TIE_TOLERANCE,
-                                   q__lte=0.5 + epsilon + NEAR_TIE_TOLERANCE)
-              .select_related("prompt").order_by("q", "id")[:SAMPLE_SIZE])
+    scored = selectors.scored_count(run)
+    kept = selectors.kept_count(run, epsilon)
+    sample = selectors.near_tie_sample(run, epsilon, SAMPLE_SIZE)
     return {"run": run, "epsilon": epsilon, "scored": scored, "kept": kept,
             "fraction": f"{kept / scored:.1%}" if scored else "—",
             "sample": [{"score": s, "prompt": s.prompt, "text": _last_user_text(s.prompt.messages)} for s in sample]}
@@ -67,31 +63,30 @@ def overview(request, slug: str):
 
 
 def _render_overview(request, project, *, import_report=None):
-    runs = list(ScoringRun.objects.filter(project=project).select_related("job")[:MAX_RUNS_SHOWN])
+    runs = selectors.runs_visible_to(request.user, project)
+    shown = list(runs[:MAX_RUNS_SHOWN])
     run = None
     if run_id := parse_id(request.GET.get("run")):
-        run = ScoringRun.objects.filter(project=project, pk=run_id).first()
-    run = run or (runs[0] if runs else None)
+        run = runs.filter(pk=run_id).first()
+    run = run or (shown[0] if shown else None)
     try:
         epsilon = parse_epsilon(request.GET.get("epsilon", DEFAULT_EPSILON))
     except ValueError:
         epsilon = DEFAULT_EPSILON
     chart = None
     if run is not None:
-        bins = q_histogram(run)
+        bins = selectors.q_histogram(run)
         chart = bar_chart([f"{b['lo']:.2f}–{b['hi']:.2f}" for b in bins], [b["count"] for b in bins],
                           title=f"q under scoring run {run.pk}")
     selections = []
-    for selection in Selection.objects.filter(project=project).select_related("run")[:MAX_SELECTIONS_SHOWN]:
-        teachers = [{"run": t, "counts": teacher_counts(t)}
-                    for t in selection.teacher_runs.select_related("job").order_by("-id")]
+    for selection in selectors.selections_with_teacher_runs(request.user, project)[:MAX_SELECTIONS_SHOWN]:
+        teachers = [{"run": t, "counts": selectors.teacher_counts(t)} for t in selection.teacher_runs.all()]
         selections.append({"selection": selection, "teachers": teachers})
-    pool = AtdPrompt.objects.filter(project=project)
     return render(request, "corpora/atd/overview.html", {
         "project": project,
         "import_report": import_report,
-        "counts": {"prompts": pool.count(), "missing": pool.filter(candidates_origin="missing").count()},
-        "runs": runs,
+        "counts": selectors.pool_counts(request.user, project),
+        "runs": shown,
         "run": run,
         "methods": ScoringMethod.choices,
         "chart": chart,
@@ -141,11 +136,8 @@ def score(request, slug: str):
                                      batch_size=_int(request.POST.get("batch_size") or 32, "Batch size",
                                                      low=1, high=1024),
                                      model_name=request.POST.get("model_name", "").strip()[:200], user=request.user)
-    except services.AtdError as exc:
-        messages.error(request, str(exc))
-        return _back(slug)
-    except (BrokerUnavailable, JobQueueFull) as exc:
-        messages.error(request, str(exc))
+    except PlatformError as exc:
+        show_error(request, exc)
         return _back(slug)
     messages.success(request, f"Scoring run {run.pk} started.")
     return _back(slug, run.pk)
@@ -156,7 +148,7 @@ def score(request, slug: str):
 def tie_counts(request, slug: str, run_id: int):
     """The live near-tie count (htmx partial): kept prompts and fraction at ?epsilon=, plus a sample."""
     project = _project(request, slug)
-    run = get_object_or_404(ScoringRun, project=project, pk=run_id)
+    run = selectors.run_for(request.user, project, run_id)
     try:
         epsilon = parse_epsilon(request.GET.get("epsilon", DEFAULT_EPSILON))
     except ValueError as exc:
@@ -169,7 +161,7 @@ def tie_counts(request, slug: str, run_id: int):
 def freeze(request, slug: str):
     project = _project(request, slug)
     run_id = parse_id(request.POST.get("run"))
-    run = ScoringRun.objects.filter(project=project, pk=run_id).first() if run_id else None
+    run = selectors.runs_visible_to(request.user, project).filter(pk=run_id).first() if run_id else None
     if run is None:
         raise Http404("No such scoring run.")
     name = request.POST.get("name", "").strip()
@@ -178,7 +170,7 @@ def freeze(request, slug: str):
         if not name or len(name) > 100 or not SLUG.fullmatch(name):
             raise services.AtdError("Name the selection with letters, digits, - and _ only (at most 100).")
         selection = services.freeze_selection(run=run, name=name, epsilon=epsilon, user=request.user)
-    except (ValueError, services.AtdError) as exc:
+    except (ValueError, PlatformError) as exc:  # ValueError: an epsilon that is not a number in range
         messages.error(request, str(exc))
         return _back(slug, run.pk)
     messages.success(request, f"Froze {selection.name} v{selection.version}: {selection.size} prompts "
@@ -190,7 +182,7 @@ def freeze(request, slug: str):
 @require_POST
 def teacher(request, slug: str, selection_id: int):
     project = _project(request, slug)
-    selection = get_object_or_404(Selection, project=project, pk=selection_id)
+    selection = selectors.selection_for(request.user, project, selection_id)
     base_url = request.POST.get("base_url", "").strip()
     try:
         budget = request.POST.get("budget", "").strip()
@@ -198,8 +190,8 @@ def teacher(request, slug: str, selection_id: int):
                                      base_url=base_url[:500], debias=bool(request.POST.get("debias")),
                                      budget=_int(budget, "Budget", low=1, high=MAX_INT) if budget else None,
                                      user=request.user)
-    except (services.AtdError, BrokerUnavailable, JobQueueFull) as exc:
-        messages.error(request, str(exc))
+    except PlatformError as exc:
+        show_error(request, exc)
         return _back(slug, selection.run_id)
     messages.success(request, f"Teacher run {run.pk} started on {selection.name} v{selection.version}.")
     return _back(slug, selection.run_id)

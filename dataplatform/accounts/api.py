@@ -7,7 +7,9 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from . import limiter, selectors, services
+from dataplatform.client_address import client_ip
+
+from . import selectors, services
 from .models import ApiToken, Project
 from .permissions import request_token, token_project_ids
 
@@ -92,7 +94,7 @@ class TokenListCreateApi(APIView):
         token, secret = services.issue_token(
             user=request.user, name=data.validated_data["name"], read_only=data.validated_data["read_only"],
             projects=projects, expires_in_days=data.validated_data["expires_in_days"],
-            client_ip=limiter.client_ip(request),
+            client_ip=client_ip(request),
         )
         body = TokenSerializer(token).data | {"secret": secret}
         return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
@@ -104,4 +106,4 @@ class TokenRevokeApi(APIView):
         refuse_scoped_token(request)
         token = get_object_or_404(selectors.tokens_for_user(request.user), pk=token_id)
         return Response(TokenSerializer(services.revoke_token(
-            token=token, actor=request.user, client_ip=limiter.client_ip(request))).data)
+            token=token, actor=request.user, client_ip=client_ip(request))).data)

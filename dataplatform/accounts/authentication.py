@@ -17,6 +17,7 @@ from rest_framework import authentication, exceptions
 
 from dataplatform.after_response import after_response
 from dataplatform.audit import services as audit
+from dataplatform.client_address import client_ip
 
 from . import limiter, services
 
@@ -28,7 +29,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].decode("latin-1").lower() not in self.keywords:
             return None
-        ip = limiter.client_ip(request)
+        ip = client_ip(request)
         wait = limiter.token_retry_after(ip=ip)
         if wait:
             raise exceptions.Throttled(

@@ -4,6 +4,8 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 
+from dataplatform.client_address import client_ip
+
 from . import limiter
 
 
@@ -22,7 +24,7 @@ class ThrottledLoginMixin:
     retry_after: int | None = None
 
     def clean(self):
-        ip = limiter.client_ip(self.request) if self.request is not None else "unknown"
+        ip = client_ip(self.request) if self.request is not None else "unknown"
         username = self.data.get("username", "") or ""
         wait = limiter.login_retry_after(ip=ip, username=username)
         if wait:

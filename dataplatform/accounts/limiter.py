@@ -42,16 +42,6 @@ def token_limit() -> Limit:
     return Limit("token-ip", settings.TOKEN_FAILURE_LIMIT, settings.AUTH_FAILURE_WINDOW_SECONDS)
 
 
-def client_ip(request) -> str:
-    """The address the web server reports.
-
-    Behind a reverse proxy the web server takes it from X-Forwarded-For, and only on connections from
-    settings.TRUSTED_PROXIES (dataplatform/webserver.py); reading that header here would let any client
-    pick its own address.
-    """
-    return request.META.get("REMOTE_ADDR") or "unknown"
-
-
 def _login_subjects(ip: str, username: str) -> list[str]:
     # Usernames are compared case-insensitively here so that "Admin" and "admin" share one counter.
     return [f"{ip}|{username.strip().lower()}", ip]

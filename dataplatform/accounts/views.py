@@ -7,11 +7,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from dataplatform.audit.selectors import can_read_audit
+from dataplatform.client_address import client_ip
 from dataplatform.jobs.registry import get_kind
 from dataplatform.jobs.selectors import jobs_of_project
 from dataplatform.pagination import parse_id
 
-from . import limiter, selectors, services
+from . import selectors, services
 from .forms import ThrottledAuthenticationForm
 from .permissions import ALL_ROLES, CAN_ANNOTATE, CAN_READ_EXPORTS, CAN_RUN_JOBS, CAN_SEE_JOBS, project_for
 
@@ -77,7 +78,7 @@ def token_list(request):
             projects = list(selectors.projects_for_user(request.user).filter(slug__in=project_slugs))
             token, new_secret = services.issue_token(
                 user=request.user, name=name, read_only=bool(request.POST.get("read_only")), projects=projects,
-                expires_in_days=TOKEN_LIFETIMES[lifetime], client_ip=limiter.client_ip(request),
+                expires_in_days=TOKEN_LIFETIMES[lifetime], client_ip=client_ip(request),
             )
             expiry = f"It expires on {token.expires_at:%Y-%m-%d}." if token.expires_at else "It never expires."
             messages.success(request, f"Token '{token.name}' created. {expiry} "
@@ -97,6 +98,6 @@ def token_list(request):
 @require_POST
 def token_revoke(request, token_id: int):
     token = get_object_or_404(selectors.tokens_for_user(request.user), pk=token_id)
-    services.revoke_token(token=token, actor=request.user, client_ip=limiter.client_ip(request))
+    services.revoke_token(token=token, actor=request.user, client_ip=client_ip(request))
     messages.success(request, f"Token '{token.name}' revoked.")
     return redirect("token-list")

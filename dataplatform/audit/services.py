@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from django.core.cache import cache
 from django.db.models import Model
 
+from dataplatform.client_address import client_ip
+
 from .models import Action, AuditEvent
 
 logger = logging.getLogger(__name__)
@@ -49,8 +51,6 @@ def record(*, action: Action | str, actor=None, project=None, target: Model | No
 def record_request(request, *, action: Action | str, project=None, target: Model | None = None,
                    target_type: str = "", target_id: str | int = "", detail: dict | None = None) -> AuditEvent:
     """Record an action a view or API view performed for the request's user."""
-    from dataplatform.accounts.limiter import client_ip
-
     return record(action=action, actor=request.user, project=project, target=target, target_type=target_type,
                   target_id=target_id, client_ip=client_ip(request), detail=detail)
 

@@ -6,7 +6,7 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -19,6 +19,7 @@ from dataplatform.accounts.permissions import (
 )
 from dataplatform.apiutils import MAX_INT
 from dataplatform.audit import services as audit
+from dataplatform.client_address import client_ip
 from dataplatform.jobs.models import JobState
 from dataplatform.openapi import error_response
 
@@ -36,11 +37,6 @@ CONTENT_TYPES = {
     "md": "text/markdown; charset=utf-8",
 }
 FILE_MEDIA_TYPES = sorted({content_type.split(";")[0] for content_type in CONTENT_TYPES.values()})
-
-
-class Conflict(APIException):
-    status_code = 409
-    default_code = "conflict"
 
 
 class ExportSerializer(serializers.ModelSerializer):
@@ -108,12 +104,8 @@ class ProjectExportsApi(generics.ListAPIView):
     @extend_schema(request=services.ExportOptions, responses={202: ExportSerializer})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CREATE_EXPORTS, token=request_token(request))
-        try:
-            export = services.create_export(project=project, user=request.user, options=request.data)
-        except services.InvalidExport as exc:
-            raise ValidationError(exc.errors) from exc
-        audit.record_request(request, action=audit.Action.EXPORT_CREATED, project=project, target=export,
-                             detail={"kind": export.kind, "format": export.format, "filters": export.filters})
+        export = services.create_export(project=project, user=request.user, options=request.data,
+                                        client_ip=client_ip(request))
         return Response(ExportSerializer(export, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -132,13 +124,7 @@ class ExportDetailApi(APIView):
                                                              "cancel it first.")})
     def delete(self, request, slug: str, export_id: int):
         export = _export(request, slug, export_id, roles=CAN_DELETE_EXPORTS)
-        try:
-            services.delete_export(export=export)
-        except services.ExportBusy as exc:
-            raise Conflict(str(exc)) from exc
-        audit.record_request(request, action=audit.Action.EXPORT_DELETED, project=export.project,
-                             target_type="exports.export", target_id=export_id,
-                             detail={"kind": export.kind, "rows": export.rows_total})
+        services.delete_export(export=export, actor=request.user, client_ip=client_ip(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -147,11 +133,10 @@ class ExportManifestApi(APIView):
                               409: error_response("The export has not succeeded: its manifest exists once it does.")})
     def get(self, request, slug: str, export_id: int):
         export = _export(request, slug, export_id)
-        if export.job.state != JobState.SUCCEEDED:
-            raise Conflict(f"Export {export.pk} is {export.job.state}; its manifest exists once it succeeds.")
+        manifest = services.manifest_of(export)
         audit.record_request(request, action=audit.Action.EXPORT_DOWNLOADED, project=export.project, target=export,
                              detail={"file": "manifest.json"})
-        return Response(export.manifest)
+        return Response(manifest)
 
 
 class ExportShardApi(APIView):

@@ -15,7 +15,10 @@ from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
 from dataplatform.apiutils import MAX_ID, MAX_INT
+from dataplatform.audit import services as audit
+from dataplatform.errors import Conflict, Refused
 from dataplatform.jobs import services as job_services
+from dataplatform.jobs.models import JobState
 
 from . import cards
 from .models import Export, ExportFormat
@@ -36,10 +39,15 @@ class _FiltersEncoder(DjangoJSONEncoder):
         return super().default(o)
 
 
-class InvalidExport(ValueError):
+class InvalidExport(Refused):
+    """Options or filters an export cannot be made with; `errors` by field, as the answer's body."""
+
     def __init__(self, errors: dict):
         super().__init__(f"Invalid export: {errors}")
         self.errors = errors
+
+    def body(self) -> dict:
+        return self.errors
 
 
 class ExportOptions(serializers.Serializer):
@@ -78,8 +86,9 @@ def validate_options(options: dict) -> dict:
     return dict(serializer.validated_data)
 
 
-def create_export(*, project: Project, user, options: dict, publish: bool = True) -> Export:
-    """Record an export and queue the job that writes it (sent once the transaction commits).
+def create_export(*, project: Project, user, options: dict, publish: bool = True,
+                  client_ip: str | None = None) -> Export:
+    """Record an export, its audit row, and queue the job that writes it (sent once the transaction commits).
 
     publish=False leaves the job for the caller to run (the `export` command runs it inline).
     """
@@ -94,6 +103,9 @@ def create_export(*, project: Project, user, options: dict, publish: bool = True
         )
         export.location = f"exports/{project.slug}/{export.pk}"
         export.save(update_fields=["location"])
+        audit.record(action=audit.Action.EXPORT_CREATED, actor=user, project=project, target=export,
+                     client_ip=client_ip, detail={"kind": export.kind, "format": export.format,
+                                                  "filters": export.filters})
     return export
 
 
@@ -211,19 +223,32 @@ def build_manifest(export: Export, kind: ExportKind, shards: list, *, dedup_remo
     }
 
 
-class ExportBusy(RuntimeError):
+class ExportBusy(Conflict):
     """The export's job is still queued or running."""
 
 
-def delete_export(*, export: Export) -> None:
-    """Remove a finished export's files and rows. A running one must be cancelled first."""
+def delete_export(*, export: Export, actor=None, client_ip: str | None = None) -> None:
+    """Remove a finished export's files and rows, with its audit row. A running one must be cancelled first."""
     if not export.job.is_terminal:
         raise ExportBusy(f"Export {export.pk} is still {export.job.state}; cancel its job first.")
     delete_prefix(export_storage(), export.location)
     with transaction.atomic():
         job = export.job
+        audit.record(action=audit.Action.EXPORT_DELETED, actor=actor, project=export.project,
+                     target_type="exports.export", target_id=export.pk, client_ip=client_ip,
+                     detail={"kind": export.kind, "rows": export.rows_total})
         export.delete()
         job.delete()
+
+
+class ManifestNotReady(Conflict):
+    """The export has not succeeded (yet): its manifest exists once it does."""
+
+
+def manifest_of(export: Export) -> dict:
+    if export.job.state != JobState.SUCCEEDED:
+        raise ManifestNotReady(f"Export {export.pk} is {export.job.state}; its manifest exists once it succeeds.")
+    return export.manifest
 
 
 def _as_record_batch(batch, kind: ExportKind) -> pa.RecordBatch:

@@ -34,6 +34,18 @@ def keyset_values(
         yield [transform(row) for row in rows] if transform else rows
 
 
+def keyset_pages(queryset: QuerySet, *, batch_size: int) -> Iterator[list]:
+    """Yield lists of `queryset`'s objects in primary-key order, `batch_size` at a time: for rows made from
+    the objects and what they prefetch, where `keyset_values` reads plain values."""
+    last_id = 0
+    while True:
+        page = list(queryset.filter(id__gt=last_id).order_by("id")[:batch_size])
+        if not page:
+            return
+        last_id = page[-1].pk
+        yield page
+
+
 def sql_keyset_batches(sql: str, params: dict, schema: pa.Schema, *, batch_size: int) -> Iterator[pa.RecordBatch]:
     """Yield RecordBatches from raw SQL, paginated on its first column.
 

@@ -7,9 +7,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CREATE_EXPORTS, CAN_READ_EXPORTS, project_for
-from dataplatform.audit import services as audit
-from dataplatform.broker import BrokerUnavailable
-from dataplatform.jobs.services import JobQueueFull
+from dataplatform.client_address import client_ip
+from dataplatform.errors import PlatformError, show_error
 from dataplatform.pagination import parse_id
 
 from . import selectors, services
@@ -53,16 +52,12 @@ def export_create(request, slug: str):
             "filters": services.filters_from_pairs(form.get("kind", ""), form.get("filters", "").splitlines())
             | {key: form[key] for key in ("created_after", "created_before") if form.get(key)},
         }
-        export = services.create_export(project=project, user=request.user, options=options)
-    except (services.InvalidExport, LookupError, ValueError) as exc:
-        errors = exc.errors if isinstance(exc, services.InvalidExport) else {"export": [str(exc)]}
-        for field, problems in errors.items():
-            messages.error(request, f"{field}: {problems}")
-    except (BrokerUnavailable, JobQueueFull) as exc:
-        messages.error(request, str(exc))
+        services.create_export(project=project, user=request.user, options=options, client_ip=client_ip(request))
+    except ValueError as exc:  # the shard size typed in the form is not a number
+        messages.error(request, f"shard_mb: {exc}")
+    except PlatformError as exc:
+        show_error(request, exc)
     else:
-        audit.record_request(request, action=audit.Action.EXPORT_CREATED, project=project, target=export,
-                             detail={"kind": export.kind, "format": export.format, "filters": export.filters})
         messages.success(request, "Export queued.")
     return redirect("export-list", slug=slug)
 

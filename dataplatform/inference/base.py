@@ -5,12 +5,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-
-class BackendError(Exception):
-    """A backend call failed in a way that retrying will not fix (bad input, a bug)."""
+from dataplatform.errors import Transient, Unavailable
 
 
-class BackendUnavailable(BackendError):
+class BackendError(Unavailable):
+    """A backend call failed in a way that retrying will not fix (bad input, a bug, a model it does not
+    serve). To the request that needed the model it is a 503 all the same."""
+
+    @property
+    def detail(self) -> str:
+        return f"The model backend failed: {self}"
+
+
+class BackendUnavailable(BackendError, Transient):
     """The backend could not be reached: connection refused, timeout, or a 5xx. Worth retrying."""
 
 

@@ -3,7 +3,6 @@
 import django_filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -12,11 +11,6 @@ from dataplatform.openapi import VALIDATION_ERROR, error_response
 
 from . import selectors, services
 from .models import Job, JobState
-
-
-class ServiceUnavailable(APIException):
-    status_code = 503
-    default_code = "service_unavailable"
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -65,15 +59,10 @@ class ProjectJobsApi(generics.ListAPIView):
         project, _ = project_for(request.user, slug, CAN_RUN_JOBS, token=request_token(request))
         data = JobCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            job = services.enqueue_job(
-                project=project, kind=data.validated_data["kind"], params=data.validated_data["params"],
-                user=request.user,
-            )
-        except LookupError as exc:
-            raise ValidationError({"kind": [str(exc)]}) from exc
-        except services.InvalidJobParams as exc:
-            raise ValidationError({"params": exc.errors}) from exc
+        job = services.enqueue_job(
+            project=project, kind=data.validated_data["kind"], params=data.validated_data["params"],
+            user=request.user,
+        )
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -99,10 +88,7 @@ class JobRetryApi(APIView):
     def post(self, request, job_id: int):
         job = _job(request, job_id)
         require_role(request.user, job.project, CAN_RUN_JOBS, token=request_token(request))
-        try:
-            job = services.retry_job(job=job)
-        except ValueError as exc:
-            raise ValidationError({"state": [str(exc)]}) from exc
+        job = services.retry_job(job=job)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

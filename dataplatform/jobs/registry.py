@@ -18,7 +18,7 @@ class JobKind:
     label: str
     # Validates and normalises the job's params (used by the API and the HTML form alike).
     params_serializer: type[serializers.Serializer]
-    # run(job, progress) -> result (JSON-serialisable). Raise BackendUnavailable to be retried.
+    # run(job, progress) -> result (JSON-serialisable). Raise a dataplatform.errors.Transient to be retried.
     run: Callable
     description: str = ""
 

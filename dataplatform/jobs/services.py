@@ -17,7 +17,7 @@ from psycopg.pq import TransactionStatus
 
 from dataplatform.accounts.models import Project
 from dataplatform.broker import BrokerUnavailable, unreachable_message
-from dataplatform.inference import BackendUnavailable
+from dataplatform.errors import Overloaded, Refused, Transient
 
 from .models import TERMINAL_STATES, Job, JobState
 from .registry import JobCancelled, get_kind
@@ -38,10 +38,13 @@ def worker_id() -> str:
 logger = logging.getLogger(__name__)
 
 
-class InvalidJobParams(ValueError):
+class InvalidJobParams(Refused):
     def __init__(self, errors: dict):
         super().__init__(f"Invalid job parameters: {errors}")
         self.errors = errors
+
+    def body(self) -> dict:
+        return {"params": self.errors}
 
 
 def validate_params(*, kind: str, params: dict) -> dict:
@@ -51,11 +54,11 @@ def validate_params(*, kind: str, params: dict) -> dict:
     return dict(serializer.validated_data)
 
 
-class JobQueueFull(Exception):
-    """The project already has JOB_MAX_QUEUED_PER_PROJECT jobs waiting for a worker (HTTP 429)."""
+class JobQueueFull(Overloaded):
+    """The project already has JOB_MAX_QUEUED_PER_PROJECT jobs waiting for a worker."""
 
     # The queue drains as workers start jobs; there is no better estimate of when a place frees up.
-    retry_after_seconds = 30
+    retry_after = 30
 
     def __init__(self, *, project: Project, limit: int):
         super().__init__(
@@ -182,7 +185,7 @@ def start_job(*, job_id: int) -> Job | None:
 
 
 def execute_job(*, job_id: int, listener=None) -> None:
-    """Run a job's kind. BackendUnavailable propagates so the task can retry it."""
+    """Run a job's kind. A Transient error propagates so the task can retry it."""
     started = time.monotonic()
     job = start_job(job_id=job_id)
     if job is None:
@@ -203,7 +206,7 @@ def execute_job(*, job_id: int, listener=None) -> None:
                       status_message="Failed: time limit reached.")
     except JobCancelled:
         _finish_by_id(job_id, JobState.CANCELLED, worker=job.worker, status_message="Cancelled by a user.")
-    except BackendUnavailable:
+    except Transient:
         raise
     except Exception as exc:  # a bug or bad input: fail clearly, do not retry
         logger.exception("Job %s (%s) failed", job_id, job.kind)
@@ -368,7 +371,7 @@ def retry_job(*, job: Job) -> Job:
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         if job.state not in (JobState.FAILED, JobState.CANCELLED):
-            raise ValueError(f"Only a failed or cancelled job can be retried; job {job.pk} is {job.state}.")
+            raise Refused(f"Only a failed or cancelled job can be retried; job {job.pk} is {job.state}.", field="state")
         _ensure_room_in_queue(job.project)
         job.state = JobState.QUEUED
         job.cancel_requested = False

@@ -4,7 +4,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 
-from dataplatform.inference import BackendUnavailable
+from dataplatform.errors import Transient
 
 from . import services
 
@@ -15,16 +15,17 @@ from . import services
 @shared_task(bind=True, max_retries=None, acks_late=True,
              soft_time_limit=settings.JOB_SOFT_TIME_LIMIT_SECONDS, time_limit=settings.JOB_HARD_TIME_LIMIT_SECONDS)
 def run_job(self, job_id: int) -> None:
-    """Run one job. Only a transient backend outage is retried, with exponential backoff."""
+    """Run one job. Only a transient outage (the model backend, a replay webhook) is retried, with
+    exponential backoff."""
     try:
         services.execute_job(job_id=job_id)
-    except BackendUnavailable as exc:
+    except Transient as exc:
         attempt = self.request.retries + 1
         max_attempts = settings.JOB_MAX_RETRIES + 1
         if attempt >= max_attempts:
             services.fail_job(
                 job_id=job_id,
-                error=f"The model backend stayed unavailable after {attempt} attempts: {exc}",
+                error=f"{exc.detail} It stayed unavailable after {attempt} attempts.",
             )
             return
         retry_in = settings.JOB_RETRY_BACKOFF_SECONDS * 2 ** self.request.retries

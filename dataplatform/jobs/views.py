@@ -9,11 +9,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_RUN_JOBS, project_for, require_role, role_in
-from dataplatform.broker import BrokerUnavailable
+from dataplatform.errors import PlatformError, show_error
 from dataplatform.system.selectors import worker_status
 
 from . import selectors, services
-from .models import JobState
+from .models import Job, JobState
 
 # A job queued longer than this makes the page check whether any worker is alive.
 STALL_AFTER = timedelta(seconds=10)
@@ -27,21 +27,15 @@ def job_create(request, slug: str):
     params = {key: value for key, value in request.POST.items() if key not in {"kind", "csrfmiddlewaretoken"}}
     try:
         job = services.enqueue_job(project=project, kind=kind, params=params, user=request.user)
-    except LookupError as exc:
-        messages.error(request, str(exc))
-        return redirect("project-detail", slug=slug)
-    except services.InvalidJobParams as exc:
-        for field, errors in exc.errors.items():
-            messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
-        return redirect("project-detail", slug=slug)
-    except (BrokerUnavailable, services.JobQueueFull) as exc:
-        messages.error(request, str(exc))
+    except PlatformError as exc:  # back to the form, with the message (unknown kind, bad params, full queue...)
+        show_error(request, exc)
         return redirect("project-detail", slug=slug)
     return redirect("job-detail", job_id=job.pk)
 
 
-def _stalled_reason(job) -> str | None:
-    if job.state != JobState.QUEUED or timezone.now() - job.created_at < STALL_AFTER:
+def stalled_reason(job: Job | None) -> str | None:
+    """Queued for a while with no worker alive: say so (the job pages, and the apps' pages that show a job)."""
+    if job is None or job.state != JobState.QUEUED or timezone.now() - job.created_at < STALL_AFTER:
         return None
     workers = worker_status(timeout=0.5)
     if workers.ok:
@@ -56,7 +50,7 @@ def job_detail(request, job_id: int):
     return render(request, "jobs/job_detail.html", {
         "job": job, "can_cancel": may_run and not job.is_terminal,
         "can_retry": may_run and job.state in (JobState.FAILED, JobState.CANCELLED),
-        "stalled_reason": _stalled_reason(job), "refresh_on_finish": True,
+        "stalled_reason": stalled_reason(job), "refresh_on_finish": True,
     })
 
 
@@ -64,7 +58,7 @@ def job_detail(request, job_id: int):
 def job_progress(request, job_id: int):
     job = selectors.job_for(request.user, job_id)
     return render(request, "frontend/progress.html", {
-        "job": job, "stalled_reason": _stalled_reason(job), "refresh_on_finish": True,
+        "job": job, "stalled_reason": stalled_reason(job), "refresh_on_finish": True,
     })
 
 
@@ -75,8 +69,8 @@ def job_retry(request, job_id: int):
     require_role(request.user, job.project, CAN_RUN_JOBS)
     try:
         services.retry_job(job=job)
-    except (ValueError, BrokerUnavailable, services.JobQueueFull) as exc:
-        messages.error(request, str(exc))
+    except PlatformError as exc:
+        show_error(request, exc)
     else:
         messages.success(request, f"Job {job.pk} queued again.")
     return redirect("job-detail", job_id=job.pk)

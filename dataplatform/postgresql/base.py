@@ -11,7 +11,7 @@ error and end-of-file of a terminated backend (a restart, pg_terminate_backend, 
 notice. So `check_pooled_connection` looks at the socket without waiting (`select`, zero timeout) and
 runs the full check only when something is there; that check then fails and the pool takes a new
 connection. A path that died without the server closing it (a cable, not a restart) is not seen here:
-the query on it fails, the request gets ServiceUnavailableMiddleware's 503, and the pool drops the
+the query on it fails, the request gets PlatformErrorMiddleware's 503, and the pool drops the
 broken connection.
 """
 

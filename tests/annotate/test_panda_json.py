@@ -12,8 +12,9 @@ from annotate.panda_json import import_panda_json, panda_sha256, session_to_pand
 from annotate.supervision import response_ids
 
 from ..doubles import RecordingProgress
-from .test_exporters import build_trees, export_rows
+from ..exporting import export_rows
 from .test_supervision import CharBackend
+from .trees import build_trees
 
 pytestmark = pytest.mark.django_db
 

@@ -6,6 +6,18 @@ from annotate.models import ClaimState, Event, EventKind, Node, NodeStatus, Sess
 pytestmark = pytest.mark.django_db
 
 
+def test_update_config_writes_only_the_settings_it_changes(project):
+    from annotate.models import AnnotationConfig
+
+    services.config_for(project)
+    # Another curator's save, made after this request read the settings: it must survive this one.
+    AnnotationConfig.objects.filter(project=project).update(overlap=3)
+    config = services.update_config(project=project, changes={"top_k": 7, "seed_policy": "fixed"})
+    assert (config.top_k, config.seed_policy) == (7, "fixed")
+    config.refresh_from_db()
+    assert (config.top_k, config.seed_policy, config.overlap) == (7, "fixed", 3)
+
+
 def test_open_session_makes_the_rollout_the_root(session):
     root = session.current_node
     assert root.parent is None and root.key == 1 and root.token_ids == [10, 11, 12, 13, 14, 15]

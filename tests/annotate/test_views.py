@@ -51,9 +51,22 @@ def test_import_form_reports_line_errors(client, members, project):
     client.force_login(members["curator"])
     good = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
     upload = SimpleUploadedFile("p.jsonl", f"{good}\n{{bad\n".encode())
-    page = client.post(reverse("annotate-import", args=["alpha"]), {"file": upload}, follow=True).content.decode()
-    assert "p.jsonl, line 2, (line): invalid JSON" in page and "nothing imported" in page
+    page = client.post(reverse("annotate-import", args=["alpha"]), {"file": upload}).content.decode()
+    assert "<td>p.jsonl</td><td>2</td><td>(line)</td><td>invalid JSON" in page and "Nothing was written" in page
     assert not Item.objects.exists()
+
+
+def test_import_form_imports_and_tables_up_to_200_errors(client, members, project):
+    """The shared import report of every JSONL page: counts, skipped lines, and 200 errors listed."""
+    client.force_login(members["curator"])
+    good = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    upload = SimpleUploadedFile("p.jsonl", (good + "\n" + "{bad\n" * 250).encode())
+    page = client.post(reverse("annotate-import", args=["alpha"]),
+                       {"file": upload, "skip_bad_lines": "1"}).content.decode()
+    assert "1 created" in page and "250 lines skipped" in page and Item.objects.count() == 1
+    assert page.count("<td>(line)</td>") == 200 and "… and 50 more errors." in page
+    response = client.post(reverse("annotate-import", args=["alpha"]), follow=True)
+    assert "Choose a JSONL file to import." in response.content.decode()
 
 
 def test_review_page_and_decisions(client, members, project, session):
@@ -160,9 +173,9 @@ def test_workspace_offers_skip(client, members, session):
 
 
 def test_oversized_panda_upload_is_refused_by_name(client, members, project, monkeypatch):
-    from annotate import panda_json
+    from annotate.panda_json import parser
 
-    monkeypatch.setattr(panda_json, "MAX_FILE_BYTES", 10)
+    monkeypatch.setattr(parser, "MAX_FILE_BYTES", 10)
     client.force_login(members["curator"])
     page = client.post(reverse("annotate-import-panda", args=["alpha"]),
                        {"file": SimpleUploadedFile("big.panda.json", b"{" + b" " * 20 + b"}")},

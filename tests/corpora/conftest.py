@@ -3,10 +3,11 @@ import json
 import pytest
 
 from corpora.aed import runners
-from corpora.aed.calc_env import make_demo_trace
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Trace
 from dataplatform.inference import Generation
+
+from ..calc_traces import make_demo_trace
 
 
 @pytest.fixture

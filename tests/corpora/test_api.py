@@ -7,9 +7,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from corpora.aed import services
-from corpora.aed.calc_env import make_demo_trace
 from corpora.aed.models import Replay
 
+from ..calc_traces import make_demo_trace
 from ..conftest import api_client_for
 
 pytestmark = pytest.mark.django_db

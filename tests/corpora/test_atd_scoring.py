@@ -1,7 +1,6 @@
 """ATD scoring arithmetic, checked against values computed by hand."""
 
 import math
-import random
 
 import pytest
 
@@ -10,9 +9,7 @@ from corpora.atd.scoring import (
     debiased_q,
     histogram,
     judge_messages,
-    kept_counts,
     likelihood_q,
-    near_tie,
     q_from_logprobs,
     teacher_bit,
     verdict_token_ids,
@@ -84,50 +81,6 @@ def test_likelihood_q_compares_mean_token_logprobs():
 def test_likelihood_q_needs_tokens_on_both_sides(lps_a, lps_b):
     with pytest.raises(ValueError):
         likelihood_q(lps_a, lps_b)
-
-
-# --- the near-tie filter -------------------------------------------------------------------------
-
-EPSILONS = [0.0, 0.01, 0.02, 0.05, 0.1, 0.1 + 0.2, 0.15, 0.3, 0.45, 0.5]
-
-
-@pytest.mark.parametrize("epsilon", EPSILONS)
-def test_q_exactly_at_the_boundary_is_kept_and_just_beyond_is_not(epsilon):
-    assert near_tie(0.5 + epsilon, epsilon)
-    assert near_tie(0.5 - epsilon, epsilon)
-    assert not near_tie(0.5 + epsilon + 1e-7, epsilon)
-    assert not near_tie(0.5 - epsilon - 1e-7, epsilon)
-    assert near_tie(0.5, epsilon)
-
-
-def test_near_tie_literal_boundaries():
-    assert 0.52 - 0.5 > 0.02  # the float rounding the tolerance is there for
-    assert near_tie(0.52, 0.02) and near_tie(0.48, 0.02)
-    assert not near_tie(0.5200001, 0.02) and not near_tie(0.4799999, 0.02)
-    assert near_tie(0.6, 0.1) and near_tie(0.4, 0.1)
-    assert not near_tie(0.6000001, 0.1)
-    assert near_tie(0.8, 0.1 + 0.2) and near_tie(0.2, 0.1 + 0.2)
-    assert near_tie(0.8, 0.3) and not near_tie(0.8000001, 0.3)
-    assert near_tie(0.0, 0.5) and near_tie(1.0, 0.5)
-    assert not near_tie(float("nan"), 0.5)
-    with pytest.raises(ValueError):
-        near_tie(0.5, -0.01)
-
-
-def test_kept_counts_per_epsilon():
-    qs = [0.5, 0.52, 0.48, 0.5200001, 0.6, 0.4, 0.9, 0.1, 0.0, 1.0]
-    # eps 0: only 0.5; 0.02: + 0.52, 0.48; 0.1: + 0.5200001, 0.6, 0.4; 0.5: everything
-    assert kept_counts(qs, [0.0, 0.02, 0.1, 0.5]) == {0.0: 1, 0.02: 3, 0.1: 6, 0.5: 10}
-    assert kept_counts([], [0.1]) == {0.1: 0}
-    assert kept_counts([0.5, float("nan")], [0.5]) == {0.5: 1}
-
-
-def test_kept_counts_agrees_with_near_tie():
-    rng = random.Random(7)
-    qs = [rng.random() for _ in range(500)] + [0.5 + e for e in EPSILONS] + [0.5 - e for e in EPSILONS]
-    counts = kept_counts(qs, EPSILONS)
-    for epsilon in EPSILONS:
-        assert counts[epsilon] == sum(near_tie(q, epsilon) for q in qs)
 
 
 # --- histogram -----------------------------------------------------------------------------------

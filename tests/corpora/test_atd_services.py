@@ -105,6 +105,7 @@ def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in
     assert by_prompt["p1"]["teacher_model"] == "judge-double" and by_prompt["p1"]["q"] == pytest.approx(0.51)
     _, scored = export_rows(project, members["curator"], export_storage_in_tmp, "atd.scored", validation_ratio=0)
     assert len(scored) == 4 and all(0 <= row["q"] <= 1 for row in scored)
+    assert all(row["distance"] == abs(row["q"] - 0.5) for row in scored)
 
 
 class SamplerDouble:

@@ -9,9 +9,9 @@ from django.utils.html import escape
 
 from corpora.atd.models import AtdPrompt, Score, ScoringRun, Selection, TeacherAnswer, TeacherRun
 from dataplatform.accounts.models import Membership
+from tests.page_roles import VISITORS, logged_in
 
 pytestmark = pytest.mark.django_db
-ROLES = ["admin", "curator", "annotator", "trainer", "outsider", "anonymous"]
 DENIED = {"annotator": 403, "trainer": 403, "outsider": 404}
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
@@ -34,12 +34,6 @@ def atd(project):
     return {"run": run, "selection": selection}
 
 
-def _login(client, members, who):
-    if who != "anonymous":
-        client.force_login(members[who])
-    return client
-
-
 def endpoints(atd):
     run, selection = atd["run"], atd["selection"]
     return [
@@ -54,12 +48,12 @@ def endpoints(atd):
     ]
 
 
-@pytest.mark.parametrize("who", ROLES)
+@pytest.mark.parametrize("who", VISITORS)
 @pytest.mark.parametrize("n", range(7))
 def test_every_endpoint_for_every_role(client, members, atd, who, n, django_capture_on_commit_callbacks):
     method, url, data, success = endpoints(atd)[n]
     with django_capture_on_commit_callbacks(execute=False):
-        response = getattr(_login(client, members, who), method)(url, data)
+        response = getattr(logged_in(client, members, who), method)(url, data)
     if who == "anonymous":
         assert response.status_code == 302 and "/accounts/login/" in response["Location"]
     else:

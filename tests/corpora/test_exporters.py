@@ -6,12 +6,15 @@ import json
 import pyarrow as pa
 import pytest
 
-from corpora.aed import exporters, services, stats
-from corpora.aed.calc_env import make_demo_trace
+from corpora.aed import services, stats
+from corpora.aed.exporters import cases, rendering
+from corpora.aed.exporters.diagnosis import DIAGNOSIS_SYSTEM
+from corpora.aed.exporters.pairs import STAT_COLUMNS
 from corpora.aed.importers import import_traces
 from corpora.aed.models import ReplayRun, Trace
 from dataplatform.exports.registry import ExportQuery, get_kind
 
+from ..calc_traces import make_demo_trace
 from ..doubles import RecordingProgress
 from ..exporting import export_rows
 
@@ -150,9 +153,9 @@ def observation(text):
 def test_kinds_are_registered_with_case_keys():
     for name in KINDS:
         kind = get_kind(name)
-        assert kind.key_field == "id" and kind.filters is exporters.AedFilters
+        assert kind.key_field == "id" and kind.filters is cases.AedFilters
         assert kind.schema.field("id").type == pa.string()
-    assert get_kind("aed.recovery").schema.field("messages").type == exporters.MESSAGES
+    assert get_kind("aed.recovery").schema.field("messages").type == rendering.MESSAGES
 
 
 def test_diagnosis_rows_show_the_run_up_to_the_error_step(corpus, run):
@@ -161,7 +164,7 @@ def test_diagnosis_rows_show_the_run_up_to_the_error_step(corpus, run):
     assert set(rows) == {a.pk, b.pk}  # default min_grade B: A and B only
     row = rows[a.pk]
     system, user, answer = row["messages"]
-    assert system == {"role": "system", "content": exporters.DIAGNOSIS_SYSTEM}
+    assert system == {"role": "system", "content": DIAGNOSIS_SYSTEM}
     steps_text = ("[0] assistant: calc 17 * 23\n[0] user: Observation: 391\n"
                   "[1] assistant: calc 391 + 45\n[1] user: Observation: 436")
     categories = f"Error categories (aed-errors v1): {', '.join(a.taxonomy.slugs)}"
@@ -251,7 +254,7 @@ def test_pair_records_carry_the_replay_evidence(corpus, run):
     # C: a proposal, no replay: every replay column is null
     assert c["grade"] == "C" and c["proposal_id"] == corpus["c_fix"].pk and c["proposal_status"] == "proposed"
     assert all(c[column] is None for column in ("replay_id", "replay_pairs", "n11", "n10", "n01", "n00",
-                                                *exporters.STAT_COLUMNS))
+                                                *STAT_COLUMNS))
 
 
 def test_min_grade_and_filters(corpus, run):
@@ -268,7 +271,7 @@ def test_min_grade_and_filters(corpus, run):
     assert set(run("aed.pairs", min_grade="D", policy_model=["toy"])) == {a, b, d}
     assert set(run("aed.preference", min_grade="C", environment=["other-env"])) == {c}
     assert set(run("aed.recovery", min_grade="D")) == {a, b}  # only replayed cases with a passing arm C
-    form = exporters.AedFilters(data={"min_grade": "E"})
+    form = cases.AedFilters(data={"min_grade": "E"})
     assert not form.is_valid() and "min_grade" in form.errors
 
 
@@ -283,7 +286,7 @@ def test_drafts_are_never_exported(corpus, run, project):
 
 def test_rows_are_bounded_by_the_data_version(corpus, project, members):
     curator = members["curator"]
-    before = exporters.data_version(project)
+    before = cases.data_version(project)
     old = {name: read_rows(project, name, before, min_grade="D") for name in KINDS}
     # Later: two pairs where only the retry passes turn B's gain negative (D); a new replay of A's fix
     # whose first pair passes with other steps; a new submitted case.
@@ -295,7 +298,7 @@ def test_rows_are_bounded_by_the_data_version(corpus, project, members):
     traces = import_all(project, trace_record("t-new", "(3 * 3) + 3", ["calc 3 + 3", "answer 6"]))
     new = curate(traces["t-new"], curator, error_step=0, category="plan-error", diagnosis="It added.",
                  evidence_check="supported")
-    after = exporters.data_version(project)
+    after = cases.data_version(project)
     assert after != before
     for name in KINDS:
         assert read_rows(project, name, before, min_grade="D") == old[name], name
@@ -308,7 +311,7 @@ def test_rows_are_bounded_by_the_data_version(corpus, project, members):
 
 
 def test_cases_are_read_in_keyset_pages(corpus, project):
-    version = exporters.data_version(project)
+    version = cases.data_version(project)
     for name in KINDS:
         paged = read_rows(project, name, version, batch_size=1, min_grade="D")
         whole = read_rows(project, name, version, min_grade="D")
@@ -339,7 +342,7 @@ def test_recovery_from_a_replay_run_by_the_builtin_runner(project, members, scri
 def test_a_page_costs_the_same_queries_whatever_its_cases(corpus, project, django_assert_num_queries):
     """Per page: cases (with traces), proposals, replays, runs; recovery adds its runs' keys and steps.
     Then one query finds the next page empty."""
-    version = exporters.data_version(project)
+    version = cases.data_version(project)
     for name in KINDS:
         with django_assert_num_queries(7 if name == "aed.recovery" else 5):
             read_rows(project, name, version, min_grade="D")

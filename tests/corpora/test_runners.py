@@ -14,12 +14,14 @@ from corpora.aed.calc_env import (
     CalcTaskError,
     calc_messages,
     evaluate,
-    make_demo_trace,
     task_for_trace,
 )
 from corpora.aed.models import Trace
 from corpora.aed.runners import BuiltinRunner, RunnerError, RunnerUnavailable, RunResult, run_arm
-from dataplatform.inference import BackendUnavailable, Generation
+from dataplatform.errors import Transient
+from dataplatform.inference import Generation
+
+from ..calc_traces import make_demo_trace
 
 TASK = {"expression": "(17 * 23) - 45"}  # 346
 
@@ -182,7 +184,7 @@ def test_builtin_runner_marks_recomputed_prefix_and_refuses_bad_input():
 
 
 def test_runner_unavailable_is_retryable():
-    assert issubclass(RunnerUnavailable, BackendUnavailable)
+    assert issubclass(RunnerUnavailable, Transient)  # what the job task retries with backoff
 
 
 # --- the builtin runner with the real CPU model --------------------------------------------------

@@ -5,13 +5,8 @@ import hashlib
 import pytest
 
 from corpora.aed.models import ErrorTaxonomy
-from corpora.aed.taxonomy import (
-    SHIPPED,
-    ErrorTaxonomyError,
-    load_error_taxonomy,
-    parse_error_taxonomy,
-    shipped_error_taxonomy,
-)
+from corpora.aed.taxonomy import SHIPPED, load_error_taxonomy, parse_error_taxonomy, shipped_error_taxonomy
+from dataplatform.yamlfile import YamlFileError
 
 SEEDED = ["wrong-localization", "tool-misuse", "hallucinated-api-or-file", "ignored-observation", "premature-submit",
           "environment-misunderstanding", "looping", "plan-error", "format-error"]
@@ -32,7 +27,7 @@ categories:
 
 
 def _errors(text: str) -> list[dict]:
-    with pytest.raises(ErrorTaxonomyError) as caught:
+    with pytest.raises(YamlFileError) as caught:
         parse_error_taxonomy(text, filename="broken.yaml")
     return caught.value.errors
 
@@ -93,7 +88,7 @@ def test_bad_schema():
 def test_every_problem_is_collected_and_str_names_the_first():
     text = SMALL.replace("name: aed-errors", "name: AED Errors").replace('"9"', "1.10") \
         .replace("slug: tool-misuse", "slug: Tool_Misuse").replace("    name: Looping\n", "    name: Looping\n    defintion: x\n")
-    with pytest.raises(ErrorTaxonomyError) as caught:
+    with pytest.raises(YamlFileError) as caught:
         parse_error_taxonomy(text, filename="broken.yaml")
     assert [(e["line"], e["field"]) for e in caught.value.errors] == [
         (2, "name"), (3, "version"), (7, "categories[0].defintion"), (10, "categories[1].slug")]
@@ -128,7 +123,7 @@ def test_versions_are_immutable():
     assert load_error_taxonomy(text=SMALL, filename="again.yaml").pk == stored.pk
 
     changed = SMALL.replace("wrong arguments", "the wrong arguments")
-    with pytest.raises(ErrorTaxonomyError) as caught:
+    with pytest.raises(YamlFileError) as caught:
         load_error_taxonomy(text=changed, filename="small.yaml")
     assert caught.value.errors == [{"file": "small.yaml", "line": 3, "field": "version", "message":
                                     "aed-errors v9 is already loaded with other content; bump the version of the "
@@ -143,6 +138,6 @@ def test_versions_are_immutable():
 
 @pytest.mark.django_db
 def test_a_broken_file_stores_nothing():
-    with pytest.raises(ErrorTaxonomyError):
+    with pytest.raises(YamlFileError):
         load_error_taxonomy(text=SMALL.replace("slug: looping", "slug: ''"), filename="broken.yaml")
     assert not ErrorTaxonomy.objects.exists()

@@ -11,11 +11,13 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from corpora.aed import services
-from corpora.aed.calc_env import make_demo_trace
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Case, Proposal, Replay, ReplayRun, Trace
 from corpora.aed.stats import GRADE_RULES
 from dataplatform.jobs.models import Job, JobState
+from tests.page_roles import CURATE, CURATE_POST, VISITORS, logged_in
+
+from ..calc_traces import make_demo_trace
 
 pytestmark = pytest.mark.django_db
 
@@ -68,15 +70,6 @@ def curated(trace, members):
     return made
 
 
-def _login(client, members, who):
-    if who != "anonymous":
-        client.force_login(members[who])
-    return client
-
-
-ROLES = ["admin", "curator", "annotator", "trainer", "outsider", "anonymous"]
-CURATE = {"admin": 200, "curator": 200, "annotator": 403, "trainer": 403, "outsider": 404}
-CURATE_POST = {"admin": 302, "curator": 302, "annotator": 403, "trainer": 403, "outsider": 404}
 # (method, route, args: "trace" / "case" / "proposal" / "replay" stand for ids, body, expected)
 MATRIX = [
     ("get", "aed-overview", [], None, CURATE),
@@ -94,7 +87,7 @@ MATRIX = [
 ]
 
 
-@pytest.mark.parametrize("who", ROLES)
+@pytest.mark.parametrize("who", VISITORS)
 @pytest.mark.parametrize("method, route, args, body, expected", MATRIX, ids=[m[1] for m in MATRIX])
 def test_every_page_and_endpoint_for_every_role(client, members, trace, curated, who, method, route, args, body,
                                                 expected, django_capture_on_commit_callbacks):
@@ -103,7 +96,7 @@ def test_every_page_and_endpoint_for_every_role(client, members, trace, curated,
     url = reverse(route, args=["alpha", *[ids[a] for a in args]])
     data = {**(body or {}), "version": Case.objects.get(pk=own["case"].pk).version} if method == "post" else None
     with django_capture_on_commit_callbacks(execute=False):  # no broker here: jobs are only queued
-        response = getattr(_login(client, members, who), method)(url, data, **HX)
+        response = getattr(logged_in(client, members, who), method)(url, data, **HX)
     if who == "anonymous":
         assert response.status_code == 302 and "/accounts/login/" in response["Location"]
     else:

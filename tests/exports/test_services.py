@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 from django.utils import timezone
 
+from dataplatform.errors import Refused
 from dataplatform.exports import services
 from dataplatform.exports.models import Export
 from dataplatform.exports.writers import file_sha256
@@ -141,7 +142,7 @@ def test_succeeded_export_is_immutable(run_export, export_storage_in_tmp):
     execute_job(job_id=export.job_id)  # a redelivered message
     after = {p.name: p.stat().st_mtime_ns for p in (export_storage_in_tmp / export.location).iterdir()}
     assert before == after
-    with pytest.raises(ValueError, match="Only a failed or cancelled job"):
+    with pytest.raises(Refused, match="Only a failed or cancelled job"):
         retry_job(job=export.job)
 
 

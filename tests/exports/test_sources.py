@@ -3,7 +3,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dataplatform.exports.sources import keyset_values, sql_keyset_batches
+from dataplatform.exports.sources import keyset_pages, keyset_values, sql_keyset_batches
 from dataplatform.jobs.models import Job
 
 
@@ -23,6 +23,15 @@ def test_keyset_values_reads_one_short_query_per_batch_outside_any_transaction(j
     assert [len(b) for b in [seen[:10], seen[10:20], seen[20:]]] == [10, 10, 3]
     assert len(queries.captured_queries) == 4  # three pages and the empty one that ends it
     assert not any(atomic_during)  # autocommit: no transaction spans the export
+    assert all("LIMIT 10" in q["sql"] and "OFFSET" not in q["sql"] for q in queries.captured_queries)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_keyset_pages_reads_the_objects_one_short_query_per_batch(jobs):
+    with CaptureQueriesContext(connection) as queries:
+        pages = list(keyset_pages(Job.objects.order_by("-id"), batch_size=10))
+    assert [[job.pk for job in page] for page in pages] == [[job.pk for job in jobs[i:i + 10]] for i in (0, 10, 20)]
+    assert len(queries.captured_queries) == 4  # three pages and the empty one that ends it
     assert all("LIMIT 10" in q["sql"] and "OFFSET" not in q["sql"] for q in queries.captured_queries)
 
 

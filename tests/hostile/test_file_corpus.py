@@ -12,10 +12,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile, UploadedFile
 from annotate import services
 from annotate.models import Event, Item, Node, Session
 from annotate.panda_json import MAX_FILE_BYTES, UnreadableFile, import_panda_json, read_panda_upload
-from corpora.aed.taxonomy import ErrorTaxonomyError, parse_error_taxonomy
+from corpora.aed.taxonomy import parse_error_taxonomy
+from dataplatform.yamlfile import YamlFileError
 from labeler import services as labeler_services
 from labeler.models import Taxonomy
-from labeler.taxonomy import TaxonomyError, parse_taxonomy
+from labeler.taxonomy import parse_taxonomy
 
 from ..annotate.test_supervision import CharBackend
 from ..conftest import api_client_for
@@ -180,7 +181,7 @@ categories:
 
 # (text, line, field) the first error must name; None: any line
 YAML_CASES = {
-    "swe": (labeler_services.load_taxonomy, TaxonomyError, SWE_TAXONOMY, {
+    "swe": (labeler_services.load_taxonomy, YamlFileError, SWE_TAXONOMY, {
         "truncated": (SWE_TAXONOMY[:SWE_TAXONOMY.index("definition: Fixes") + 3] + "{[", None, "(file)"),
         "deeply nested": ("[" * 100_000, 1, "(file)"),
         "deeply nested mapping": ("a: " + "{b: " * 5000 + "}" * 5000, 1, "(file)"),
@@ -196,7 +197,7 @@ YAML_CASES = {
         "duplicate slug": (SWE_TAXONOMY.replace("slug: rest-api", "slug: logic-error"), 18,
                            "axes.domain.families[0].tags[0].slug"),
     }),
-    "aed": (lambda text, filename: parse_error_taxonomy(text, filename=filename), ErrorTaxonomyError, AED_TAXONOMY, {
+    "aed": (lambda text, filename: parse_error_taxonomy(text, filename=filename), YamlFileError, AED_TAXONOMY, {
         "deeply nested": ("[" * 100_000, 1, "(file)"),
         "truncated": (AED_TAXONOMY[:AED_TAXONOMY.index('"1"') + 2], None, "(file)"),
         "empty": ("", 1, "(file)"),

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from annotate.models import Item
 from corpora.atd.models import AtdPrompt
 from dataplatform.imports import MAX_JSON_DEPTH, LineError, canonical_sha256, parse_json_object, read_lines
+from dataplatform.yamlfile import YamlFileError
 from labeler.models import SweTask
-from labeler.taxonomy import TaxonomyError, parse_taxonomy
+from labeler.taxonomy import parse_taxonomy
 
 from .importers import ANNOTATE, ATD, JSONL_IMPORTERS, TASKS
 
@@ -153,5 +154,5 @@ def test_any_yaml_taxonomy_is_loaded_or_refused_with_errors(document):
                           if isinstance(document, dict) else document, sort_keys=False)
     try:
         parse_taxonomy(text, filename="t.yaml")
-    except TaxonomyError as exc:
+    except YamlFileError as exc:
         assert exc.errors and all({"file", "line", "field", "message"} <= set(error) for error in exc.errors)

@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dataplatform.yamlfile import YamlFileError
 from labeler import services
 from labeler.models import Taxonomy
-from labeler.taxonomy import UNSPECIFIED, TaxonomyError, parse_taxonomy
+from labeler.taxonomy import UNSPECIFIED, parse_taxonomy
 
 SHIPPED = Path("labeler/taxonomies/swe_v1.yaml")
 
@@ -50,7 +51,7 @@ def _broken(mutate) -> str:
 
 
 def _errors(text: str) -> list[dict]:
-    with pytest.raises(TaxonomyError) as caught:
+    with pytest.raises(YamlFileError) as caught:
         parse_taxonomy(text, filename="broken.yaml")
     return caught.value.errors
 
@@ -105,7 +106,7 @@ def test_loading_stores_an_immutable_version():
     first = services.shipped_taxonomy()
     assert services.shipped_taxonomy().pk == first.pk  # the same file again: the same version
     changed = SHIPPED.read_text().replace("title: SWE task taxonomy", "title: Changed", 1)
-    with pytest.raises(TaxonomyError, match="already loaded with other content"):
+    with pytest.raises(YamlFileError, match="already loaded with other content"):
         services.load_taxonomy(text=changed, filename="swe_v1.yaml")
     v2 = services.load_taxonomy(text=changed.replace('version: "1"', 'version: "2"', 1), filename="swe_v2.yaml")
     assert v2.version == "2" and Taxonomy.objects.filter(name="swe").count() == 2

@@ -34,6 +34,7 @@ class Command(BaseCommand):
                 else:
                     user.set_password(password)
                     user.save(update_fields=["password"])
+                login_file.parent.mkdir(parents=True, exist_ok=True)  # DATA_DIR: the settings do not make it
                 login_file.write_text(password + "\n")
                 os.chmod(login_file, 0o600)
             password = login_file.read_text().strip()

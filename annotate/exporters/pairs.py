@@ -1,0 +1,147 @@
+"""onpanda.pairs: preference pairs as onPanda's PandaTree makes them; `pairs()` also feeds
+onpanda.token_supervision."""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from django.db.models import Exists, OuterRef
+from rest_framework import serializers
+
+from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.exports.sources import keyset_values
+
+from .. import services
+from ..models import Item, Node, NodeStatus, SessionStatus
+from ..supervision import fork_token_idx, pick_fork_pairs, response_ids
+from .sessions import MESSAGES, SessionFilters, data_version, finished_sessions, message, tree_page
+
+# Node fields a pair reads; `top` (k pairs per token) and `logprobs` are left in the database.
+NODE_FIELDS = ("id", "session_id", "parent_id", "key", "token_ids", "origins", "finish_reason", "locked_until",
+               "model_id", "status")
+
+
+class PairFilters(SessionFilters):
+    pair_type = serializers.MultipleChoiceField(choices=[("fork", "fork"), ("outcome", "outcome")], required=False)
+
+
+@dataclass(frozen=True)
+class Side:
+    session_id: int
+    annotator: str
+    node: Node
+    ids: list[int]  # the response ids, without the model's stop token
+
+
+@dataclass(frozen=True)
+class Pair:
+    pair_type: str  # "fork" (same session) or "outcome" (a rejected session's node vs an accepted answer)
+    item: dict  # {"id", "messages", "prompt_ids"}
+    rejected: Side
+    chosen: Side
+
+    @property
+    def id(self) -> str:
+        return (f"{self.rejected.session_id}.{self.rejected.node.key}-"
+                f"{self.chosen.session_id}.{self.chosen.node.key}")
+
+
+def pairs(query: ExportQuery, *, fork: bool = True, outcome: bool = True) -> Iterator[list[Pair]]:
+    """Pairs a page of items at a time, as onPanda's PandaTree makes them.
+
+    - fork: in an accepted session, every other node with the accepted node (the good
+      dialog with the longest common prefix; a session has one).
+    - outcome: every node of a rejected session with the accepted node of each accepted
+      session of the same item (a tree without a good dialog pairs with the good
+      dialogs of the same prompt).
+    Streaming nodes (still being written) and identical responses are left out.
+    """
+    sessions = finished_sessions(query)
+    items = Item.objects.filter(project=query.project).filter(Exists(sessions.filter(item=OuterRef("pk"))))
+    for page in keyset_values(items, ["id", "messages", "prompt_ids"], batch_size=tree_page(query)):
+        by_item = {item["id"]: item for item in page}
+        page_sessions = list(sessions.filter(item_id__in=list(by_item)).order_by("id")
+                             .values("id", "item_id", "status", "current_node_id", "annotator__username"))
+        nodes_of: dict[int, list[Node]] = {s["id"]: [] for s in page_sessions}
+        for node in (Node.objects.filter(session_id__in=list(nodes_of)).exclude(status=NodeStatus.STREAMING)
+                     .only(*NODE_FIELDS).order_by("session_id", "key")):
+            nodes_of[node.session_id].append(node)
+
+        result: list[Pair] = []
+        accepted: dict[int, list[Side]] = {item_id: [] for item_id in by_item}
+        for session in page_sessions:
+            if session["status"] != SessionStatus.ACCEPTED:
+                continue
+            sides = {node.pk: Side(session["id"], session["annotator__username"], node, response_ids(node))
+                     for node in nodes_of[session["id"]]}
+            answer = sides.get(session["current_node_id"])
+            if answer is None:
+                continue
+            accepted[session["item_id"]].append(answer)
+            if fork:
+                chosen_keys = pick_fork_pairs({pk: side.ids for pk, side in sides.items()}, {answer.node.pk})
+                result += [Pair("fork", by_item[session["item_id"]], sides[rejected], sides[chosen])
+                           for rejected, chosen in chosen_keys]
+        if outcome:
+            for session in page_sessions:
+                if session["status"] != SessionStatus.REJECTED:
+                    continue
+                for node in nodes_of[session["id"]]:
+                    side = Side(session["id"], session["annotator__username"], node, response_ids(node))
+                    result += [Pair("outcome", by_item[session["item_id"]], side, answer)
+                               for answer in accepted[session["item_id"]] if answer.ids != side.ids]
+        if result:
+            yield result
+
+
+def _pair_kinds(query: ExportQuery) -> dict:
+    wanted = set(query.filters.get("pair_type") or ["fork", "outcome"])
+    return {"fork": "fork" in wanted, "outcome": "outcome" in wanted}
+
+
+PAIRS_SCHEMA = pa.schema([
+    ("id", pa.string()),  # "<rejected session>.<node key>-<chosen session>.<node key>"
+    ("pair_type", pa.string()),  # fork / outcome
+    ("item_id", pa.int64()),
+    ("prompt", MESSAGES),  # TRL's conversational preference format: prompt, chosen, rejected
+    ("chosen", MESSAGES),
+    ("rejected", MESSAGES),
+    ("fork_token_idx", pa.int64()),  # fork pairs: the first differing response token; null for outcome pairs
+    ("chosen_session_id", pa.int64()),
+    ("chosen_node_key", pa.int64()),
+    ("chosen_annotator", pa.string()),
+    ("rejected_session_id", pa.int64()),
+    ("rejected_node_key", pa.int64()),
+    ("rejected_annotator", pa.string()),
+])
+
+
+def pair_rows(query: ExportQuery) -> Iterator[list[dict]]:
+    backend = services.backend_for(query.project)
+    for page in pairs(query, **_pair_kinds(query)):
+        yield [{
+            "id": pair.id, "pair_type": pair.pair_type, "item_id": pair.item["id"], "prompt": pair.item["messages"],
+            "chosen": [message("assistant", backend.detokenize(pair.chosen.ids))],
+            "rejected": [message("assistant", backend.detokenize(pair.rejected.ids))],
+            "fork_token_idx": fork_token_idx(pair.rejected.ids, pair.chosen.ids) if pair.pair_type == "fork" else None,
+            "chosen_session_id": pair.chosen.session_id, "chosen_node_key": pair.chosen.node.key,
+            "chosen_annotator": pair.chosen.annotator,
+            "rejected_session_id": pair.rejected.session_id, "rejected_node_key": pair.rejected.node.key,
+            "rejected_annotator": pair.rejected.annotator,
+        } for pair in page]
+
+
+register(ExportKind(
+    name="onpanda.pairs",
+    version=1,
+    schema=PAIRS_SCHEMA,
+    label="onPanda preference pairs",
+    description="Preference pairs as onPanda makes them: fork pairs (each other node of an accepted session vs its "
+                "accepted answer) and outcome pairs (nodes of rejected sessions vs accepted answers to the same "
+                "prompt). TRL format: prompt, chosen, rejected.",
+    rows=pair_rows,
+    data_version=data_version,
+    filters=PairFilters,
+    dedup_ignore=("id", "item_id", "chosen_session_id", "chosen_node_key", "chosen_annotator", "rejected_session_id",
+                  "rejected_node_key", "rejected_annotator"),
+))

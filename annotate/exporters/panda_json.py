@@ -1,0 +1,60 @@
+"""onpanda.panda_json: one row per finished session, its whole correction tree as a .panda.json v2 document."""
+
+import json
+from collections.abc import Iterator
+
+import pyarrow as pa
+from django.db.models import Prefetch
+from rest_framework import serializers
+
+from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.exports.sources import keyset_values
+
+from .. import services
+from ..models import Event, Node, Session
+from ..panda_json import session_to_panda_json
+from .sessions import FINISHED, Bound, SessionFilters, data_version, finished_sessions, tree_page
+
+
+class StatusFilters(SessionFilters):
+    status = serializers.MultipleChoiceField(choices=[(s, s) for s in FINISHED], required=False)
+
+
+PANDA_JSON_SCHEMA = pa.schema([
+    ("id", pa.int64()),  # the session
+    ("item_id", pa.int64()),
+    ("external_id", pa.string()),
+    ("status", pa.string()),
+    ("annotator", pa.string()),
+    ("panda_json", pa.string()),  # the session as a .panda.json v2 document, readable by onpanda.parser.PandaTree
+])
+
+
+def panda_json_rows(query: ExportQuery) -> Iterator[list[dict]]:
+    backend = services.backend_for(query.project)
+    bound = Bound.parse(query.data_version)
+    sessions = finished_sessions(query)
+    for page in keyset_values(sessions, ["id"], batch_size=tree_page(query)):
+        loaded = (Session.objects.filter(id__in=[s["id"] for s in page]).order_by("id")
+                  .select_related("item", "annotator")
+                  .prefetch_related(Prefetch("nodes", Node.objects.defer("top")),
+                                    Prefetch("events", Event.objects.filter(id__lte=bound.events))))
+        yield [{
+            "id": session.pk, "item_id": session.item_id, "external_id": session.item.external_id,
+            "status": session.status, "annotator": session.annotator.get_username(),
+            "panda_json": json.dumps(session_to_panda_json(session, backend=backend), ensure_ascii=False),
+        } for session in loaded]
+
+
+register(ExportKind(
+    name="onpanda.panda_json",
+    version=1,
+    schema=PANDA_JSON_SCHEMA,
+    label="onPanda .panda.json",
+    description="One row per finished session: the whole correction tree as a .panda.json v2 document (a string), "
+                "for the onPanda tool and the onpanda package.",
+    rows=panda_json_rows,
+    data_version=data_version,
+    count=lambda query: finished_sessions(query).count(),
+    filters=StatusFilters,
+))

@@ -1,0 +1,76 @@
+"""What every onPanda record kind shares: the data version, the session filters, the finished sessions."""
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from django.db.models import Exists, Max, OuterRef, QuerySet
+from rest_framework import serializers
+
+from dataplatform.accounts.models import Project
+from dataplatform.exports.registry import ExportFilters, ExportQuery
+
+from ..models import Event, EventKind, Review, Session, SessionStatus
+
+MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+# Tree-shaped kinds load a page of sessions or items with all their nodes; keep pages small.
+TREE_PAGE = 200
+FINISHED = (SessionStatus.ACCEPTED, SessionStatus.REJECTED)
+
+
+def tree_page(query: ExportQuery) -> int:
+    return max(1, min(TREE_PAGE, query.batch_size))
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The highest session, event and review ids an export reads."""
+
+    sessions: int
+    events: int
+    reviews: int
+
+    @classmethod
+    def parse(cls, data_version: str) -> "Bound":
+        parts = [int(part) for part in (data_version or "0:0:0").split(":")]
+        return cls(*(parts + [0, 0, 0])[:3])
+
+
+def data_version(project: Project) -> str:
+    def top(queryset: QuerySet) -> int:
+        return queryset.aggregate(top=Max("id"))["top"] or 0
+
+    return ":".join(str(n) for n in (
+        top(Session.objects.filter(item__project=project)),
+        top(Event.objects.filter(session__item__project=project)),
+        top(Review.objects.filter(session__item__project=project)),
+    ))
+
+
+class SessionFilters(ExportFilters):
+    """Filters on the sessions an export reads; `created_*` bound when the session was opened."""
+
+    annotator = serializers.ListField(child=serializers.CharField(), required=False,
+                                      help_text="usernames; only their sessions")
+
+
+def finished_sessions(query: ExportQuery, statuses=FINISHED) -> QuerySet[Session]:
+    """The project's sessions finished (with `statuses`) within the export's data version, filtered."""
+    bound = Bound.parse(query.data_version)
+    verdict = Event.objects.filter(session=OuterRef("pk"), kind__in=[EventKind.ACCEPT, EventKind.REJECT],
+                                   id__lte=bound.events)
+    sessions = Session.objects.filter(item__project=query.project, id__lte=bound.sessions,
+                                      status__in=list(statuses)).filter(Exists(verdict))
+    filters = query.filters
+    if filters.get("status"):
+        sessions = sessions.filter(status__in=list(filters["status"]))
+    if filters.get("annotator"):
+        sessions = sessions.filter(annotator__username__in=list(filters["annotator"]))
+    if filters.get("created_after"):
+        sessions = sessions.filter(created_at__gte=filters["created_after"])
+    if filters.get("created_before"):
+        sessions = sessions.filter(created_at__lt=filters["created_before"])
+    return sessions
+
+
+def message(role: str, content: str) -> dict:
+    return {"role": role, "content": content}

@@ -1,0 +1,96 @@
+"""onpanda.sft: one row per accepted session, the prompt and the accepted response as chat messages."""
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from rest_framework import serializers
+
+from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.exports.sources import keyset_values
+
+from .. import services
+from ..models import Event, EventKind, Review, ReviewDecision, Session, SessionStatus
+from ..supervision import strip_stop_token
+from .sessions import MESSAGES, Bound, SessionFilters, data_version, finished_sessions, message
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+UNREVIEWED = "unreviewed"
+
+
+class SftFilters(SessionFilters):
+    review = serializers.MultipleChoiceField(
+        choices=[*ReviewDecision.choices, (UNREVIEWED, "Not reviewed yet")], required=False,
+        help_text="the session's latest review")
+
+
+SFT_SCHEMA = pa.schema([
+    ("id", pa.int64()),  # the session
+    ("item_id", pa.int64()),
+    ("external_id", pa.string()),
+    ("messages", MESSAGES),  # the prompt plus the accepted response
+    ("response_token_ids", pa.list_(pa.int64())),  # exactly as generated, with the model's stop token if it stopped
+    ("origins", pa.list_(pa.string())),  # per token: model / candidate / typed
+    ("candidate_ranks", pa.list_(pa.int64())),  # per token: rank in the top-k when picked, else null
+    ("finish_reason", pa.string()),
+    ("model_id", pa.string()),
+    ("annotator", pa.string()),
+    ("accepted_at", TIMESTAMP),
+    ("review", pa.string()),  # the latest review's decision, null if not reviewed
+])
+
+
+def _sft_sessions(query: ExportQuery) -> QuerySet[Session]:
+    bound = Bound.parse(query.data_version)
+    latest_review = Review.objects.filter(session=OuterRef("pk"), id__lte=bound.reviews).order_by("-id")
+    accepted_at = Event.objects.filter(session=OuterRef("pk"), kind=EventKind.ACCEPT).order_by("id")
+    sessions = finished_sessions(query, statuses=[SessionStatus.ACCEPTED]).annotate(
+        review=Subquery(latest_review.values("decision")[:1]),
+        accepted_at=Subquery(accepted_at.values("created_at")[:1]),
+    )
+    wanted = set(query.filters.get("review") or [])
+    if wanted:
+        condition = Q(review__in=wanted - {UNREVIEWED})
+        if UNREVIEWED in wanted:
+            condition |= Q(review__isnull=True)
+        sessions = sessions.filter(condition)
+    return sessions
+
+
+def sft_rows(query: ExportQuery) -> Iterator[list[dict]]:
+    backend = services.backend_for(query.project)
+
+    def row(values: dict) -> dict:
+        ids = values["current_node__token_ids"]
+        text = backend.detokenize(strip_stop_token(
+            ids, origins=values["current_node__origins"], finish_reason=values["current_node__finish_reason"],
+            locked_until=values["current_node__locked_until"]))
+        return {
+            "id": values["id"], "item_id": values["item_id"], "external_id": values["item__external_id"],
+            "messages": [*values["item__messages"], message("assistant", text)],
+            "response_token_ids": ids, "origins": values["current_node__origins"],
+            "candidate_ranks": values["current_node__candidate_ranks"],
+            "finish_reason": values["current_node__finish_reason"], "model_id": values["current_node__model_id"],
+            "annotator": values["annotator__username"], "accepted_at": values["accepted_at"],
+            "review": values["review"],
+        }
+
+    fields = ["id", "item_id", "item__external_id", "item__messages", "current_node__token_ids",
+              "current_node__origins", "current_node__candidate_ranks", "current_node__finish_reason",
+              "current_node__locked_until", "current_node__model_id", "annotator__username", "accepted_at", "review"]
+    yield from keyset_values(_sft_sessions(query), fields, batch_size=query.batch_size, transform=row)
+
+
+register(ExportKind(
+    name="onpanda.sft",
+    version=1,
+    schema=SFT_SCHEMA,
+    label="onPanda SFT",
+    description="One row per accepted session: the prompt and the accepted response as chat messages, with the "
+                "response's token ids, per-token origins (model / candidate / typed) and candidate ranks.",
+    rows=sft_rows,
+    data_version=data_version,
+    count=lambda query: _sft_sessions(query).count(),
+    filters=SftFilters,
+    dedup_ignore=("id", "item_id", "annotator", "accepted_at", "review"),
+))

@@ -1,0 +1,148 @@
+"""Export: a session as a `.panda.json` v2 document, written the way onPanda's annotator writes it.
+
+A session is already a `.panda.json` tree. Each node is a dialog keyed by its `key`: the item's
+prompt plus one assistant message (the node's text, derived from its ids), `annotate.is_good` (true
+only for the accepted node of an accepted session), and `operations` written from the session's
+events (`generate_new`, `continue_with_chosen` with the chosen token and the rejected position's
+`top_logprobs`, `continue_with_input`, `continue_generating`). `operations[0].parent` links a
+correction to the dialog it corrects, which is how `onpanda.parser.PandaTree` rebuilds the tree.
+"""
+
+import copy
+import uuid
+from collections import defaultdict
+from datetime import datetime
+
+from dataplatform.inference import Backend
+
+from .. import services
+from ..models import Event, EventKind, Node, Origin, Session, SessionStatus
+from ..supervision import response_ids
+
+PANDA_VERSION = "2.0"
+# Fixed forever: a session's uuid is uuid5(this, ...) so that re-exports of a session carry the same uuid.
+SESSION_UUID_NAMESPACE = uuid.UUID("0c6f3e1a-5b7d-4f0e-9a2c-8d4b1e6f7a35")
+
+
+def session_uuid(session: Session) -> str:
+    # The item's source hash keeps two deployments' session 7 apart.
+    return str(uuid.uuid5(SESSION_UUID_NAMESPACE, f"annotate.session:{session.pk}:{session.item.source_sha256}"))
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _token_entry(token_id: int, piece: bytes, logprob: float | None) -> dict:
+    """A token the way OpenAI's logprobs (and so onPanda) write it: text, raw bytes, logprob; plus its id."""
+    return {"token": piece.decode("utf-8", errors="replace"), "token_id": token_id, "bytes": list(piece),
+            "logprob": logprob}
+
+
+def _rejected_token(parent: Node, position: int, top: list, backend: Backend) -> dict:
+    """The token the correction replaced, with where it stood and the candidates the model offered there."""
+    prefix_chars = len(backend.detokenize(parent.token_ids[:position])) if position else 0
+    if position >= len(parent.token_ids):  # an imported child that goes on where its parent stopped
+        return {"token": "", "token_id": None, "bytes": [], "logprob": None, "finish_reason": "stop",
+                "token_index": position, "unicode_start_index": prefix_chars}
+    rejected_id = parent.token_ids[position]
+    top = [(int(token_id), logprob) for token_id, logprob in top or []]
+    pieces = backend.token_pieces([rejected_id] + [token_id for token_id, _ in top])
+    logprob = parent.logprobs[position] if position < len(parent.logprobs) else None
+    entry = _token_entry(rejected_id, pieces[0], logprob)
+    entry["token_index"] = position
+    entry["unicode_start_index"] = prefix_chars  # onPanda records where the token starts, in characters
+    if top:
+        entry["top_logprobs"] = [_token_entry(token_id, piece, lp)
+                                 for (token_id, lp), piece in zip(top, pieces[1:], strict=True)]
+    return entry
+
+
+def _operation(event: Event, node: Node, parent: Node | None, first: bool, backend: Backend) -> dict | None:
+    """One onPanda operation for an event on `node`, or None for events that are not dialog operations."""
+    payload = event.payload or {}
+    # The first operation names the dialog it came from; later ones are written back to the
+    # dialog itself, and onPanda then names the dialog's own key.
+    parent_key = parent.key if first and parent is not None else node.key
+    operation: dict = {"operator": event.kind, "parent": str(parent_key), "time": _ms(event.created_at),
+                       "on_policy": True}
+    if node.model_id:
+        operation["chat_config"] = {"model": node.model_id}
+    position = payload.get("position", node.fork_index)
+    if event.kind == EventKind.GENERATE_NEW:
+        operation["is_new_generated"] = True
+        if payload.get("seed") is not None:
+            operation.setdefault("chat_config", {})["seed"] = payload["seed"]
+    elif event.kind == EventKind.CONTINUE_WITH_CHOSEN and parent is not None:
+        token_id = payload.get("token_id", node.token_ids[position])
+        operation["continue_with_chosen"] = {
+            **_token_entry(token_id, backend.token_pieces([token_id])[0], payload.get("logprob")),
+            "rank": payload.get("rank"),
+        }
+        operation["rejected_token"] = _rejected_token(parent, position, payload.get("top_logprobs"), backend)
+    elif event.kind in (EventKind.CONTINUE_WITH_INPUT, EventKind.FORCE_STOP) and parent is not None:
+        # A forced stop is what onPanda writes when "<|stop|>" is typed at the fork.
+        operation["operator"] = EventKind.CONTINUE_WITH_INPUT
+        typed = payload.get("text", "") if event.kind == EventKind.CONTINUE_WITH_INPUT else services.STOP_MARKER
+        operation["continue_with_input"] = {"input_patch": typed, "token_ids": payload.get("token_ids", [])}
+        operation["rejected_token"] = _rejected_token(parent, position, [], backend)
+    elif event.kind == EventKind.CONTINUE_GENERATING:
+        operation["from_token"] = payload.get("from_token")
+    else:  # undo, accept, reject: moves between dialogs and verdicts, not operations on one
+        return None
+    return operation
+
+
+def _fallback_operation(node: Node, parent: Node | None) -> dict:
+    """An operation for a node with no events of its own (not made by the services); keeps the tree linked."""
+    operation = {"parent": str(parent.key if parent else node.key), "time": _ms(node.created_at), "on_policy": True}
+    if parent is None:
+        return {"operator": EventKind.GENERATE_NEW, "is_new_generated": True, **operation}
+    typed = node.fork_index is not None and node.fork_index < len(node.origins) and \
+        node.origins[node.fork_index] == Origin.TYPED
+    return {"operator": EventKind.CONTINUE_WITH_INPUT if typed else EventKind.CONTINUE_WITH_CHOSEN, **operation}
+
+
+def session_to_panda_json(session: Session, *, backend: Backend | None = None) -> dict:
+    """The session as a `.panda.json` v2 document (a dict; `json.dumps` it to write a file).
+
+    Uses `session.nodes` and `session.events` as they are, so a caller exporting many
+    sessions can prefetch them (the exporter does).
+    """
+    backend = backend or services.backend_for(session.item.project)
+    item = session.item
+    nodes = sorted(session.nodes.all(), key=lambda node: node.key)
+    by_id = {node.pk: node for node in nodes}
+    events_of: dict[int, list[Event]] = defaultdict(list)
+    for event in sorted(session.events.all(), key=lambda event: event.pk):
+        if event.node_id in by_id:
+            events_of[event.node_id].append(event)
+    accepted_id = session.current_node_id if session.status == SessionStatus.ACCEPTED else None
+
+    dialogs = {}
+    for node in nodes:
+        parent = by_id.get(node.parent_id)
+        operations = []
+        for event in events_of[node.pk]:
+            operation = _operation(event, node, parent, not operations, backend)
+            if operation is not None:
+                operations.append(operation)
+        answer = {"role": "assistant", "content": backend.detokenize(response_ids(node))}
+        if node.finish_reason:
+            answer["finish_reason"] = node.finish_reason
+        dialogs[str(node.key)] = {
+            "messages": copy.deepcopy(item.messages) + [answer],
+            "annotate": {"is_good": node.pk == accepted_id},
+            "operations": operations or [_fallback_operation(node, parent)],
+        }
+    return {
+        "version": PANDA_VERSION,
+        "uuid": session_uuid(session),
+        "update_time": _ms(session.updated_at),
+        "dialogs": dialogs,
+        "deleted_dialogs": {},  # undone branches stay in the tree; nothing is ever deleted
+        "hash_map": {},
+        # Ignored by onPanda; lets an import back into the platform keep the item's identity.
+        "dataplatform": {"session_id": session.pk, "item_id": item.pk, "external_id": item.external_id,
+                         "status": session.status, "annotator": session.annotator.get_username()},
+    }

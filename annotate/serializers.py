@@ -1,0 +1,95 @@
+"""The shapes onPanda's input and output take: the API answers with them, and the settings page checks
+its form with ConfigSerializer as the API checks a PUT."""
+
+from rest_framework import serializers
+
+from dataplatform.apiutils import MAX_ID, MAX_INT, MAX_SEED
+from dataplatform.inference import validate_served_model_name
+
+from . import selectors
+from .models import AnnotationConfig, Claim, Node, Session
+
+
+class ConfigSerializer(serializers.ModelSerializer):
+    top_k = serializers.IntegerField(min_value=1, max_value=50)
+    max_tokens = serializers.IntegerField(min_value=1, max_value=8192)
+    temperature = serializers.FloatField(min_value=0.0, max_value=2.0)
+    overlap = serializers.IntegerField(min_value=1, max_value=20)
+    lease_minutes = serializers.IntegerField(min_value=1, max_value=24 * 60)
+    seed = serializers.IntegerField(min_value=0, max_value=MAX_SEED)
+    model_name = serializers.CharField(max_length=200, allow_blank=True, required=False,
+                                       validators=[validate_served_model_name])
+
+    class Meta:
+        model = AnnotationConfig
+        fields = ["model_name", "top_k", "max_tokens", "temperature", "seed_policy", "seed", "overlap",
+                  "lease_minutes"]
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    text = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Node
+        fields = ["id", "key", "parent", "fork_index", "locked_until", "status", "finish_reason", "model_id",
+                  "token_ids", "logprobs", "origins", "candidate_ranks", "text"]
+
+    def get_text(self, node: Node) -> str:
+        return "".join(group.text for group in selectors.token_groups(node))
+
+
+class SessionSerializer(serializers.ModelSerializer):
+    annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    messages = serializers.JSONField(source="item.messages")
+    current_node = NodeSerializer()
+    nodes = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Session
+        fields = ["id", "item", "annotator", "status", "version", "messages", "current_node", "nodes", "created_at"]
+
+    def get_nodes(self, session: Session) -> list[dict]:
+        return list(session.nodes.values("id", "key", "parent", "fork_index", "status"))
+
+
+class ClaimSerializer(serializers.ModelSerializer):
+    session = serializers.SerializerMethodField()
+    annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Claim
+        fields = ["id", "item", "annotator", "state", "lease_expires_at", "session"]
+
+    def get_session(self, claim: Claim) -> int | None:
+        session = getattr(claim, "session", None)
+        return session.pk if session else None
+
+
+class CandidateSerializer(serializers.Serializer):
+    """One of the model's top-k at a position (selectors.candidates_at)."""
+
+    rank = serializers.IntegerField(min_value=1, max_value=MAX_INT)
+    token_id = serializers.IntegerField(min_value=0, max_value=MAX_INT)
+    text = serializers.CharField()
+    logprob = serializers.FloatField()
+    probability = serializers.FloatField(min_value=0.0, max_value=1.0)
+    current = serializers.BooleanField(help_text="the token the response has at this position")
+
+
+class CorrectionSerializer(serializers.Serializer):
+    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
+    node_id = serializers.IntegerField(min_value=1, max_value=MAX_ID)
+    position = serializers.IntegerField(min_value=0, max_value=MAX_INT)
+    token_id = serializers.IntegerField(required=False, min_value=0, max_value=MAX_INT)
+    text = serializers.CharField(required=False, trim_whitespace=False, max_length=20_000)
+    stop = serializers.BooleanField(required=False, default=False)
+
+
+class VersionSerializer(serializers.Serializer):
+    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+
+
+class ReviewSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["approved", "rejected"])
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)

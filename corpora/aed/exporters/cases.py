@@ -1,0 +1,128 @@
+"""What every AED kind exports: the project's submitted cases up to the data version, filtered, graded as
+of that version, a page at a time; and the fields every kind registers with."""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from django.db.models import Max, QuerySet
+from rest_framework import serializers
+
+from dataplatform.accounts.models import Project
+from dataplatform.exports.registry import ExportFilters, ExportQuery
+from dataplatform.exports.sources import keyset_pages
+
+from .. import selectors, stats
+from ..models import Case, CaseStatus, Proposal, Replay, ReplayRun
+
+# A page of cases carries their traces' steps; keep pages small whatever the export's batch size.
+CASE_PAGE = 200
+DEFAULT_MIN_GRADE = "B"
+
+
+# --- data version and filters -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Bound:
+    """The highest case id and replay-run id an export reads."""
+
+    cases: int
+    runs: int
+
+    @classmethod
+    def parse(cls, data_version: str) -> "Bound":
+        parts = [int(part) for part in (data_version or "0:0").split(":")]
+        return cls(*(parts + [0, 0])[:2])
+
+
+def data_version(project: Project) -> str:
+    cases = Case.objects.filter(trace__project=project).aggregate(top=Max("id"))["top"] or 0
+    runs = ReplayRun.objects.filter(replay__proposal__case__trace__project=project).aggregate(top=Max("id"))["top"]
+    return f"{cases}:{runs or 0}"
+
+
+class AedFilters(ExportFilters):
+    """Filters on submitted cases; `created_*` bound when the case was opened."""
+
+    min_grade = serializers.ChoiceField(choices=stats.GRADE_ORDER, default=DEFAULT_MIN_GRADE,
+                                        help_text="the lowest evidence grade exported (A best; ungraded never)")
+    category = serializers.ListField(child=serializers.CharField(), required=False, help_text="error category slugs")
+    environment = serializers.ListField(child=serializers.CharField(), required=False)
+    harness = serializers.ListField(child=serializers.CharField(), required=False)
+    policy_model = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+def _cases(query: ExportQuery) -> QuerySet[Case]:
+    """The project's submitted cases up to the data version, filtered (grades are checked per page)."""
+    bound = Bound.parse(query.data_version)
+    cases = selectors.cases_of(query.project).filter(status=CaseStatus.SUBMITTED, id__lte=bound.cases)
+    filters = query.filters
+    if filters.get("category"):
+        cases = cases.filter(category__in=list(filters["category"]))
+    for name in ("environment", "harness", "policy_model"):
+        if filters.get(name):
+            cases = cases.filter(**{f"trace__{name}__in": list(filters[name])})
+    if filters.get("created_after"):
+        cases = cases.filter(created_at__gte=filters["created_after"])
+    if filters.get("created_before"):
+        cases = cases.filter(created_at__lt=filters["created_before"])
+    return cases
+
+
+def _count(query: ExportQuery) -> int:
+    """Submitted cases that pass the filters other than the grade: an upper bound for the progress bar."""
+    return _cases(query).count()
+
+
+# Every kind registers with these, so they export the same cases under the same data version.
+COMMON = {"data_version": data_version, "filters": AedFilters, "count": _count, "key_field": "id"}
+
+
+# --- graded cases, a page at a time --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Graded:
+    case: Case
+    grade: str
+    proposal: Proposal | None  # the proposal that grades the case (selectors.evidence_of)
+    replay: Replay | None  # its replay, with the table and statistics of the runs up to the data version
+
+
+def _bound_replays(page: list[Case], run_bound: int) -> None:
+    """Give every prefetched replay of the page the table and statistics of its runs up to `run_bound`.
+    In memory only (nothing is saved): the selectors then grade each case as of the data version."""
+    replays = {replay.pk: replay for case in page for proposal in case.proposals.all()
+               for replay in proposal.replays.all()}
+    runs: dict[int, list[tuple[int, str, bool]]] = {pk: [] for pk in replays}
+    for replay_id, pair, arm, passed in (ReplayRun.objects.filter(replay_id__in=list(replays), id__lte=run_bound)
+                                         .values_list("replay_id", "pair", "arm", "passed")):
+        runs[replay_id].append((pair, arm, passed))
+    for pk, replay in replays.items():
+        replay.n11, replay.n10, replay.n01, replay.n00 = stats.table_from_runs(runs[pk])
+        replay.stats = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00)
+
+
+def graded_pages(query: ExportQuery, *, with_steps: bool = True) -> Iterator[list[Graded]]:
+    """Submitted cases that pass the filters and grade at least `min_grade`, a page at a time (keyset on id)."""
+    bound = Bound.parse(query.data_version)
+    minimum = query.filters.get("min_grade") or DEFAULT_MIN_GRADE
+    cases = _cases(query) if with_steps else _cases(query).defer("trace__steps")
+    for page in keyset_pages(cases, batch_size=max(1, min(CASE_PAGE, query.batch_size))):
+        _bound_replays(page, bound.runs)
+        graded = []
+        for case in page:
+            grade = selectors.grade_of(case)
+            if stats.grade_at_least(grade, minimum):
+                graded.append(Graded(case, grade, *selectors.evidence_of(case)))
+        yield graded
+
+
+# --- columns every kind has ------------------------------------------------------------------------------
+
+def row_key(case: Case) -> str:
+    return f"case-{case.pk}"
+
+
+def trace_columns(case: Case) -> dict:
+    trace = case.trace
+    return {"trace_id": trace.trace_id, "environment": trace.environment, "harness": trace.harness,
+            "policy_model": trace.policy_model}

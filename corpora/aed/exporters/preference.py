@@ -1,0 +1,62 @@
+"""`aed.preference`: TRL preference rows at the checkpoint before the error step, the corrected action
+(chosen) against the original error step (rejected), with the shared prompt."""
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from dataplatform.exports.registry import ExportKind, ExportQuery, register
+
+from ..models import Case, Proposal, ProposalStatus
+from .cases import COMMON, graded_pages, row_key
+from .rendering import MESSAGES, chat_message, prefix_messages, step_messages
+
+PREFERENCE_SCHEMA = pa.schema([
+    ("id", pa.string()),
+    ("prompt", MESSAGES),  # the task and the steps before the error step (shared by both sides)
+    ("chosen", MESSAGES),  # [assistant: the proposal's corrected action]
+    ("rejected", MESSAGES),  # [assistant: the original error step]
+    ("case_id", pa.int64()),
+    ("trace_id", pa.string()),
+    ("error_step", pa.int64()),
+    ("proposal_id", pa.int64()),
+    ("proposal_status", pa.string()),
+    ("grade", pa.string()),
+    ("category", pa.string()),
+])
+
+
+def preferred_proposal(case: Case, evidence: Proposal | None) -> Proposal | None:
+    """The accepted proposal (the evidence one if it is accepted, else the first accepted), else the one that
+    grades the case (best replay, else the first not rejected)."""
+    if evidence is not None and evidence.status == ProposalStatus.ACCEPTED:
+        return evidence
+    accepted = [p for p in case.proposals.all() if p.status == ProposalStatus.ACCEPTED]
+    return accepted[0] if accepted else evidence
+
+
+def preference_rows(query: ExportQuery) -> Iterator[list[dict]]:
+    for page in graded_pages(query):
+        rows = []
+        for g in page:
+            proposal = preferred_proposal(g.case, g.proposal)
+            if proposal is None:
+                continue
+            [rejected] = step_messages(g.case.trace.steps[g.case.error_step], observation=False)
+            chosen = chat_message("assistant", proposal.corrected_action)
+            if rejected["role"] != "assistant" or rejected["content"].strip() == chosen["content"].strip():
+                continue  # not an agent's step, or nothing to prefer
+            rows.append({
+                "id": row_key(g.case), "prompt": prefix_messages(g.case), "chosen": [chosen], "rejected": [rejected],
+                "case_id": g.case.pk, "trace_id": g.case.trace.trace_id, "error_step": g.case.error_step,
+                "proposal_id": proposal.pk, "proposal_status": proposal.status, "grade": g.grade,
+                "category": g.case.category,
+            })
+        yield rows
+
+
+register(ExportKind(
+    name="aed.preference", version=1, schema=PREFERENCE_SCHEMA, label="AED preference pairs",
+    description="TRL preference rows at the checkpoint before the error step: the corrected action (chosen) "
+                "against the original error step (rejected), with the shared prompt.",
+    rows=preference_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"), **COMMON))

@@ -1,0 +1,143 @@
+"""The parts of the trace page that several endpoints render again (the case form, the draft box, the
+proposals with their replays, the grade and the history), and the checks every endpoint of one case
+or proposal starts with: the requesting curator's own, else 404."""
+
+import json
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect
+from django.urls import reverse
+
+from dataplatform.accounts.permissions import CAN_CURATE, project_for
+from dataplatform.jobs.models import Job
+from dataplatform.jobs.views import stalled_reason
+
+from .. import runners, selectors, services, stats
+from ..models import EvidenceCheck
+
+DRAFT_KIND = "aed.draft"
+REPLAY_DEFAULTS = {"pairs": 10, "seed": 0, "max_steps": 6, "temperature": 0.7}
+MAX_REPLAY_STEPS = 50
+GRADE_TEXT = dict(stats.GRADE_RULES)
+
+
+# --- whose case ------------------------------------------------------------------------------------
+
+def own_case(request, slug: str, case_id: int):
+    """The project and the requesting curator's own case (anyone else's: 404)."""
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    case = selectors.case_for(request.user, case_id)
+    if case.trace.project_id != project.pk or case.curator_id != request.user.pk:
+        raise Http404("No such case.")
+    return project, case
+
+
+def own_proposal(request, slug: str, proposal_id: int):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    proposal = selectors.proposal_for(request.user, proposal_id)
+    if proposal.case.trace.project_id != project.pk or proposal.case.curator_id != request.user.pk:
+        raise Http404("No such proposal.")
+    return project, proposal
+
+
+# --- answers -----------------------------------------------------------------------------------------
+
+def is_htmx(request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def back_to_trace(request, project, case, *, error: str = "", notice: str = ""):
+    """The answer without htmx: the trace page again, with the message."""
+    if error:
+        messages.error(request, error)
+    elif notice:
+        messages.success(request, notice)
+    return redirect("aed-trace", slug=project.slug, trace_id=case.trace_id)
+
+
+def whole_number(value: str, name: str) -> int:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise services.CurationError(f"{name} must be a whole number.") from None
+
+
+# --- the parts of the trace page -----------------------------------------------------------------------
+
+def case_context(project, case, *, error: str = "", notice: str = "") -> dict:
+    categories = case.taxonomy.categories
+    return {
+        "case": case,
+        "categories": categories,
+        "category": next((c for c in categories if c["slug"] == case.category), None),
+        "evidence_checks": [(value, name) for value, name in EvidenceCheck.choices],
+        "evidence_steps": " ".join(str(ref["step"]) for ref in case.evidence),
+        "last_step": len(case.trace.steps) - 1,
+        "error": error,
+        "notice": notice,
+        "edit_url": reverse("aed-case-edit", args=[project.slug, case.pk]),
+        "submit_url": reverse("aed-case-submit", args=[project.slug, case.pk]),
+    }
+
+
+def draft_context(project, case, *, draft_error: str = "") -> dict:
+    job = Job.objects.filter(project=project, kind=DRAFT_KIND, params__case=case.pk).order_by("-id").first()
+    return {"draft_job": job, "draft_error": draft_error, "stalled_reason": stalled_reason(job),
+            "draft_url": reverse("aed-case-draft", args=[project.slug, case.pk]),
+            "draft_status_url": reverse("aed-case-draft-status", args=[project.slug, case.pk])}
+
+
+def case_extras(project, case, *, proposal_error: str = "") -> dict:
+    """The proposals with their replays, the grade and the history of a case."""
+    graded = selectors.cases_of(project).get(pk=case.pk)
+    grade = selectors.grade_of(graded)
+    best_proposal, best_replay = selectors.evidence_of(graded)
+    proposals = list(graded.proposals.all())
+    replays = [replay for proposal in proposals for replay in proposal.replays.all()]
+    jobs = Job.objects.in_bulk([r.job_id for r in replays if r.job_id])
+    return {
+        "grade": grade,
+        "grade_text": GRADE_TEXT.get(grade, "No rule applies yet: check the evidence or replay a proposal."),
+        "grade_rules": stats.GRADE_RULES,
+        "grade_proposal": best_proposal,
+        "grade_replay": best_replay,
+        "proposals": [{"proposal": p, "replays": [replay_view(project, r, jobs.get(r.job_id))
+                                                  for r in p.replays.all()]} for p in proposals],
+        "proposal_error": proposal_error,
+        "proposal_add_url": reverse("aed-proposal-add", args=[project.slug, case.pk]),
+        "runners": list(runners.RUNNERS),
+        "replay_defaults": REPLAY_DEFAULTS,
+        "max_pairs": services.MAX_REPLAY_PAIRS,
+        "max_replay_steps": MAX_REPLAY_STEPS,
+        "events": [{"event": e, "payload": json.dumps(e.payload, ensure_ascii=False) if e.payload else ""}
+                   for e in case.events.select_related("actor").order_by("id")],
+    }
+
+
+def replay_view(project, replay, job) -> dict:
+    s = replay.stats or {}
+    return {
+        "replay": replay,
+        "job": job,
+        "stalled_reason": stalled_reason(job),
+        "url": reverse("aed-replay", args=[project.slug, replay.pk]),
+        "options": ", ".join(f"{k}={v}" for k, v in sorted(replay.options.items()) if k not in ("url", "headers")),
+        "webhook": replay.options.get("url", "") if replay.runner == "webhook" else "",
+        "has_stats": bool(s.get("pairs")),
+        "pairs_done": s.get("pairs", 0),
+        "pass_rate_c": percent(s.get("pass_rate_c")),
+        "pass_rate_r": percent(s.get("pass_rate_r")),
+        "net_gain": signed(s.get("net_gain")),
+        "ci": f"[{signed(s['ci_low'])}, {signed(s['ci_high'])}]" if "ci_low" in s else "",
+        "mcnemar_p": f"{s['mcnemar_p']:.3g}" if "mcnemar_p" in s else "",
+        "significant": s.get("significant", False),
+    }
+
+
+def percent(value) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def signed(value) -> str:
+    return "—" if value is None else f"{value:+.3f}"

@@ -1,0 +1,120 @@
+"""Reads of the ATD workflow: the prompt pool, scoring runs and their scores, selections, teacher runs.
+
+Curation is curators' and admins' work: the selectors take the user (and the API token) and scope to
+the projects where they curate, so anyone else gets nothing from the lists and a 404 from the `_for`
+lookups. The scoping is a subquery of the same statement, so it costs no query of its own.
+
+The near-tie rule is defined here, once: a score is a near tie at epsilon when |q - 0.5| <= epsilon,
+up to NEAR_TIE_TOLERANCE. The tie counts, their sample and the frozen selections all read
+`near_ties`, and the scored export's `distance` column is `tie_distance`.
+"""
+
+from django.db.models import Count, F, IntegerField, Prefetch, Q, QuerySet
+from django.db.models.functions import Abs, Cast, Floor, Least
+from django.shortcuts import get_object_or_404
+
+from dataplatform.accounts.models import ApiToken, Project
+from dataplatform.accounts.permissions import CAN_CURATE, visible_projects
+
+from .models import AtdPrompt, Score, ScoringRun, Selection, TeacherAnswer, TeacherRun
+
+# Absorbs float rounding at the edge: q = 0.52 is a near tie at epsilon = 0.02, although 0.52 - 0.5 is
+# 0.020000000000000018; q = 0.5200001 is not.
+NEAR_TIE_TOLERANCE = 1e-12
+HISTOGRAM_BINS = 20
+
+
+def _curated_by(user, token: ApiToken | None) -> QuerySet[Project]:
+    return visible_projects(user, roles=CAN_CURATE, token=token)
+
+
+def prompts_visible_to(user, project: Project, *, token: ApiToken | None = None) -> QuerySet[AtdPrompt]:
+    return AtdPrompt.objects.filter(project=project, project__in=_curated_by(user, token))
+
+
+def pool_counts(user, project: Project) -> dict[str, int]:
+    """How many prompts the pool holds, and how many of them still have no candidates."""
+    return prompts_visible_to(user, project).aggregate(
+        prompts=Count("pk"), missing=Count("pk", filter=Q(candidates_origin="missing")))
+
+
+def runs_visible_to(user, project: Project, *, token: ApiToken | None = None) -> QuerySet[ScoringRun]:
+    """The project's scoring runs, newest first, with their jobs."""
+    return ScoringRun.objects.filter(project=project, project__in=_curated_by(user, token)).select_related("job")
+
+
+def run_for(user, project: Project, run_id: int, *, token: ApiToken | None = None) -> ScoringRun:
+    return get_object_or_404(runs_visible_to(user, project, token=token), pk=run_id)
+
+
+def selections_visible_to(user, project: Project, *, token: ApiToken | None = None) -> QuerySet[Selection]:
+    """The project's frozen selections, newest first."""
+    return Selection.objects.filter(project=project, project__in=_curated_by(user, token))
+
+
+def selections_with_teacher_runs(user, project: Project) -> QuerySet[Selection]:
+    """The selections with their scoring runs and their teacher runs (newest first, with their jobs)."""
+    teacher_runs = TeacherRun.objects.select_related("job").order_by("-id")
+    return (selections_visible_to(user, project).select_related("run")
+            .prefetch_related(Prefetch("teacher_runs", queryset=teacher_runs)))
+
+
+def selection_for(user, project: Project, selection_id: int, *, token: ApiToken | None = None) -> Selection:
+    return get_object_or_404(selections_visible_to(user, project, token=token), pk=selection_id)
+
+
+def teacher_run_for(user, project: Project, teacher_run_id: int, *, token: ApiToken | None = None) -> TeacherRun:
+    runs = TeacherRun.objects.filter(selection__project=project, selection__project__in=_curated_by(user, token))
+    return get_object_or_404(runs.select_related("job"), pk=teacher_run_id)
+
+
+# --- what a run has scored (the run comes from the selectors above) ------------------------------------
+
+def scored_count(run: ScoringRun) -> int:
+    return Score.objects.filter(run=run).count()
+
+
+def pool_size(run: ScoringRun) -> int:
+    """The prompts of the run's project that have two candidates: what the run scores in the end."""
+    return AtdPrompt.objects.filter(project_id=run.project_id).exclude(candidates_origin="missing").count()
+
+
+def tie_distance() -> Abs:
+    """|q - 0.5| of a score, computed by the database."""
+    return Abs(F("q") - 0.5)
+
+
+def near_ties(scores: QuerySet[Score], epsilon: float) -> QuerySet[Score]:
+    """The scores with |q - 0.5| <= epsilon (up to NEAR_TIE_TOLERANCE): the near-tie rule.
+
+    Written as a range of q so that the (run, q) index finds them. ValueError for a negative epsilon."""
+    if epsilon < 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+    limit = epsilon + NEAR_TIE_TOLERANCE
+    return scores.filter(q__gte=0.5 - limit, q__lte=0.5 + limit)
+
+
+def kept_count(run: ScoringRun, epsilon: float) -> int:
+    """How many scores of the run are near ties at epsilon, counted by the database."""
+    return near_ties(Score.objects.filter(run=run), epsilon).count()
+
+
+def near_tie_sample(run: ScoringRun, epsilon: float, size: int) -> list[Score]:
+    """The first `size` near ties of the run by q, with their prompts."""
+    return list(near_ties(Score.objects.filter(run=run), epsilon).select_related("prompt").order_by("q", "id")[:size])
+
+
+def q_histogram(run: ScoringRun, bins: int = HISTOGRAM_BINS) -> list[dict]:
+    """[{lo, hi, count}] over [0, 1] in `bins` bins (edges i / bins; the last also holds q = 1), in SQL."""
+    bucket = Least(Cast(Floor(F("q") * float(bins)), IntegerField()), bins - 1)
+    counts = dict(Score.objects.filter(run=run).order_by().annotate(bucket=bucket).values_list("bucket")
+                  .annotate(n=Count("pk")).values_list("bucket", "n"))
+    return [{"lo": i / bins, "hi": (i + 1) / bins, "count": counts.get(i, 0)} for i in range(bins)]
+
+
+def teacher_counts(run: TeacherRun) -> dict[str, int]:
+    """The teacher's answers so far by status (ok, tie, invalid), and in all."""
+    counts = dict(TeacherAnswer.objects.filter(run=run).order_by().values_list("status")
+                  .annotate(n=Count("pk")).values_list("status", "n"))
+    return {"ok": counts.get("ok", 0), "tie": counts.get("tie", 0), "invalid": counts.get("invalid", 0),
+            "answered": sum(counts.values())}

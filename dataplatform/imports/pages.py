@@ -1,0 +1,27 @@
+"""What the HTML import pages share: running an importer on a form's upload, and what the result shows."""
+
+from .readers import FileTooLarge, check_upload_size, read_error
+from .report import ImportReport
+
+MAX_ERRORS_SHOWN = 200  # a page lists this many line errors; the rest are counted
+
+
+def page_import(request, importer, **arguments) -> dict | None:
+    """Run `importer` on a page form's uploaded `file` (with its dry_run and skip_bad_lines boxes) and
+    return what the `frontend/import_result.html` partial shows; None when no file was chosen."""
+    upload = request.FILES.get("file")
+    if upload is None:
+        return None
+    dry_run = bool(request.POST.get("dry_run"))
+    try:
+        check_upload_size(upload)
+    except FileTooLarge as exc:  # refused whole from its size: the importer never sees it
+        report = ImportReport(file=upload.name, dry_run=dry_run, errors=[read_error(upload.name, 0, str(exc))])
+    else:
+        report = importer(lines=upload, file=upload.name, dry_run=dry_run,
+                          skip_bad_lines=bool(request.POST.get("skip_bad_lines")), **arguments)
+    report = report.as_dict()
+    return {"report": report, "errors": report["errors"][:MAX_ERRORS_SHOWN],
+            "more_errors": max(0, len(report["errors"]) - MAX_ERRORS_SHOWN), "written": report["created"] > 0,
+            # an error on line 0 is about the whole file (too big, empty...): no line to fix or skip
+            "file_refused": any(error["line"] == 0 for error in report["errors"])}

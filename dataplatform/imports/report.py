@@ -1,0 +1,33 @@
+"""What an import reports: every problem as a LineError ({file, line, field, message}), in an ImportReport."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class LineError:
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "field": self.field, "message": self.message}
+
+
+@dataclass
+class ImportReport:
+    file: str
+    dry_run: bool
+    lines: int = 0
+    created: int = 0
+    duplicates: int = 0
+    skipped: int = 0
+    errors: list[LineError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "dry_run": self.dry_run, "lines": self.lines, "created": self.created,
+                "duplicates": self.duplicates, "skipped": self.skipped, "errors": [e.as_dict() for e in self.errors]}

@@ -1,0 +1,53 @@
+"""Files: static files, export shards (the filesystem or S3), and the largest upload an import takes."""
+
+from .core import BASE_DIR, DATA_DIR
+from .env import env_int, env_path, env_str, env_url
+
+STATIC_URL = "static/"
+# The Docker image collects static files into the image (STATIC_ROOT=/app/staticfiles). Only
+# collectstatic writes here, and it makes the folder.
+STATIC_ROOT = env_path("STATIC_ROOT", DATA_DIR / "static")
+# htmx comes from the npm registry (frontend/package.json); `npm ci` puts it here.
+STATICFILES_DIRS = [("vendor/htmx", BASE_DIR / "frontend" / "node_modules" / "htmx.org" / "dist")]
+
+# --- Storage: export shards go to the "exports" storage --------------------------
+# The filesystem under DATA_DIR by default; S3 (or any S3-compatible store) through
+# django-storages when EXPORTS_S3_BUCKET is set. Credentials come from the usual AWS_*
+# variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or the machine's role.
+EXPORTS_S3_BUCKET = env_str("EXPORTS_S3_BUCKET")
+if EXPORTS_S3_BUCKET:
+    EXPORTS_STORAGE = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": EXPORTS_S3_BUCKET,
+            "location": env_str("EXPORTS_S3_PREFIX"),
+            "endpoint_url": env_url("EXPORTS_S3_ENDPOINT_URL", None),
+            "region_name": env_str("EXPORTS_S3_REGION") or None,
+            "file_overwrite": True,
+            "querystring_expire": 3600,  # shard downloads redirect to URLs signed for an hour
+        },
+    }
+else:
+    EXPORTS_STORAGE = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(DATA_DIR / "files"), "base_url": None},
+    }
+# A FileSystemStorage makes its folders as it saves files.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage",
+                "OPTIONS": {"location": str(DATA_DIR / "media")}},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "exports": EXPORTS_STORAGE,
+}
+EXPORT_DEFAULT_SHARD_ROWS = env_int("EXPORT_DEFAULT_SHARD_ROWS", 100000)
+EXPORT_BATCH_ROWS = env_int("EXPORT_BATCH_ROWS", 10000)
+
+# --- Imports: the largest file one upload may carry (JSONL, .panda.json, taxonomy YAML) ---
+# Checked from the upload's size before a byte of it is read (dataplatform/imports/). Lines are
+# read in chunks, but an import is one transaction and holds the file's parsed records in memory
+# until it writes, so a web process needs a few times this much RAM per concurrent import. 2 GiB
+# is well above any single dataset file we import (a SWE-bench split is tens of MB) while bounding
+# that memory, the temporary file Django spools the upload to, and how long one request can run.
+# Split bigger files: each part imports on its own, and re-importing a part adds nothing.
+# The proxy's body limit (client_max_body_size) should be a little above this: docs/operations.md.
+IMPORT_MAX_FILE_BYTES = env_int("IMPORT_MAX_FILE_BYTES", 2 * 1024**3)

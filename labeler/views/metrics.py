@@ -1,0 +1,41 @@
+"""The SWE Labeler's metrics page: agreement of the model with reviewers and of reviewers with each
+other, and the distributions of the final labels."""
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+
+from dataplatform.accounts.permissions import CAN_CURATE, project_for
+from dataplatform.charts import bar_chart
+
+from .. import metrics, selectors, services
+
+TOP_TAGS = 30
+
+
+@login_required
+def metrics_page(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    taxonomy = services.settings_for(project).taxonomy
+    labels = selectors.project_labels(project).filter(taxonomy=taxonomy)
+    llm = metrics.llm_vs_human(labels, taxonomy)
+    humans = metrics.human_vs_human(labels, taxonomy)
+    distributions = metrics.label_distributions(labels, taxonomy)
+    tags = sorted(((field, tag, row) for field, data in llm["multi"].items() for tag, row in data["tags"].items()),
+                  key=lambda item: (-item[2]["support"], item[0], item[1]))[:TOP_TAGS]
+    singles = taxonomy.definition.single_fields()
+    return render(request, "labeler/metrics.html", {
+        "project": project,
+        "taxonomy": taxonomy,
+        "llm": llm,
+        "humans": humans,
+        "distributions": distributions,
+        "tags": [{"field": field, "tag": tag, **row} for field, tag, row in tags],
+        "single_fields": singles,
+        "reviewers": [{"name": name, "scores": [scores.get(field) for field in singles]}
+                      for name, scores in llm["reviewers"].items()],
+        "charts": [bar_chart([value for value, _ in counts[:TOP_TAGS]], [count for _, count in counts[:TOP_TAGS]],
+                             title=f"{name} (final labels{', top 30' if len(counts) > TOP_TAGS else ''})")
+                   for name, counts in distributions["fields"].items()],
+        "category_chart": bar_chart(list(distributions["categories"]), list(distributions["categories"].values()),
+                                    title="Reviewer category of the final labels"),
+    })

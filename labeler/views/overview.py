@@ -1,0 +1,144 @@
+"""The SWE Labeler's overview page: curators import tasks and trajectories, pin a taxonomy version,
+change the settings, run auto-labeling and filter the task list; reviewers see their claims."""
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
+from dataplatform.errors import PlatformError, Refused, show_error
+from dataplatform.imports import page_import
+from dataplatform.inference import validate_served_model_name
+from dataplatform.jobs import services as job_services
+from dataplatform.jobs.models import Job
+
+from .. import importers, selectors, services
+from ..models import LabelerSettings, LabelOrigin, LabelStatus, SourceKind
+
+AUTOLABEL_KIND = "labeler.autolabel"
+PAGE_SIZE = 50
+IMPORTERS = {SourceKind.TASKS: importers.import_tasks, SourceKind.TRAJECTORIES: importers.import_trajectories}
+
+
+class SettingsForm(forms.ModelForm):
+    model_name = forms.CharField(max_length=200, required=False, label="Model (empty: the platform's)",
+                                 validators=[validate_served_model_name])
+    overlap = forms.IntegerField(min_value=1, max_value=20, label="Reviewers per task")
+    lease_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, label="Lease (minutes)")
+    max_tokens = forms.IntegerField(min_value=16, max_value=8192, label="Max tokens per stage")
+    batch_size = forms.IntegerField(min_value=1, max_value=512, label="Batch size")
+
+    class Meta:
+        model = LabelerSettings
+        fields = ["model_name", "overlap", "lease_minutes", "max_tokens", "batch_size"]
+
+
+@login_required
+def overview(request, slug: str):
+    project, role = project_for(request.user, slug, CAN_ANNOTATE)
+    return _render_overview(request, project, role)
+
+
+def _render_overview(request, project, role, *, import_report=None):
+    context = {"project": project, "claims": selectors.my_claims(request.user, project)[:50],
+               "import_report": import_report}
+    if role in CAN_CURATE:
+        context |= _curator_context(request, project)
+    return render(request, "labeler/overview.html", context)
+
+
+def _curator_context(request, project) -> dict:
+    settings = services.settings_for(project)
+    taxonomy = settings.taxonomy
+    tasks = selectors.tasks_visible_to(request.user, project)
+    counts = dict.fromkeys(("tasks", "auto", "errors", "reviewed"), 0)
+    for group in selectors.with_review_state(tasks, taxonomy).values("has_auto", "has_error", "reviewed").annotate(
+            n=Count("pk")).order_by():  # at most 8 groups, one query
+        counts["tasks"] += group["n"]
+        for key, flag in (("auto", "has_auto"), ("errors", "has_error"), ("reviewed", "reviewed")):
+            counts[key] += group["n"] if group[flag] else 0
+    filters = {key: request.GET.get(key, "").strip() for key in ("state", "field", "value", "q")}
+    try:
+        listed = selectors.filter_tasks(tasks, taxonomy, state=filters["state"], field=filters["field"],
+                                        value=filters["value"], search=filters["q"])
+    except Refused as exc:  # the page still lists the tasks, unfiltered, with the message
+        messages.error(request, str(exc))
+        listed = selectors.with_review_state(tasks, taxonomy)
+    page = Paginator(listed.order_by("id"), PAGE_SIZE).get_page(request.GET.get("page"))
+    failed = [task.pk for task in page if task.has_error]
+    errors = dict(selectors.project_labels(project).filter(
+        task_id__in=failed, taxonomy=taxonomy, origin=LabelOrigin.MODEL, status=LabelStatus.ERROR,
+    ).values_list("task_id", "error")) if failed else {}
+    return {
+        "curator": True,
+        "counts": counts,
+        "settings": settings,
+        "taxonomy": taxonomy,
+        "taxonomy_counts": taxonomy.definition.counts(),
+        "taxonomies": selectors.taxonomies_visible_to(request.user),
+        "settings_form": SettingsForm(instance=settings),
+        "jobs": Job.objects.filter(project=project, kind=AUTOLABEL_KIND).order_by("-id")[:3],
+        "page": page,
+        "rows": [{"task": task, "error": errors.get(task.pk, "")} for task in page],
+        "filters": filters,
+        "states": selectors.REVIEW_STATES,
+        "fields": taxonomy.definition.fields(),
+        "source_kinds": SourceKind.choices,
+    }
+
+
+@login_required
+@require_POST
+def import_file(request, slug: str):
+    project, role = project_for(request.user, slug, CAN_CURATE)
+    importer = IMPORTERS.get(request.POST.get("kind", SourceKind.TASKS))
+    result = page_import(request, importer, project=project, user=request.user) if importer else None
+    if result is None:
+        messages.error(request, "Choose what to import and a JSONL file.")
+        return redirect("labeler-overview", slug=slug)
+    return _render_overview(request, project, role, import_report=result)
+
+
+@login_required
+@require_POST
+def pin_taxonomy(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    taxonomy = selectors.taxonomies_visible_to(request.user).filter(pk=request.POST.get("taxonomy") or 0).first()
+    if taxonomy is None:
+        messages.error(request, "Choose one of the loaded taxonomy versions.")
+    else:
+        services.update_settings(project=project, taxonomy=taxonomy)
+        messages.success(request, f"Pinned taxonomy {taxonomy}. Existing labels keep their version.")
+    return redirect("labeler-overview", slug=slug)
+
+
+@login_required
+@require_POST
+def update_settings(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    form = SettingsForm(request.POST, instance=services.settings_for(project))
+    if form.is_valid():
+        services.update_settings(project=project, **form.cleaned_data)
+        messages.success(request, "Settings saved.")
+    else:
+        for field, errors in form.errors.items():
+            messages.error(request, f"{field}: {' '.join(errors)}")
+    return redirect("labeler-overview", slug=slug)
+
+
+@login_required
+@require_POST
+def start_autolabel(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    params = {"retry_errors": bool(request.POST.get("retry_errors")), "limit": request.POST.get("limit") or None}
+    try:
+        job = job_services.enqueue_job(project=project, kind=AUTOLABEL_KIND, params=params, user=request.user)
+    except PlatformError as exc:
+        show_error(request, exc)
+    else:
+        messages.success(request, f"Job {job.pk} is auto-labeling the tasks.")
+    return redirect("labeler-overview", slug=slug)

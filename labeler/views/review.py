@@ -1,0 +1,238 @@
+"""The SWE Labeler's review pages: claiming the next task, the task page with its keyboard-driven label
+editor (htmx edits, one field at a time), accepting and skipping."""
+
+import re
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
+from dataplatform.errors import PlatformError, show_error
+
+from .. import selectors, services
+from ..models import LabelOrigin, ReviewClaimState
+from ..taxonomy import UNSPECIFIED
+
+
+@login_required
+@require_POST
+def claim(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_ANNOTATE)
+    return _next_task(request, project)
+
+
+def _next_task(request, project):
+    claimed = services.claim_next_task(project=project, reviewer=request.user)
+    if claimed is None:
+        messages.info(request, "Nothing left to review")
+        return redirect("labeler-overview", slug=project.slug)
+    return redirect("labeler-task", slug=project.slug, task_id=claimed.task_id)
+
+
+@login_required
+def task_page(request, slug: str, task_id: int):
+    project, role = project_for(request.user, slug, CAN_ANNOTATE)
+    task = selectors.task_for(request.user, project, task_id)
+    taxonomy = services.settings_for(project).taxonomy
+    active_claim = selectors.my_claims(request.user, project).filter(task=task, state=ReviewClaimState.ACTIVE).first()
+    labels = list(selectors.labels_of(request.user, task))
+    if role in CAN_CURATE or active_claim is not None:
+        mine = services.start_review(task=task, reviewer=request.user)
+    else:  # a finished or skipped claim: the reviewer's earlier label, if any
+        mine = next((label for label in labels if label.origin == LabelOrigin.HUMAN
+                     and label.author_id == request.user.pk and label.taxonomy_id == taxonomy.pk), None)
+    model_label = next((label for label in labels if label.origin == LabelOrigin.MODEL
+                        and label.taxonomy_id == taxonomy.pk), None)
+    others = [label for label in labels if label.taxonomy_id == taxonomy.pk and label.origin == LabelOrigin.HUMAN
+              and (mine is None or label.pk != mine.pk)]
+    shown = [label for label in [model_label, *others] if label is not None]
+    return render(request, "labeler/task.html", {
+        "project": project,
+        "task": task,
+        "taxonomy": taxonomy,
+        "active_claim": active_claim,
+        "patch_lines": diff_lines(task.patch),
+        "test_patch_lines": diff_lines(task.test_patch),
+        "trajectories": task.trajectories.count(),
+        "model_label": model_label,
+        "other_labels": shown if role in CAN_CURATE else [],
+        "comparison": _comparison(taxonomy.definition, shown) if role in CAN_CURATE else [],
+        "hidden_versions": sum(1 for label in labels if label.taxonomy_id != taxonomy.pk),
+        **(_editor_context(mine, model_label) if mine is not None else {}),
+    })
+
+
+@login_required
+@require_POST
+def edit_field(request, slug: str, label_id: int):
+    """htmx: set one field of the reviewer's label; answers with the re-rendered editor."""
+    label = _own_label(request, slug, label_id)
+    field = request.POST.get("field", "")
+    spec = label.taxonomy.definition
+    value = request.POST.getlist("value") if field in spec.multi_fields() else request.POST.get("value", "")
+    error, status = "", 200
+    try:
+        label = services.edit_label(label=label, version=_version(request), changes={field: value},
+                                    actor=request.user)
+    except services.LabelingError as exc:  # shown in the editor it re-renders, with the error's status
+        error, status = str(exc), exc.status
+        if isinstance(exc, services.StaleLabel):
+            error += " Your change was not saved; the editor now shows the current label."
+            label = _own_label(request, slug, label_id)
+    model_label = selectors.labels_of(request.user, label.task).filter(
+        taxonomy=label.taxonomy, origin=LabelOrigin.MODEL).first()
+    context = {"project": label.task.project, "task": label.task, "error": error,
+               **_editor_context(label, model_label, focus=field)}
+    return render(request, "labeler/_editor.html", context, status=status)
+
+
+@login_required
+@require_POST
+def accept(request, slug: str, label_id: int):
+    label = _own_label(request, slug, label_id)
+    try:
+        services.submit_label(label=label, version=_version(request), actor=request.user)
+    except PlatformError as exc:
+        show_error(request, exc)
+    else:
+        messages.success(request, f"Submitted your label of {label.task.instance_id}. Press n for the next task.")
+    return redirect("labeler-task", slug=slug, task_id=label.task_id)
+
+
+@login_required
+@require_POST
+def skip(request, slug: str, task_id: int):
+    project, _ = project_for(request.user, slug, CAN_ANNOTATE)
+    # Another project's task (or one this reviewer never claimed) does not exist here: 404, like the task page.
+    task = selectors.task_for(request.user, project, task_id)
+    active = selectors.my_claims(request.user, project).filter(task=task, state=ReviewClaimState.ACTIVE).first()
+    if active is None:
+        messages.error(request, "You hold no claim on this task.")
+        return redirect("labeler-overview", slug=slug)
+    services.end_review_claim(claim=active, state=ReviewClaimState.SKIPPED)
+    messages.info(request, f"Skipped {active.task.instance_id}.")
+    return _next_task(request, project)
+
+
+def _own_label(request, slug: str, label_id: int):
+    label = selectors.label_for_writing(request.user, label_id)
+    if label.task.project.slug != slug:
+        raise Http404("No such label.")
+    return label
+
+
+def _version(request) -> int:
+    try:
+        return int(request.POST.get("version", ""))
+    except ValueError:
+        return -1
+
+
+def _editor_context(label, model_label, *, focus: str = "") -> dict:
+    spec = label.taxonomy.definition
+    model_values = model_label.values if model_label is not None else {}
+    fields = []
+    for name in spec.fields():
+        multi = name in spec.multi_fields()
+        current = label.values.get(name, [] if multi else None)
+        fields.append({
+            "name": name,
+            "multi": multi,
+            "title": _title(spec, name),
+            "description": _description(spec, name),
+            "options": _numbered(_options(spec, name, label.values), current),
+            "needs_family": multi and not label.values.get(name[:-3] + "_l1"),
+            "provenance": label.provenance.get(name, ""),
+            "model_value": _shown(model_values.get(name)),
+            "rationale": label.rationales.get(name) or (model_label.rationales.get(name, "") if model_label else ""),
+        })
+    return {"label": label, "fields": fields, "focus": focus,
+            "edit_url": reverse("labeler-edit", args=[label.task.project.slug, label.pk]),
+            "accept_url": reverse("labeler-accept", args=[label.task.project.slug, label.pk])}
+
+
+def _title(spec, name: str) -> str:
+    axis = name[:-3].replace("_", " ")
+    if name.endswith("_l1") and name[:-3] in spec.axes:
+        return f"{axis}: family"
+    if name.endswith("_l2") and name[:-3] in spec.axes:
+        return f"{axis}: tags"
+    return name.replace("_", " ")
+
+
+def _description(spec, name: str) -> str:
+    if name.endswith("_l2") and name[:-3] in spec.axes:
+        return "Tick every tag of the chosen family that applies."
+    if name.endswith("_l1") and name[:-3] in spec.axes:
+        return spec.data["axes"][name[:-3]]["description"]
+    return spec.data["dimensions"][name].get("description", "")
+
+
+def _options(spec, name: str, values: dict) -> list[dict]:
+    """[{slug, name, definition}] a field may take now; an L2 offers only the tags of the chosen L1."""
+    axis = name[:-3]
+    if name.endswith("_l1") and axis in spec.axes:
+        return spec.data["axes"][axis]["families"]
+    if name.endswith("_l2") and axis in spec.axes:
+        chosen = values.get(f"{axis}_l1")
+        family = next((f for f in spec.data["axes"][axis]["families"] if f["slug"] == chosen), None)
+        if family is None:
+            return []
+        return [*family["tags"], {"slug": UNSPECIFIED, "name": "Unspecified",
+                                  "definition": "None of the family's tags fits."}]
+    return spec.data["dimensions"][name]["choices"]
+
+
+def _numbered(options: list[dict], current) -> list[dict]:
+    chosen = set(current) if isinstance(current, list) else {current}
+    return [{**option, "n": n, "checked": option["slug"] in chosen} for n, option in enumerate(options, start=1)]
+
+
+def _shown(value) -> str:
+    if value is None:
+        return ""
+    return ", ".join(value) if isinstance(value, list) else str(value)
+
+
+def _comparison(spec, labels) -> list[dict]:
+    """Rows of field → each label's value, for the read-only side-by-side view of curators."""
+    return [{"name": name, "cells": [{"value": _shown(label.values.get(name)),
+                                      "rationale": label.rationales.get(name, "") if label.origin == LabelOrigin.MODEL else ""}
+                                     for label in labels]}
+            for name in spec.fields()]
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
+def diff_lines(text: str) -> list[tuple[str, str]]:
+    """(kind, line) for each line of a unified diff: file, hunk, added, removed, context or meta.
+
+    Hunk headers give how many old and new lines follow, so a removed line that starts with
+    "--" is never mistaken for a file header. The text itself is escaped by the template."""
+    rows = []
+    old = new = 0
+    for line in text.splitlines():
+        match = _HUNK.match(line)
+        if match:
+            old, new = int(match.group(1) or 1), int(match.group(2) or 1)
+            rows.append(("hunk", line))
+        elif old > 0 or new > 0:
+            if line.startswith("+"):
+                kind, new = "added", new - 1
+            elif line.startswith("-"):
+                kind, old = "removed", old - 1
+            elif line.startswith("\\"):
+                kind = "meta"
+            else:
+                kind, old, new = "context", old - 1, new - 1
+            rows.append((kind, line))
+        elif line.startswith("\\"):
+            rows.append(("meta", line))
+        else:
+            rows.append(("file", line))
+    return rows

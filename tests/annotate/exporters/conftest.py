@@ -1,0 +1,36 @@
+"""The onPanda record kinds run through the export engine, on hand-made trees (a one-token-per-character
+backend)."""
+
+import pytest
+
+from annotate import services
+
+from ...exporting import export_rows
+from ..test_supervision import CharBackend
+from ..trees import build_trees
+
+
+@pytest.fixture(autouse=True)
+def _exports_in_tmp(export_storage_in_tmp):
+    """Every export test writes under its own temporary DATA_DIR."""
+
+
+@pytest.fixture
+def chars(monkeypatch):
+    """The one-token-per-character backend everywhere: generation continues with " sat." then stops."""
+    backend = CharBackend(script=" sat.")
+    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    return backend
+
+
+@pytest.fixture
+def run_export(project, members, export_storage_in_tmp):
+    def run(kind: str, **options):
+        return export_rows(project, members["curator"], export_storage_in_tmp, kind, **options)
+
+    return run
+
+
+@pytest.fixture
+def trees(project, members, chars):
+    return build_trees(project, members, chars)

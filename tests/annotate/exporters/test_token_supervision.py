@@ -1,0 +1,26 @@
+"""onpanda.token_supervision: the fork token and the chunks that get loss, per fork pair."""
+
+import pytest
+
+from ..trees import PROMPT
+
+pytestmark = pytest.mark.django_db
+
+
+def test_token_supervision_rows(run_export, trees, chars):
+    export, rows = run_export("onpanda.token_supervision")
+    session = trees["accepted"]
+    assert sorted(row["rejected_node_key"] for row in rows) == [1, 2] and export.rows_total == 2
+    row = next(row for row in rows if row["rejected_node_key"] == 1)
+    assert row["session_id"] == session.pk and row["chosen_node_key"] == 3 and row["annotator"] == "annotator"
+    assert row["prompt"] == PROMPT and row["prompt_token_ids"] == chars.chat_prompt_ids(PROMPT)
+    assert row["fork_token_idx"] == 4
+    assert row["chosen_token_id"] == ord("d") and row["rejected_token_id"] == ord("c")
+    assert not row["chosen_ends_at_fork"] and not row["rejected_ends_at_fork"]
+    assert [c["text"] for c in row["chosen_chunks"]] == ["The ", "d", "og sat."]
+    assert [c["ignore_loss"] for c in row["chosen_chunks"]] == [True, False, True]
+    assert [c["text"] for c in row["rejected_chunks"]] == ["The ", "c", "at sat."]
+    assert row["rejected_loss"] is True and row["chosen_text"] == "d" and row["rejected_text"] == "c"
+    # The chunks' ids make up the response without the model's stop token.
+    chosen_ids = [i for chunk in row["chosen_chunks"] for i in chunk["token_ids"]]
+    assert chosen_ids == session.current_node.token_ids[:-1]
