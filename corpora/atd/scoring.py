@@ -13,8 +13,7 @@ Conventions used throughout:
 """
 
 import math
-from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 TEMPLATE_VERSION = "judge-v1"
 
@@ -115,23 +114,6 @@ def likelihood_q(lps_a: list[float], lps_b: list[float]) -> float:
     if not lps_a or not lps_b:
         raise ValueError("likelihood_q needs at least one token logprob for each candidate")
     return q_from_logprobs(math.fsum(lps_a) / len(lps_a), math.fsum(lps_b) / len(lps_b))
-
-
-def histogram(qs: Iterable[float], bins: int = 20) -> list[tuple[float, float, int]]:
-    """[(lo, hi, count)] over [0, 1] in `bins` equal bins with edges i / bins.
-
-    Bin i counts lo <= q < hi, except the last, which also counts q = 1.0. ValueError for a q
-    outside [0, 1] (or NaN) or fewer than one bin.
-    """
-    if bins < 1:
-        raise ValueError(f"bins must be at least 1, got {bins!r}")
-    edges = [i / bins for i in range(bins + 1)]
-    counts = [0] * bins
-    for q in qs:
-        if not 0.0 <= q <= 1.0:
-            raise ValueError(f"q must be in [0, 1], got {q!r}")
-        counts[min(bisect_right(edges, q) - 1, bins - 1)] += 1
-    return [(edges[i], edges[i + 1], counts[i]) for i in range(bins)]
 
 
 def _usable(lp) -> bool:

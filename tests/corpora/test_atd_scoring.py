@@ -7,7 +7,6 @@ import pytest
 from corpora.atd import scoring
 from corpora.atd.scoring import (
     debiased_q,
-    histogram,
     judge_messages,
     likelihood_q,
     q_from_logprobs,
@@ -81,37 +80,6 @@ def test_likelihood_q_compares_mean_token_logprobs():
 def test_likelihood_q_needs_tokens_on_both_sides(lps_a, lps_b):
     with pytest.raises(ValueError):
         likelihood_q(lps_a, lps_b)
-
-
-# --- histogram -----------------------------------------------------------------------------------
-
-
-def test_histogram_edges_and_counts():
-    result = histogram([0.0, 0.05, 0.15, 0.5, 0.99, 1.0])
-    assert len(result) == 20
-    assert result[0] == (0.0, 0.05, 1)  # 0.0; 0.05 is the next bin's lower edge
-    assert result[1] == (0.05, 0.1, 1)
-    assert result[3] == (0.15, 0.2, 1)
-    assert result[10] == (0.5, 0.55, 1)
-    assert result[-1] == (0.95, 1.0, 2)  # 0.99 and q = 1.0
-    assert sum(count for _, _, count in result) == 6
-    assert [hi for _, hi, _ in result[:-1]] == [lo for lo, _, _ in result[1:]]  # contiguous
-
-
-def test_histogram_with_few_bins():
-    assert histogram([0.1, 0.25, 0.5, 0.74, 1.0], bins=4) == [
-        (0.0, 0.25, 1), (0.25, 0.5, 1), (0.5, 0.75, 2), (0.75, 1.0, 1)]
-    assert histogram([], bins=2) == [(0.0, 0.5, 0), (0.5, 1.0, 0)]
-    assert histogram([0.0, 1.0], bins=1) == [(0.0, 1.0, 2)]
-
-
-def test_histogram_rejects_out_of_range():
-    with pytest.raises(ValueError):
-        histogram([1.5])
-    with pytest.raises(ValueError):
-        histogram([-0.1])
-    with pytest.raises(ValueError):
-        histogram([0.5], bins=0)
 
 
 # --- verdict tokens ------------------------------------------------------------------------------
