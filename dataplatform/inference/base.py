@@ -58,8 +58,11 @@ class Backend(Protocol):
     def served_models(self) -> list[str]:
         """The model ids this backend's server serves now (a project may choose one of them)."""
 
-    def chat_prompt_ids(self, messages: list[dict]) -> list[int]:
-        """Token ids of the chat template applied to `messages`, generation prompt added."""
+    def chat_prompt_ids(self, messages: list[dict], *, tools: list[dict] | None = None,
+                        continue_final_message: bool = False) -> list[int]:
+        """Token ids of the model's own chat template applied to `messages` (and `tools`, for templates that
+        render them), generation prompt added; or, with `continue_final_message`, the last message (an
+        assistant's, partial) left open for the model to continue, with no generation prompt."""
 
     def tokenize(self, text: str) -> list[int]:
         """Token ids of plain text, no special tokens added (for typed rewrites)."""

@@ -134,10 +134,11 @@ class LocalBackend:
         return frozenset(eos if isinstance(eos, list) else [eos])
 
     # --- text <-> ids -------------------------------------------------------------
-    def chat_prompt_ids(self, messages: list[dict]) -> list[int]:
-        return list(
-            self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
-        )
+    def chat_prompt_ids(self, messages: list[dict], *, tools: list[dict] | None = None,
+                        continue_final_message: bool = False) -> list[int]:
+        return list(self.tokenizer.apply_chat_template(
+            messages, tools=tools, add_generation_prompt=not continue_final_message,
+            continue_final_message=continue_final_message, tokenize=True, return_dict=False))
 
     def tokenize(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)

@@ -10,11 +10,12 @@ a page) waits behind it. This server gives the embedded model the production sha
   canned responses.
 
 It serves the part of vLLM's OpenAI-compatible API that `VllmBackend` uses, with vLLM's request and
-response fields: GET /health, GET /v1/models, POST /tokenize, POST /detokenize and POST /v1/completions
-(prompts as token ids or text, `stream`, `logprobs`, `prompt_logprobs`, `return_tokens_as_token_ids`,
-`seed`, `temperature`, `max_tokens`). It is not vLLM: one forward pass at a time (no continuous
-batching), one streamed prompt per request, and no structured outputs (such a request gets a 400,
-never a silently unconstrained answer).
+response fields: GET /health, GET /v1/models, POST /tokenize (text, or chat `messages` with `tools`,
+`add_generation_prompt` or `continue_final_message`, and `chat_template_kwargs`), POST /detokenize and
+POST /v1/completions (prompts as token ids or text, `stream`, `logprobs`, `prompt_logprobs`,
+`return_tokens_as_token_ids`, `seed`, `temperature`, `max_tokens`). It is not vLLM: one forward pass at
+a time (no continuous batching), one streamed prompt per request, and no structured outputs (such a
+request gets a 400, never a silently unconstrained answer).
 """
 
 import itertools
@@ -24,6 +25,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -37,6 +39,12 @@ from .vllm import TOKEN_ID_PREFIX
 # The cap on `logprobs` and `prompt_logprobs`: vLLM defaults to 20, and docker-compose.yml starts it with
 # --max-logprobs 50 because projects may ask for top-k up to 50.
 MAX_LOGPROBS = 50
+
+# vLLM's words for two chat requests it refuses: both prompt flags true (TokenizeChatRequest's validator), and a
+# chat template sent with the request (refused unless vLLM runs with --trust-request-chat-template; off by default).
+BOTH_PROMPT_FLAGS = "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
+UNTRUSTED_TEMPLATE = ("Chat template is passed with request, but --trust-request-chat-template is not set. "
+                      "Refused request with untrusted chat template.")
 
 
 class BadRequest(Exception):
@@ -87,20 +95,19 @@ def build_app(backend: LocalBackend, *, served_model_name: str, api_key: str = "
         }]})
 
     def tokenize(body: dict) -> Response:
+        tokenizer = backend.tokenizer
         if "messages" in body:
-            messages = body["messages"]
-            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-                raise BadRequest("`messages` must be a list of objects.")
-            tokens = list(backend.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=bool(body.get("add_generation_prompt", True)), tokenize=True,
-                return_dict=False))
+            # vLLM renders the template to text, then encodes it (by default adding no special tokens of its own).
+            tokens = tokenizer.encode(_chat_text(body, tokenizer),
+                                      add_special_tokens=_flag(body, "add_special_tokens", False))
         else:
             text = body.get("prompt")
             if not isinstance(text, str):
                 raise BadRequest("`prompt` must be a string (or send `messages`).")
-            tokens = backend.tokenizer.encode(text, add_special_tokens=bool(body.get("add_special_tokens", True)))
+            tokens = tokenizer.encode(text, add_special_tokens=_flag(body, "add_special_tokens", True))
+        token_strs = tokenizer.convert_ids_to_tokens(tokens) if _flag(body, "return_token_strs", False) else None
         return JSONResponse({"count": len(tokens), "max_model_len": _max_model_len(backend), "tokens": tokens,
-                             "token_strs": None})
+                             "token_strs": token_strs})
 
     def detokenize(body: dict) -> Response:
         return JSONResponse({"prompt": backend.detokenize(_token_ids(body.get("tokens"), "tokens"))})
@@ -243,6 +250,112 @@ def _prompts(prompt: Any, backend: LocalBackend) -> list[list[int]]:
     if isinstance(prompt, list) and prompt and all(isinstance(p, list) for p in prompt):
         return [_token_ids(p, "prompt") for p in prompt]
     return [_token_ids(prompt, "prompt")]
+
+
+def _chat_text(body: dict, tokenizer) -> str:
+    """The chat template applied to a /tokenize chat request, as vLLM applies it.
+
+    vLLM's validator refuses the two prompt flags only when both are sent true. With `continue_final_message`
+    alone, `add_generation_prompt` keeps its default (true) and the template renderer refuses the pair, in
+    transformers' words. Template errors are the request's fault: 400, as in vLLM.
+    """
+    add_generation_prompt = _flag(body, "add_generation_prompt", True)
+    continue_final_message = _flag(body, "continue_final_message", False)
+    if continue_final_message and body.get("add_generation_prompt"):
+        raise BadRequest(BOTH_PROMPT_FLAGS)
+    extra = body.get("chat_template_kwargs") or {}
+    if not isinstance(extra, dict):
+        raise BadRequest("`chat_template_kwargs` must be an object.")
+    if body.get("chat_template") is not None or extra.get("chat_template") is not None:
+        raise BadRequest(UNTRUSTED_TEMPLATE)
+    if unexpected := {"chat_template", "tokenize"} & extra.keys():
+        raise BadRequest(f"Found unexpected chat template kwargs from request: {unexpected}")
+    conversation, tools = _conversation(body["messages"]), _tools(body.get("tools"))
+    # The request's own fields win over the same names in `chat_template_kwargs`, as in vLLM.
+    options = extra | {"tools": tools, "add_generation_prompt": add_generation_prompt,
+                       "continue_final_message": continue_final_message}
+    try:
+        return tokenizer.apply_chat_template(conversation, tokenize=False, **options)
+    except (ValueError, TypeError, jinja2.TemplateError) as exc:
+        raise BadRequest(str(exc)) from exc
+
+
+def _conversation(messages: Any) -> list[dict]:
+    """`messages` as vLLM hands them to a chat template (vllm/entrypoints/chat_utils.py, in the "string"
+    content format that the embedded model's template takes): the content as one string (text parts joined
+    by newlines, "" when there is none), an assistant's `reasoning` under both `reasoning` and
+    `reasoning_content`, tool-call arguments parsed from their JSON text, and no other field."""
+    if not isinstance(messages, list) or not all(isinstance(m, dict) and isinstance(m.get("role"), str)
+                                                 for m in messages):
+        raise BadRequest("`messages` must be a list of objects, each with a string `role`.")
+    conversation = []
+    for index, message in enumerate(messages):
+        turn = {"role": message["role"], "content": _text(message.get("content"), index)}
+        if message["role"] == "assistant":
+            if message.get("tool_calls"):  # vLLM drops an empty list, so that templates take the plain path
+                turn["tool_calls"] = [_tool_call(call, index) for call in message["tool_calls"]]
+            if message.get("reasoning") is not None:
+                turn["reasoning"] = turn["reasoning_content"] = message["reasoning"]
+        if message["role"] == "tool" and "tool_call_id" in message:
+            turn["tool_call_id"] = message["tool_call_id"]
+        if isinstance(message.get("name"), str):
+            turn["name"] = message["name"]
+        conversation.append(turn)
+    return conversation
+
+
+def _text(content: Any, index: int) -> str:
+    if content is None:
+        return ""
+    texts = []
+    for part in content if isinstance(content, list) else [content]:
+        if isinstance(part, dict) and part.get("type") == "text":
+            part = part.get("text")
+        if not isinstance(part, str):
+            raise BadRequest(f"`messages[{index}].content`: the embedded model reads text only (a string or "
+                             f"text parts), not {json.dumps(part)[:80]}.")
+        texts.append(part)
+    return "\n".join(texts)
+
+
+def _tool_call(call: Any, index: int) -> dict:
+    """A tool call with its arguments as the object templates expect ({} when empty), as vLLM passes it."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        raise BadRequest(f"`messages[{index}].tool_calls`: each call must be an object with a `function` object.")
+    arguments = function.get("arguments") or {}
+    if not isinstance(arguments, dict | list):
+        try:
+            arguments = json.loads(arguments)
+        except (TypeError, ValueError) as exc:
+            raise BadRequest(f"`messages[{index}].tool_calls`: arguments are not JSON: {exc}") from exc
+    return call | {"function": function | {"arguments": arguments}}
+
+
+def _tools(tools: Any) -> list[dict] | None:
+    """`tools` as vLLM hands them to the template: as its request model dumps them, so that a function
+    without `description` or `parameters` has them as null (visible to a template that prints the tools)."""
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise BadRequest("`tools` must be a list of function tools.")
+    dumped = []
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if (not isinstance(function, dict) or not isinstance(function.get("name"), str)
+                or tool.get("type", "function") != "function"):
+            raise BadRequest(f'`tools[{index}]` must be {{"type": "function", "function": {{"name": ...}}}}.')
+        declared = {"name": None, "description": None, "parameters": None} | function
+        others = {key: value for key, value in tool.items() if key not in ("type", "function")}
+        dumped.append({"type": "function", "function": declared} | others)
+    return dumped
+
+
+def _flag(body: dict, field: str, default: bool) -> bool:
+    value = body.get(field, default)
+    if not isinstance(value, bool):
+        raise BadRequest(f"`{field}` must be true or false, not {value!r}.")
+    return value
 
 
 def _token_ids(value: Any, field: str) -> list[int]:

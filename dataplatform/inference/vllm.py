@@ -92,13 +92,20 @@ class VllmBackend:
         return served
 
     # --- text <-> ids -------------------------------------------------------------
-    def chat_prompt_ids(self, messages: list[dict]) -> list[int]:
-        payload = {"model": self.model_id, "messages": messages, "add_generation_prompt": True}
-        with self._request("POST", "/tokenize", payload) as response:
-            return [int(token_id) for token_id in response.json()["tokens"]]
+    def chat_prompt_ids(self, messages: list[dict], *, tools: list[dict] | None = None,
+                        continue_final_message: bool = False) -> list[int]:
+        # vLLM refuses both flags true: a message left open for the model gets no generation prompt after it.
+        payload: dict[str, Any] = {"model": self.model_id, "messages": messages,
+                                   "add_generation_prompt": not continue_final_message,
+                                   "continue_final_message": continue_final_message}
+        if tools is not None:
+            payload["tools"] = tools
+        return self._tokenize(payload)
 
     def tokenize(self, text: str) -> list[int]:
-        payload = {"model": self.model_id, "prompt": text, "add_special_tokens": False}
+        return self._tokenize({"model": self.model_id, "prompt": text, "add_special_tokens": False})
+
+    def _tokenize(self, payload: dict[str, Any]) -> list[int]:
         with self._request("POST", "/tokenize", payload) as response:
             return [int(token_id) for token_id in response.json()["tokens"]]
 

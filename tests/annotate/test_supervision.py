@@ -38,7 +38,7 @@ class CharBackend:
     def token_pieces(self, ids: list[int]) -> list[bytes]:
         return [chr(i).encode("utf-8") for i in ids]
 
-    def chat_prompt_ids(self, messages: list[dict]) -> list[int]:
+    def chat_prompt_ids(self, messages: list[dict], *, tools=None, continue_final_message=False) -> list[int]:
         return self.tokenize("".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>")
 
     def stream(self, prompt_ids, *, max_tokens, temperature, seed, top_k):

@@ -30,7 +30,7 @@ class ScriptedPolicy:
         self.texts = list(texts)
         self.seeds = []
 
-    def chat_prompt_ids(self, messages):
+    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
         return [1]
 
     def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None):

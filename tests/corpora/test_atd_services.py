@@ -26,7 +26,7 @@ class JudgeDouble:
     def tokenize(self, text):
         return {"A": [A], "B": [B]}.get(text, [ord(c) for c in text])
 
-    def chat_prompt_ids(self, messages):
+    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
         content = messages[-1]["content"]
         first = content.split("Answer A:")[1].split("Answer B:")[0].strip() if "Answer A:" in content else ""
         return [int(first[1:]) if first[1:].isdigit() else 50]
@@ -117,7 +117,7 @@ class SamplerDouble:
         self.calls = list(calls)
         self.seen = []
 
-    def chat_prompt_ids(self, messages):
+    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
         return [1]
 
     def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None):

@@ -122,7 +122,7 @@ class ScriptedBackend:
     def __init__(self, texts):
         self.texts, self.calls = list(texts), []
 
-    def chat_prompt_ids(self, messages):
+    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
         self.calls.append({"messages": messages})
         return [1, 2, 3]
 

@@ -9,13 +9,17 @@ import json
 import math
 import threading
 import time
+from types import SimpleNamespace
 
 import httpx
 import pytest
 import uvicorn
+from starlette.testclient import TestClient
+from transformers import AutoTokenizer
 
 from dataplatform.inference.base import BackendError
-from dataplatform.inference.server import build_app
+from dataplatform.inference.local import converted_dir
+from dataplatform.inference.server import BOTH_PROMPT_FLAGS, UNTRUSTED_TEMPLATE, build_app
 from dataplatform.inference.vllm import VllmBackend
 from tests.net import closed_port
 
@@ -76,6 +80,111 @@ def test_text_and_ids_round_trip_like_the_model(client, local_backend):
     ids = client.tokenize("def f(x):\n    return x + 1")
     assert ids == local_backend.tokenize("def f(x):\n    return x + 1")
     assert client.detokenize(ids) == "def f(x):\n    return x + 1"
+
+
+PARTIAL = [{"role": "user", "content": "What is the capital of France?"},
+           {"role": "assistant", "content": "The capital of France is"}]
+FINISHED = [PARTIAL[0], {"role": "assistant", "content": "The capital of France is Paris."}]
+TOOLS = [{"type": "function", "function": {
+    "name": "lookup_capital", "description": "The capital city of a country.",
+    "parameters": {"type": "object", "properties": {"country": {"type": "string"}}, "required": ["country"]}}}]
+
+
+def tokenize_request(model_server, **fields) -> httpx.Response:
+    return httpx.post(f"{model_server.url}/tokenize", headers={"Authorization": f"Bearer {KEY}"},
+                      json={"model": SERVED_NAME} | fields)
+
+
+def test_a_partial_assistant_message_renders_as_the_model_does(client, local_backend):
+    ids = client.chat_prompt_ids(PARTIAL, tools=TOOLS, continue_final_message=True)
+    assert ids == local_backend.chat_prompt_ids(PARTIAL, tools=TOOLS, continue_final_message=True)
+    # Left open: the message's own words end the prompt, with no end of turn and no new assistant header.
+    assert local_backend.detokenize(ids).endswith("<|im_end|>\n<|im_start|>assistant\nThe capital of France is")
+    finished = local_backend.tokenizer.apply_chat_template(FINISHED, tokenize=True, return_dict=False)
+    assert finished[:len(ids)] == ids
+
+
+def test_a_continuation_of_the_open_message_finishes_it(client, local_backend):
+    ids = client.chat_prompt_ids(PARTIAL, continue_final_message=True)
+    steps = list(client.stream(ids, max_tokens=10, temperature=0.0, seed=None, top_k=1))
+    assert steps[-1].finish_reason == "stop"
+    # The model goes on with the same message (" Paris.", end of turn), as if it had written all of it.
+    finished = local_backend.tokenizer.apply_chat_template(FINISHED, tokenize=True, return_dict=False)
+    assert ids + [step.token_id for step in steps] == finished[:len(ids) + len(steps)]
+
+
+def test_what_the_chat_template_sees_is_what_vllm_hands_it(local_backend):
+    # A template that prints its inputs, on the embedded tokenizer; the app is served in-process.
+    tokenizer = AutoTokenizer.from_pretrained(converted_dir(local_backend.data_dir))
+    tokenizer.chat_template = ("{{ tools | tojson }}\n{% for m in messages %}{{ m | tojson }}\n{% endfor %}"
+                               "{% if add_generation_prompt %}<gen>{% endif %}{{ mood }}")
+    app = build_app(SimpleNamespace(tokenizer=tokenizer, model=local_backend.model), served_model_name=SERVED_NAME)
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Use tools."}]},
+        {"role": "user", "content": "Weather in Oslo?", "source_line": 7},
+        {"role": "assistant", "content": None, "reasoning": "The tool knows.", "finish_reason": "tool_calls",
+         "tool_calls": [{"id": "call_1", "type": "function",
+                         "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "12 C"},
+        {"role": "assistant", "content": "Twelve", "tool_calls": []},
+    ]
+    tools = [{"function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    template_kwargs = {"mood": "calm", "add_generation_prompt": False}
+    with TestClient(app) as http:
+        response = http.post("/tokenize", json={"messages": messages, "tools": tools,
+                                                "chat_template_kwargs": template_kwargs})
+    assert response.status_code == 200, response.text
+    *lines, last = tokenizer.decode(response.json()["tokens"]).split("\n")
+    assert json.loads(lines[0]) == [{"type": "function", "function": {"name": "get_weather", "description": None,
+                                                                      "parameters": {"type": "object"}}}]
+    assert [json.loads(line) for line in lines[1:]] == [
+        {"role": "system", "content": "Be brief.\nUse tools."},
+        {"role": "user", "content": "Weather in Oslo?"},
+        # vLLM copies `reasoning` to `reasoning_content`; transformers itself adds `thinking` (locally too).
+        {"role": "assistant", "content": "", "reasoning": "The tool knows.", "reasoning_content": "The tool knows.",
+         "thinking": "The tool knows.",
+         "tool_calls": [{"id": "call_1", "type": "function",
+                         "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+        {"role": "tool", "content": "12 C", "tool_call_id": "call_1", "name": "get_weather"},
+        {"role": "assistant", "content": "Twelve"},
+    ]
+    # The request's own add_generation_prompt (true by default) wins over the same name in chat_template_kwargs.
+    assert last == "<gen>calm"
+
+
+@pytest.mark.parametrize(("fields", "reason"), [
+    ({"add_generation_prompt": True, "continue_final_message": True}, BOTH_PROMPT_FLAGS),
+    # Alone, continue_final_message meets the default add_generation_prompt in the template renderer.
+    ({"continue_final_message": True}, "continue_final_message and add_generation_prompt are not compatible"),
+    ({"add_generation_prompt": False, "continue_final_message": "yes"},
+     "`continue_final_message` must be true or false"),
+    ({"chat_template": "{{ messages }}"}, UNTRUSTED_TEMPLATE),
+    ({"chat_template_kwargs": {"chat_template": "{{ messages }}"}}, UNTRUSTED_TEMPLATE),
+    ({"chat_template_kwargs": {"tokenize": True}}, "Found unexpected chat template kwargs from request: {'tokenize'}"),
+    ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "`tools[0]` must be"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x.png"}}]}]},
+     "`messages[0].content`: the embedded model reads text only"),
+    ({"messages": [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]}]},
+     "`messages[0].tool_calls`: arguments are not JSON"),
+    ({"messages": []}, "Cannot apply chat template to an empty conversation"),
+])
+def test_chat_requests_vllm_refuses_are_refused_in_its_shape(model_server, fields, reason):
+    response = tokenize_request(model_server, **({"messages": PARTIAL} | fields))
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert reason in error["message"] and error["type"] == "BadRequestError" and error["code"] == 400
+
+
+def test_a_refused_chat_request_is_a_backend_error_with_the_servers_reason(client):
+    with pytest.raises(BackendError, match=r"HTTP 400: `messages\[0\]\.content`: the embedded model reads text only"):
+        client.chat_prompt_ids([{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}])
+
+
+def test_token_strings_when_asked(model_server):
+    assert tokenize_request(model_server, prompt="Hello world").json()["token_strs"] is None
+    answer = tokenize_request(model_server, prompt="Hello world", return_token_strs=True).json()
+    assert answer["token_strs"] == ["Hello", "Ġworld"] and len(answer["tokens"]) == 2
 
 
 def test_greedy_stream_is_the_models_own(client, local_backend, prompt_ids):

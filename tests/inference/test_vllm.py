@@ -90,7 +90,30 @@ def test_chat_prompt_ids(httpserver, backend):
         {"count": 4, "max_model_len": 8192, "tokens": [1, 4093, 198, 2]}
     )
     assert backend.chat_prompt_ids(messages) == [1, 4093, 198, 2]
-    assert sent_json(httpserver) == {"model": MODEL, "messages": messages, "add_generation_prompt": True}
+    assert sent_json(httpserver) == {"model": MODEL, "messages": messages, "add_generation_prompt": True,
+                                     "continue_final_message": False}
+
+
+def test_chat_prompt_ids_of_a_partial_assistant_message_with_tools(httpserver, backend):
+    messages = [{"role": "user", "content": "Weather in Oslo?"},
+                {"role": "assistant", "content": "Let me check", "reasoning": "The user wants"}]
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+                                               "parameters": {"type": "object", "properties": {}}}}]
+    httpserver.expect_request("/tokenize", method="POST").respond_with_json(
+        {"count": 3, "max_model_len": 8192, "tokens": [1, 4093, 198], "token_strs": None}
+    )
+    assert backend.chat_prompt_ids(messages, tools=tools, continue_final_message=True) == [1, 4093, 198]
+    # Left open for the model: no generation prompt, which vLLM refuses together with continue_final_message.
+    assert sent_json(httpserver) == {"model": MODEL, "messages": messages, "tools": tools,
+                                     "add_generation_prompt": False, "continue_final_message": True}
+
+
+def test_chat_prompt_ids_sends_an_empty_tool_list(httpserver, backend):
+    httpserver.expect_request("/tokenize", method="POST").respond_with_json(
+        {"count": 1, "max_model_len": 8192, "tokens": [1]}
+    )
+    backend.chat_prompt_ids([{"role": "user", "content": "Hi"}], tools=[])
+    assert sent_json(httpserver)["tools"] == []
 
 
 def test_tokenize(httpserver, backend):

@@ -21,7 +21,7 @@ class ScriptedBackend:
         self.answers = {stage: list(texts) for stage, texts in answers.items()}
         self.calls: list[dict] = []
 
-    def chat_prompt_ids(self, messages):
+    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
         stage = "stage2" if "_l2" in messages[-1]["content"] else "stage1"
         return [1 if stage == "stage1" else 2]
 
