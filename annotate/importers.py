@@ -1,9 +1,13 @@
-"""Prompt import: JSONL of chat `messages`, optionally with `id` and `meta`.
+"""Prompt import: JSONL of chat `messages`, optionally with `tools`, `id` and `meta`.
 
 reader -> parser -> validator -> writer. Every problem is reported as
 {file, line, field, message}. A file imports whole or not at all unless the
 caller asks to skip bad lines; a dry run reports without writing. Re-importing a
-record (same id and messages) adds nothing.
+record (same id, messages and tools) adds nothing.
+
+The messages are read by the conversation model's reader (the spellings real files use): earlier turns
+may carry reasoning, tool calls and tool results, as context for the model's answer. They are stored as
+that model stores them (`Conversation.as_dict()`).
 """
 
 from collections.abc import Iterable
@@ -12,7 +16,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from dataplatform.accounts.models import Project
-from dataplatform.conversations.validation import check_messages
+from dataplatform.conversations.reading import read_conversation
 from dataplatform.imports import (
     ImportReport,
     LineError,
@@ -24,7 +28,6 @@ from dataplatform.imports import (
 
 from .models import Item
 
-ROLES = {"system", "user", "assistant", "tool"}
 ID_MAX = Item._meta.get_field("external_id").max_length
 
 
@@ -32,25 +35,29 @@ ID_MAX = Item._meta.get_field("external_id").max_length
 class PromptRecord:
     line: int
     messages: list[dict]
+    tools: list[dict]
     external_id: str
     meta: dict
 
     @property
     def source_sha256(self) -> str:
-        return canonical_sha256({"id": self.external_id, "messages": self.messages})
+        # Without tools, the hash is the one records had before prompts could carry tools.
+        return canonical_sha256({"id": self.external_id, "messages": self.messages,
+                                 **({"tools": self.tools} if self.tools else {})})
 
 
 def parse_record(file: str, number: int, text: str) -> tuple[PromptRecord | None, list[LineError]]:
     data, problem = parse_json_object(file, number, text)
     if problem:
         return None, [problem]
-    messages = data.get("messages")
-    errors = [LineError(file, number, field, message)
-              for field, message in check_messages(messages, roles=ROLES).problems]
-    if not errors and messages[-1]["role"] == "assistant":
-        errors.append(LineError(file, number, f"messages[{len(messages) - 1}].role",
+    read = read_conversation(data.get("messages"), data.get("tools"))
+    errors = [LineError(file, number, field, message) for field, message in read.problems]
+    prompt = read.conversation
+    roles = [message.role for message in prompt.messages] if prompt else []
+    if prompt and roles[-1] == "assistant":
+        errors.append(LineError(file, number, f"messages[{len(roles) - 1}].role",
                                 "the last message is the model's turn to answer; it must not be 'assistant'"))
-    if not errors and not any(m["role"] == "user" for m in messages):
+    if prompt and "user" not in roles:
         errors.append(LineError(file, number, "messages", "needs at least one 'user' message"))
     external_id = data.get("id", "")
     if not isinstance(external_id, str | int) or isinstance(external_id, bool):
@@ -62,7 +69,9 @@ def parse_record(file: str, number: int, text: str) -> tuple[PromptRecord | None
         errors.append(LineError(file, number, "meta", "must be an object"))
     if errors:
         return None, errors
-    return PromptRecord(line=number, messages=messages, external_id=str(external_id), meta=meta), []
+    stored = prompt.as_dict()
+    return PromptRecord(line=number, messages=stored["messages"], tools=stored.get("tools", []),
+                        external_id=str(external_id), meta=meta), []
 
 
 def import_prompts(*, project: Project, lines: Iterable[bytes | str], file: str = "upload.jsonl",
@@ -100,7 +109,7 @@ def import_prompts(*, project: Project, lines: Iterable[bytes | str], file: str 
         return report
     with transaction.atomic():
         Item.objects.bulk_create(
-            [Item(project=project, external_id=r.external_id, messages=r.messages, meta=r.meta,
+            [Item(project=project, external_id=r.external_id, messages=r.messages, tools=r.tools, meta=r.meta,
                   source_sha256=r.source_sha256) for r in new],
             batch_size=1000,
         )

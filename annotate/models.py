@@ -50,9 +50,12 @@ class Item(models.Model):
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="annotation_items")
     external_id = models.CharField(max_length=200, blank=True)
+    # The prompt as the conversation model stores it (Conversation.as_dict()): earlier turns may carry
+    # reasoning, tool calls and tool results; `tools` are the function schemas it offers ([] for none).
     messages = models.JSONField()
+    tools = models.JSONField(default=list, blank=True)
     meta = models.JSONField(default=dict, blank=True)
-    # sha256 of the canonical JSON of messages (+ id): importing the same record twice adds nothing.
+    # sha256 of the canonical JSON of messages (+ id, + tools if any): importing the same record twice adds nothing.
     source_sha256 = models.CharField(max_length=64)
     prompt_ids = models.JSONField(null=True, blank=True)
     # The initial rollout: {"token_ids", "logprobs", "top", "finish_reason", "model_id", "seed"}.

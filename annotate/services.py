@@ -32,6 +32,7 @@ from .models import (
     Session,
     SessionStatus,
 )
+from .prompts import render_prompt, stored_prompt
 
 STOP_MARKER = "<|stop|>"  # typed at the end of a rewrite, it ends the response there (as in onPanda)
 SAVE_EVERY_TOKENS = 8  # a streaming node is saved this often, so a failure loses at most a few tokens
@@ -99,7 +100,7 @@ def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -
     progress.set_total(items.count())
     done = 0
     for item in items.iterator(chunk_size=100):
-        prompt_ids = backend.chat_prompt_ids(item.messages)
+        prompt_ids = render_prompt(backend, stored_prompt(item.messages, item.tools))
         seed = seed_for(config, item, "rollout")
         steps = list(backend.stream(prompt_ids, max_tokens=config.max_tokens, temperature=config.temperature,
                                     seed=seed, top_k=config.top_k))

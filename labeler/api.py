@@ -177,8 +177,8 @@ class TaxonomyUploadApi(APIView):
 
 
 class ImportApi(APIView):
-    """Upload SWE tasks (`kind=tasks`) or trajectories (`kind=trajectories`) as JSONL in the field `file`.
-    `dry_run` and `skip_bad_lines` are form fields."""
+    """Upload SWE tasks (`kind=tasks`) or trajectories (`kind=trajectories`: any trace format the platform reads,
+    or a SWE-agent `.traj` file) as JSONL in the field `file`. `dry_run` and `skip_bad_lines` are form fields."""
 
     parser_classes = [MultiPartParser, FormParser]
 

@@ -1,10 +1,13 @@
-"""Record kinds of the SWE Labeler: the label catalogue and three training views of it.
+"""Record kinds of the SWE Labeler: the label catalogue, three training views of it, and the trajectories.
 
 - `swe.labels`: every task, one row, with its final label (if any) and where each field came from.
 - `swe.pooled`: labeled tasks only (reviewed or auto-labeled by default), every category together.
 - `swe.routed`: the same rows, written as one shard set per category (A, B, C, unassigned), so
   each category expert trains on its own files.
 - `swe.balanced`: a category-balanced sample of a requested size, reproducible from its seed.
+- `swe.trajectories`: every trajectory, one row, as a training conversation (reasoning, tool calls and
+  results, a `tools` column: `dataplatform.conversations.training`), with its task's final label, so
+  trajectories can be routed and balanced by category like their tasks.
 
 A task's final label is its newest submitted reviewer label, else the model's submitted label.
 Labels change as reviewers edit them, so an export does not read their current state: it replays
@@ -23,10 +26,13 @@ from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
 from dataplatform.apiutils import MAX_ID, MAX_SEED
+from dataplatform.conversations.reading import read_conversation
+from dataplatform.conversations.training import MESSAGES, TOOLS, messages_cell, record_batch, tools_cell
 from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
+from dataplatform.exports.sources import keyset_pages
 
 from . import services
-from .models import Label, LabelEvent, LabelEventKind, LabelOrigin, SweTask, Taxonomy
+from .models import Label, LabelEvent, LabelEventKind, LabelOrigin, SweTask, Taxonomy, Trajectory
 
 SINGLE = ("task_type_l1", "domain_l1", "code_language", "task_spec_type", "dependency_context", "scope",
           "cognitive_complexity", "time_estimate")
@@ -34,17 +40,20 @@ MULTI = ("task_type_l2", "domain_l2")
 STATUSES = ("reviewed", "auto", "error", "unlabeled")
 TRAINING_STATUSES = ["reviewed", "auto"]
 
-SCHEMA = pa.schema([
+TASK_COLUMNS = [
     ("instance_id", pa.string()), ("task_id", pa.int64()), ("repo", pa.string()), ("base_commit", pa.string()),
     ("problem_statement", pa.string()), ("patch", pa.string()), ("test_patch", pa.string()),
     ("fail_to_pass", pa.list_(pa.string())), ("pass_to_pass", pa.list_(pa.string())),
+]
+LABEL_COLUMNS = [
     ("taxonomy", pa.string()), ("taxonomy_version", pa.string()), ("category", pa.string()),
     ("review_status", pa.string()), ("label_origin", pa.string()), ("reviewer", pa.string()),
     ("model_id", pa.string()),
     *[(name, pa.string()) for name in SINGLE], *[(name, pa.list_(pa.string())) for name in MULTI],
     # Every field of the label (also those of taxonomies of another shape), its rationales, and who set each field.
     ("values_json", pa.string()), ("rationales_json", pa.string()), ("provenance_json", pa.string()),
-])
+]
+SCHEMA = pa.schema(TASK_COLUMNS + LABEL_COLUMNS)
 
 
 class LabelFilters(ExportFilters):
@@ -131,14 +140,21 @@ TASK_FIELDS = ["id", "instance_id", "repo", "base_commit", "problem_statement", 
                "fail_to_pass", "pass_to_pass"]
 
 
+def _bounded(model, query: ExportQuery):
+    """The project's rows of `model` (tasks, trajectories) up to the data version's first bound, created
+    between the filters' dates."""
+    bound, _ = _bounds(query)
+    rows = model.objects.filter(project=query.project, id__lte=bound)
+    if query.filters.get("created_after"):
+        rows = rows.filter(created_at__gte=query.filters["created_after"])
+    if query.filters.get("created_before"):
+        rows = rows.filter(created_at__lt=query.filters["created_before"])
+    return rows
+
+
 def _task_pages(query: ExportQuery) -> Iterator[list[dict]]:
     """The project's tasks up to the data version, a page at a time (keyset on id)."""
-    task_bound, _ = _bounds(query)
-    tasks = SweTask.objects.filter(project=query.project, id__lte=task_bound)
-    if query.filters.get("created_after"):
-        tasks = tasks.filter(created_at__gte=query.filters["created_after"])
-    if query.filters.get("created_before"):
-        tasks = tasks.filter(created_at__lt=query.filters["created_before"])
+    tasks = _bounded(SweTask, query)
     last = 0
     while True:
         page = list(tasks.filter(id__gt=last).order_by("id").values(*TASK_FIELDS)[:query.batch_size])
@@ -174,11 +190,17 @@ def _rows(query: ExportQuery, default_statuses: list[str]) -> Iterator[list[dict
 
 
 def _row(task: dict, label: dict | None, taxonomy: Taxonomy, spec) -> dict:
-    values = label["values"] if label else {}
     return {
         "instance_id": task["instance_id"], "task_id": task["id"], "repo": task["repo"],
         "base_commit": task["base_commit"], "problem_statement": task["problem_statement"], "patch": task["patch"],
         "test_patch": task["test_patch"], "fail_to_pass": task["fail_to_pass"], "pass_to_pass": task["pass_to_pass"],
+        **_label_columns(label, taxonomy, spec),
+    }
+
+
+def _label_columns(label: dict | None, taxonomy: Taxonomy, spec) -> dict:
+    values = label["values"] if label else {}
+    return {
         "taxonomy": taxonomy.name, "taxonomy_version": taxonomy.version,
         "category": spec.category_for(values) if label else "unassigned",
         "review_status": label["review_status"] if label else "unlabeled",
@@ -266,3 +288,56 @@ register(ExportKind(name="swe.routed", version=1, label="SWE labels, routed by c
 register(ExportKind(name="swe.balanced", version=1, label="SWE labels, category-balanced sample", rows=balanced_rows,
                     filters=BalancedFilters, description="A sample of the requested size spread evenly over the "
                     "categories, reproducible from its seed (recorded in the manifest).", **COMMON))
+
+
+# --- trajectories, each with its task's label ---------------------------------------------------------------
+
+# A trajectory can be megabytes of messages: read a few hundred at a time whatever the export's batch size.
+TRAJECTORY_PAGE = 200
+TRAJECTORY_SCHEMA = pa.schema([
+    ("trajectory_id", pa.string()), ("instance_id", pa.string()), ("task_id", pa.int64()), ("model", pa.string()),
+    ("scaffold", pa.string()), ("source_format", pa.string()),
+    ("messages", MESSAGES),  # the trajectory in the training shape: reasoning, tool calls, tool results
+    ("tools", TOOLS),  # the function schemas the agent was offered; null when none
+    *LABEL_COLUMNS,  # its task's final label, as swe.labels gives it ("unlabeled" for a task without one)
+])
+
+
+def trajectory_data_version(project: Project) -> str:
+    """"<highest trajectory id>:<highest label event id>": the trajectories, and the labels as of then."""
+    trajectories = Trajectory.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0
+    return f"{trajectories}:{data_version(project).partition(':')[2]}"
+
+
+def trajectory_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
+    """Every trajectory that passes the filters (its task's label decides category, status and `where`). One
+    whose stored messages do not read (imported before they were stored normalised) is counted in the
+    manifest's notes, not written."""
+    taxonomy = _taxonomy(query)
+    spec = taxonomy.definition
+    _, event_bound = _bounds(query)
+    statuses = query.filters.get("review_status") or list(STATUSES)
+    for page in keyset_pages(_bounded(Trajectory, query), batch_size=max(1, min(TRAJECTORY_PAGE, query.batch_size))):
+        final = _final_labels([t.task_id for t in page if t.task_id is not None], taxonomy, event_bound)
+        rows = []
+        for trajectory in page:
+            conversation = read_conversation(trajectory.messages, trajectory.tools).conversation
+            if conversation is None:
+                query.notes["trajectories_not_read"] = query.notes.get("trajectories_not_read", 0) + 1
+                continue
+            row = {"trajectory_id": trajectory.trajectory_id, "instance_id": trajectory.instance_id,
+                   "task_id": trajectory.task_id, "model": trajectory.model, "scaffold": trajectory.scaffold,
+                   "source_format": trajectory.source_format,
+                   "messages": messages_cell(conversation.for_training()), "tools": tools_cell(conversation.tools),
+                   **_label_columns(final.get(trajectory.task_id), taxonomy, spec)}
+            if _matches(row, query, statuses):
+                rows.append(row)
+        yield record_batch(rows, TRAJECTORY_SCHEMA)
+
+
+register(ExportKind(name="swe.trajectories", version=1, label="SWE trajectories, with their task's label",
+                    rows=trajectory_rows, schema=TRAJECTORY_SCHEMA, data_version=trajectory_data_version,
+                    filters=LabelFilters, key_field="trajectory_id", dedup_ignore=("task_id",),
+                    count=lambda query: _bounded(Trajectory, query).count(),
+                    description="One row per trajectory as a training conversation (messages with reasoning_content "
+                    "and tool_calls, a tools column) with its task's final label; every review status by default."))

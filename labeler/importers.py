@@ -3,8 +3,15 @@
 One JSON object per line. Tasks: `instance_id` and `problem_statement` (required), `repo`,
 `base_commit`, `patch`, `test_patch`, and `FAIL_TO_PASS` / `PASS_TO_PASS` as a list of test
 names or, as SWE-bench on the Hugging Face hub stores them, a string holding that JSON list.
-Trajectories: `{trajectory_id, instance_id, model, scaffold, messages}`. Any other key is kept
-verbatim in `extra`.
+Any other key is kept verbatim in `extra`.
+
+Trajectories: a trace in any format of `dataplatform.conversations.readers`: the SWE Labeler's own
+`{trajectory_id, instance_id, model, scaffold, messages or json_content}`, OpenAI chat with tool calls,
+an OpenHands output line, a SWE-agent trajectory (a line of JSONL, or a whole `.traj` file, which is
+named after its instance). A trajectory must name its task (`instance_id`, or the .traj file's name);
+one without an id of its own is named `<instance_id>-<hash>`. Its messages are stored normalised
+(`Message.as_dict()`, each with the source's own fields beside it), its tools in `tools`, the record's
+other fields in `extra`.
 
 Built on `dataplatform.imports` (reader, report, hashes), so the usual rules hold: per-line
 errors {file, line, field, message}, dry run, all or nothing unless skip_bad_lines. A record is
@@ -19,7 +26,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, models, transaction
 
 from dataplatform.accounts.models import Project
-from dataplatform.conversations.validation import ANY_PARTS_OR_NULL, check_messages
+from dataplatform.conversations.readers import document_name, json_texts, read_trace
 from dataplatform.imports import (
     HashingLines,
     ImportReport,
@@ -29,7 +36,6 @@ from dataplatform.imports import (
     load_json,
     parse_json_object,
     read_error,
-    read_lines,
 )
 
 from .models import Source, SourceKind, SweTask, Trajectory
@@ -37,8 +43,9 @@ from .models import Source, SourceKind, SweTask, Trajectory
 BATCH_SIZE = 1000
 TASK_TEXT = ("instance_id", "problem_statement", "repo", "base_commit", "patch", "test_patch")
 TEST_LISTS = {"FAIL_TO_PASS": "fail_to_pass", "PASS_TO_PASS": "pass_to_pass"}
-TRAJECTORY_TEXT = ("trajectory_id", "instance_id", "model", "scaffold")
-REQUIRED = {"instance_id", "problem_statement", "trajectory_id"}
+REQUIRED = {"instance_id", "problem_statement"}
+# Trajectory field -> the TraceRecord field it is read from.
+TRAJECTORY_TEXT = {"trajectory_id": "trace_id", "instance_id": "task_id", "model": "model", "scaffold": "harness"}
 
 Problems = list[tuple[str, str]]  # (field, message) found on one line
 
@@ -56,7 +63,7 @@ class _Spec:
     kind: str
     model: type[models.Model]
     key: str
-    fields: Callable[[dict, Problems], dict]
+    fields: Callable[..., dict]  # (line's object, problems, *, sha256, file) -> model fields
     prepare: Callable[[Project, list[_Record]], None] = lambda project, records: None  # just before writing
 
 
@@ -92,25 +99,30 @@ def _test_names(data: dict, key: str, problems: Problems) -> list[str]:
     return value
 
 
-def _messages(data: dict, problems: Problems) -> list:
-    messages = data.get("messages")
-    # Any role an agent scaffold names; content may be null (or absent) beside tool_calls.
-    problems.extend(check_messages(messages, content=ANY_PARTS_OR_NULL).problems)
-    return messages
-
-
-def _task_fields(data: dict, problems: Problems) -> dict:
+def _task_fields(data: dict, problems: Problems, **_) -> dict:
+    """A task's fields: from the line alone."""
     fields = {key: _text(data, key, SweTask, problems) for key in TASK_TEXT}
     fields |= {column: _test_names(data, key, problems) for key, column in TEST_LISTS.items()}
     fields["extra"] = {k: v for k, v in data.items() if k not in TASK_TEXT and k not in TEST_LISTS}
     return fields
 
 
-def _trajectory_fields(data: dict, problems: Problems) -> dict:
-    fields = {key: _text(data, key, Trajectory, problems) for key in TRAJECTORY_TEXT}
-    fields["messages"] = _messages(data, problems)
-    fields["extra"] = {k: v for k, v in data.items() if k not in TRAJECTORY_TEXT and k != "messages"}
-    return fields
+def _trajectory_fields(data: dict, problems: Problems, *, sha256: str, file: str) -> dict:
+    record, found = read_trace(data, task_id=document_name(file))
+    problems.extend(found)
+    if record is None:
+        return {}
+    fields = {column: getattr(record, name) for column, name in TRAJECTORY_TEXT.items()}
+    fields["trajectory_id"] = record.id_or(sha256)
+    for column, value in fields.items():
+        where = record.origins.get(TRAJECTORY_TEXT[column]) or column
+        limit = Trajectory._meta.get_field(column).max_length
+        if column == "instance_id" and not value:
+            problems.append((where, "is required: the SWE task (instance_id) this trajectory attempts"))
+        elif len(value) > limit:
+            problems.append((where, f"must be at most {limit} characters long"))
+    return fields | {"messages": record.stored_messages(), "tools": list(record.conversation.tools),
+                     "source_format": record.format, "extra": record.meta}
 
 
 def _parse_line(spec: _Spec, report: ImportReport, number: int, text: str | None,
@@ -123,15 +135,16 @@ def _parse_line(spec: _Spec, report: ImportReport, number: int, text: str | None
         report.errors.append(error)
         return None
     problems: Problems = []
-    fields = spec.fields(data, problems)
+    sha256 = canonical_sha256(data)
+    fields = spec.fields(data, problems, sha256=sha256, file=report.file)
     report.errors += [LineError(report.file, number, name, message) for name, message in problems]
-    return None if problems else _Record(number, fields[spec.key], canonical_sha256(data), fields)
+    return None if problems else _Record(number, fields[spec.key], sha256, fields)
 
 
 def _parse(spec: _Spec, lines: Iterable[bytes | str], report: ImportReport) -> list[_Record]:
     """Good records, first occurrence of each id; repeats are counted or reported."""
     first: dict[str, _Record] = {}
-    for number, text, problem in read_lines(lines):
+    for number, text, problem in json_texts(lines, report.file):
         report.lines = number
         record = _parse_line(spec, report, number, text, problem)
         if record is None:

@@ -104,7 +104,9 @@ class SweTask(models.Model):
 
 
 class Trajectory(models.Model):
-    """An agent's attempt at a task: `{trajectory_id, instance_id, model, scaffold, messages}`."""
+    """An agent's attempt at a task, read by `dataplatform.conversations.readers` from one of their formats:
+    its messages in the stored conversation shape (`Message.as_dict()`, each with the source's own fields
+    beside it), its function schemas in `tools`, the record's other fields in `extra`."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="swe_trajectories")
     source = models.ForeignKey(Source, null=True, on_delete=models.SET_NULL, related_name="trajectories")
@@ -114,6 +116,8 @@ class Trajectory(models.Model):
     model = models.CharField(max_length=200, blank=True)
     scaffold = models.CharField(max_length=200, blank=True)
     messages = models.JSONField()
+    tools = models.JSONField(default=list, blank=True)  # [{type: function, function: {name, parameters...}}]
+    source_format = models.CharField(max_length=16, default="swe_labeler")  # the reader's: openai, swe_agent...
     extra = models.JSONField(default=dict, blank=True)
     source_sha256 = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)

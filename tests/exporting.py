@@ -1,5 +1,7 @@
 """Running an export end to end inside a test, as the `export` command does, and reading its shards back."""
 
+import json
+
 import pyarrow.parquet as pq
 
 from dataplatform.exports import services as export_services
@@ -21,3 +23,10 @@ def export_rows(project, user, storage_root, kind: str, **options) -> tuple:
     for table in tables:
         assert table.schema.equals(get_kind(kind).schema)
     return export, [row for table in tables for row in table.to_pylist()]
+
+
+def chat_cell(messages: list[dict]) -> list[dict]:
+    """A chat cell as a trainer loads it (`datasets`, then TRL's `remove_none_values`): each message without the
+    struct's null fields, its tool calls parsed from their JSON."""
+    return [{key: [json.loads(call) for call in value] if key == "tool_calls" else value
+             for key, value in message.items() if value is not None} for message in messages]

@@ -8,13 +8,14 @@ import pyarrow as pa
 from django.db.models import Exists, OuterRef
 from rest_framework import serializers
 
+from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.exports.sources import keyset_values
 
 from .. import services
 from ..models import Item, Node, NodeStatus, SessionStatus
 from ..supervision import fork_token_idx, pick_fork_pairs, response_ids
-from .sessions import MESSAGES, SessionFilters, data_version, finished_sessions, message, tree_page
+from .sessions import SessionFilters, answer, data_version, finished_sessions, prompt_cells, tree_page
 
 # Node fields a pair reads; `top` (k pairs per token) and `logprobs` are left in the database.
 NODE_FIELDS = ("id", "session_id", "parent_id", "key", "token_ids", "origins", "finish_reason", "locked_until",
@@ -36,7 +37,7 @@ class Side:
 @dataclass(frozen=True)
 class Pair:
     pair_type: str  # "fork" (same session) or "outcome" (a rejected session's node vs an accepted answer)
-    item: dict  # {"id", "messages", "prompt_ids"}
+    item: dict  # {"id", "messages", "tools", "prompt_ids"}
     rejected: Side
     chosen: Side
 
@@ -44,6 +45,10 @@ class Pair:
     def id(self) -> str:
         return (f"{self.rejected.session_id}.{self.rejected.node.key}-"
                 f"{self.chosen.session_id}.{self.chosen.node.key}")
+
+    def prompt_cells(self) -> tuple[list[dict], list[str] | None]:
+        """The `prompt` and `tools` cells of the pair's item."""
+        return prompt_cells(self.item["messages"], self.item["tools"])
 
 
 def pairs(query: ExportQuery, *, fork: bool = True, outcome: bool = True) -> Iterator[list[Pair]]:
@@ -58,7 +63,7 @@ def pairs(query: ExportQuery, *, fork: bool = True, outcome: bool = True) -> Ite
     """
     sessions = finished_sessions(query)
     items = Item.objects.filter(project=query.project).filter(Exists(sessions.filter(item=OuterRef("pk"))))
-    for page in keyset_values(items, ["id", "messages", "prompt_ids"], batch_size=tree_page(query)):
+    for page in keyset_values(items, ["id", "messages", "tools", "prompt_ids"], batch_size=tree_page(query)):
         by_item = {item["id"]: item for item in page}
         page_sessions = list(sessions.filter(item_id__in=list(by_item)).order_by("id")
                              .values("id", "item_id", "status", "current_node_id", "annotator__username"))
@@ -103,9 +108,10 @@ PAIRS_SCHEMA = pa.schema([
     ("id", pa.string()),  # "<rejected session>.<node key>-<chosen session>.<node key>"
     ("pair_type", pa.string()),  # fork / outcome
     ("item_id", pa.int64()),
-    ("prompt", MESSAGES),  # TRL's conversational preference format: prompt, chosen, rejected
+    ("prompt", MESSAGES),  # TRL's conversational preference format: prompt, chosen, rejected, and tools
     ("chosen", MESSAGES),
     ("rejected", MESSAGES),
+    ("tools", TOOLS),
     ("fork_token_idx", pa.int64()),  # fork pairs: the first differing response token; null for outcome pairs
     ("chosen_session_id", pa.int64()),
     ("chosen_node_key", pa.int64()),
@@ -116,24 +122,29 @@ PAIRS_SCHEMA = pa.schema([
 ])
 
 
-def pair_rows(query: ExportQuery) -> Iterator[list[dict]]:
+def pair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     backend = services.backend_for(query.project)
     for page in pairs(query, **_pair_kinds(query)):
-        yield [{
-            "id": pair.id, "pair_type": pair.pair_type, "item_id": pair.item["id"], "prompt": pair.item["messages"],
-            "chosen": [message("assistant", backend.detokenize(pair.chosen.ids))],
-            "rejected": [message("assistant", backend.detokenize(pair.rejected.ids))],
-            "fork_token_idx": fork_token_idx(pair.rejected.ids, pair.chosen.ids) if pair.pair_type == "fork" else None,
-            "chosen_session_id": pair.chosen.session_id, "chosen_node_key": pair.chosen.node.key,
-            "chosen_annotator": pair.chosen.annotator,
-            "rejected_session_id": pair.rejected.session_id, "rejected_node_key": pair.rejected.node.key,
-            "rejected_annotator": pair.rejected.annotator,
-        } for pair in page]
+        yield record_batch([_pair_row(pair, backend) for pair in page], PAIRS_SCHEMA)
+
+
+def _pair_row(pair: Pair, backend) -> dict:
+    prompt, tools = pair.prompt_cells()
+    return {
+        "id": pair.id, "pair_type": pair.pair_type, "item_id": pair.item["id"], "prompt": prompt,
+        "chosen": answer(backend.detokenize(pair.chosen.ids)),
+        "rejected": answer(backend.detokenize(pair.rejected.ids)), "tools": tools,
+        "fork_token_idx": fork_token_idx(pair.rejected.ids, pair.chosen.ids) if pair.pair_type == "fork" else None,
+        "chosen_session_id": pair.chosen.session_id, "chosen_node_key": pair.chosen.node.key,
+        "chosen_annotator": pair.chosen.annotator,
+        "rejected_session_id": pair.rejected.session_id, "rejected_node_key": pair.rejected.node.key,
+        "rejected_annotator": pair.rejected.annotator,
+    }
 
 
 register(ExportKind(
     name="onpanda.pairs",
-    version=1,
+    version=2,  # 2: the prompt carries reasoning_content, tool_calls and tool results; the tools column
     schema=PAIRS_SCHEMA,
     label="onPanda preference pairs",
     description="Preference pairs as onPanda makes them: fork pairs (each other node of an accepted session vs its "

@@ -48,7 +48,7 @@ def panda_json_rows(query: ExportQuery) -> Iterator[list[dict]]:
 
 register(ExportKind(
     name="onpanda.panda_json",
-    version=1,
+    version=2,  # 2: dialogs carry the prompt's reasoning, tool calls and tool results, and its tools
     schema=PANDA_JSON_SCHEMA,
     label="onPanda .panda.json",
     description="One row per finished session: the whole correction tree as a .panda.json v2 document (a string), "

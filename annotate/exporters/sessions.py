@@ -1,17 +1,18 @@
-"""What every onPanda record kind shares: the data version, the session filters, the finished sessions."""
+"""What every onPanda record kind shares: the data version, the session filters, the finished sessions, and the
+conversation cells of a row (`dataplatform.conversations.training`: the shape TRL and chat templates read)."""
 
 from dataclasses import dataclass
 
-import pyarrow as pa
 from django.db.models import Exists, Max, OuterRef, QuerySet
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
+from dataplatform.conversations.training import messages_cell, tools_cell
 from dataplatform.exports.registry import ExportFilters, ExportQuery
 
 from ..models import Event, EventKind, Review, Session, SessionStatus
+from ..prompts import stored_prompt
 
-MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 # Tree-shaped kinds load a page of sessions or items with all their nodes; keep pages small.
 TREE_PAGE = 200
 FINISHED = (SessionStatus.ACCEPTED, SessionStatus.REJECTED)
@@ -72,5 +73,13 @@ def finished_sessions(query: ExportQuery, statuses=FINISHED) -> QuerySet[Session
     return sessions
 
 
-def message(role: str, content: str) -> dict:
-    return {"role": role, "content": content}
+def prompt_cells(messages: list[dict], tools: list[dict]) -> tuple[list[dict], list[str] | None]:
+    """An item's stored prompt as row cells: its messages in the training shape (reasoning, tool calls and tool
+    results of earlier turns included), and its tools."""
+    prompt = stored_prompt(messages, tools)
+    return messages_cell(prompt.for_training()), tools_cell(prompt.tools)
+
+
+def answer(text: str) -> list[dict]:
+    """The assistant turn a node holds, as a cell: its text (its channels are not parsed from the tokens yet)."""
+    return [{"role": "assistant", "content": text}]

@@ -1,4 +1,5 @@
-"""onpanda.sft: one row per accepted session, the prompt and the accepted response as chat messages."""
+"""onpanda.sft: one row per accepted session, the prompt and the accepted response as chat messages (TRL's
+conversational language-modeling format: `messages`, and the prompt's `tools`)."""
 
 from collections.abc import Iterator
 
@@ -6,13 +7,14 @@ import pyarrow as pa
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from rest_framework import serializers
 
+from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.exports.sources import keyset_values
 
 from .. import services
 from ..models import Event, EventKind, Review, ReviewDecision, Session, SessionStatus
 from ..supervision import strip_stop_token
-from .sessions import MESSAGES, Bound, SessionFilters, data_version, finished_sessions, message
+from .sessions import Bound, SessionFilters, answer, data_version, finished_sessions, prompt_cells
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 UNREVIEWED = "unreviewed"
@@ -28,7 +30,8 @@ SFT_SCHEMA = pa.schema([
     ("id", pa.int64()),  # the session
     ("item_id", pa.int64()),
     ("external_id", pa.string()),
-    ("messages", MESSAGES),  # the prompt plus the accepted response
+    ("messages", MESSAGES),  # the prompt (reasoning, tool calls, tool results too) plus the accepted response
+    ("tools", TOOLS),
     ("response_token_ids", pa.list_(pa.int64())),  # exactly as generated, with the model's stop token if it stopped
     ("origins", pa.list_(pa.string())),  # per token: model / candidate / typed
     ("candidate_ranks", pa.list_(pa.int64())),  # per token: rank in the top-k when picked, else null
@@ -57,7 +60,7 @@ def _sft_sessions(query: ExportQuery) -> QuerySet[Session]:
     return sessions
 
 
-def sft_rows(query: ExportQuery) -> Iterator[list[dict]]:
+def sft_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     backend = services.backend_for(query.project)
 
     def row(values: dict) -> dict:
@@ -65,9 +68,10 @@ def sft_rows(query: ExportQuery) -> Iterator[list[dict]]:
         text = backend.detokenize(strip_stop_token(
             ids, origins=values["current_node__origins"], finish_reason=values["current_node__finish_reason"],
             locked_until=values["current_node__locked_until"]))
+        prompt, tools = prompt_cells(values["item__messages"], values["item__tools"])
         return {
             "id": values["id"], "item_id": values["item_id"], "external_id": values["item__external_id"],
-            "messages": [*values["item__messages"], message("assistant", text)],
+            "messages": prompt + answer(text), "tools": tools,
             "response_token_ids": ids, "origins": values["current_node__origins"],
             "candidate_ranks": values["current_node__candidate_ranks"],
             "finish_reason": values["current_node__finish_reason"], "model_id": values["current_node__model_id"],
@@ -75,19 +79,21 @@ def sft_rows(query: ExportQuery) -> Iterator[list[dict]]:
             "review": values["review"],
         }
 
-    fields = ["id", "item_id", "item__external_id", "item__messages", "current_node__token_ids",
+    fields = ["id", "item_id", "item__external_id", "item__messages", "item__tools", "current_node__token_ids",
               "current_node__origins", "current_node__candidate_ranks", "current_node__finish_reason",
               "current_node__locked_until", "current_node__model_id", "annotator__username", "accepted_at", "review"]
-    yield from keyset_values(_sft_sessions(query), fields, batch_size=query.batch_size, transform=row)
+    for page in keyset_values(_sft_sessions(query), fields, batch_size=query.batch_size, transform=row):
+        yield record_batch(page, SFT_SCHEMA)
 
 
 register(ExportKind(
     name="onpanda.sft",
-    version=1,
+    version=2,  # 2: messages carry reasoning_content, tool_calls and tool results; the tools column
     schema=SFT_SCHEMA,
     label="onPanda SFT",
-    description="One row per accepted session: the prompt and the accepted response as chat messages, with the "
-                "response's token ids, per-token origins (model / candidate / typed) and candidate ranks.",
+    description="One row per accepted session: the prompt (with its tools) and the accepted response as chat "
+                "messages, with the response's token ids, per-token origins (model / candidate / typed) and "
+                "candidate ranks.",
     rows=sft_rows,
     data_version=data_version,
     count=lambda query: _sft_sessions(query).count(),

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.inference import Backend
 
@@ -11,7 +12,7 @@ from .. import services
 from ..supervision import NothingToSupervise
 from ..supervision import token_supervision as compute_token_supervision
 from .pairs import pairs
-from .sessions import MESSAGES, SessionFilters, data_version
+from .sessions import SessionFilters, data_version
 
 CHUNKS = pa.list_(pa.struct([("token_ids", pa.list_(pa.int64())), ("text", pa.string()), ("ignore_loss", pa.bool_())]))
 
@@ -24,7 +25,9 @@ TOKEN_SUPERVISION_SCHEMA = pa.schema([
     ("annotator", pa.string()),
     ("model_id", pa.string()),
     ("prompt", MESSAGES),
-    ("prompt_token_ids", pa.list_(pa.int64())),  # the chat template applied to the prompt, generation prompt added
+    ("tools", TOOLS),
+    # The model's chat template applied to the prompt and its tools, generation prompt added.
+    ("prompt_token_ids", pa.list_(pa.int64())),
     ("fork_token_idx", pa.int64()),
     ("chosen_token_id", pa.int64()),  # null: the chosen response ends at the fork (its stop is chosen)
     ("rejected_token_id", pa.int64()),  # null: the rejected response ended at the fork
@@ -40,7 +43,7 @@ TOKEN_SUPERVISION_SCHEMA = pa.schema([
 ])
 
 
-def token_supervision_rows(query: ExportQuery) -> Iterator[list[dict]]:
+def token_supervision_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     backend: Backend = services.backend_for(query.project)
     for page in pairs(query, fork=True, outcome=False):
         rows = []
@@ -51,19 +54,20 @@ def token_supervision_rows(query: ExportQuery) -> Iterator[list[dict]]:
                 continue
             supervision.pop("chosen_patch")
             supervision.pop("rejected_patch")
+            prompt, tools = pair.prompt_cells()
             rows.append({
                 "id": pair.id, "item_id": pair.item["id"], "session_id": pair.chosen.session_id,
                 "chosen_node_key": pair.chosen.node.key, "rejected_node_key": pair.rejected.node.key,
                 "annotator": pair.chosen.annotator, "model_id": pair.chosen.node.model_id,
-                "prompt": pair.item["messages"], "prompt_token_ids": pair.item["prompt_ids"], **supervision,
+                "prompt": prompt, "tools": tools, "prompt_token_ids": pair.item["prompt_ids"], **supervision,
             })
         if rows:
-            yield rows
+            yield record_batch(rows, TOKEN_SUPERVISION_SCHEMA)
 
 
 register(ExportKind(
     name="onpanda.token_supervision",
-    version=1,
+    version=2,  # 2: the prompt carries reasoning_content, tool_calls and tool results; the tools column
     schema=TOKEN_SUPERVISION_SCHEMA,
     label="onPanda token-level supervision",
     description="One row per fork pair: the first differing token, and chosen/rejected chunks [pre, patch, post] "

@@ -1,11 +1,13 @@
 """Export: a session as a `.panda.json` v2 document, written the way onPanda's annotator writes it.
 
 A session is already a `.panda.json` tree. Each node is a dialog keyed by its `key`: the item's
-prompt plus one assistant message (the node's text, derived from its ids), `annotate.is_good` (true
-only for the accepted node of an accepted session), and `operations` written from the session's
-events (`generate_new`, `continue_with_chosen` with the chosen token and the rejected position's
-`top_logprobs`, `continue_with_input`, `continue_generating`). `operations[0].parent` links a
-correction to the dialog it corrects, which is how `onpanda.parser.PandaTree` rebuilds the tree.
+prompt (its earlier turns with their `reasoning`, tool calls and tool results, as onPanda writes them)
+plus one assistant message (the node's text, derived from its ids), the prompt's `tools` if it has
+any, `annotate.is_good` (true only for the accepted node of an accepted session), and `operations`
+written from the session's events (`generate_new`, `continue_with_chosen` with the chosen token and
+the rejected position's `top_logprobs`, `continue_with_input`, `continue_generating`).
+`operations[0].parent` links a correction to the dialog it corrects, which is how
+`onpanda.parser.PandaTree` rebuilds the tree.
 """
 
 import copy
@@ -132,6 +134,7 @@ def session_to_panda_json(session: Session, *, backend: Backend | None = None) -
             answer["finish_reason"] = node.finish_reason
         dialogs[str(node.key)] = {
             "messages": copy.deepcopy(item.messages) + [answer],
+            **({"tools": copy.deepcopy(item.tools)} if item.tools else {}),
             "annotate": {"is_good": node.pk == accepted_id},
             "operations": operations or [_fallback_operation(node, parent)],
         }

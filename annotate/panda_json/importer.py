@@ -20,6 +20,7 @@ from dataplatform.inference import Backend
 
 from .. import services
 from ..models import Claim, ClaimState, Event, EventKind, Item, Node, NodeStatus, Origin, Session, SessionStatus
+from ..prompts import render_prompt
 from ..supervision import fork_token_idx
 from .parser import ParsedDialog, ParsedTree, panda_sha256, parse_panda_json, time_ms
 from .report import FieldError, PandaImportReport
@@ -149,7 +150,7 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
         specs[dialog.key] = _node_spec(dialog, specs.get(dialog.parent), key, backend, file=file, report=report)
         report.key_map[str(dialog.key)] = key
     report.dialogs = len(specs)
-    prompt_ids = backend.chat_prompt_ids(tree.prompt)
+    prompt_ids = render_prompt(backend, tree.prompt)
     if dry_run:
         return report
 
@@ -169,8 +170,10 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
 def _write(project: Project, tree: ParsedTree, specs: list[_NodeSpec], prompt_ids: list[int], annotator, file: str,
            report: PandaImportReport) -> None:
     root = specs[0]
+    prompt = tree.prompt.as_dict()
     item = Item.objects.create(
-        project=project, external_id=tree.external_id, messages=tree.prompt, prompt_ids=prompt_ids,
+        project=project, external_id=tree.external_id, messages=prompt["messages"], tools=prompt.get("tools", []),
+        prompt_ids=prompt_ids,
         # The file is the source record, so its hash is the item's source hash (unique per project).
         source_sha256=report.sha256, claims_done=1,  # the imported session below is a done claim
         meta={"panda_sha256": report.sha256, "panda_uuid": tree.panda_uuid, "imported_from": file},

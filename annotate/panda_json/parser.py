@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from dataplatform.conversations.model import Conversation
 from dataplatform.errors import Refused
 from dataplatform.imports import (
     SAVE_AS_UTF8,
@@ -85,7 +86,7 @@ class ParsedDialog:
 
 @dataclass
 class ParsedTree:
-    prompt: list[dict]
+    prompt: Conversation  # the prompt every dialog answers, with its tools
     dialogs: list[ParsedDialog]  # in key order, so every parent comes before its children
     update_time: int
     external_id: str
@@ -189,10 +190,10 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> ParsedTre
 
 
 def _read_dialogs(raw_dialogs: dict, keys: dict[int, str], *, file: str,
-                  report: PandaImportReport) -> tuple[list[dict] | None, list[ParsedDialog]]:
+                  report: PandaImportReport) -> tuple[Conversation | None, list[ParsedDialog]]:
     """The file's one prompt and the dialogs answering it, in key order; a refused dialog's problems go to
     the report, and a dialog still waiting for its answer to `report.skipped_dialogs`."""
-    prompt: list[dict] | None = None
+    prompt: Conversation | None = None
     prompt_from = 0
     dialogs: list[ParsedDialog] = []
     last_key = max(keys, default=0)
@@ -200,16 +201,18 @@ def _read_dialogs(raw_dialogs: dict, keys: dict[int, str], *, file: str,
         where = f"dialogs.{keys[key]}"
         dialog = raw_dialogs[keys[key]]
         try:
-            messages = validator.read_messages(dialog, where, report.warnings)
-            if messages[-1]["role"] != "assistant":
+            conversation = validator.read_dialog(dialog, where, report.warnings)
+            answer = conversation.messages[-1]
+            if answer.role != "assistant":
                 report.skipped_dialogs.append(keys[key])
                 continue
-            this_prompt = validator.prompt_of(messages, where)
+            this_prompt = validator.prompt_of(conversation, where)
             if prompt is None:
                 prompt, prompt_from = this_prompt, key
             elif this_prompt != prompt:
-                raise DialogRefused((f"{where}.messages", f"the prompt differs from dialog {keys[prompt_from]}'s; "
-                                     "a session has one prompt, so edited prompts cannot be imported"))
+                raise DialogRefused((f"{where}.messages", f"the prompt (or its tools) differs from dialog "
+                                     f"{keys[prompt_from]}'s; a session has one prompt, so edited prompts cannot "
+                                     "be imported"))
             is_good = validator.is_good(dialog, where, last=key == last_key)
             operations = validator.operations_of(dialog, where)
             parent = validator.parent_of(operations, where)
@@ -219,7 +222,6 @@ def _read_dialogs(raw_dialogs: dict, keys: dict[int, str], *, file: str,
         # As in PandaTree: a parent that is not an earlier dialog (deleted, or itself) starts a new tree.
         if parent is not None and parent not in {d.key for d in dialogs}:
             parent = None
-        dialogs.append(ParsedDialog(key=key, response=messages[-1]["content"],
-                                    finish_reason=str(dialog["messages"][-1].get("finish_reason") or ""),
+        dialogs.append(ParsedDialog(key=key, response=answer.content, finish_reason=answer.finish_reason or "",
                                     is_good=is_good, parent=parent, operations=operations))
     return prompt, dialogs

@@ -5,9 +5,9 @@ Each check returns what it read from the dialog, or raises `DialogRefused` with 
 names every bad dialog. The rules about the whole tree (one root, one good dialog) are the parser's.
 """
 
-from dataplatform.conversations.validation import STRING_OR_TEXT_PARTS, check_messages
+from dataplatform.conversations.model import Conversation
+from dataplatform.conversations.reading import REASONING_KEYS, read_conversation
 
-from ..importers import ROLES
 from ..models import Node
 
 # Flags on a first operation that make its dialog the root of a new tree (as PandaTree reads them).
@@ -26,27 +26,28 @@ class DialogRefused(Exception):
         self.problems = list(problems)
 
 
-def read_messages(dialog, where: str, warnings: list[str]) -> list[dict]:
-    """The dialog's messages as {role, content}, the content read as text. A node holds the content's tokens
-    only, so every other key of a message (reasoning, tool calls, names...) is left out, with a warning."""
+def read_dialog(dialog, where: str, warnings: list[str]) -> Conversation:
+    """The dialog's messages and tools, read by the conversation model's reader.
+
+    The prompt keeps what the model holds: reasoning, tool calls and tool results of earlier turns. The
+    answer (the last message, when it is the assistant's) becomes a node, which holds its content's tokens
+    only, so its reasoning and tool calls are left out; every key left out gets a warning."""
     if not isinstance(dialog, dict):
         raise DialogRefused((where, "must be an object"))
     messages = dialog.get("messages")
     path = f"{where}.messages"
-    checked = check_messages(messages, path=path, roles=ROLES, content=STRING_OR_TEXT_PARTS)
-    normalized = []
-    for index, text in enumerate(checked.texts):
-        if text is None:
-            continue
-        message = messages[index]
-        normalized.append({"role": message["role"], "content": text})
-        dropped = sorted(set(message) - {"role", "content", "finish_reason"})
-        if dropped:
-            warnings.append(f"{path}[{index}]: only role and content are imported (dropped {', '.join(dropped)})")
-    problems = _finish_reason_problems(messages, path) + checked.problems
+    read = read_conversation(messages, dialog.get("tools"), path=path, tools_path=f"{where}.tools")
+    problems = _finish_reason_problems(messages, path) + read.problems
     if problems:
         raise DialogRefused(*problems)
-    return normalized
+    for index, (raw, message) in enumerate(zip(messages, read.conversation.messages, strict=True)):
+        is_answer = index == len(messages) - 1 and message.role == "assistant"
+        kept = {"role", "content", "finish_reason"} if is_answer else set(message.as_dict())
+        dropped = sorted(key for key, value in raw.items() if value not in (None, "", [])
+                         and ("reasoning" if key in REASONING_KEYS else key) not in kept)
+        if dropped:
+            warnings.append(f"{path}[{index}]: left out on import: {', '.join(dropped)}")
+    return read.conversation
 
 
 def _finish_reason_problems(messages, path: str) -> list[Problem]:
@@ -58,14 +59,14 @@ def _finish_reason_problems(messages, path: str) -> list[Problem]:
     return []
 
 
-def prompt_of(messages: list[dict], where: str) -> list[dict]:
-    """The prompt the dialog's last message answers: it holds a 'user' message and does not end with the
-    assistant's."""
-    prompt = messages[:-1]
-    if not any(m["role"] == "user" for m in prompt) or prompt[-1]["role"] == "assistant":
+def prompt_of(dialog: Conversation, where: str) -> Conversation:
+    """The prompt the dialog's last message answers, with the dialog's tools: it holds a 'user' message and
+    does not end with the assistant's."""
+    prompt = dialog.messages[:-1]
+    if not any(m.role == "user" for m in prompt) or prompt[-1].role == "assistant":
         raise DialogRefused((f"{where}.messages",
                              "needs a prompt with a 'user' message, followed by one assistant response"))
-    return prompt
+    return Conversation(messages=prompt, tools=dialog.tools)
 
 
 def is_good(dialog: dict, where: str, *, last: bool) -> bool:

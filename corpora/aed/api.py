@@ -26,7 +26,7 @@ class TraceSerializer(serializers.ModelSerializer):
 
 class TraceDetailSerializer(TraceSerializer):
     class Meta(TraceSerializer.Meta):
-        fields = [*TraceSerializer.Meta.fields, "steps", "meta", "source_sha256"]
+        fields = [*TraceSerializer.Meta.fields, "steps", "tools", "meta", "source_sha256"]
 
 
 class ReplaySerializer(serializers.ModelSerializer):
@@ -100,8 +100,9 @@ def _curated_project(request, slug: str):
 
 
 class ImportApi(APIView):
-    """Upload traces as JSONL (field `file`): AED steps records or SWE-style `messages` trajectories.
-    `dry_run` and `skip_bad_lines` are form fields."""
+    """Upload traces (field `file`): JSONL of AED steps records, `messages` trajectories, OpenAI chat with tool
+    calls, SWE-agent trajectories, OpenHands output lines or SWE Labeler trajectories; or a SWE-agent `.traj`
+    file. `dry_run` and `skip_bad_lines` are form fields."""
 
     parser_classes = [MultiPartParser, FormParser]
 

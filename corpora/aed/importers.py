@@ -1,4 +1,5 @@
-"""AED trace imports: JSONL, one agent trace per line, in either of two shapes.
+"""AED trace imports: JSONL, one agent trace per line, in one of two shapes of its own or a trace format of
+`dataplatform.conversations.readers`.
 
 - AED steps: `{trace_id, task_id, environment, harness, policy_model, outcome: {passed, score?},
   steps: [{index, role, content, action?, observation?}], meta}`. `trace_id`, `outcome.passed` and a
@@ -13,6 +14,14 @@ normalised ones; top-level keys the shape does not know go into `meta` under the
 beside what `meta` already holds (a name in both is an error), and an `outcome` carrying more
 than passed/score is kept whole as `meta["outcome"]`.
 
+Any other line is a trace in one of the readers' formats (OpenAI chat with tool calls, a SWE-agent
+trajectory, an OpenHands output line, a SWE Labeler trajectory with `json_content`); a SWE-agent `.traj`
+file is one trace, read whole. Its conversation becomes one step per message, each in the stored message
+shape (`reasoning`, `tool_calls`, `tool_call_id`, `name`, and the source's own fields of the message) with
+its tool calls as the step's `action`, as text; its tools go in `tools`, the record's other fields in
+`meta`, and the format's name in `source_format`. A record without an id of its own is named
+`<task>-<hash>` (`TraceRecord.id_or`).
+
 Built on `dataplatform.imports` (DESIGN.md section 6): errors are {file, line, field, message}; a dry
 run writes nothing; a file imports whole or not at all unless skip_bad_lines. A trace is matched
 on its trace_id: the same record again (same canonical hash) counts as a duplicate, other content
@@ -25,6 +34,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 
 from dataplatform.accounts.models import Project
+from dataplatform.conversations.readers import TraceRecord, detect, document_name, json_texts, read_trace
 from dataplatform.conversations.validation import ANY_PARTS_OR_NULL, check_messages
 from dataplatform.imports import (
     HashingLines,
@@ -33,7 +43,6 @@ from dataplatform.imports import (
     canonical_sha256,
     parse_json_object,
     read_error,
-    read_lines,
 )
 
 from .models import Trace, TraceSource
@@ -200,11 +209,16 @@ def _meta(data: dict, shape: _Shape, problems: _Problems) -> dict:
     return meta
 
 
-def _fields(data: dict, problems: _Problems) -> tuple[_Shape | None, dict]:
-    if ("steps" in data) == ("messages" in data):
-        problems.add("steps", "a line holds either steps (an AED trace) or messages (a trajectory)"
-                     + (", not both" if "steps" in data else "; it has neither"))
-        return None, {}
+def _fields(data: dict, sha256: str, file: str, problems: _Problems) -> tuple[str, dict]:
+    """(the key that names the trace in errors, the Trace fields) of one line."""
+    if "steps" in data and "messages" in data:
+        problems.add("steps", "a line holds either steps (an AED trace) or messages (a trajectory), not both")
+        return "", {}
+    if "steps" not in data and not ("messages" in data and "trajectory_id" in data):
+        if detect(data) is None:
+            problems.add("steps", "a line holds either steps (an AED trace) or messages (a trajectory); it has neither")
+            return "", {}
+        return _read_fields(data, sha256, file, problems)
     shape = AED_STEPS if "steps" in data else TRAJECTORY
     fields = _text_fields(data, shape, problems)
     fields["passed"], fields["score"] = _outcome(data, shape, problems)
@@ -212,7 +226,38 @@ def _fields(data: dict, problems: _Problems) -> tuple[_Shape | None, dict]:
     fields["steps"] = steps(data[shape.list_key], problems)
     fields["meta"] = _meta(data, shape, problems)
     fields["source_format"] = shape.source_format
-    return shape, fields
+    return shape.id_key, fields
+
+
+# Trace field -> the TraceRecord field it is read from.
+READ_TEXTS = {"trace_id": "trace_id", "task_id": "task_id", "environment": "environment", "harness": "harness",
+              "policy_model": "model"}
+
+
+def _read_fields(data: dict, sha256: str, file: str, problems: _Problems) -> tuple[str, dict]:
+    """A trace in one of the readers' formats (`dataplatform.conversations.readers`)."""
+    record, found = read_trace(data, task_id=document_name(file))
+    _step_problems(found, problems)
+    if record is None:
+        return "", {}
+    fields = {column: getattr(record, name) for column, name in READ_TEXTS.items()}
+    fields["trace_id"] = record.id_or(sha256)
+    for column, value in fields.items():
+        limit = Trace._meta.get_field(column).max_length
+        if len(value) > limit:
+            problems.add(record.origins.get(READ_TEXTS[column]) or column, f"must be at most {limit} characters long")
+    fields |= {"passed": record.passed, "score": None, "steps": _conversation_steps(record),
+               "tools": list(record.conversation.tools), "meta": record.meta, "source_format": record.format}
+    return record.origins.get("trace_id") or "(line)", fields
+
+
+def _conversation_steps(record: TraceRecord) -> list[dict]:
+    """One step per message, in the stored message shape; the step's action is the message's tool calls."""
+    return [stored | {"index": index, "role": message.role, "content": message.content,
+                      "action": "\n".join(f"{call.name}({call.arguments})" for call in message.tool_calls) or None,
+                      "observation": None}
+            for index, (message, stored) in enumerate(zip(record.conversation.messages, record.stored_messages(),
+                                                          strict=True))]
 
 
 # --- the file --------------------------------------------------------------------------------------
@@ -227,7 +272,7 @@ class _TraceImport:
         self.report.errors.append(LineError(self.report.file, line, field, message))
 
     def read(self, lines: Iterable[bytes | str]) -> None:
-        for number, text, problem in read_lines(lines):
+        for number, text, problem in json_texts(lines, self.report.file):
             self.report.lines = number
             if problem:
                 self.report.errors.append(read_error(self.report.file, number, problem))
@@ -236,12 +281,12 @@ class _TraceImport:
             if error:
                 self.report.errors.append(error)
                 continue
-            problems = _Problems()
-            shape, fields = _fields(data, problems)
+            problems, sha256 = _Problems(), canonical_sha256(data)
+            id_key, fields = _fields(data, sha256, self.report.file, problems)
             for field, message in problems:
                 self.error(number, field, message)
             if not problems:
-                self.keep(_Record(number, shape.id_key, canonical_sha256(data), fields))
+                self.keep(_Record(number, id_key, sha256, fields))
 
     def keep(self, record: _Record) -> None:
         first = self.records.setdefault(record.trace_id, record)
@@ -288,7 +333,8 @@ class _TraceImport:
 
 def import_traces(*, project: Project, lines: Iterable[bytes | str], file: str = "traces.jsonl",
                   dry_run: bool = False, skip_bad_lines: bool = False, user=None) -> ImportReport:
-    """Import AED trace JSONL (either shape, see the module docstring) into `project`."""
+    """Import AED traces into `project`: JSONL in a shape of its own or a trace format, or a .traj file (see the
+    module docstring)."""
     run = _TraceImport(project, file, dry_run)
     hashed = HashingLines(lines)
     run.read(hashed)

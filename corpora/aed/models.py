@@ -50,7 +50,10 @@ class TraceSource(ImportedFile):
 
 class Trace(models.Model):
     """An agent's failed (or passed) attempt, as imported. `steps` is the normalised list
-    [{index, role, content, action, observation}] (a `messages` trajectory becomes one step per message)."""
+    [{index, role, content, action, observation}]. A trajectory (a `messages` line, or a trace read by
+    `dataplatform.conversations.readers`) becomes one step per message, its message fields on the step
+    (`reasoning`, `tool_calls`, `tool_call_id`, `name`; `action` is a read trace's tool calls as text) and its
+    function schemas in `tools`."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="traces")
     source = models.ForeignKey(TraceSource, null=True, on_delete=models.SET_NULL, related_name="traces")
@@ -63,7 +66,9 @@ class Trace(models.Model):
     score = models.FloatField(null=True, blank=True)
     steps = models.JSONField()
     meta = models.JSONField(default=dict, blank=True)
-    source_format = models.CharField(max_length=16, default="steps")  # "steps" or "messages"
+    tools = models.JSONField(default=list, blank=True)  # [{type: function, function: {name, parameters...}}]
+    # "steps", "messages", or a reader's format: "openai", "swe_agent", "openhands", "swe_labeler"
+    source_format = models.CharField(max_length=16, default="steps")
     source_sha256 = models.CharField(max_length=64)  # of the record as imported
     created_at = models.DateTimeField(auto_now_add=True)
 

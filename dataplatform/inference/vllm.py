@@ -95,7 +95,7 @@ class VllmBackend:
     def chat_prompt_ids(self, messages: list[dict], *, tools: list[dict] | None = None,
                         continue_final_message: bool = False) -> list[int]:
         # vLLM refuses both flags true: a message left open for the model gets no generation prompt after it.
-        payload: dict[str, Any] = {"model": self.model_id, "messages": messages,
+        payload: dict[str, Any] = {"model": self.model_id, "messages": [_arguments_as_text(m) for m in messages],
                                    "add_generation_prompt": not continue_final_message,
                                    "continue_final_message": continue_final_message}
         if tools is not None:
@@ -367,6 +367,18 @@ def _payload_error(body: Any) -> str | None:
     if "detail" in body:
         return str(body["detail"])
     return None
+
+
+def _arguments_as_text(message: dict) -> dict:
+    """OpenAI's request schema, which vLLM validates, takes a tool call's arguments as JSON text (it parses
+    them back into an object for the chat template); the training shape carries them as objects."""
+    calls = message.get("tool_calls")
+    if not calls or all(isinstance(call.get("function", {}).get("arguments"), str) for call in calls):
+        return message
+    return {**message, "tool_calls": [
+        {**call, "function": {**call["function"], "arguments": json.dumps(call["function"]["arguments"],
+                                                                          ensure_ascii=False)}}
+        if not isinstance(call.get("function", {}).get("arguments"), str) else call for call in calls]}
 
 
 def _error_message(response: httpx.Response) -> str:

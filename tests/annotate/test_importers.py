@@ -4,6 +4,9 @@ import pytest
 
 from annotate.importers import import_prompts
 from annotate.models import Item
+from dataplatform.imports import canonical_sha256
+
+from . import agentic
 
 pytestmark = pytest.mark.django_db
 
@@ -57,3 +60,49 @@ def test_dry_run_reports_without_writing(project):
 def test_non_utf8_line_is_reported(project):
     report = import_prompts(project=project, lines=[b"\xff\xfe{}\n"])
     assert report.errors[0].line == 1 and "not UTF-8" in report.errors[0].message
+
+
+# --- agentic context: reasoning, tool calls and tool results before the model's turn --------------------
+
+def test_a_prompt_keeps_its_reasoning_tool_calls_tool_results_and_tools(project):
+    report = import_prompts(project=project, lines=lines(agentic.record()), file="agent.jsonl")
+    assert report.ok and report.created == 1, report.as_dict()
+    item = Item.objects.get()
+    assert item.messages == agentic.STORED_MESSAGES and item.tools == agentic.STORED_TOOLS
+
+
+def test_the_same_prompt_spelled_otherwise_is_the_same_record_and_other_tools_another(project):
+    import_prompts(project=project, lines=lines(agentic.record()))
+    respelled = agentic.record()
+    respelled["messages"][2]["thinking"] = respelled["messages"][2].pop("reasoning_content")
+    respelled["tools"] = [{"type": "function", "function": respelled["tools"][0]}]
+    again = import_prompts(project=project, lines=lines(respelled))
+    assert again.duplicates == 1 and again.created == 0
+    other_tools = agentic.record()
+    other_tools["tools"][0]["description"] = "Today's weather."
+    assert import_prompts(project=project, lines=lines(other_tools)).created == 1
+    assert Item.objects.count() == 2
+
+
+def test_a_prompt_without_tools_keeps_the_source_hash_it_had_before_tools(project):
+    import_prompts(project=project, lines=lines(GOOD))
+    assert Item.objects.get().source_sha256 == canonical_sha256({"id": "p1", "messages": GOOD["messages"]})
+
+
+def test_agentic_problems_name_their_field(project):
+    def broken(change):
+        record = agentic.record()
+        change(record)
+        return record
+
+    report = import_prompts(project=project, file="agent.jsonl", lines=lines(
+        broken(lambda r: r["messages"][1].update(content=[{"type": "image_url", "image_url": {"url": "x"}}])),
+        broken(lambda r: r["messages"][2]["tool_calls"][0]["function"].pop("name")),
+        broken(lambda r: r.update(tools={"name": "get_weather"})),
+        broken(lambda r: r["messages"].pop()),  # ends with the assistant's tool call: nothing for the model to do
+        broken(lambda r: r["messages"][1].update(role="system")),
+    ))
+    assert [(e.line, e.field) for e in report.errors] == [
+        (1, "messages[1].content[0]"), (2, "messages[2].tool_calls[0].function.name"), (3, "tools"),
+        (4, "messages[2].role"), (5, "messages")]
+    assert "image_url" in report.errors[0].message and not Item.objects.exists()

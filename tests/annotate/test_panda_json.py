@@ -13,8 +13,10 @@ from annotate.supervision import response_ids
 
 from ..doubles import RecordingProgress
 from ..exporting import export_rows
+from . import agentic
+from .exporters.rows import trained
 from .test_supervision import CharBackend
-from .trees import build_trees
+from .trees import build_agentic_session, build_trees
 
 pytestmark = pytest.mark.django_db
 
@@ -211,7 +213,7 @@ def _break(path: str, value):
     (_break("dialogs", {}), "dialogs"),
     (_break("dialogs/2/messages/1/role", "robot"), "dialogs.2.messages[1].role"),
     (_break("dialogs/2/messages/2/content", [{"type": "image_url", "image_url": {"url": "x"}}]),
-     "dialogs.2.messages[2].content"),
+     "dialogs.2.messages[2].content[0]"),
     (_break("dialogs/2/messages/1/content", "2+2=?"), "dialogs.2.messages"),
     (_break("dialogs/2/operations", []), "dialogs.2.operations[0]"),
     (_break("dialogs/1/annotate/is_good", True), "dialogs.2.annotate.is_good"),
@@ -230,6 +232,58 @@ def test_a_bad_file_is_reported_by_field_and_writes_nothing(project, members, ch
 def test_dry_run_reports_without_writing(project, members, chars):
     report = import_panda_json(project=project, data=minimal_file(), annotator=members["annotator"], dry_run=True)
     assert report.ok and report.dialogs == 2 and not report.created and Item.objects.count() == 0
+
+
+# --- agentic prompts: reasoning, tool calls, tool results and tools ---------------------------------------
+
+def test_an_agentic_prompt_is_written_as_onpanda_writes_it(project, members, chars):
+    document = as_file(session_to_panda_json(build_agentic_session(project, members)))
+    for dialog in document["dialogs"].values():
+        assert dialog["messages"][:-1] == agentic.STORED_MESSAGES and dialog["tools"] == agentic.STORED_TOOLS
+    tree = PandaTree(document)
+    assert tree.fork_pairs == [(1, 2)]
+    # onPanda's SFT samples carry the tools on their first message.
+    assert tree.build_legacy_data_v1()["sfts"][0][0]["tools"] == agentic.STORED_TOOLS
+
+
+def test_an_agentic_prompt_round_trips_through_another_project(project, other_project, members, chars):
+    original = build_agentic_session(project, members)
+    document = as_file(session_to_panda_json(original))
+    report = import_panda_json(project=other_project, data=document, annotator=members["annotator"])
+    assert report.ok and report.created and not report.warnings, report.as_dict()
+    item = Item.objects.get(pk=report.item_id)
+    assert (item.messages, item.tools) == (agentic.STORED_MESSAGES, agentic.STORED_TOOLS)
+    assert item.prompt_ids == original.item.prompt_ids  # rendered from the same messages and tools
+    assert structure(as_file(session_to_panda_json(Session.objects.get(pk=report.session_id)))) == structure(document)
+
+
+def agentic_file() -> dict:
+    """minimal_file() with the agentic prompt in every dialog, and reasoning in the first dialog's answer."""
+    document = minimal_file()
+    for dialog in document["dialogs"].values():
+        answer = dialog["messages"][2:]
+        dialog["messages"] = agentic.record()["messages"] + answer
+        dialog["tools"] = agentic.record()["tools"]
+    document["dialogs"]["1"]["messages"][-1]["reasoning"] = "Three, I guess."
+    return document
+
+
+def test_an_answers_reasoning_is_left_out_with_a_warning_and_the_prompts_kept(project, members, chars):
+    report = import_panda_json(project=project, data=agentic_file(), annotator=members["annotator"])
+    assert report.ok and report.created, report.as_dict()
+    assert report.warnings == ["dialogs.1.messages[4]: left out on import: reasoning"]
+    item = Item.objects.get(pk=report.item_id)
+    assert (item.messages, item.tools) == (agentic.STORED_MESSAGES, agentic.STORED_TOOLS)
+    assert Session.objects.get(pk=report.session_id).current_node.key == 2
+
+
+def test_dialogs_offering_other_tools_have_another_prompt(project, members, chars):
+    document = agentic_file()
+    document["dialogs"]["2"]["tools"][0]["description"] = "Yesterday's weather."
+    report = import_panda_json(project=project, data=document, annotator=members["annotator"])
+    assert not report.ok and [error.field for error in report.errors] == ["dialogs.2.messages"]
+    assert "the prompt (or its tools) differs from dialog 1's" in report.errors[0].message
+    assert not Item.objects.exists()
 
 
 # --- the real model: interop with the onpanda package ---------------------------------------------------
@@ -293,7 +347,7 @@ def test_sft_and_pairs_exports_agree_with_panda_tree(model_session, members, exp
     _, sft = export_rows(project, members["curator"], export_storage_in_tmp, "onpanda.sft")
     assert [row["id"] for row in sft] == [model_session.pk]
     assert [messages[-1]["content"] for messages in legacy["sfts"]] == [sft[0]["messages"][-1]["content"]]
-    assert sft[0]["messages"][:-1] == model_session.item.messages
+    assert trained(sft[0]["messages"][:-1]) == model_session.item.messages
 
     _, pairs = export_rows(project, members["curator"], export_storage_in_tmp, "onpanda.pairs")
     ours = sorted((row["rejected"][0]["content"], row["chosen"][0]["content"]) for row in pairs)

@@ -1,7 +1,14 @@
+import json
+
 import pytest
 
 from annotate import services
-from annotate.models import ClaimState, Event, EventKind, Node, NodeStatus, SessionStatus
+from annotate.importers import import_prompts
+from annotate.models import ClaimState, Event, EventKind, Item, Node, NodeStatus, SessionStatus
+
+from ..doubles import RecordingProgress
+from . import agentic
+from .test_supervision import CharBackend
 
 pytestmark = pytest.mark.django_db
 
@@ -16,6 +23,22 @@ def test_update_config_writes_only_the_settings_it_changes(project):
     assert (config.top_k, config.seed_policy) == (7, "fixed")
     config.refresh_from_db()
     assert (config.top_k, config.seed_policy, config.overlap) == (7, "fixed", 3)
+
+
+def test_rollouts_render_the_prompt_with_its_agentic_context_and_tools(project, monkeypatch):
+    rendered = []
+
+    class Recording(CharBackend):
+        def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
+            rendered.append((messages, tools))
+            return super().chat_prompt_ids(messages, tools=tools)
+
+    monkeypatch.setattr(services, "backend_for", lambda project: Recording())
+    import_prompts(project=project, lines=[json.dumps(agentic.record())])
+    assert services.generate_rollouts(project=project, progress=RecordingProgress()) == {"answered": 1}
+    assert rendered == [(agentic.TRAINING_MESSAGES, agentic.STORED_TOOLS)]
+    item = Item.objects.get()
+    assert item.prompt_ids == CharBackend().chat_prompt_ids(agentic.TRAINING_MESSAGES, tools=agentic.STORED_TOOLS)
 
 
 def test_open_session_makes_the_rollout_the_root(session):

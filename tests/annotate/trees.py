@@ -1,9 +1,14 @@
 """Hand-made onPanda correction trees, for the tests of what is made of finished sessions (exports,
 .panda.json), on the one-token-per-character backend."""
 
+import json
+
 from annotate import services
+from annotate.importers import import_prompts
 from annotate.models import Item
 
+from ..doubles import RecordingProgress
+from . import agentic
 from .conftest import fake_rollout
 from .test_supervision import EOS
 
@@ -48,3 +53,16 @@ def build_trees(project, members, backend) -> dict:
     still_open = services.open_session(claim=services.claim_next(project=project, annotator=annotator))
     assert still_open.item_id != accepted.item_id
     return {"accepted": accepted, "rejected": rejected, "open": still_open}
+
+
+def build_agentic_session(project, members):
+    """An accepted session on the agentic prompt (agentic.py), imported and answered as in production
+    (services must use the one-token-per-character backend): the rollout is the backend's script, and the
+    annotator types "Yes, it rains." over it from the first token, stopping there."""
+    import_prompts(project=project, lines=[json.dumps(agentic.record())])
+    services.generate_rollouts(project=project, progress=RecordingProgress())
+    annotator = members["annotator"]
+    session = services.open_session(claim=services.claim_next(project=project, annotator=annotator))
+    services.correct(session=session, version=0, node_id=session.current_node.pk, position=0,
+                     text=f"Yes, it rains.{services.STOP_MARKER}", actor=annotator)
+    return services.finish(session=session, version=1, actor=annotator, accept=True)

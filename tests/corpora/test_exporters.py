@@ -1,5 +1,6 @@
 """The AED record kinds through the export engine: diagnosis SFT, AREX-style recovery with loss masks,
-TRL preference rows, full pair records; grades, filters, drafts, the data version and keyset pages."""
+TRL preference rows, full pair records; grades, filters, drafts, the data version and keyset pages; a
+trajectory's tool calls, reasoning and tools in the training shape."""
 
 import json
 
@@ -14,9 +15,11 @@ from corpora.aed.importers import import_traces
 from corpora.aed.models import ReplayRun, Trace
 from dataplatform.exports.registry import ExportQuery, get_kind
 
+from .. import trace_fixtures
 from ..calc_traces import make_demo_trace
 from ..doubles import RecordingProgress
-from ..exporting import export_rows
+from ..exporting import chat_cell, export_rows
+from ..trace_fixtures import OPENHANDS
 
 pytestmark = pytest.mark.django_db
 
@@ -115,23 +118,27 @@ def corpus(project, members):
             "b_fix": b_fix, "b_accepted": b_accepted, "b_replay": b_replay, "c_fix": c_fix, "traces": traces}
 
 
+CHAT_COLUMNS = ("messages", "prompt", "chosen", "rejected")
+
+
 @pytest.fixture
 def run(project, members, export_storage_in_tmp):
     def go(kind, **filters):
         _, rows = export_rows(project, members["curator"], export_storage_in_tmp, kind, filters=filters,
                               validation_ratio=0)
-        return {row["case_id"]: row for row in rows}
+        return {row["case_id"]: row | {column: chat_cell(row[column]) for column in CHAT_COLUMNS if column in row}
+                for row in rows}
     return go
 
 
 def read_rows(project, kind_name, data_version, batch_size=10_000, **filters):
-    """A kind's rows() called directly, as the engine would with this data version."""
+    """A kind's rows() called directly, as the engine would with this data version: a list of rows a batch."""
     kind = get_kind(kind_name)
     form = kind.filters(data=filters)
     form.is_valid(raise_exception=True)
     query = ExportQuery(project=project, filters=form.validated_data, data_version=data_version,
                         batch_size=batch_size)
-    return list(kind.rows(query))
+    return [batch if isinstance(batch, list) else batch.to_pylist() for batch in kind.rows(query)]
 
 
 def flat(batches):
@@ -346,3 +353,74 @@ def test_a_page_costs_the_same_queries_whatever_its_cases(corpus, project, djang
     for name in KINDS:
         with django_assert_num_queries(7 if name == "aed.recovery" else 5):
             read_rows(project, name, version, min_grade="D")
+
+
+# --- a trajectory with tool calls --------------------------------------------------------------------------
+
+@pytest.fixture
+def tool_case(project, members):
+    """A submitted, replayed case on an OpenHands run: its error step is the edit call (step 5)."""
+    curator = members["curator"]
+    report = import_traces(project=project, lines=[trace_fixtures.body(OPENHANDS).splitlines()[0]], file=OPENHANDS)
+    assert report.ok, report.errors
+    trace = Trace.objects.get(project=project)
+    case = curate(trace, curator, error_step=5, category="tool-misuse", diagnosis="It edited before testing.",
+                  evidence_check="supported")
+    fix = services.add_proposal(case=case, actor=curator, corrected_action="Run the test first.")
+    recovery = [{"role": "assistant", "content": "", "origin": "policy", "tool_calls": [
+                    {"id": "r1", "type": "function", "function": {"name": "execute_bash",
+                                                                  "arguments": '{"command": "pytest -q"}'}}]},
+                {"role": "tool", "tool_call_id": "r1", "name": "execute_bash", "content": "1 failed",
+                 "origin": "policy"}]
+    replay_with(fix, curator, [(True, False)] * 6, steps={0: recovery})
+    return case
+
+
+@pytest.mark.model
+def test_a_tool_calling_trace_exports_its_calls_tools_and_reasoning(tool_case, run, local_backend):
+    recovery = run("aed.recovery")[tool_case.pk]
+    messages, tools = recovery["messages"], [json.loads(tool) for tool in recovery["tools"]]
+    assert [tool["function"]["name"] for tool in tools] == ["execute_bash", "str_replace_editor", "finish"]
+    reads = next(m for m in messages if m.get("reasoning_content"))
+    assert reads["reasoning_content"] == "Two reads are independent; do them together."
+    assert [call["function"] for call in reads["tool_calls"]] == [
+        {"name": "str_replace_editor", "arguments": {"command": "view", "path": "/workspace/textkit/slugify.py"}},
+        {"name": "execute_bash", "arguments": {"command": "cat tests/test_slugify.py"}}]  # objects, for templates
+    results = [m for m in messages if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in results] == ["toolu_01", "toolu_02", "toolu_03", "r1"]
+    # The error step (a call with no text) stays a call, never an empty turn; the recovery is trained.
+    assert all(m["content"] or m.get("tool_calls") for m in messages if m["role"] == "assistant")
+    assert messages[-2]["tool_calls"][0]["function"]["arguments"] == {"command": "pytest -q"}
+    assert recovery["loss_mask"][-2:] == [1, 0] and sum(recovery["loss_mask"]) == 1
+    edit = messages.index(next(m for m in messages if m.get("tool_calls", [{}])[0].get("id") == "toolu_03"))
+    assert messages[edit + 1]["tool_call_id"] == "toolu_03"  # the error step's result: its observation
+    text = local_backend.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+    assert "1 failed" in text and "slugify() keeps a trailing dash" in text
+
+    preference = run("aed.preference")[tool_case.pk]
+    [rejected] = preference["rejected"]
+    assert rejected["tool_calls"][0]["function"]["arguments"]["new_str"] == "return s.strip('-')"
+    assert preference["chosen"] == [assistant("Run the test first.")] and preference["tools"] == recovery["tools"]
+    assert preference["prompt"] == messages[:len(preference["prompt"])]  # the shared prefix
+    local_backend.tokenizer.apply_chat_template(preference["prompt"] + [rejected], tools=tools, tokenize=False)
+
+    diagnosis = run("aed.diagnosis_sft")[tool_case.pk]["messages"][1]["content"]
+    assert "[2] assistant reasoning: Two reads are independent; do them together." in diagnosis
+    assert '[5] assistant calls str_replace_editor({"command": "str_replace"' in diagnosis
+    steps = diagnosis.split("Steps:\n")[1].split("\n\nError categories")[0]
+    assert steps.splitlines()[-1].startswith("[6] tool: The file")  # the error step's result, then no more
+
+
+def test_a_step_is_its_message_when_it_reads_as_one_and_never_an_empty_turn():
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "."}'}}
+    assert rendering.step_messages({"role": "assistant", "content": "", "reasoning": "Look first.",
+                                    "tool_calls": [call], "action": 'ls({"path": "."})'}) == [
+        {"role": "assistant", "content": "", "reasoning_content": "Look first.",
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": {"path": "."}}}]}]
+    assert rendering.step_messages({"role": "tool", "content": "a.py", "tool_call_id": "c1", "name": "ls"}) == [
+        {"role": "tool", "content": "a.py", "tool_call_id": "c1", "name": "ls"}]
+    # An old `messages` line could hold calls that do not read: they are the turn's text, not an empty turn.
+    unreadable = [{"function": {"name": "", "arguments": "{}"}}]
+    assert rendering.step_messages({"role": "assistant", "content": None, "tool_calls": unreadable}) == [
+        assistant(json.dumps(unreadable, sort_keys=True))]
+    assert rendering.step_messages({"role": "tool", "content": "ok"}) == [observation("ok")]  # no call answered

@@ -1,6 +1,8 @@
-"""AED trace imports: both shapes, per-line errors, dry run, duplicates, all or nothing."""
+"""AED trace imports: both shapes of its own and the readers' trace formats, per-line errors, dry run, duplicates,
+all or nothing."""
 
 import hashlib
+import io
 import json
 
 import pytest
@@ -9,7 +11,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Trace, TraceSource
 from dataplatform.imports import canonical_sha256
+from tests import trace_fixtures as traces
 from tests.factories import UserFactory
+from tests.trace_fixtures import OPENAI, OPENHANDS, SWE_AGENT, SWE_AGENT_TRAJ, SWE_LABELER
 
 pytestmark = pytest.mark.django_db
 
@@ -256,3 +260,72 @@ def test_anonymous_user_is_not_recorded(project):
 
     import_traces(project=project, lines=lines(aed()), user=AnonymousUser())
     assert TraceSource.objects.get().created_by is None
+
+
+# --- trace formats of dataplatform.conversations.readers -------------------------------------------------------
+
+def test_a_swe_agent_traj_file_is_one_trace_named_after_its_instance(project):
+    upload = SimpleUploadedFile(SWE_AGENT_TRAJ, traces.body(SWE_AGENT_TRAJ))
+    report = import_traces(project=project, lines=upload, file=upload.name)
+    assert report.ok and (report.lines, report.created) == (1, 1)
+    trace = Trace.objects.get()
+    assert (trace.task_id, trace.harness, trace.policy_model, trace.environment, trace.passed) == (
+        "textkit__textkit-42", "swe-agent", "claude-sonnet-4", "main", None)
+    assert trace.trace_id == f"textkit__textkit-42-{trace.source_sha256[:12]}" and trace.source_format == "swe_agent"
+    assert [step["index"] for step in trace.steps] == list(range(6))
+    find, found = trace.steps[2], trace.steps[3]
+    assert (find["role"], find["content"], find["reasoning"]) == (
+        "assistant", "Let me find the file that defines slugify.", "The issue names slugify; find its module first.")
+    assert find["tool_calls"] == [{"id": "call_a1", "type": "function",
+                                   "function": {"name": "find_file", "arguments": '{"file_name":"slugify.py"}'}}]
+    assert find["action"] == 'find_file({"file_name":"slugify.py"})' and find["observation"] is None
+    assert (found["role"], found["tool_call_id"], found["action"]) == ("tool", "call_a1", None)
+    assert find["agent"] == "main"  # the history item's own fields stay on the step
+    assert set(trace.meta) == {"info", "replay_config", "trajectory"} and trace.tools == []
+
+    again = import_traces(project=project, lines=upload, file="copy.traj")
+    assert again.ok and (again.created, again.duplicates) == (0, 1)
+
+
+@pytest.mark.parametrize(("name", "bad_line", "fields", "formats"), [
+    (SWE_AGENT, 3, ["history[1].tool_calls[0].function.name", "history[2].role"], {"swe_agent"}),
+    (OPENHANDS, 3, ["history[0].args.image_urls",
+                    "history[1].tool_call_metadata.model_response.choices[0].message.tool_calls[0].function.arguments"],
+     {"openhands"}),
+    (OPENAI, 3, ["messages[1].tool_calls[0].function.arguments"], {"openai"}),
+    # upstream's example shape is this importer's own `messages` trajectory; json_content lines are read as its format
+    (SWE_LABELER, 4, ["json_content"], {"messages", "swe_labeler"}),
+])
+def test_trace_files_import_but_a_bad_record_stops_the_file(project, name, bad_line, fields, formats):
+    body = traces.body(name)
+    report = import_traces(project=project, lines=io.BytesIO(body), file=name)
+    assert [(e.line, e.field) for e in report.errors] == [(bad_line, field) for field in fields]
+    assert report.created == 0 and not Trace.objects.exists() and not TraceSource.objects.exists()
+
+    skipped = import_traces(project=project, lines=io.BytesIO(body), file=name, skip_bad_lines=True)
+    good = len(traces.records(name)) - 1
+    assert (skipped.created, skipped.skipped) == (good, 1) and Trace.objects.count() == good
+    assert set(Trace.objects.values_list("source_format", flat=True)) == formats
+
+
+def test_an_openhands_run_keeps_its_calls_results_tools_and_outcome(project):
+    report = import_traces(project=project, lines=[traces.body(OPENHANDS).splitlines()[0]], file=OPENHANDS)
+    assert report.ok
+    trace = Trace.objects.get()
+    assert (trace.task_id, trace.passed, trace.policy_model, trace.harness) == (
+        "textkit__textkit-42", True, "openai/qwen3-coder", "openhands")
+    assert [tool["function"]["name"] for tool in trace.tools] == ["execute_bash", "str_replace_editor", "finish"]
+    reads = trace.steps[2]
+    assert [call["id"] for call in reads["tool_calls"]] == ["toolu_01", "toolu_02"]
+    assert reads["action"].splitlines()[1] == 'execute_bash({"command": "cat tests/test_slugify.py"})'
+    assert [(s["role"], s.get("tool_call_id")) for s in trace.steps[3:5]] == [("tool", "toolu_01"),
+                                                                              ("tool", "toolu_02")]
+    assert [event["id"] for event in reads["events"]] == [4, 5] and "other_events" in trace.meta
+
+
+def test_a_read_trace_s_fields_are_checked_against_the_columns(project):
+    record = traces.records(OPENAI)[0] | {"model": "m" * 201}
+    report = import_traces(project=project, lines=lines(record, {"messages": "no"}))
+    assert [(e.line, e.field, e.message) for e in report.errors] == [
+        (1, "model", "must be at most 200 characters long"),
+        (2, "messages", "must be a non-empty list of message objects")]

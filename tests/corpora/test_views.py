@@ -17,7 +17,9 @@ from corpora.aed.stats import GRADE_RULES
 from dataplatform.jobs.models import Job, JobState
 from tests.page_roles import CURATE, CURATE_POST, VISITORS, logged_in
 
+from .. import trace_fixtures
 from ..calc_traces import make_demo_trace
+from ..trace_fixtures import OPENHANDS
 
 pytestmark = pytest.mark.django_db
 
@@ -206,6 +208,17 @@ def test_the_trace_page_shows_the_steps_and_opens_the_case(client, members, proj
     assert 'src="/static/corpora/aed.js"' in page and " style=" not in page and "onclick" not in page
     client.get(reverse("aed-trace", args=["alpha", trace.pk]))  # opening again: the same case, no new event
     assert Case.objects.filter(trace=trace).count() == 1 and case.events.count() == 1
+
+
+def test_a_read_trace_s_page_shows_each_message_and_its_tool_calls_as_the_action(client, members, project):
+    report = import_traces(project=project, lines=[trace_fixtures.body(OPENHANDS).splitlines()[0]], file=OPENHANDS)
+    assert report.ok
+    trace = Trace.objects.get(project=project)
+    client.force_login(members["curator"])
+    page = client.get(reverse("aed-trace", args=["alpha", trace.pk])).content.decode()
+    assert page.count('class="step"') == 8
+    assert escape('execute_bash({"command": "cat tests/test_slugify.py"})') in page  # step 2's second call
+    assert '<span class="role">tool</span>' in page and escape("assert slugify('a b') == 'a-b'") in page
 
 
 def test_curate_a_case_through_the_htmx_endpoints(client, members, trace):

@@ -55,7 +55,7 @@ ANNOTATE = JsonlImporter(
         ("messages is empty", _set("messages", []), "messages"),
         ("a message is a string", _set("messages.0", "hi"), "messages[0]"),
         ("role is a number", _set("messages.0.role", 5), "messages[0].role"),
-        ("content is a list of numbers", _set("messages.0.content", [1]), "messages[0].content"),
+        ("content is a list of numbers", _set("messages.0.content", [1]), "messages[0].content[0]"),
         ("id is a list", _set("id", ["p"]), "id"),
         ("id is a boolean", _set("id", True), "id"),
         ("id is too long", _set("id", "x" * 201), "id"),

@@ -116,6 +116,17 @@ def test_chat_prompt_ids_sends_an_empty_tool_list(httpserver, backend):
     assert sent_json(httpserver)["tools"] == []
 
 
+def test_tool_call_arguments_go_as_json_text_as_openais_request_schema_has_them(httpserver, backend):
+    """The training shape carries arguments as objects; vLLM validates OpenAI's schema, which wants text."""
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": {"a": 1, "b": "é"}}}
+    messages = [{"role": "user", "content": "1 + é"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    httpserver.expect_request("/tokenize", method="POST").respond_with_json({"count": 1, "tokens": [1]})
+    backend.chat_prompt_ids(messages)
+    sent = sent_json(httpserver)["messages"][1]["tool_calls"][0]["function"]
+    assert sent == {"name": "add", "arguments": '{"a": 1, "b": "é"}'}
+    assert messages[1]["tool_calls"][0]["function"]["arguments"] == {"a": 1, "b": "é"}  # the caller's stays as it was
+
+
 def test_tokenize(httpserver, backend):
     httpserver.expect_request("/tokenize", method="POST").respond_with_json(
         {"count": 2, "max_model_len": 8192, "tokens": [19556, 905]}

@@ -1,12 +1,18 @@
-"""The SWE record kinds through the export engine: final labels, routing, balancing, reproducibility."""
+"""The SWE record kinds through the export engine: final labels, routing, balancing, reproducibility; the
+trajectories with their tool calls, tools and their task's label."""
+
+import json
 
 import pytest
 
 from labeler import exporters, services
-from labeler.models import SweTask
+from labeler.importers import import_trajectories
+from labeler.models import SweTask, Trajectory
 
+from .. import trace_fixtures
 from ..doubles import RecordingProgress
-from ..exporting import export_rows
+from ..exporting import chat_cell, export_rows
+from ..trace_fixtures import OPENAI, OPENHANDS
 from .conftest import STAGE_ONE, STAGE_TWO, answer
 
 pytestmark = pytest.mark.django_db
@@ -109,3 +115,42 @@ def test_an_export_reads_labels_as_they_were_when_it_started(catalogue, run, mem
     rows = [row for batch in exporters.label_rows(query) for row in batch]
     first = next(row for row in rows if row["task_id"] == catalogue[0].pk)
     assert first["scope"] == STAGE_ONE["scope"] and first["review_status"] == "reviewed"
+
+
+# --- swe.trajectories ---------------------------------------------------------------------------------------
+
+def trajectory_line(name: str, line: int, instance_id: str) -> bytes:
+    return json.dumps(trace_fixtures.records(name)[line] | {"instance_id": instance_id}).encode()
+
+
+@pytest.mark.model
+def test_trajectories_export_their_calls_tools_and_their_task_s_label(catalogue, run, project, local_backend):
+    report = import_trajectories(project=project, file="runs.jsonl", lines=[
+        trajectory_line(OPENHANDS, 0, catalogue[0].instance_id),  # web_backend: category A
+        trajectory_line(OPENAI, 0, catalogue[9].instance_id),  # lang_runtime: C
+        trajectory_line(OPENAI, 1, "nobody__else-1")])  # no such task: unlabeled
+    assert report.ok, report.errors
+    Trajectory.objects.create(project=project, trajectory_id="stored-raw", instance_id="org__repo-1",
+                              messages=[{"role": "agent", "content": "x"}], source_sha256="0" * 64)
+    export, rows = run("swe.trajectories")
+    assert export.manifest["notes"] == {"trajectories_not_read": 1}  # stored before messages were normalised
+    by_task = {row["instance_id"]: row for row in rows}
+    assert len(rows) == 3
+    openhands, chat, unlabeled = (by_task[key] for key in (catalogue[0].instance_id, catalogue[9].instance_id,
+                                                           "nobody__else-1"))
+    assert (openhands["category"], openhands["review_status"], openhands["domain_l1"]) == ("A", "auto", "web_backend")
+    assert (chat["category"], unlabeled["category"], unlabeled["review_status"]) == ("C", "unassigned", "unlabeled")
+    assert (openhands["source_format"], openhands["scaffold"], chat["model"]) == ("openhands", "openhands", "qwen3-8b")
+    messages = chat_cell(openhands["messages"])
+    calls = [call["function"] for m in messages for call in m.get("tool_calls", [])]
+    assert calls[1] == {"name": "execute_bash", "arguments": {"command": "cat tests/test_slugify.py"}}
+    assert messages[2]["reasoning_content"] == "Two reads are independent; do them together."
+    assert all(m["content"] or m.get("tool_calls") for m in messages if m["role"] == "assistant")
+    tools = [json.loads(tool) for tool in openhands["tools"]]
+    assert [tool["function"]["name"] for tool in tools] == ["execute_bash", "str_replace_editor", "finish"]
+    assert unlabeled["tools"] is None  # the plain chat offered none
+    text = local_backend.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+    assert "The file /workspace/textkit/slugify.py has been edited." in text
+
+    _, routed = run("swe.trajectories", filters={"category": ["A"]})
+    assert [row["trajectory_id"] for row in routed] == [openhands["trajectory_id"]]

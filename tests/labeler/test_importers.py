@@ -1,4 +1,5 @@
 import hashlib
+import io
 import json
 
 import pytest
@@ -7,7 +8,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from dataplatform.imports import canonical_sha256
 from labeler.importers import import_tasks, import_trajectories
 from labeler.models import Source, SourceKind, SweTask, Trajectory
+from tests import trace_fixtures as traces
 from tests.factories import UserFactory
+from tests.trace_fixtures import OPENAI, OPENHANDS, SWE_AGENT, SWE_AGENT_TRAJ, SWE_LABELER
 
 pytestmark = pytest.mark.django_db
 
@@ -179,7 +182,15 @@ def test_trajectories_link_to_tasks_and_keep_extra(project, other_project):
     linked, unlinked = Trajectory.objects.order_by("trajectory_id")
     assert linked.task == SweTask.objects.get(project=project) and unlinked.task is None
     assert linked.model == "gpt-4o" and linked.scaffold == "swe-agent" and unlinked.model == ""
-    assert linked.messages == trajectory()["messages"] and linked.extra == {"resolved": True}
+    # Stored normalised (text parts joined, null content beside tool calls as ""), the rest kept in extra.
+    assert linked.messages == [
+        {"role": "system", "content": "You are a software engineer."},
+        {"role": "user", "content": "Fix the bug."},
+        {"role": "assistant", "content": "",
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+    ]
+    assert linked.extra == {"resolved": True} and linked.source_format == "swe_labeler" and linked.tools == []
     source = Source.objects.get(project=project, kind=SourceKind.TRAJECTORIES)
     assert source.rows == 2 and set(source.trajectories.all()) == set(Trajectory.objects.all())
 
@@ -202,8 +213,53 @@ def test_trajectory_messages_are_validated(project):
     assert errors_of(report) == [
         ("t.jsonl", 1, "messages"), ("t.jsonl", 2, "messages"),
         ("t.jsonl", 3, "messages[0].content"), ("t.jsonl", 3, "messages[1]"), ("t.jsonl", 3, "messages[2].role"),
-        ("t.jsonl", 4, "messages[0].content"),
+        ("t.jsonl", 4, "messages[0].content[0]"),
         ("t.jsonl", 5, "trajectory_id"), ("t.jsonl", 5, "instance_id"),
         ("t.jsonl", 6, "model"),
     ]
     assert not Trajectory.objects.exists()
+
+
+# --- trajectories in the readers' trace formats ------------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "errors"), [
+    (SWE_AGENT, [(3, "history[1].tool_calls[0].function.name"), (3, "history[2].role")]),
+    (OPENHANDS, [(3, "history[0].args.image_urls"),
+                 (3, "history[1].tool_call_metadata.model_response.choices[0].message.tool_calls[0].function.arguments")]),
+    (OPENAI, [(2, "instance_id"), (3, "messages[1].tool_calls[0].function.arguments")]),  # line 2 names no task
+    (SWE_LABELER, [(4, "json_content")]),
+])
+def test_trace_files_import_as_trajectories_but_a_bad_record_stops_the_file(project, name, errors):
+    body = traces.body(name)
+    report = import_trajectories(project=project, lines=io.BytesIO(body), file=name)
+    assert [(e.line, e.field) for e in report.errors] == errors
+    assert report.created == 0 and not Trajectory.objects.exists() and not Source.objects.exists()
+
+    skipped = import_trajectories(project=project, lines=io.BytesIO(body), file=name, skip_bad_lines=True)
+    good = len(traces.records(name)) - len({line for line, _ in errors})
+    assert skipped.created == good and Trajectory.objects.count() == good
+
+
+def test_a_traj_file_links_to_the_task_it_is_named_after(project):
+    import_tasks(project=project, lines=lines(task("textkit__textkit-42")))
+    upload = SimpleUploadedFile(SWE_AGENT_TRAJ, traces.body(SWE_AGENT_TRAJ))
+    report = import_trajectories(project=project, lines=upload, file=upload.name)
+    assert report.ok and report.created == 1
+    trajectory = Trajectory.objects.get()
+    assert (trajectory.instance_id, trajectory.task.instance_id, trajectory.scaffold, trajectory.model) == (
+        "textkit__textkit-42", "textkit__textkit-42", "swe-agent", "claude-sonnet-4")
+    assert trajectory.source_format == "swe_agent" and set(trajectory.extra) == {"info", "replay_config", "trajectory"}
+    assert trajectory.messages[2]["tool_calls"][0]["function"] == {"name": "find_file",
+                                                                   "arguments": '{"file_name":"slugify.py"}'}
+    assert trajectory.messages[2]["reasoning"] == "The issue names slugify; find its module first."
+
+
+def test_openhands_and_anthropic_trajectories_keep_their_tools_and_calls(project):
+    report = import_trajectories(project=project, file="mixed.jsonl", lines=[
+        traces.body(OPENHANDS).splitlines()[0], traces.body(SWE_LABELER).splitlines()[1]])
+    assert report.ok and report.created == 2
+    run, blocks = (Trajectory.objects.get(source_format=name) for name in ("openhands", "swe_labeler"))
+    assert [tool["function"]["name"] for tool in run.tools] == ["execute_bash", "str_replace_editor", "finish"]
+    assert (run.instance_id, run.model, run.scaffold) == ("textkit__textkit-42", "openai/qwen3-coder", "openhands")
+    assert run.trajectory_id == f"textkit__textkit-42-{run.source_sha256[:12]}"  # the run has no id of its own
+    assert [m["role"] for m in blocks.messages].count("tool") == 2 and blocks.trajectory_id == "request-7"

@@ -10,6 +10,11 @@
 - `aed.pairs` (`pairs`): the full error-diagnosis record with its proposal and the replay evidence (2x2 table,
   statistics).
 
+Chat messages are in the training shape of `dataplatform.conversations.training` (reasoning as
+`reasoning_content`, tool calls and tool results as the trace recorded them); the recovery and preference rows
+carry the trace's function schemas in a `tools` column, so a row goes into `apply_chat_template(messages,
+tools=tools)` as it is.
+
 Only submitted cases are exported (drafts never), graded at least `min_grade` (B by default; the grades of
 `stats.GRADE_RULES`). Every chat row is rendered with the one function `rendering.step_messages`, and the
 context of the recovery and preference rows with `rendering.prefix_messages`, so a preference prompt is byte

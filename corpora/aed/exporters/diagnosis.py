@@ -1,16 +1,17 @@
-"""`aed.diagnosis_sft`: the run up to and including the error step, answered with the error step, its
-category and the diagnosis."""
+"""`aed.diagnosis_sft`: the run up to and including the error step (and, in a trajectory, the tool results
+answering it), answered with the error step, its category and the diagnosis."""
 
 import json
 from collections.abc import Iterator
 
 import pyarrow as pa
 
+from dataplatform.conversations.training import messages_cell, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
 from ..models import Case
 from .cases import COMMON, graded_pages, row_key, trace_columns
-from .rendering import MESSAGES, chat_message, task_text, transcript
+from .rendering import MESSAGES, chat_message, error_step_end, task_text, transcript
 
 DIAGNOSIS_SYSTEM = "You find the first decisive error in an agent's run and diagnose it."
 
@@ -35,26 +36,26 @@ DIAGNOSIS_SCHEMA = pa.schema([
 
 def diagnosis_messages(case: Case) -> list[dict]:
     trace, taxonomy = case.trace, case.taxonomy
-    question = (f"{task_text(trace)}\n\nSteps:\n{transcript(trace.steps[:case.error_step + 1])}\n\n"
+    question = (f"{task_text(trace)}\n\nSteps:\n{transcript(trace.steps[:error_step_end(case)])}\n\n"
                 f"Error categories ({taxonomy.name} v{taxonomy.version}): {', '.join(taxonomy.slugs)}")
     answer = f"Error step: {case.error_step}\nCategory: {case.category}\nDiagnosis: {case.diagnosis}"
     return [chat_message("system", DIAGNOSIS_SYSTEM), chat_message("user", question),
             chat_message("assistant", answer)]
 
 
-def diagnosis_rows(query: ExportQuery) -> Iterator[list[dict]]:
+def diagnosis_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     for page in graded_pages(query):
-        yield [{
-            "id": row_key(g.case), "messages": diagnosis_messages(g.case), "case_id": g.case.pk,
+        yield record_batch([{
+            "id": row_key(g.case), "messages": messages_cell(diagnosis_messages(g.case)), "case_id": g.case.pk,
             "error_step": g.case.error_step, "category": g.case.category, "diagnosis": g.case.diagnosis,
             "evidence_json": json.dumps(g.case.evidence, sort_keys=True), "evidence_check": g.case.evidence_check,
             "grade": g.grade, "taxonomy": g.case.taxonomy.name, "taxonomy_version": g.case.taxonomy.version,
             **trace_columns(g.case),
-        } for g in page]
+        } for g in page], DIAGNOSIS_SCHEMA)
 
 
 register(ExportKind(
-    name="aed.diagnosis_sft", version=1, schema=DIAGNOSIS_SCHEMA, label="AED diagnosis SFT",
+    name="aed.diagnosis_sft", version=2, schema=DIAGNOSIS_SCHEMA, label="AED diagnosis SFT",
     description="One row per submitted case: the run up to and including the error step, answered with the error "
                 "step, its category and the diagnosis (chat messages), plus the case's structured fields.",
     rows=diagnosis_rows, dedup_ignore=("id", "case_id", "trace_id"), **COMMON))

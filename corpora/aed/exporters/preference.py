@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from dataplatform.conversations.training import TOOLS, messages_cell, record_batch, tools_cell
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
 from ..models import Case, Proposal, ProposalStatus
@@ -15,7 +16,8 @@ PREFERENCE_SCHEMA = pa.schema([
     ("id", pa.string()),
     ("prompt", MESSAGES),  # the task and the steps before the error step (shared by both sides)
     ("chosen", MESSAGES),  # [assistant: the proposal's corrected action]
-    ("rejected", MESSAGES),  # [assistant: the original error step]
+    ("rejected", MESSAGES),  # [assistant: the original error step, with its reasoning and tool calls]
+    ("tools", TOOLS),  # the function schemas the trace's agent was offered; null when none
     ("case_id", pa.int64()),
     ("trace_id", pa.string()),
     ("error_step", pa.int64()),
@@ -35,7 +37,7 @@ def preferred_proposal(case: Case, evidence: Proposal | None) -> Proposal | None
     return accepted[0] if accepted else evidence
 
 
-def preference_rows(query: ExportQuery) -> Iterator[list[dict]]:
+def preference_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     for page in graded_pages(query):
         rows = []
         for g in page:
@@ -44,19 +46,21 @@ def preference_rows(query: ExportQuery) -> Iterator[list[dict]]:
                 continue
             [rejected] = step_messages(g.case.trace.steps[g.case.error_step], observation=False)
             chosen = chat_message("assistant", proposal.corrected_action)
-            if rejected["role"] != "assistant" or rejected["content"].strip() == chosen["content"].strip():
+            same = not rejected.get("tool_calls") and rejected["content"].strip() == chosen["content"].strip()
+            if rejected["role"] != "assistant" or same:
                 continue  # not an agent's step, or nothing to prefer
             rows.append({
-                "id": row_key(g.case), "prompt": prefix_messages(g.case), "chosen": [chosen], "rejected": [rejected],
-                "case_id": g.case.pk, "trace_id": g.case.trace.trace_id, "error_step": g.case.error_step,
+                "id": row_key(g.case), "prompt": messages_cell(prefix_messages(g.case)), "chosen": [chosen],
+                "rejected": messages_cell([rejected]), "tools": tools_cell(g.case.trace.tools), "case_id": g.case.pk,
+                "trace_id": g.case.trace.trace_id, "error_step": g.case.error_step,
                 "proposal_id": proposal.pk, "proposal_status": proposal.status, "grade": g.grade,
                 "category": g.case.category,
             })
-        yield rows
+        yield record_batch(rows, PREFERENCE_SCHEMA)
 
 
 register(ExportKind(
-    name="aed.preference", version=1, schema=PREFERENCE_SCHEMA, label="AED preference pairs",
+    name="aed.preference", version=2, schema=PREFERENCE_SCHEMA, label="AED preference pairs",
     description="TRL preference rows at the checkpoint before the error step: the corrected action (chosen) "
                 "against the original error step (rejected), with the shared prompt.",
     rows=preference_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"), **COMMON))

@@ -5,16 +5,18 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from dataplatform.conversations.training import TOOLS, messages_cell, record_batch, tools_cell
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
 from ..models import Case, ReplayRun
 from .cases import COMMON, Bound, graded_pages, row_key, trace_columns
-from .rendering import MESSAGES, prefix_messages, step_messages
+from .rendering import MESSAGES, error_step_end, prefix_messages, step_messages
 
 RECOVERY_SCHEMA = pa.schema([
     ("id", pa.string()),
     ("messages", MESSAGES),  # task, steps before the error, the error step and its observation, the recovery
     ("loss_mask", pa.list_(pa.int64())),  # per message: 1 on the recovery's assistant turns, else 0
+    ("tools", TOOLS),  # the function schemas the trace's agent was offered; null when none
     ("case_id", pa.int64()),
     ("trace_id", pa.string()),
     ("error_step", pa.int64()),
@@ -43,14 +45,15 @@ def _first_passing_corrected_runs(replay_ids: list[int], run_bound: int) -> dict
 
 def recovery_messages(case: Case, run: ReplayRun) -> tuple[list[dict], list[int]]:
     """(messages, loss_mask): the error stays in context (mask 0), only the recovery's decisions are trained."""
-    context = prefix_messages(case) + step_messages(case.trace.steps[case.error_step])
+    context = prefix_messages(case) + [message for step in case.trace.steps[case.error_step:error_step_end(case)]
+                                       for message in step_messages(step)]
     recovery = [message for step in run.steps if isinstance(step, dict) and step.get("origin") != "prefix"
                 for message in step_messages(step)]
     mask = [0] * len(context) + [int(message["role"] == "assistant") for message in recovery]
     return context + recovery, mask
 
 
-def recovery_rows(query: ExportQuery) -> Iterator[list[dict]]:
+def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     bound = Bound.parse(query.data_version)
     for page in graded_pages(query):
         replayed = [g for g in page if g.replay is not None]
@@ -64,16 +67,17 @@ def recovery_rows(query: ExportQuery) -> Iterator[list[dict]]:
             if not any(mask):  # the run recorded no decision of its own: nothing to train on
                 continue
             rows.append({
-                "id": row_key(g.case), "messages": messages, "loss_mask": mask, "case_id": g.case.pk,
+                "id": row_key(g.case), "messages": messages_cell(messages), "loss_mask": mask,
+                "tools": tools_cell(g.case.trace.tools), "case_id": g.case.pk,
                 "error_step": g.case.error_step, "category": g.case.category, "grade": g.grade,
                 "proposal_id": g.proposal.pk, "corrected_action": g.proposal.corrected_action,
                 "replay_id": g.replay.pk, "run_pair": run.pair, "run_seed": run.seed, **trace_columns(g.case),
             })
-        yield rows
+        yield record_batch(rows, RECOVERY_SCHEMA)
 
 
 register(ExportKind(
-    name="aed.recovery", version=1, schema=RECOVERY_SCHEMA, label="AED recovery (AREX-style)",
+    name="aed.recovery", version=2, schema=RECOVERY_SCHEMA, label="AED recovery (AREX-style)",
     description="The run with its error kept in context, continued by a passing corrected replay; loss_mask "
                 "(per message) is 1 only on the recovery's assistant turns.",
     rows=recovery_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "replay_id", "run_pair",

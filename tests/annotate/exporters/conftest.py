@@ -7,7 +7,7 @@ from annotate import services
 
 from ...exporting import export_rows
 from ..test_supervision import CharBackend
-from ..trees import build_trees
+from ..trees import build_agentic_session, build_trees
 
 
 @pytest.fixture(autouse=True)
@@ -34,3 +34,8 @@ def run_export(project, members, export_storage_in_tmp):
 @pytest.fixture
 def trees(project, members, chars):
     return build_trees(project, members, chars)
+
+
+@pytest.fixture
+def agentic_session(project, members, chars):
+    return build_agentic_session(project, members)

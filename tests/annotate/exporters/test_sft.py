@@ -4,8 +4,10 @@ import pytest
 
 from annotate.models import Review, ReviewDecision
 
+from .. import agentic
 from ..test_supervision import EOS
 from ..trees import PROMPT
+from .rows import load_shards, tools_of, trained
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +19,8 @@ def test_sft_rows(run_export, trees, chars):
     assert len(rows) == 1 == export.rows_total
     row = rows[0]
     assert row["id"] == session.pk and row["item_id"] == session.item_id
-    assert row["messages"] == PROMPT + [{"role": "assistant", "content": "The dog sat."}]
+    assert trained(row["messages"]) == PROMPT + [{"role": "assistant", "content": "The dog sat."}]
+    assert row["tools"] is None
     # The ids are as generated, the stop token included; the text is made without it.
     assert row["response_token_ids"] == node.token_ids == chars.tokenize("The dog sat.") + [EOS]
     assert row["origins"] == ["model"] * 4 + ["typed"] * 3 + ["model"] * 6
@@ -38,3 +41,43 @@ def test_sft_filters_by_review_and_annotator(run_export, trees, members):
     assert len(run_export("onpanda.sft", filters={"annotator": ["annotator"]})[1]) == 1
     assert run_export("onpanda.sft", filters={"created_after": "2999-01-01T00:00:00Z"})[1] == []
     assert len(run_export("onpanda.sft", filters={"created_before": "2999-01-01T00:00:00Z"})[1]) == 1
+
+
+ANSWER = {"role": "assistant", "content": "Yes, it rains."}
+
+# A chat template of the kind that renders tools, reasoning and tool calls (as Qwen3's does), reading each
+# where Hugging Face templates look for it; `tojson` shows whether the arguments are an object or text.
+TOOL_TEMPLATE = (
+    "{% for tool in tools or [] %}[tool {{ tool.function.name }} {{ tool.function.parameters | tojson }}]{% endfor %}"
+    "{% for message in messages %}[{{ message.role }}]"
+    "{% if message.reasoning_content %}[think]{{ message.reasoning_content }}[/think]{% endif %}"
+    "{{ message.content }}"
+    "{% for call in message.tool_calls or [] %}[call {{ call.function.name }} {{ call.function.arguments | tojson }}]"
+    "{% endfor %}"
+    "{% if message.tool_call_id %}[result of {{ message.tool_call_id }}]{% endif %}{% endfor %}"
+)
+
+
+def test_an_agentic_prompt_is_written_in_the_training_shape_with_its_tools(run_export, agentic_session):
+    export, rows = run_export("onpanda.sft")
+    assert export.manifest["kind_version"] == 2 and [row["id"] for row in rows] == [agentic_session.pk]
+    # The tool-call turn keeps its tool calls (its content is empty), and the tool result names its call.
+    assert trained(rows[0]["messages"]) == agentic.TRAINING_MESSAGES + [ANSWER]
+    assert tools_of(rows[0]["tools"]) == agentic.STORED_TOOLS
+
+
+@pytest.mark.model
+def test_an_exported_row_goes_into_the_embedded_tokenizers_chat_template(run_export, agentic_session, local_backend,
+                                                                         export_storage_in_tmp):
+    export, _ = run_export("onpanda.sft")
+    row = load_shards(export_storage_in_tmp, export)[0]  # as a trainer loads it: no conversion code
+    tokenizer = local_backend.tokenizer
+    text = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
+    # SmolLM2's own template renders each message's content, and nothing of tools or tool calls.
+    assert text.endswith("<|im_start|>assistant\nYes, it rains.<|im_end|>\n") and "Is it raining in Paris?" in text
+    text = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], chat_template=TOOL_TEMPLATE,
+                                         tokenize=False)
+    offered = text.partition("[system]")[0]  # the tools, before the first message (JSONB may reorder their keys)
+    assert offered.startswith("[tool get_weather {") and '"required": ["city"]' in offered
+    assert '[assistant][think]I should look the weather up.[/think][call get_weather {"city": "Paris"}]' in text
+    assert '[tool]{"rain": true, "celsius": 12}[result of call_7][assistant]Yes, it rains.' in text

@@ -2,7 +2,9 @@
 
 import pytest
 
+from .. import agentic
 from ..trees import PROMPT
+from .rows import tools_of, trained
 
 pytestmark = pytest.mark.django_db
 
@@ -13,7 +15,8 @@ def test_token_supervision_rows(run_export, trees, chars):
     assert sorted(row["rejected_node_key"] for row in rows) == [1, 2] and export.rows_total == 2
     row = next(row for row in rows if row["rejected_node_key"] == 1)
     assert row["session_id"] == session.pk and row["chosen_node_key"] == 3 and row["annotator"] == "annotator"
-    assert row["prompt"] == PROMPT and row["prompt_token_ids"] == chars.chat_prompt_ids(PROMPT)
+    assert trained(row["prompt"]) == PROMPT and row["prompt_token_ids"] == chars.chat_prompt_ids(PROMPT)
+    assert row["tools"] is None
     assert row["fork_token_idx"] == 4
     assert row["chosen_token_id"] == ord("d") and row["rejected_token_id"] == ord("c")
     assert not row["chosen_ends_at_fork"] and not row["rejected_ends_at_fork"]
@@ -24,3 +27,13 @@ def test_token_supervision_rows(run_export, trees, chars):
     # The chunks' ids make up the response without the model's stop token.
     chosen_ids = [i for chunk in row["chosen_chunks"] for i in chunk["token_ids"]]
     assert chosen_ids == session.current_node.token_ids[:-1]
+
+
+def test_an_agentic_prompt_and_its_tools_go_with_each_row(run_export, agentic_session, chars):
+    export, rows = run_export("onpanda.token_supervision")
+    assert export.manifest["kind_version"] == 2 and len(rows) == 1
+    row = rows[0]
+    assert trained(row["prompt"]) == agentic.TRAINING_MESSAGES and tools_of(row["tools"]) == agentic.STORED_TOOLS
+    # The ids the rollout continued: the model's template applied to the same messages and tools.
+    assert row["prompt_token_ids"] == chars.chat_prompt_ids(agentic.TRAINING_MESSAGES, tools=agentic.STORED_TOOLS)
+    assert row["fork_token_idx"] == 0 and (row["chosen_text"], row["rejected_text"]) == ("Y", " ")

@@ -1,0 +1,30 @@
+"""Telling a record's trace format from its keys, and reading it with that format's reader."""
+
+import pytest
+
+from dataplatform.conversations.readers import detect, read_trace
+from dataplatform.conversations.readers.detect import UNKNOWN
+from tests.trace_fixtures import OPENAI, OPENHANDS, SWE_AGENT, SWE_AGENT_TRAJ, SWE_LABELER, records
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    (SWE_AGENT_TRAJ, "swe_agent"), (SWE_AGENT, "swe_agent"), (OPENHANDS, "openhands"), (OPENAI, "openai"),
+    (SWE_LABELER, "swe_labeler"),
+])
+def test_every_fixture_record_is_told_by_its_keys(name, expected):
+    assert {detect(record) for record in records(name)} == {expected}
+
+
+def test_edge_shapes_and_unknown_records():
+    assert detect({"history": [[{"action": "run"}, {"observation": "run"}]]}) == "openhands"  # older pairs
+    assert detect({"trajectory": []}) == "swe_agent"
+    assert detect({"messages": [], "scaffold": "x"}) == "swe_labeler"
+    assert detect({"steps": []}) is None
+    assert read_trace({"prompt": "x"}) == (None, [("(line)", UNKNOWN)])
+
+
+def test_a_record_without_a_task_takes_the_one_given():
+    record, _ = read_trace(records(SWE_AGENT_TRAJ)[0], task_id="textkit__textkit-42")
+    assert (record.task_id, record.origins["task_id"]) == ("textkit__textkit-42", "(file name)")
+    named, _ = read_trace(records(SWE_AGENT)[0], task_id="other")
+    assert named.task_id == "textkit__textkit-42"  # its own instance_id wins
