@@ -12,6 +12,7 @@ Production sets DATABASE_URL, REDIS_URL, MODEL_BACKEND=vllm, VLLM_BASE_URL, ...
     jobs.py           Celery and its broker (REDIS_URL or the filesystem), job retries and limits
     cache.py          the shared cache, brute-force limits
     model_backend.py  MODEL_BACKEND, vLLM, the other servers a job may call
+    tools.py          MCP_SERVERS, the allow-list of tool servers (docs/tools.md), and their timeouts
     logs.py           logging
 
 Importing the settings creates no folder. Each writer makes the one it writes to, when it writes: the
@@ -31,3 +32,4 @@ from .logs import *
 from .model_backend import *
 from .security import *
 from .storage import *
+from .tools import *
