@@ -35,7 +35,7 @@ from django.db.models.functions import Cast, Exp, Floor, Least
 from dataplatform.accounts.models import Project
 
 from .models import AnnotationConfig, Event, EventKind, Node, Origin, Session, SessionStatus
-from .reviews import lineage_forks, tree_of
+from .reviews import TREE_FIELDS, lineage_forks, tree_of
 
 MAX_ACTIVE_SECONDS = 7 * 3600  # longer sessions were left open (lunch, overnight), not worked on
 FORK_BINS = 5
@@ -87,7 +87,7 @@ def accepted_sessions(project: Project) -> Iterator[AcceptedSession]:
                         "current_node_id", "current_node__origins")
                 .order_by("id"))
     nodes = (Node.objects.filter(session__item__project=project, session__status=SessionStatus.ACCEPTED)
-             .values_list("session_id", "id", "parent_id", "fork_index")
+             .values_list("session_id", *TREE_FIELDS)
              .order_by("session_id", "id"))
     node_groups = groupby(nodes.iterator(chunk_size=2000), key=lambda row: row[0])
     group: tuple[int, Any] | None = None
@@ -106,6 +106,23 @@ def accepted_sessions(project: Project) -> Iterator[AcceptedSession]:
             origins=origins, forks=lineage_forks(tree, row["current_node_id"]),
             created_at=row["created_at"], accepted_at=row["accepted_at"],
         )
+
+
+CORRECTIONS = (EventKind.CONTINUE_WITH_CHOSEN, EventKind.CONTINUE_WITH_INPUT, EventKind.FORCE_STOP,
+               EventKind.EDIT_SELECTION)
+
+
+def _corrections_by_channel_and_round(project: Project) -> dict:
+    rows = (Event.objects.filter(session__item__project=project, session__status=SessionStatus.ACCEPTED,
+                                 kind__in=CORRECTIONS)
+            .values(channel=KT("payload__channel"), round=F("node__round")).annotate(n=Count("id")))
+    by_channel: Counter[str] = Counter()
+    by_round: Counter[int] = Counter()
+    for row in rows:
+        by_channel[row["channel"] or "unknown"] += row["n"]
+        by_round[row["round"] or 1] += row["n"]
+    return {"corrections_by_channel": dict(sorted(by_channel.items())),
+            "corrections_by_round": {str(number): by_round[number] for number in sorted(by_round)}}
 
 
 def _rate(part: float, whole: float) -> float | None:
@@ -211,6 +228,10 @@ def project_metrics(project: Project) -> dict:
       chosen rank (1..k) and of exp(logprob) (10 bins over [0, 1]).
     - corrections_per_item: histogram of the number of corrections on the accepted lineage,
       per accepted session (an item as one annotator finished it).
+    - corrections_by_channel / corrections_by_round: every correction made in accepted sessions
+      (undone ones too: each was a decision), by the channel of the corrected token (reasoning,
+      content, tool_name, tool_arguments, marker; "unknown" for corrections made before channels were
+      recorded) and by the round (user turn) of the response.
     - active_time: median seconds from session start to the accept event, leaving out
       sessions over 7 h (left open, not worked on).
     - throughput: per annotator, accepted sessions, active hours (sessions within 7 h) and
@@ -266,6 +287,7 @@ def project_metrics(project: Project) -> dict:
         "candidate_rank": _candidate_ranks(project),
         "candidate_probability": _candidate_probabilities(project),
         "corrections_per_item": _histogram_from_counter(corrections),
+        **_corrections_by_channel_and_round(project),
         "active_time": {
             "median_seconds": statistics.median(active) if active else None,
             "sessions": len(active),

@@ -3,11 +3,12 @@
 An item stores its prompt as the conversation model stores one (`Conversation.as_dict()`: messages, and the
 `tools` in a field of their own), read from the uploaded file on import. Reading it back gives the
 conversation again, for the shapes that go out: the one chat templates and trainers read
-(`for_training()`), which is also what the model's chat template renders into prompt ids.
+(`for_training()`), and the prompt ids the response template renders it into.
 """
 
 from dataplatform.conversations.model import Conversation
 from dataplatform.conversations.reading import read_conversation
+from dataplatform.conversations.templates import Template
 from dataplatform.inference import Backend
 
 
@@ -19,7 +20,7 @@ def stored_prompt(messages: list[dict], tools: list[dict]) -> Conversation:
     return read.conversation
 
 
-def render_prompt(backend: Backend, prompt: Conversation) -> list[int]:
-    """The prompt rendered by the model's own chat template, generation prompt added: what a rollout continues."""
-    # No tools is None, not []: some templates announce an empty tool list.
-    return backend.chat_prompt_ids(prompt.for_training(), tools=list(prompt.tools) or None)
+def render_prompt(backend: Backend, prompt: Conversation, template: Template) -> list[int]:
+    """The prompt ids a response to `prompt` continues: the response template's rendering, the assistant turn
+    opened (for the embedded model its own chat template's text, plus its tools)."""
+    return template.render(prompt, None, backend=backend).ids

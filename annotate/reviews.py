@@ -16,11 +16,12 @@ from django.core.exceptions import PermissionDenied
 
 from dataplatform.accounts.permissions import CAN_CURATE, role_in
 
-from .models import Node, Review, ReviewDecision, Session, SessionStatus
+from .models import EventKind, Node, Review, ReviewDecision, Session, SessionStatus
 from .services import AnnotationError
 
-# node id -> (parent id, fork index); enough of a session tree to walk a lineage.
-Tree = Mapping[int, tuple[int | None, int | None]]
+# node id -> (parent id, fork index, operator); enough of a session tree to walk a lineage.
+Tree = Mapping[int, tuple[int | None, int | None, str]]
+TREE_FIELDS = ("id", "parent_id", "fork_index", "operator")
 
 
 def review_session(*, session: Session, reviewer, decision: str, comment: str = "") -> Review:
@@ -47,25 +48,30 @@ def review_session(*, session: Session, reviewer, decision: str, comment: str = 
 
 
 def lineage_forks(tree: Tree, node_id: int | None) -> list[int]:
-    """Fork positions of the corrections on `node_id`'s ancestor chain, root first.
+    """Fork positions of the corrections on `node_id`'s ancestor chain within its turn, root first.
 
-    Empty when `node_id` is the root (nothing was corrected) or is unknown.
+    Empty when `node_id` is its turn's first response (nothing was corrected) or is unknown. The walk
+    stops at the turn's first response (a tool round's or a new round's node has a parent but no fork:
+    positions of earlier turns are in other responses); more tokens for a response that ran out
+    (continue_generating) are not a correction.
     """
     forks: list[int] = []
     seen: set[int] = set()
     while node_id is not None and node_id in tree and node_id not in seen:
         seen.add(node_id)  # a cycle cannot be built by the services; do not loop forever on bad data anyway
-        parent_id, fork_index = tree[node_id]
-        if parent_id is not None and fork_index is not None:
+        parent_id, fork_index, operator = tree[node_id]
+        if fork_index is None:
+            break
+        if parent_id is not None and operator != EventKind.CONTINUE_GENERATING:
             forks.append(fork_index)
         node_id = parent_id
     forks.reverse()
     return forks
 
 
-def tree_of(rows: Iterable[tuple[int, int | None, int | None]]) -> dict[int, tuple[int | None, int | None]]:
-    """Build a Tree from (id, parent_id, fork_index) rows."""
-    return {node_id: (parent_id, fork_index) for node_id, parent_id, fork_index in rows}
+def tree_of(rows: Iterable[tuple[int, int | None, int | None, str]]) -> Tree:
+    """Build a Tree from (id, parent_id, fork_index, operator) rows (TREE_FIELDS)."""
+    return {node_id: (parent_id, fork_index, operator) for node_id, parent_id, fork_index, operator in rows}
 
 
 def first_error_position(session: Session) -> int | None:
@@ -78,6 +84,6 @@ def first_error_position(session: Session) -> int | None:
     row = Session.objects.filter(pk=session.pk).values("status", "current_node_id").first()
     if row is None or row["status"] != SessionStatus.ACCEPTED:
         raise AnnotationError("Only an accepted session has a first error position.")
-    tree = tree_of(Node.objects.filter(session_id=session.pk).values_list("id", "parent_id", "fork_index"))
+    tree = tree_of(Node.objects.filter(session_id=session.pk).values_list(*TREE_FIELDS))
     forks = lineage_forks(tree, row["current_node_id"])
     return forks[0] if forks else None

@@ -99,6 +99,11 @@ class TokenGroup:
     text: str
     origin: str
     locked: bool
+    channel: str  # the response template's channel of its first token (reasoning, content, tool_name, ...)
+    logprob: float | None  # of the whole group (the sum of its tokens'); None when a token was typed or written
+
+
+ORIGIN_ORDER = ("typed", "template", "candidate", "model")  # a group shows the most human-made of its tokens
 
 
 def token_groups(node: Node) -> list[TokenGroup]:
@@ -107,9 +112,12 @@ def token_groups(node: Node) -> list[TokenGroup]:
     groups = []
     for group in group_pieces(pieces):
         origins = set(node.origins[group.start:group.end])
-        origin = "typed" if "typed" in origins else ("candidate" if "candidate" in origins else "model")
+        origin = next(origin for origin in ORIGIN_ORDER if origin in origins or origin == "model")
+        logprobs = node.logprobs[group.start:group.end]
+        channel = node.channels[group.start] if group.start < len(node.channels) else "content"
         groups.append(TokenGroup(start=group.start, end=group.end, text=group.text, origin=origin,
-                                 locked=group.start < node.locked_until))
+                                 locked=group.start < node.locked_until, channel=channel,
+                                 logprob=None if None in logprobs else sum(logprobs)))
     return groups
 
 

@@ -3,7 +3,9 @@ its form with ConfigSerializer as the API checks a PUT."""
 
 from rest_framework import serializers
 
+from dataplatform import tools as mcp
 from dataplatform.apiutils import MAX_ID, MAX_INT, MAX_SEED
+from dataplatform.conversations.templates import FAMILIES
 from dataplatform.inference import validate_served_model_name
 
 from . import selectors
@@ -19,11 +21,21 @@ class ConfigSerializer(serializers.ModelSerializer):
     seed = serializers.IntegerField(min_value=0, max_value=MAX_SEED)
     model_name = serializers.CharField(max_length=200, allow_blank=True, required=False,
                                        validators=[validate_served_model_name])
+    response_template = serializers.ChoiceField(choices=["", *sorted(FAMILIES)], required=False,
+                                                help_text="a response template family; empty = by the model id")
+    reasoning_budget = serializers.IntegerField(min_value=0, max_value=8192, required=False)
+    tool_servers = serializers.ListField(child=serializers.CharField(max_length=100), max_length=20, required=False,
+                                         help_text="names from the MCP_SERVERS setting (admins only)")
+    max_tool_steps = serializers.IntegerField(min_value=0, max_value=100, required=False)
 
     class Meta:
         model = AnnotationConfig
         fields = ["model_name", "top_k", "max_tokens", "temperature", "seed_policy", "seed", "overlap",
-                  "lease_minutes"]
+                  "lease_minutes", "response_template", "reasoning_budget", "tool_servers", "auto_approve_tools",
+                  "max_tool_steps"]
+
+    def validate_tool_servers(self, names: list[str]) -> list[str]:
+        return mcp.check_server_names(names, field="tool_servers")
 
 
 class NodeSerializer(serializers.ModelSerializer):
@@ -31,8 +43,9 @@ class NodeSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Node
-        fields = ["id", "key", "parent", "fork_index", "locked_until", "status", "finish_reason", "model_id",
-                  "token_ids", "logprobs", "origins", "candidate_ranks", "text"]
+        fields = ["id", "key", "parent", "operator", "tree", "round", "fork_index", "locked_until", "status",
+                  "finish_reason", "model_id", "token_ids", "logprobs", "origins", "candidate_ranks", "channels",
+                  "message", "context", "tools", "text"]
 
     def get_text(self, node: Node) -> str:
         return "".join(group.text for group in selectors.token_groups(node))
@@ -49,7 +62,8 @@ class SessionSerializer(serializers.ModelSerializer):
         fields = ["id", "item", "annotator", "status", "version", "messages", "current_node", "nodes", "created_at"]
 
     def get_nodes(self, session: Session) -> list[dict]:
-        return list(session.nodes.values("id", "key", "parent", "fork_index", "status"))
+        return list(session.nodes.values("id", "key", "parent", "operator", "tree", "round", "fork_index", "status",
+                                         "finish_reason"))
 
 
 class ClaimSerializer(serializers.ModelSerializer):
@@ -83,6 +97,38 @@ class CorrectionSerializer(serializers.Serializer):
     token_id = serializers.IntegerField(required=False, min_value=0, max_value=MAX_INT)
     text = serializers.CharField(required=False, trim_whitespace=False, max_length=20_000)
     stop = serializers.BooleanField(required=False, default=False)
+
+
+class NodeActionSerializer(serializers.Serializer):
+    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
+    node_id = serializers.IntegerField(min_value=1, max_value=MAX_ID)
+
+
+class EditSelectionSerializer(NodeActionSerializer):
+    start = serializers.IntegerField(min_value=0, max_value=MAX_INT)
+    end = serializers.IntegerField(min_value=1, max_value=MAX_INT)
+    text = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=20_000)
+
+
+class NewRoundSerializer(NodeActionSerializer):
+    text = serializers.CharField(trim_whitespace=False, max_length=20_000)
+
+
+class ToolDecisionSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=["approve", "edit", "reject"], default="approve")
+    arguments = serializers.JSONField(required=False, help_text="edit: the new arguments (object or JSON text)")
+    note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+
+
+class ToolRunSerializer(NodeActionSerializer):
+    decisions = ToolDecisionSerializer(many=True, required=False, max_length=64,
+                                       help_text="one per tool call, in order; none = approve every call")
+
+
+class EditPromptSerializer(serializers.Serializer):
+    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
+    messages = serializers.ListField(child=serializers.JSONField(), min_length=1, max_length=500)
+    tools = serializers.ListField(child=serializers.JSONField(), required=False, max_length=200)
 
 
 class VersionSerializer(serializers.Serializer):

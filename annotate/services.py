@@ -6,17 +6,17 @@ version is refused (the API answers 409), never silently applied.
 """
 
 import hashlib
-from collections.abc import Iterator
 from datetime import timedelta
 
-from django.db import close_old_connections, connection, transaction
-from django.db.models import Max, Q
+from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from dataplatform import claims
 from dataplatform.accounts.models import Project
-from dataplatform.errors import Conflict, Refused
-from dataplatform.inference import BackendError, backend_for_model
+from dataplatform.accounts.permissions import CAN_MANAGE_PROJECT
+from dataplatform.errors import Conflict, Forbidden, Missing, Refused
+from dataplatform.inference import backend_for_model
 
 from .models import (
     AnnotationConfig,
@@ -32,10 +32,8 @@ from .models import (
     Session,
     SessionStatus,
 )
+from .nodes import parse_into, template_of
 from .prompts import render_prompt, stored_prompt
-
-STOP_MARKER = "<|stop|>"  # typed at the end of a rewrite, it ends the response there (as in onPanda)
-SAVE_EVERY_TOKENS = 8  # a streaming node is saved this often, so a failure loses at most a few tokens
 
 
 class AnnotationError(Refused):
@@ -48,6 +46,13 @@ class StaleVersion(Conflict, AnnotationError):
 
 class CorrectionRefused(AnnotationError):
     pass
+
+
+class ToolRunRefused(AnnotationError):
+    pass
+
+
+TREE_STARTS = (EventKind.GENERATE_NEW, EventKind.EDIT_PROMPT)
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -64,8 +69,15 @@ def config_for(project: Project) -> AnnotationConfig:
     return config
 
 
-def update_config(*, project: Project, changes: dict) -> AnnotationConfig:
+# What runs on a project's behalf (tool servers, without asking) is an admin's choice; curators set the rest.
+ADMIN_ONLY_SETTINGS = ("tool_servers", "auto_approve_tools")
+
+
+def update_config(*, project: Project, changes: dict, role: str) -> AnnotationConfig:
     """Change some of the project's settings; `changes` holds values ConfigSerializer has checked."""
+    admin_only = sorted(set(changes) & set(ADMIN_ONLY_SETTINGS))
+    if admin_only and role not in CAN_MANAGE_PROJECT:
+        raise Forbidden(f"Only a project admin may change {', '.join(admin_only)}.")
     config = config_for(project)
     for name, value in changes.items():
         setattr(config, name, value)
@@ -94,23 +106,29 @@ def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -
     """Answer every item that has no rollout yet (or all, with regenerate), saving each as it is done."""
     config = config_for(project)
     backend = backend_for(project)
+    template = template_of(config, backend)
     items = Item.objects.filter(project=project).order_by("id")
     if not regenerate:
         items = items.filter(rollout__isnull=True)
     progress.set_total(items.count())
     done = 0
     for item in items.iterator(chunk_size=100):
-        prompt_ids = render_prompt(backend, stored_prompt(item.messages, item.tools))
+        prompt_ids = render_prompt(backend, stored_prompt(item.messages, item.tools), template)
         seed = seed_for(config, item, "rollout")
         steps = list(backend.stream(prompt_ids, max_tokens=config.max_tokens, temperature=config.temperature,
                                     seed=seed, top_k=config.top_k))
+        token_ids = [s.token_id for s in steps]
+        finish_reason = steps[-1].finish_reason if steps else "length"
+        parsed = template.parse(token_ids, backend=backend, finish_reason=finish_reason or "length")
         Item.objects.filter(pk=item.pk).update(prompt_ids=prompt_ids, rollout={
-            "token_ids": [s.token_id for s in steps],
+            "token_ids": token_ids,
             "logprobs": [s.logprob for s in steps],
             "top": [[list(pair) for pair in s.top] for s in steps],
-            "finish_reason": steps[-1].finish_reason if steps else "length",
+            "finish_reason": finish_reason,
             "model_id": backend.model_id,
             "seed": seed,
+            "channels": parsed.channels,
+            "message": parsed.message.as_dict(),
         })
         done += 1
         progress.report(done, message=f"{done} of {progress.job.progress_total} items answered")
@@ -181,16 +199,26 @@ def open_session(*, claim: Claim) -> Session:
     existing = None if getattr(claim, "is_new", False) else Session.objects.filter(claim=claim).first()
     if existing:
         return existing
-    rollout = Item.objects.values_list("rollout", flat=True).get(pk=claim.item_id)  # not the whole item
+    # Not the whole item: its rollout and prompt only.
+    item = Item.objects.only("messages", "tools", "prompt_ids", "rollout").get(pk=claim.item_id)
+    rollout = item.rollout
     if not rollout:
         raise AnnotationError("This item has no model response yet; run the rollout job first.")
     with transaction.atomic(savepoint=False):  # inside claim_with_session's transaction: no savepoint needed
         session = Session.objects.create(claim=claim, item_id=claim.item_id, annotator_id=claim.annotator_id)
-        root = Node.objects.create(
-            session=session, key=1, token_ids=rollout["token_ids"], logprobs=rollout["logprobs"], top=rollout["top"],
-            origins=[Origin.MODEL] * len(rollout["token_ids"]), candidate_ranks=[None] * len(rollout["token_ids"]),
+        count = len(rollout["token_ids"])
+        root = Node(
+            session=session, key=1, context=item.messages, tools=item.tools, prompt_ids=item.prompt_ids,
+            round=sum(message["role"] == "user" for message in item.messages) or 1,
+            token_ids=rollout["token_ids"], logprobs=rollout["logprobs"], top=rollout["top"],
+            origins=[Origin.MODEL] * count, candidate_ranks=[None] * count,
             finish_reason=rollout["finish_reason"], model_id=rollout["model_id"], seed=rollout["seed"],
+            channels=rollout.get("channels", []), message=rollout.get("message", {}),
         )
+        if len(root.channels) != count:  # a rollout made before channels were stored: parse it now
+            parse_into(root, template=template_of(config_for(claim.project), backend_for(claim.project)),
+                       backend=backend_for(claim.project))
+        root.save()
         session.current_node = root
         session.save(update_fields=["current_node"])
         Event.objects.create(session=session, kind=EventKind.GENERATE_NEW, node=root, actor=None,
@@ -198,7 +226,7 @@ def open_session(*, claim: Claim) -> Session:
     return session
 
 
-def _locked_session(session_id: int, version: int) -> Session:
+def locked_session(session_id: int, version: int) -> Session:
     session = Session.objects.select_for_update(of=("self",)).select_related(
         "current_node", "item", "claim").get(pk=session_id)
     if session.version != version:
@@ -210,178 +238,58 @@ def _locked_session(session_id: int, version: int) -> Session:
     return session
 
 
-def _bump(session: Session) -> None:
+def bump(session: Session) -> None:
     session.version += 1
     session.save(update_fields=["version", "current_node", "status", "updated_at"])
 
 
-def correct(*, session: Session, version: int, node_id: int, position: int, actor,
-            token_id: int | None = None, text: str | None = None, stop: bool = False) -> Node:
-    """Replace the token at `position` of the current node: a top-k candidate, a typed rewrite, or a stop.
-
-    Returns the new child node. Unless the correction ends the response, the child is
-    left `streaming`; `continue_node` then generates the rest from its exact token ids.
-    """
-    if sum(x is not None and x is not False for x in (token_id, text, stop or None)) != 1:
-        raise CorrectionRefused("Give exactly one of: a candidate token, a typed rewrite, or stop.")
-    with transaction.atomic():
-        session = _locked_session(session.pk, version)
-        node = session.current_node
-        if node is None or node.pk != node_id:
-            raise CorrectionRefused("Corrections apply to the node you are looking at; reload the session.")
-        if node.status == NodeStatus.STREAMING:
-            raise CorrectionRefused("Wait for the model to finish this response before correcting it.")
-        if position < node.locked_until:
-            raise CorrectionRefused(
-                f"Token {position} comes before your earlier correction (tokens before {node.locked_until} are "
-                "fixed). Undo that correction first.")
-        if not 0 <= position < len(node.token_ids):
-            raise CorrectionRefused(f"Position {position} is outside the response ({len(node.token_ids)} tokens).")
-
-        prefix = slice(0, position)
-        child = Node(
-            session=session, parent=node, key=(session.nodes.aggregate(top=Max("key"))["top"] or 0) + 1,
-            fork_index=position,
-            token_ids=node.token_ids[prefix], logprobs=node.logprobs[prefix], top=node.top[prefix],
-            origins=node.origins[prefix], candidate_ranks=node.candidate_ranks[prefix],
-            model_id=node.model_id, seed=node.seed, status=NodeStatus.STREAMING,
-        )
-        rejected_id = node.token_ids[position]
-        if token_id is not None:
-            # Picking the model's end token ends the response there.
-            stop = token_id in backend_for(session.item.project).eos_token_ids
-            candidates = [candidate for candidate, _ in node.top[position]]
-            if token_id not in candidates:
-                raise CorrectionRefused(f"Token {token_id} is not among the model's top-{len(candidates)} here.")
-            rank = candidates.index(token_id)
-            logprob = node.top[position][rank][1]
-            child.token_ids.append(token_id)
-            child.logprobs.append(logprob)
-            child.top.append(node.top[position])
-            child.origins.append(Origin.CANDIDATE)
-            child.candidate_ranks.append(rank + 1)
-            kind = EventKind.CONTINUE_WITH_CHOSEN
-            payload = {"position": position, "token_id": token_id, "rank": rank + 1, "logprob": logprob,
-                       "rejected_token_id": rejected_id, "top_logprobs": node.top[position]}
-        elif text is not None:
-            ends_here = text.endswith(STOP_MARKER)
-            typed = text[: -len(STOP_MARKER)] if ends_here else text
-            # The typed text is tokenized alone and appended to the unchanged prefix ids.
-            typed_ids = backend_for(session.item.project).tokenize(typed) if typed else []
-            if not typed_ids and not ends_here:
-                raise CorrectionRefused("Type some text, or end it with <|stop|> to stop here.")
-            child.token_ids += typed_ids
-            child.logprobs += [None] * len(typed_ids)
-            child.top += [[] for _ in typed_ids]
-            child.origins += [Origin.TYPED] * len(typed_ids)
-            child.candidate_ranks += [None] * len(typed_ids)
-            stop = ends_here
-            kind = EventKind.CONTINUE_WITH_INPUT
-            payload = {"position": position, "text": text, "token_ids": typed_ids, "rejected_token_id": rejected_id,
-                       "stop": ends_here}
-        else:
-            kind = EventKind.FORCE_STOP
-            payload = {"position": position, "rejected_token_id": rejected_id}
-        child.locked_until = len(child.token_ids)
-        if stop:
-            child.status, child.finish_reason = NodeStatus.COMPLETE, "stop"
-        child.save()
-        session.current_node = child
-        _bump(session)
-        Event.objects.create(session=session, kind=kind, node=child, actor=actor, payload=payload)
-    return child
-
-
-def continue_node(*, node: Node) -> Iterator:
-    """Generate the rest of a streaming (or interrupted) node from its exact token ids, yielding each step.
-
-    The node is saved every few tokens and at the end; if the backend fails, the node
-    keeps what it has, is marked interrupted, and the error propagates (retry = call again).
-    """
-    session = node.session
-    config = config_for(session.item.project)
-    if node.status == NodeStatus.COMPLETE:
-        return
-    if session.status != SessionStatus.OPEN:
-        raise AnnotationError(f"The session is {session.status}; its responses no longer change.")
-    if node.status == NodeStatus.INTERRUPTED:
-        Event.objects.create(session=session, kind=EventKind.CONTINUE_GENERATING, node=node, actor=None,
-                             payload={"from_token": len(node.token_ids)})
-    backend = backend_for(session.item.project)
-    remaining = config.max_tokens - len(node.token_ids)
-    fields = ["token_ids", "logprobs", "top", "origins", "candidate_ranks", "status", "finish_reason"]
-    if remaining <= 0:
-        node.status, node.finish_reason = NodeStatus.COMPLETE, "length"
-        node.save(update_fields=fields)
-        return
-    node.status = NodeStatus.STREAMING
-    prompt = session.item.prompt_ids + node.token_ids
-    seed = seed_for(config, session.item, f"node:{node.pk}:{len(node.token_ids)}")
-    try:
-        steps = backend.stream(prompt, max_tokens=remaining, temperature=config.temperature, seed=seed,
-                               top_k=config.top_k)
-        for count, step in enumerate(_releasing_connection(steps), start=1):
-            node.token_ids.append(step.token_id)
-            node.logprobs.append(step.logprob)
-            node.top.append([list(pair) for pair in step.top])
-            node.origins.append(Origin.MODEL)
-            node.candidate_ranks.append(None)
-            if step.finish_reason:
-                node.status, node.finish_reason = NodeStatus.COMPLETE, step.finish_reason
-            if count % SAVE_EVERY_TOKENS == 0 or step.finish_reason:
-                node.save(update_fields=fields)
-            yield step
-    except BackendError:
-        node.status = NodeStatus.INTERRUPTED
-        node.save(update_fields=fields)
-        raise
-    if node.status != NodeStatus.COMPLETE:  # the backend ended without a finish reason
-        node.status, node.finish_reason = NodeStatus.COMPLETE, "length"
-        node.save(update_fields=fields)
-
-
-def _releasing_connection(steps: Iterator) -> Iterator:
-    """The backend's steps, with the database connection handed back before each one is computed.
-
-    A step waits for the model (one forward pass at a time per process) behind every other stream, for
-    seconds under load. Holding a pooled connection meanwhile, 20 streams took the whole pool and every
-    other request waited for one and failed (503). Outside a transaction only: inside one (a test, a
-    caller's atomic block) the connection must stay.
-    """
-    while True:
-        if not connection.in_atomic_block:
-            close_old_connections()  # pooled (CONN_MAX_AGE 0): back to the pool; the next save takes one again
-        step = next(steps, None)
-        if step is None:
-            return
-        yield step
-
-
 def undo(*, session: Session, version: int, actor) -> Session:
-    """Go back to the parent of the current node. The undone node stays in the tree as a rejected branch."""
+    """Go back to where the current node came from: its parent, or for a new tree's root the node the
+    annotator was on. The undone node stays in the tree as a rejected branch."""
     with transaction.atomic():
-        session = _locked_session(session.pk, version)
+        session = locked_session(session.pk, version)
         node = session.current_node
-        if node is None or node.parent_id is None:
-            raise AnnotationError("Nothing to undo: this is the model's first response.")
         if node.status == NodeStatus.STREAMING:
             raise AnnotationError("Wait for the model to finish before undoing.")
-        session.current_node = node.parent
-        _bump(session)
-        Event.objects.create(session=session, kind=EventKind.UNDO, node=node.parent, actor=actor,
+        back = node.parent_id
+        if back is None:  # a tree's root: generate_new and edit_prompt record where they started from
+            started = Event.objects.filter(session=session, node=node, kind__in=TREE_STARTS).first()
+            back = started.payload.get("from_node") if started else None
+        if back is None:
+            raise AnnotationError("Nothing to undo: this is the model's first response.")
+        session.current_node = session.nodes.get(pk=back)
+        bump(session)
+        Event.objects.create(session=session, kind=EventKind.UNDO, node=session.current_node, actor=actor,
                              payload={"undone_node": node.pk})
+    return session
+
+
+def select_node(*, session: Session, version: int, node_id: int, actor) -> Session:
+    """Move to another node of the session (a sibling branch, another tree, an earlier turn)."""
+    with transaction.atomic():
+        session = locked_session(session.pk, version)
+        if session.current_node.status == NodeStatus.STREAMING:
+            raise AnnotationError("Wait for the model to finish this response first.")
+        target = session.nodes.filter(pk=node_id).first()
+        if target is None:
+            raise Missing("No such node in this session.")
+        previous = session.current_node_id
+        session.current_node = target
+        bump(session)
+        Event.objects.create(session=session, kind=EventKind.SELECT_NODE, node=target, actor=actor,
+                             payload={"from_node": previous})
     return session
 
 
 def finish(*, session: Session, version: int, actor, accept: bool, comment: str = "") -> Session:
     """Accept the current node as the answer, or reject the item. Either way the claim is done."""
     with transaction.atomic():
-        session = _locked_session(session.pk, version)
+        session = locked_session(session.pk, version)
         node = session.current_node
         if accept and node.status != NodeStatus.COMPLETE:
             raise AnnotationError("Only a complete response can be accepted; wait for it or continue it.")
         session.status = SessionStatus.ACCEPTED if accept else SessionStatus.REJECTED
-        _bump(session)
+        bump(session)
         Event.objects.create(session=session, kind=EventKind.ACCEPT if accept else EventKind.REJECT, node=node,
                              actor=actor, payload={"comment": comment} if comment else {})
         end_claim(claim=session.claim, state=ClaimState.DONE)  # refused: the whole verdict is undone

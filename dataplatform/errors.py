@@ -9,6 +9,7 @@ not handle them themselves: no view needs a try/except to get the right status.
 |--------------|--------|-------------------------------------------------------------------------|
 | Refused      | 400    | the request cannot be done as it stands; sending it again changes nothing |
 | Conflict     | 409    | the object changed since the client read it, or is busy: reload         |
+| Forbidden    | 403    | the caller may see this but their role may not do it                    |
 | Missing      | 404    | no such object (or not one the caller may see)                          |
 | Overloaded   | 429    | too much is waiting already: try again after Retry-After                |
 | Unavailable  | 503    | a service the request needs is down: try again after Retry-After        |
@@ -60,6 +61,10 @@ class Refused(PlatformError):
 
 class Conflict(PlatformError):
     status = 409
+
+
+class Forbidden(PlatformError):
+    status = 403
 
 
 class Missing(PlatformError):

@@ -1,6 +1,13 @@
 """onpanda.pairs: preference pairs as onPanda's PandaTree makes them; `pairs()` also feeds
-onpanda.token_supervision."""
+onpanda.token_supervision.
 
+A session may hold several turns (tool rounds, user rounds) and several trees. Two responses only make a
+pair when they answer the same conversation (the same context and tools), so nodes are grouped by what
+they answer; in each group the good node is the one on the accepted trajectory: the accepted answer, and
+for each earlier turn the response whose turn led on to it."""
+
+import json
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -18,8 +25,8 @@ from ..supervision import fork_token_idx, pick_fork_pairs, response_ids
 from .sessions import SessionFilters, answer, data_version, finished_sessions, prompt_cells, tree_page
 
 # Node fields a pair reads; `top` (k pairs per token) and `logprobs` are left in the database.
-NODE_FIELDS = ("id", "session_id", "parent_id", "key", "token_ids", "origins", "finish_reason", "locked_until",
-               "model_id", "status")
+NODE_FIELDS = ("id", "session_id", "parent_id", "key", "fork_index", "token_ids", "origins", "finish_reason",
+               "locked_until", "model_id", "status", "context", "tools", "prompt_ids", "channels", "message")
 
 
 class PairFilters(SessionFilters):
@@ -37,7 +44,7 @@ class Side:
 @dataclass(frozen=True)
 class Pair:
     pair_type: str  # "fork" (same session) or "outcome" (a rejected session's node vs an accepted answer)
-    item: dict  # {"id", "messages", "tools", "prompt_ids"}
+    item_id: int
     rejected: Side
     chosen: Side
 
@@ -47,8 +54,27 @@ class Pair:
                 f"{self.chosen.session_id}.{self.chosen.node.key}")
 
     def prompt_cells(self) -> tuple[list[dict], list[str] | None]:
-        """The `prompt` and `tools` cells of the pair's item."""
-        return prompt_cells(self.item["messages"], self.item["tools"])
+        """The `prompt` and `tools` cells: the conversation both responses answer."""
+        return prompt_cells(self.chosen.node.context, self.chosen.node.tools)
+
+
+def answers_to(node: Node) -> str:
+    """What a node answers, as a key: nodes with equal keys are alternatives to each other."""
+    return json.dumps([node.context, node.tools], sort_keys=True)
+
+
+def trajectory(answer: Node, by_pk: dict[int, Node]) -> set[int]:
+    """The accepted answer and, for each earlier turn, the response its next turn continued: up the
+    corrections of a turn (children with a fork index) to its first response, whose parent (a
+    run_tool_calls or start_new_round child's) is the previous turn's good response."""
+    good, node = {answer.pk}, answer
+    while node is not None:
+        while node.fork_index is not None and node.parent_id in by_pk:
+            node = by_pk[node.parent_id]
+        node = by_pk.get(node.parent_id)
+        if node is not None:
+            good.add(node.pk)
+    return good
 
 
 def pairs(query: ExportQuery, *, fork: bool = True, outcome: bool = True) -> Iterator[list[Pair]]:
@@ -63,9 +89,9 @@ def pairs(query: ExportQuery, *, fork: bool = True, outcome: bool = True) -> Ite
     """
     sessions = finished_sessions(query)
     items = Item.objects.filter(project=query.project).filter(Exists(sessions.filter(item=OuterRef("pk"))))
-    for page in keyset_values(items, ["id", "messages", "tools", "prompt_ids"], batch_size=tree_page(query)):
-        by_item = {item["id"]: item for item in page}
-        page_sessions = list(sessions.filter(item_id__in=list(by_item)).order_by("id")
+    for page in keyset_values(items, ["id"], batch_size=tree_page(query)):
+        item_ids = [item["id"] for item in page]
+        page_sessions = list(sessions.filter(item_id__in=item_ids).order_by("id")
                              .values("id", "item_id", "status", "current_node_id", "annotator__username"))
         nodes_of: dict[int, list[Node]] = {s["id"]: [] for s in page_sessions}
         for node in (Node.objects.filter(session_id__in=list(nodes_of)).exclude(status=NodeStatus.STREAMING)
@@ -73,28 +99,33 @@ def pairs(query: ExportQuery, *, fork: bool = True, outcome: bool = True) -> Ite
             nodes_of[node.session_id].append(node)
 
         result: list[Pair] = []
-        accepted: dict[int, list[Side]] = {item_id: [] for item_id in by_item}
+        # item -> what is answered -> the good responses of accepted sessions to it
+        accepted: dict[int, dict[str, list[Side]]] = defaultdict(lambda: defaultdict(list))
         for session in page_sessions:
             if session["status"] != SessionStatus.ACCEPTED:
                 continue
             sides = {node.pk: Side(session["id"], session["annotator__username"], node, response_ids(node))
                      for node in nodes_of[session["id"]]}
-            answer = sides.get(session["current_node_id"])
-            if answer is None:
+            if session["current_node_id"] not in sides:
                 continue
-            accepted[session["item_id"]].append(answer)
-            if fork:
-                chosen_keys = pick_fork_pairs({pk: side.ids for pk, side in sides.items()}, {answer.node.pk})
-                result += [Pair("fork", by_item[session["item_id"]], sides[rejected], sides[chosen])
-                           for rejected, chosen in chosen_keys]
+            good = trajectory(sides[session["current_node_id"]].node, {pk: side.node for pk, side in sides.items()})
+            groups: dict[str, dict[int, Side]] = defaultdict(dict)
+            for pk, side in sides.items():
+                groups[answers_to(side.node)][pk] = side
+            for key, group in groups.items():
+                chosen = good & set(group)
+                accepted[session["item_id"]][key] += [group[pk] for pk in chosen]
+                if fork and chosen:
+                    result += [Pair("fork", session["item_id"], group[rejected], group[picked]) for rejected, picked
+                               in pick_fork_pairs({pk: side.ids for pk, side in group.items()}, chosen)]
         if outcome:
             for session in page_sessions:
                 if session["status"] != SessionStatus.REJECTED:
                     continue
                 for node in nodes_of[session["id"]]:
                     side = Side(session["id"], session["annotator__username"], node, response_ids(node))
-                    result += [Pair("outcome", by_item[session["item_id"]], side, answer)
-                               for answer in accepted[session["item_id"]] if answer.ids != side.ids]
+                    result += [Pair("outcome", session["item_id"], side, answer)
+                               for answer in accepted[session["item_id"]][answers_to(node)] if answer.ids != side.ids]
         if result:
             yield result
 
@@ -131,9 +162,9 @@ def pair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 def _pair_row(pair: Pair, backend) -> dict:
     prompt, tools = pair.prompt_cells()
     return {
-        "id": pair.id, "pair_type": pair.pair_type, "item_id": pair.item["id"], "prompt": prompt,
-        "chosen": answer(backend.detokenize(pair.chosen.ids)),
-        "rejected": answer(backend.detokenize(pair.rejected.ids)), "tools": tools,
+        "id": pair.id, "pair_type": pair.pair_type, "item_id": pair.item_id, "prompt": prompt,
+        "chosen": answer(pair.chosen.node.message, backend.detokenize(pair.chosen.ids)),
+        "rejected": answer(pair.rejected.node.message, backend.detokenize(pair.rejected.ids)), "tools": tools,
         "fork_token_idx": fork_token_idx(pair.rejected.ids, pair.chosen.ids) if pair.pair_type == "fork" else None,
         "chosen_session_id": pair.chosen.session_id, "chosen_node_key": pair.chosen.node.key,
         "chosen_annotator": pair.chosen.annotator,
@@ -144,7 +175,9 @@ def _pair_row(pair: Pair, backend) -> dict:
 
 register(ExportKind(
     name="onpanda.pairs",
-    version=2,  # 2: the prompt carries reasoning_content, tool_calls and tool results; the tools column
+    # 2: the prompt carries reasoning_content, tool_calls and tool results; the tools column. 3: chosen and
+    # rejected carry their reasoning and tool calls; pairs only between answers to the same conversation.
+    version=3,
     schema=PAIRS_SCHEMA,
     label="onPanda preference pairs",
     description="Preference pairs as onPanda makes them: fork pairs (each other node of an accepted session vs its "

@@ -11,6 +11,7 @@ from dataplatform.conversations.training import messages_cell, tools_cell
 from dataplatform.exports.registry import ExportFilters, ExportQuery
 
 from ..models import Event, EventKind, Review, Session, SessionStatus
+from ..nodes import response_message_of
 from ..prompts import stored_prompt
 
 # Tree-shaped kinds load a page of sessions or items with all their nodes; keep pages small.
@@ -80,6 +81,9 @@ def prompt_cells(messages: list[dict], tools: list[dict]) -> tuple[list[dict], l
     return messages_cell(prompt.for_training()), tools_cell(prompt.tools)
 
 
-def answer(text: str) -> list[dict]:
-    """The assistant turn a node holds, as a cell: its text (its channels are not parsed from the tokens yet)."""
-    return [{"role": "assistant", "content": text}]
+def answer(message: dict, text: str) -> list[dict]:
+    """The assistant turn a node holds, as a cell: its parsed message (reasoning, content, tool calls) in the
+    training shape; a node from before messages were parsed gives its text as the content."""
+    if not message:
+        return [{"role": "assistant", "content": text}]
+    return messages_cell([response_message_of(message).for_training()])

@@ -30,7 +30,9 @@ SFT_SCHEMA = pa.schema([
     ("id", pa.int64()),  # the session
     ("item_id", pa.int64()),
     ("external_id", pa.string()),
-    ("messages", MESSAGES),  # the prompt (reasoning, tool calls, tool results too) plus the accepted response
+    # The conversation the accepted response answers (earlier rounds, reasoning, tool calls and results too)
+    # plus the response, reasoning and tool calls included.
+    ("messages", MESSAGES),
     ("tools", TOOLS),
     ("response_token_ids", pa.list_(pa.int64())),  # exactly as generated, with the model's stop token if it stopped
     ("origins", pa.list_(pa.string())),  # per token: model / candidate / typed
@@ -68,10 +70,10 @@ def sft_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
         text = backend.detokenize(strip_stop_token(
             ids, origins=values["current_node__origins"], finish_reason=values["current_node__finish_reason"],
             locked_until=values["current_node__locked_until"]))
-        prompt, tools = prompt_cells(values["item__messages"], values["item__tools"])
+        prompt, tools = prompt_cells(values["current_node__context"], values["current_node__tools"])
         return {
             "id": values["id"], "item_id": values["item_id"], "external_id": values["item__external_id"],
-            "messages": prompt + answer(text), "tools": tools,
+            "messages": prompt + answer(values["current_node__message"], text), "tools": tools,
             "response_token_ids": ids, "origins": values["current_node__origins"],
             "candidate_ranks": values["current_node__candidate_ranks"],
             "finish_reason": values["current_node__finish_reason"], "model_id": values["current_node__model_id"],
@@ -79,7 +81,8 @@ def sft_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
             "review": values["review"],
         }
 
-    fields = ["id", "item_id", "item__external_id", "item__messages", "item__tools", "current_node__token_ids",
+    fields = ["id", "item_id", "item__external_id", "current_node__context", "current_node__tools",
+              "current_node__message", "current_node__token_ids",
               "current_node__origins", "current_node__candidate_ranks", "current_node__finish_reason",
               "current_node__locked_until", "current_node__model_id", "annotator__username", "accepted_at", "review"]
     for page in keyset_values(_sft_sessions(query), fields, batch_size=query.batch_size, transform=row):
@@ -88,7 +91,9 @@ def sft_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 register(ExportKind(
     name="onpanda.sft",
-    version=2,  # 2: messages carry reasoning_content, tool_calls and tool results; the tools column
+    # 2: messages carry reasoning_content, tool_calls and tool results; the tools column. 3: the response's own
+    # reasoning and tool calls, and the earlier rounds of a multi-turn session.
+    version=3,
     schema=SFT_SCHEMA,
     label="onPanda SFT",
     description="One row per accepted session: the prompt (with its tools) and the accepted response as chat "

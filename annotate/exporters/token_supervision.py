@@ -29,6 +29,9 @@ TOKEN_SUPERVISION_SCHEMA = pa.schema([
     # The model's chat template applied to the prompt and its tools, generation prompt added.
     ("prompt_token_ids", pa.list_(pa.int64())),
     ("fork_token_idx", pa.int64()),
+    # The response template's channel at the fork (reasoning, content, tool_name, tool_arguments, marker), in
+    # the chosen response (or the rejected one's, when the chosen ends there).
+    ("fork_channel", pa.string()),
     ("chosen_token_id", pa.int64()),  # null: the chosen response ends at the fork (its stop is chosen)
     ("rejected_token_id", pa.int64()),  # null: the rejected response ended at the fork
     ("chosen_ends_at_fork", pa.bool_()),
@@ -56,18 +59,28 @@ def token_supervision_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
             supervision.pop("rejected_patch")
             prompt, tools = pair.prompt_cells()
             rows.append({
-                "id": pair.id, "item_id": pair.item["id"], "session_id": pair.chosen.session_id,
+                "id": pair.id, "item_id": pair.item_id, "session_id": pair.chosen.session_id,
                 "chosen_node_key": pair.chosen.node.key, "rejected_node_key": pair.rejected.node.key,
                 "annotator": pair.chosen.annotator, "model_id": pair.chosen.node.model_id,
-                "prompt": prompt, "tools": tools, "prompt_token_ids": pair.item["prompt_ids"], **supervision,
+                "prompt": prompt, "tools": tools, "prompt_token_ids": pair.chosen.node.prompt_ids,
+                "fork_channel": fork_channel(pair, supervision["fork_token_idx"]), **supervision,
             })
         if rows:
             yield record_batch(rows, TOKEN_SUPERVISION_SCHEMA)
 
 
+def fork_channel(pair, fork: int) -> str | None:
+    for node in (pair.chosen.node, pair.rejected.node):
+        if fork < len(node.channels):
+            return node.channels[fork]
+    return None
+
+
 register(ExportKind(
     name="onpanda.token_supervision",
-    version=2,  # 2: the prompt carries reasoning_content, tool_calls and tool results; the tools column
+    # 2: the prompt carries reasoning_content, tool_calls and tool results; the tools column. 3: the fork's
+    # channel; forks inside reasoning and tool-call arguments; the prompt is the turn's whole conversation.
+    version=3,
     schema=TOKEN_SUPERVISION_SCHEMA,
     label="onPanda token-level supervision",
     description="One row per fork pair: the first differing token, and chosen/rejected chunks [pre, patch, post] "

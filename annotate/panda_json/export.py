@@ -1,9 +1,9 @@
 """Export: a session as a `.panda.json` v2 document, written the way onPanda's annotator writes it.
 
-A session is already a `.panda.json` tree. Each node is a dialog keyed by its `key`: the item's
-prompt (its earlier turns with their `reasoning`, tool calls and tool results, as onPanda writes them)
-plus one assistant message (the node's text, derived from its ids), the prompt's `tools` if it has
-any, `annotate.is_good` (true only for the accepted node of an accepted session), and `operations`
+A session is already a `.panda.json` tree. Each node is a dialog keyed by its `key`: the conversation
+it answers (the item's prompt, or that plus earlier rounds and tool results, with their `reasoning` and
+tool calls, as onPanda writes them) plus one assistant message (the node's reasoning, content and tool
+calls, parsed from its ids), the conversation's `tools` if it has any, `annotate.is_good` (true only for the accepted node of an accepted session), and `operations`
 written from the session's events (`generate_new`, `continue_with_chosen` with the chosen token and
 the rejected position's `top_logprobs`, `continue_with_input`, `continue_generating`).
 `operations[0].parent` links a correction to the dialog it corrects, which is how
@@ -17,8 +17,9 @@ from datetime import datetime
 
 from dataplatform.inference import Backend
 
-from .. import services
+from .. import corrections, services
 from ..models import Event, EventKind, Node, Origin, Session, SessionStatus
+from ..nodes import response_message
 from ..supervision import response_ids
 
 PANDA_VERSION = "2.0"
@@ -65,7 +66,10 @@ def _operation(event: Event, node: Node, parent: Node | None, first: bool, backe
     payload = event.payload or {}
     # The first operation names the dialog it came from; later ones are written back to the
     # dialog itself, and onPanda then names the dialog's own key.
-    parent_key = parent.key if first and parent is not None else node.key
+    # A response that starts a turn (tool results or a user turn answered) answers another prompt: onPanda
+    # keeps one prompt per tree, so it is the root of a tree of its own, which names the dialog it follows.
+    starts_a_turn = node.fork_index is None
+    parent_key = parent.key if first and parent is not None and not starts_a_turn else node.key
     operation: dict = {"operator": event.kind, "parent": str(parent_key), "time": _ms(event.created_at),
                        "on_policy": True}
     if node.model_id:
@@ -85,11 +89,19 @@ def _operation(event: Event, node: Node, parent: Node | None, first: bool, backe
     elif event.kind in (EventKind.CONTINUE_WITH_INPUT, EventKind.FORCE_STOP) and parent is not None:
         # A forced stop is what onPanda writes when "<|stop|>" is typed at the fork.
         operation["operator"] = EventKind.CONTINUE_WITH_INPUT
-        typed = payload.get("text", "") if event.kind == EventKind.CONTINUE_WITH_INPUT else services.STOP_MARKER
+        typed = payload.get("text", "") if event.kind == EventKind.CONTINUE_WITH_INPUT else corrections.STOP_MARKER
         operation["continue_with_input"] = {"input_patch": typed, "token_ids": payload.get("token_ids", [])}
         operation["rejected_token"] = _rejected_token(parent, position, [], backend)
     elif event.kind == EventKind.CONTINUE_GENERATING:
         operation["from_token"] = payload.get("from_token")
+    elif event.kind in (EventKind.EDIT_SELECTION, EventKind.RUN_TOOL_CALLS, EventKind.START_NEW_ROUND,
+                        EventKind.EDIT_PROMPT):
+        # What the operator did, as the event recorded it (its dialog's messages hold the result).
+        operation[event.kind] = {key: value for key, value in payload.items() if key != "from_node"}
+        if parent is not None and starts_a_turn:
+            operation["previous_dialog"] = str(parent.key)
+        if event.kind == EventKind.EDIT_PROMPT:
+            operation["is_new_generated"] = True
     else:  # undo, accept, reject: moves between dialogs and verdicts, not operations on one
         return None
     return operation
@@ -129,12 +141,15 @@ def session_to_panda_json(session: Session, *, backend: Backend | None = None) -
             operation = _operation(event, node, parent, not operations, backend)
             if operation is not None:
                 operations.append(operation)
-        answer = {"role": "assistant", "content": backend.detokenize(response_ids(node))}
+        # The node's parsed message (reasoning and tool calls too); its text for a node parsed before that.
+        answer = response_message(node).as_dict() if node.message else {
+            "role": "assistant", "content": backend.detokenize(response_ids(node))}
+        answer.pop("finish_reason", None)
         if node.finish_reason:
             answer["finish_reason"] = node.finish_reason
         dialogs[str(node.key)] = {
-            "messages": copy.deepcopy(item.messages) + [answer],
-            **({"tools": copy.deepcopy(item.tools)} if item.tools else {}),
+            "messages": copy.deepcopy(node.context or item.messages) + [answer],
+            **({"tools": copy.deepcopy(node.tools)} if node.tools else {}),
             "annotate": {"is_good": node.pk == accepted_id},
             "operations": operations or [_fallback_operation(node, parent)],
         }

@@ -18,8 +18,9 @@ from dataplatform.accounts.models import Project
 from dataplatform.imports import JsonProblem, check_storable, json_path
 from dataplatform.inference import Backend
 
-from .. import services
+from .. import corrections, services
 from ..models import Claim, ClaimState, Event, EventKind, Item, Node, NodeStatus, Origin, Session, SessionStatus
+from ..nodes import parse_into, template_of
 from ..prompts import render_prompt
 from ..supervision import fork_token_idx
 from .parser import ParsedDialog, ParsedTree, panda_sha256, parse_panda_json, time_ms
@@ -88,8 +89,8 @@ def _correction(spec: _NodeSpec, parent: _NodeSpec, operation: dict, backend: Ba
     patch = (operation.get("continue_with_input") or {}).get("input_patch") \
         if isinstance(operation.get("continue_with_input"), dict) else None
     if operator == EventKind.CONTINUE_WITH_INPUT and isinstance(patch, str):
-        stop = patch.endswith(services.STOP_MARKER)
-        typed = patch[: -len(services.STOP_MARKER)] if stop else patch
+        stop = patch.endswith(corrections.STOP_MARKER)
+        typed = patch[: -len(corrections.STOP_MARKER)] if stop else patch
         if not typed and stop:
             return EventKind.FORCE_STOP, base, time
         # Re-tokenized text: the typed tokens are as many as the typed text alone makes (at most the tail).
@@ -150,13 +151,13 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
         specs[dialog.key] = _node_spec(dialog, specs.get(dialog.parent), key, backend, file=file, report=report)
         report.key_map[str(dialog.key)] = key
     report.dialogs = len(specs)
-    prompt_ids = render_prompt(backend, tree.prompt)
+    prompt_ids = render_prompt(backend, tree.prompt, template_of(services.config_for(project), backend))
     if dry_run:
         return report
 
     try:
         with transaction.atomic():
-            _write(project, tree, list(specs.values()), prompt_ids, annotator, file, report)
+            _write(project, tree, list(specs.values()), prompt_ids, annotator, file, report, backend)
     except IntegrityError:
         # The same file imported at the same moment by someone else: the unique source hash caught it.
         if not Item.objects.filter(project=project, source_sha256=report.sha256).exists():
@@ -168,7 +169,7 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
 
 
 def _write(project: Project, tree: ParsedTree, specs: list[_NodeSpec], prompt_ids: list[int], annotator, file: str,
-           report: PandaImportReport) -> None:
+           report: PandaImportReport, backend) -> None:
     root = specs[0]
     prompt = tree.prompt.as_dict()
     item = Item.objects.create(
@@ -188,13 +189,18 @@ def _write(project: Project, tree: ParsedTree, specs: list[_NodeSpec], prompt_id
                                      status=SessionStatus.ACCEPTED if good else SessionStatus.REJECTED)
     nodes: dict[int, Node] = {}
     timed: list[tuple[int, datetime]] = []
+    template = template_of(services.config_for(project), backend)
     for spec in specs:
-        node = Node.objects.create(
+        node = Node(
             session=session, parent=nodes.get(spec.parent.key) if spec.parent else None, key=spec.key,
+            operator=spec.events[0][0] if spec.events else EventKind.GENERATE_NEW,
+            context=prompt["messages"], tools=prompt.get("tools", []), prompt_ids=prompt_ids,
             fork_index=spec.fork_index, locked_until=len(spec.token_ids), token_ids=spec.token_ids,
             logprobs=spec.logprobs, top=spec.top, origins=spec.origins, candidate_ranks=spec.candidate_ranks,
             status=NodeStatus.COMPLETE, finish_reason=spec.dialog.finish_reason, model_id=spec.model_id,
         )
+        parse_into(node, template=template, backend=backend)
+        node.save()
         nodes[spec.key] = node
         for kind, payload, ms in spec.events:
             # Model steps have no actor, as in the services; corrections are the annotator's.

@@ -3,6 +3,9 @@ the bare function, an assistant turn with reasoning and a tool call whose argume
 content, the tool's result without its call's id; the model's turn to answer comes next."""
 
 import copy
+import json
+import sys
+from pathlib import Path
 
 RECORD = {
     "id": "weather-1",
@@ -42,3 +45,19 @@ TRAINING_MESSAGES = [
 
 def record() -> dict:
     return copy.deepcopy(RECORD)
+
+
+# --- responses with reasoning and tool calls, on the character backend (test_operators, test_tool_runs) ----
+
+UMBRELLA_PROMPT = [{"role": "user", "content": "Umbrella?"}]
+REASONING_ANSWER = "<think>\nIt rains.\n</think>\n\nTake an umbrella."
+TIME_PROMPT = [{"role": "user", "content": "What time is it in Tokyo?"}]
+TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")  # requirements/dev.txt installs it
+
+
+def call_text(arguments: dict, name: str = "get_current_time") -> str:
+    """A tool call as the response templates write one."""
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+TOKYO = call_text({"timezone": "Asia/Tokyo"})

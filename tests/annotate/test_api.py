@@ -7,7 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import DatabaseError
 from rest_framework.test import APIClient
 
-from annotate import services
+from annotate import corrections, services, streaming
 from annotate.models import Claim, EventKind, Item, Node, Session
 from tests.conftest import api_client_for
 from tests.factories import MembershipFactory, UserFactory
@@ -177,10 +177,10 @@ def test_claim_is_not_kept_when_its_session_cannot_be_opened(members, project, m
     """Claim and session are one transaction: a failure opening the session leaves no claim behind."""
     make_items(1)
 
-    def broken(**fields):
+    def broken(self, *args, **kwargs):
         raise DatabaseError("the disk is full")
 
-    monkeypatch.setattr(Node.objects, "create", broken)
+    monkeypatch.setattr(Node, "save", broken)
     with pytest.raises(DatabaseError):
         services.claim_with_session(project=project, annotator=members["annotator"])
     assert not Claim.objects.exists() and not Session.objects.exists()
@@ -220,7 +220,7 @@ def test_stream_under_asgi_sends_each_token_as_an_event(members, annotator_sessi
     from tests.annotate.test_supervision import CharBackend
 
     monkeypatch.setattr(services, "backend_for", lambda project: CharBackend(script="ok"))
-    child = services.correct(session=annotator_session, version=0, node_id=annotator_session.current_node_id,
+    child = corrections.correct(session=annotator_session, version=0, node_id=annotator_session.current_node_id,
                              position=2, token_id=1012, actor=members["annotator"])
     _, secret = account_services.issue_token(user=members["annotator"], name="asgi")
 
@@ -255,7 +255,7 @@ def test_a_stream_cut_by_any_failure_ends_with_an_error_event(members, annotator
     from tests.annotate.test_supervision import CharBackend
 
     monkeypatch.setattr(services, "backend_for", lambda project: CharBackend(script="ok"))
-    child = services.correct(session=annotator_session, version=0, node_id=annotator_session.current_node_id,
+    child = corrections.correct(session=annotator_session, version=0, node_id=annotator_session.current_node_id,
                              position=2, token_id=1012, actor=members["annotator"])
 
     def broken(**_):
@@ -266,7 +266,7 @@ def test_a_stream_cut_by_any_failure_ends_with_an_error_event(members, annotator
         raise KeyError("a bug")
         yield  # a generator, as continue_node is
 
-    monkeypatch.setattr(services, "continue_node", broken)
+    monkeypatch.setattr(streaming, "continue_node", broken)
     events = _stream_events(api_client_for(members["annotator"]), annotator_session, child)
     assert [name for name, _ in events] == ["error"]
     expected = {"database": "database is unavailable", "model name": "no-such-model",

@@ -8,7 +8,7 @@ from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from annotate import services
+from annotate import corrections, services
 from annotate.models import Claim, ClaimState, Item
 from dataplatform import claims
 from tests import claim_invariants
@@ -153,7 +153,7 @@ def test_a_session_whose_claim_was_skipped_cannot_change(session, members):
     with pytest.raises(services.AnnotationError, match="was skipped"):
         services.finish(session=session, version=session.version, actor=members["annotator"], accept=True)
     with pytest.raises(services.AnnotationError, match="was skipped"):
-        services.correct(session=session, version=session.version, node_id=session.current_node_id, position=1,
+        corrections.correct(session=session, version=session.version, node_id=session.current_node_id, position=1,
                          actor=members["annotator"], stop=True)
     assert Item.objects.get(pk=session.item_id).claims_done == 0
 

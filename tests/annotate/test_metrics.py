@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from annotate import services
+from annotate import corrections, services
 from annotate.metrics import project_metrics
 from annotate.models import (
     AnnotationConfig,
@@ -124,7 +124,7 @@ def test_two_annotators_three_tokens_apart_through_the_services(project, members
     second = UserFactory(username="second")
     for user, position in ((members["annotator"], 3), (second, 5)):
         session = services.open_session(claim=services.claim_next(project=project, annotator=user))
-        services.correct(session=session, version=0, node_id=session.current_node.pk, position=position, stop=True,
+        corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=position, stop=True,
                          actor=user)
         services.finish(session=session, version=1, actor=user, accept=True)
     metrics = project_metrics(project)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from annotate import services
+from annotate import corrections, services, streaming
 from annotate.models import Item, NodeStatus
 
 from ..doubles import RecordingProgress
@@ -37,9 +37,9 @@ def test_candidate_pick_continues_from_the_exact_new_prefix(answered_session, me
     root = answered_session.current_node
     position = 2
     candidate = next(t for t, _ in root.top[position] if t != root.token_ids[position])
-    child = services.correct(session=answered_session, version=0, node_id=root.pk, position=position,
+    child = corrections.correct(session=answered_session, version=0, node_id=root.pk, position=position,
                              token_id=candidate, actor=members["annotator"])
-    steps = list(services.continue_node(node=child))
+    steps = list(streaming.continue_node(node=child))
     child.refresh_from_db()
     assert child.status == NodeStatus.COMPLETE and steps
     assert child.token_ids[:position] == root.token_ids[:position] and child.token_ids[position] == candidate
@@ -53,11 +53,11 @@ def test_candidate_pick_continues_from_the_exact_new_prefix(answered_session, me
 
 def test_typed_rewrite_then_continue(answered_session, members, local_backend):
     root = answered_session.current_node
-    child = services.correct(session=answered_session, version=0, node_id=root.pk, position=1,
+    child = corrections.correct(session=answered_session, version=0, node_id=root.pk, position=1,
                              text=" Mars and Venus", actor=members["annotator"])
     typed = local_backend.tokenize(" Mars and Venus")
     assert child.token_ids == root.token_ids[:1] + typed
-    list(services.continue_node(node=child))
+    list(streaming.continue_node(node=child))
     child.refresh_from_db()
     assert child.status == NodeStatus.COMPLETE
     assert child.origins[1:1 + len(typed)] == ["typed"] * len(typed) and child.origins[-1] == "model"
@@ -68,7 +68,7 @@ def test_backend_failure_mid_stream_keeps_what_was_saved(answered_session, membe
     from dataplatform.inference import BackendUnavailable
 
     root = answered_session.current_node
-    child = services.correct(session=answered_session, version=0, node_id=root.pk, position=0,
+    child = corrections.correct(session=answered_session, version=0, node_id=root.pk, position=0,
                              token_id=root.top[0][1][0], actor=members["annotator"])
     real_backend = services.backend_for(answered_session.item.project)
 
@@ -81,13 +81,16 @@ def test_backend_failure_mid_stream_keeps_what_was_saved(answered_session, membe
                     raise BackendUnavailable("connection reset")
                 yield step
 
+        def __getattr__(self, name):  # the rest is the real model's
+            return getattr(real_backend, name)
+
     monkeypatch.setattr(services, "backend_for", lambda project: Flaky())
-    monkeypatch.setattr(services, "SAVE_EVERY_TOKENS", 2)
+    monkeypatch.setattr(streaming, "SAVE_EVERY_TOKENS", 2)
     with pytest.raises(BackendUnavailable):
-        list(services.continue_node(node=child))
+        list(streaming.continue_node(node=child))
     child.refresh_from_db()
     assert child.status == NodeStatus.INTERRUPTED and len(child.token_ids) == 1 + 4  # all four were saved
     monkeypatch.setattr(services, "backend_for", lambda project: real_backend)
-    list(services.continue_node(node=child))  # retry resumes from what was kept
+    list(streaming.continue_node(node=child))  # retry resumes from what was kept
     child.refresh_from_db()
     assert child.status == NodeStatus.COMPLETE

@@ -6,7 +6,7 @@ import json
 import pytest
 from onpanda.parser import PandaTree
 
-from annotate import services
+from annotate import corrections, services, streaming
 from annotate.models import Claim, ClaimState, EventKind, Item, Node, Session, SessionStatus
 from annotate.panda_json import import_panda_json, panda_sha256, session_to_panda_json
 from annotate.supervision import response_ids
@@ -311,19 +311,19 @@ def model_session(project, members, local_backend):
 
     root = session.current_node
     assert len(root.token_ids) > 3
-    first = services.correct(session=session, version=0, node_id=root.pk, position=2,
+    first = corrections.correct(session=session, version=0, node_id=root.pk, position=2,
                              token_id=alternative(root, 2), actor=annotator)
-    list(services.continue_node(node=first))
+    list(streaming.continue_node(node=first))
     services.undo(session=session, version=1, actor=annotator)
-    typed = services.correct(session=session, version=2, node_id=root.pk, position=1, text=" Mars and Venus",
+    typed = corrections.correct(session=session, version=2, node_id=root.pk, position=1, text=" Mars and Venus",
                              actor=annotator)
-    list(services.continue_node(node=typed))
+    list(streaming.continue_node(node=typed))
     typed.refresh_from_db()
     position = typed.locked_until + 1
     assert position < len(typed.token_ids) - 1
-    last = services.correct(session=session, version=3, node_id=typed.pk, position=position,
+    last = corrections.correct(session=session, version=3, node_id=typed.pk, position=position,
                             token_id=alternative(typed, position), actor=annotator)
-    list(services.continue_node(node=last))
+    list(streaming.continue_node(node=last))
     return services.finish(session=session, version=4, actor=annotator, accept=True)
 
 

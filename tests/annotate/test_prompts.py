@@ -1,21 +1,22 @@
-"""An item's stored prompt read back, and rendered by the model's chat template with its tools."""
+"""An item's stored prompt read back, and rendered by the response template with its tools."""
 
 import pytest
 
 from annotate.prompts import render_prompt, stored_prompt
+from dataplatform.conversations.templates import Prompt
 
 from . import agentic
 
 
 class TemplateSpy:
-    """A backend's chat template that records what it was given."""
+    """A response template that records what it was asked to render."""
 
     def __init__(self):
         self.calls = []
 
-    def chat_prompt_ids(self, messages, *, tools=None):
-        self.calls.append((messages, tools))
-        return [1, 2, 3]
+    def render(self, conversation, partial, *, backend):
+        self.calls.append((conversation, partial, backend))
+        return Prompt([1, 2, 3], 3)
 
 
 def test_a_stored_prompt_reads_back_as_it_was_stored():
@@ -28,13 +29,8 @@ def test_a_stored_prompt_that_does_not_read_is_an_error_not_a_guess():
         stored_prompt([{"role": "robot", "content": "hi"}], [])
 
 
-def test_the_template_gets_the_training_shape_and_the_tools():
-    spy = TemplateSpy()
-    assert render_prompt(spy, stored_prompt(agentic.STORED_MESSAGES, agentic.STORED_TOOLS)) == [1, 2, 3]
-    assert spy.calls == [(agentic.TRAINING_MESSAGES, agentic.STORED_TOOLS)]
-
-
-def test_no_tools_are_none_not_an_empty_list():
-    spy = TemplateSpy()
-    render_prompt(spy, stored_prompt([{"role": "user", "content": "hi"}], []))
-    assert spy.calls == [([{"role": "user", "content": "hi"}], None)]
+def test_a_prompt_renders_through_the_response_template_as_a_new_assistant_turn():
+    spy, backend = TemplateSpy(), object()
+    prompt = stored_prompt(agentic.STORED_MESSAGES, agentic.STORED_TOOLS)
+    assert render_prompt(backend, prompt, spy) == [1, 2, 3]
+    assert spy.calls == [(prompt, None, backend)]

@@ -1,7 +1,7 @@
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from annotate import services
+from annotate import corrections, services
 from annotate.models import Node, NodeStatus, Review, ReviewDecision, SessionStatus
 from annotate.reviews import first_error_position, lineage_forks, review_session
 from annotate.services import AnnotationError
@@ -97,16 +97,16 @@ def test_a_direct_accept_has_no_error_position(session, members):
 
 
 def test_a_stop_is_an_error_at_its_position(session, members):
-    services.correct(session=session, version=0, node_id=session.current_node.pk, position=4, stop=True,
+    corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=4, stop=True,
                      actor=members["annotator"])
     accept(session, members["annotator"])
     assert first_error_position(session) == 4
 
 
 def test_the_first_of_several_corrections_counts(session, members):
-    child = complete(services.correct(session=session, version=0, node_id=session.current_node.pk, position=2,
+    child = complete(corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=2,
                                       token_id=1012, actor=members["annotator"]))
-    services.correct(session=session, version=1, node_id=child.pk, position=4, stop=True,
+    corrections.correct(session=session, version=1, node_id=child.pk, position=4, stop=True,
                      actor=members["annotator"])
     accept(session, members["annotator"])
     assert first_error_position(session) == 2
@@ -114,11 +114,11 @@ def test_the_first_of_several_corrections_counts(session, members):
 
 def test_an_undone_correction_does_not_count(session, members):
     annotator = members["annotator"]
-    services.correct(session=session, version=0, node_id=session.current_node.pk, position=1, stop=True,
+    corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=1, stop=True,
                      actor=annotator)
     services.undo(session=session, version=1, actor=annotator)  # the fork at 1 stays in the tree, off the lineage
     session.refresh_from_db()
-    services.correct(session=session, version=2, node_id=session.current_node.pk, position=3, stop=True,
+    corrections.correct(session=session, version=2, node_id=session.current_node.pk, position=3, stop=True,
                      actor=annotator)
     accept(session, annotator)
     assert Node.objects.filter(session=session).count() == 3
@@ -127,7 +127,7 @@ def test_an_undone_correction_does_not_count(session, members):
 
 def test_undoing_every_correction_is_a_direct_accept(session, members):
     annotator = members["annotator"]
-    services.correct(session=session, version=0, node_id=session.current_node.pk, position=0, stop=True,
+    corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=0, stop=True,
                      actor=annotator)
     services.undo(session=session, version=1, actor=annotator)
     accept(session, annotator)
@@ -140,8 +140,16 @@ def test_an_open_session_has_no_first_error_position_yet(session):
 
 
 def test_lineage_forks_walks_root_first_and_survives_bad_data():
-    tree = {1: (None, None), 2: (1, 3), 3: (2, 5), 4: (1, 0), 5: (3, 7)}
+    pick = "continue_with_chosen"
+    tree = {1: (None, None, "generate_new"), 2: (1, 3, pick), 3: (2, 5, pick), 4: (1, 0, pick), 5: (3, 7, pick)}
     assert lineage_forks(tree, 5) == [3, 5, 7]
     assert lineage_forks(tree, 4) == [0]
     assert lineage_forks(tree, 1) == [] and lineage_forks(tree, None) == [] and lineage_forks(tree, 99) == []
-    assert lineage_forks({1: (2, 4), 2: (1, 6)}, 1) == [6, 4]  # a cycle ends the walk instead of hanging
+    assert lineage_forks({1: (2, 4, pick), 2: (1, 6, pick)}, 1) == [6, 4]  # a cycle ends the walk, no hang
+
+
+def test_lineage_forks_stay_in_the_turn_and_skip_more_tokens():
+    tree = {1: (None, None, "generate_new"), 2: (1, 3, "continue_with_chosen"),  # turn 1, corrected at 3
+            3: (2, None, "run_tool_calls"), 4: (3, 9, "continue_generating"), 5: (4, 12, "continue_with_input")}
+    assert lineage_forks(tree, 5) == [12]  # turn 2: its own correction, not turn 1's, nor the extra budget
+    assert lineage_forks(tree, 3) == [] and lineage_forks(tree, 2) == [3]

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from annotate import services
+from annotate import corrections, services, streaming
 from annotate.importers import import_prompts
 from annotate.models import ClaimState, Event, EventKind, Item, Node, NodeStatus, SessionStatus
 
@@ -19,7 +19,7 @@ def test_update_config_writes_only_the_settings_it_changes(project):
     services.config_for(project)
     # Another curator's save, made after this request read the settings: it must survive this one.
     AnnotationConfig.objects.filter(project=project).update(overlap=3)
-    config = services.update_config(project=project, changes={"top_k": 7, "seed_policy": "fixed"})
+    config = services.update_config(project=project, changes={"top_k": 7, "seed_policy": "fixed"}, role="curator")
     assert (config.top_k, config.seed_policy) == (7, "fixed")
     config.refresh_from_db()
     assert (config.top_k, config.seed_policy, config.overlap) == (7, "fixed", 3)
@@ -50,7 +50,7 @@ def test_open_session_makes_the_rollout_the_root(session):
 
 def test_candidate_correction_makes_a_child_with_provenance(session, members):
     root = session.current_node
-    child = services.correct(session=session, version=0, node_id=root.pk, position=2, token_id=1012 + 1,
+    child = corrections.correct(session=session, version=0, node_id=root.pk, position=2, token_id=1012 + 1,
                              actor=members["annotator"])
     assert child.parent_id == root.pk and child.fork_index == 2 and child.locked_until == 3
     assert child.token_ids == [10, 11, 1013]
@@ -64,7 +64,7 @@ def test_candidate_correction_makes_a_child_with_provenance(session, members):
 
 def test_a_candidate_must_come_from_the_models_top_k(session, members):
     with pytest.raises(services.CorrectionRefused, match="not among the model's top-3"):
-        services.correct(session=session, version=0, node_id=session.current_node.pk, position=1, token_id=424242,
+        corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=1, token_id=424242,
                          actor=members["annotator"])
     assert Node.objects.count() == 1
 
@@ -79,18 +79,18 @@ def complete(node):
 
 
 def test_a_correction_before_an_earlier_one_is_refused_and_undo_is_the_way_back(session, members):
-    first = complete(services.correct(session=session, version=0, node_id=session.current_node.pk, position=3,
+    first = complete(corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=3,
                                       token_id=1014, actor=members["annotator"]))
     for position in (0, 2, 3):
         with pytest.raises(services.CorrectionRefused, match="before your earlier correction"):
-            services.correct(session=session, version=1, node_id=first.pk, position=position, stop=True,
+            corrections.correct(session=session, version=1, node_id=first.pk, position=position, stop=True,
                              actor=members["annotator"])
-    services.correct(session=session, version=1, node_id=first.pk, position=4, stop=True, actor=members["annotator"])
+    corrections.correct(session=session, version=1, node_id=first.pk, position=4, stop=True, actor=members["annotator"])
     services.undo(session=session, version=2, actor=members["annotator"])
     services.undo(session=session, version=3, actor=members["annotator"])
     session.refresh_from_db()
     assert session.current_node.parent is None  # back at the root, where position 0 is allowed again
-    again = services.correct(session=session, version=4, node_id=session.current_node.pk, position=0, stop=True,
+    again = corrections.correct(session=session, version=4, node_id=session.current_node.pk, position=0, stop=True,
                              actor=members["annotator"])
     assert again.token_ids == [] and again.finish_reason == "stop"
     assert Node.objects.count() == 4  # nothing was deleted: undone branches stay in the tree
@@ -99,22 +99,20 @@ def test_a_correction_before_an_earlier_one_is_refused_and_undo_is_the_way_back(
 
 
 def test_stale_version_is_refused(session, members):
-    services.correct(session=session, version=0, node_id=session.current_node.pk, position=5, stop=True,
+    corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=5, stop=True,
                      actor=members["annotator"])
     with pytest.raises(services.StaleVersion):
         services.undo(session=session, version=0, actor=members["annotator"])
 
 
 def test_typed_rewrite_keeps_the_prefix_ids_identical(session, members, monkeypatch):
-    class Tokenizer:
-        name = "fake"
-
+    class Tokenizer(CharBackend):
         def tokenize(self, text):
             return [900 + ord(c) % 50 for c in text]
 
     monkeypatch.setattr(services, "backend_for", lambda project: Tokenizer())
     root = session.current_node
-    child = services.correct(session=session, version=0, node_id=root.pk, position=4, text=" hé",
+    child = corrections.correct(session=session, version=0, node_id=root.pk, position=4, text=" hé",
                              actor=members["annotator"])
     assert child.token_ids[:4] == root.token_ids[:4]
     assert child.token_ids[4:] == Tokenizer().tokenize(" hé")
@@ -122,8 +120,8 @@ def test_typed_rewrite_keeps_the_prefix_ids_identical(session, members, monkeypa
 
 
 def test_typed_text_ending_in_stop_ends_the_response(session, members, monkeypatch):
-    monkeypatch.setattr(services, "backend_for", lambda project: type("B", (), {"tokenize": lambda self, t: [77]})())
-    child = services.correct(session=session, version=0, node_id=session.current_node.pk, position=1,
+    monkeypatch.setattr(services, "backend_for", lambda project: type("B", (CharBackend,), {"tokenize": lambda self, t: [77]})())
+    child = corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=1,
                              text="x<|stop|>", actor=members["annotator"])
     assert child.token_ids == [10, 77] and child.status == NodeStatus.COMPLETE and child.finish_reason == "stop"
 
@@ -137,7 +135,7 @@ def test_accept_finishes_session_and_claim(session, members):
 
 
 def test_cannot_accept_while_streaming(session, members):
-    services.correct(session=session, version=0, node_id=session.current_node.pk, position=2, token_id=1012,
+    corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=2, token_id=1012,
                      actor=members["annotator"])
     with pytest.raises(services.AnnotationError, match="complete response"):
         services.finish(session=session, version=1, actor=members["annotator"], accept=True)
@@ -155,16 +153,16 @@ def test_a_project_model_the_local_backend_does_not_serve_is_a_clear_error(proje
 
 
 def test_picking_the_end_token_ends_the_response(session, members, monkeypatch):
-    monkeypatch.setattr(services, "backend_for", lambda project: type("B", (), {"eos_token_ids": frozenset({1012})})())
-    child = services.correct(session=session, version=0, node_id=session.current_node.pk, position=1, token_id=1012,
+    monkeypatch.setattr(services, "backend_for", lambda project: type("B", (CharBackend,), {"eos_token_ids": frozenset({1012})})())
+    child = corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=1, token_id=1012,
                              actor=members["annotator"])
     assert child.status == NodeStatus.COMPLETE and child.finish_reason == "stop" and child.token_ids == [10, 1012]
 
 
 def test_a_finished_sessions_nodes_no_longer_change(session, members):
-    child = services.correct(session=session, version=0, node_id=session.current_node.pk, position=2, token_id=1012,
+    child = corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=2, token_id=1012,
                              actor=members["annotator"])
     services.finish(session=session, version=1, actor=members["annotator"], accept=False)
     child.refresh_from_db()
     with pytest.raises(services.AnnotationError, match="rejected"):
-        list(services.continue_node(node=child))
+        list(streaming.continue_node(node=child))

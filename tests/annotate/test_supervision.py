@@ -41,6 +41,10 @@ class CharBackend:
     def chat_prompt_ids(self, messages: list[dict], *, tools=None, continue_final_message=False) -> list[int]:
         return self.tokenize("".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>")
 
+    def prompt_logprobs(self, ids, *, top_k):
+        """Every token scored -1.5, with two runners-up (the ids after it)."""
+        return [None] + [{token_id: -1.5, token_id + 1: -2.5, token_id + 2: -3.5} for token_id in ids[1:]]
+
     def stream(self, prompt_ids, *, max_tokens, temperature, seed, top_k):
         steps = self.tokenize(self.script) + [EOS]
         for count, token_id in enumerate(steps[:max_tokens], start=1):

@@ -3,7 +3,7 @@
 
 import json
 
-from annotate import services
+from annotate import corrections, services, streaming
 from annotate.importers import import_prompts
 from annotate.models import Item
 
@@ -38,16 +38,16 @@ def build_trees(project, members, backend) -> dict:
 
     session = services.open_session(claim=services.claim_next(project=project, annotator=annotator))
     root = session.current_node
-    picked = services.correct(session=session, version=0, node_id=root.pk, position=4, token_id=ord("c") + 1000,
+    picked = corrections.correct(session=session, version=0, node_id=root.pk, position=4, token_id=ord("c") + 1000,
                               actor=annotator)
-    list(services.continue_node(node=picked))
+    list(streaming.continue_node(node=picked))
     services.undo(session=session, version=1, actor=annotator)
-    typed = services.correct(session=session, version=2, node_id=root.pk, position=4, text="dog", actor=annotator)
-    list(services.continue_node(node=typed))
+    typed = corrections.correct(session=session, version=2, node_id=root.pk, position=4, text="dog", actor=annotator)
+    list(streaming.continue_node(node=typed))
     accepted = services.finish(session=session, version=3, actor=annotator, accept=True)
 
     other = services.open_session(claim=services.claim_next(project=project, annotator=curator))
-    services.correct(session=other, version=0, node_id=other.current_node.pk, position=3, stop=True, actor=curator)
+    corrections.correct(session=other, version=0, node_id=other.current_node.pk, position=3, stop=True, actor=curator)
     rejected = services.finish(session=other, version=1, actor=curator, accept=False)
 
     still_open = services.open_session(claim=services.claim_next(project=project, annotator=annotator))
@@ -63,6 +63,6 @@ def build_agentic_session(project, members):
     services.generate_rollouts(project=project, progress=RecordingProgress())
     annotator = members["annotator"]
     session = services.open_session(claim=services.claim_next(project=project, annotator=annotator))
-    services.correct(session=session, version=0, node_id=session.current_node.pk, position=0,
-                     text=f"Yes, it rains.{services.STOP_MARKER}", actor=annotator)
+    corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=0,
+                     text=f"Yes, it rains.{corrections.STOP_MARKER}", actor=annotator)
     return services.finish(session=session, version=1, actor=annotator, accept=True)

@@ -48,12 +48,16 @@ class Template:
         `tool_calls`) is closed and ends its turn."""
         raise NotImplementedError
 
-    def parse(self, ids: list[int], *, backend, finish_reason: str | None = None) -> Parsed:
+    def parse(self, ids: list[int], *, backend, finish_reason: str | None = None,
+              pieces: list[bytes] | None = None) -> Parsed:
         """Read response token ids, finished or not. An end-of-turn token finishes it (`stop`, or
         `tool_calls` when it made calls; tokens after it are ignored, as markers); otherwise pass the
         stream's `finish_reason` when it has ended (`length`). Without one the stream is partial: the
-        message is what is certain so far, every field a prefix of what it will be."""
-        pieces = backend.token_pieces(ids)
+        message is what is certain so far, every field a prefix of what it will be. A stream that parses
+        after every token passes the `pieces` (`backend.token_pieces(ids)`) it keeps, to look up only the
+        new token's."""
+        if pieces is None:
+            pieces = backend.token_pieces(ids)
         end = self._end(ids, pieces, backend)
         if end < len(ids):
             finish_reason = "stop"

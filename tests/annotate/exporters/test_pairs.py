@@ -36,7 +36,7 @@ def test_pairs_filters(run_export, trees):
 
 def test_an_agentic_prompt_and_its_tools_go_with_each_pair(run_export, agentic_session):
     export, rows = run_export("onpanda.pairs")
-    assert export.manifest["kind_version"] == 2 and len(rows) == 1
+    assert export.manifest["kind_version"] == 3 and len(rows) == 1
     assert trained(rows[0]["prompt"]) == agentic.TRAINING_MESSAGES and tools_of(rows[0]["tools"]) == agentic.STORED_TOOLS
     assert trained(rows[0]["chosen"]) == [{"role": "assistant", "content": "Yes, it rains."}]
     assert trained(rows[0]["rejected"]) == [{"role": "assistant", "content": " sat."}]

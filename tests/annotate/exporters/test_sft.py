@@ -60,7 +60,7 @@ TOOL_TEMPLATE = (
 
 def test_an_agentic_prompt_is_written_in_the_training_shape_with_its_tools(run_export, agentic_session):
     export, rows = run_export("onpanda.sft")
-    assert export.manifest["kind_version"] == 2 and [row["id"] for row in rows] == [agentic_session.pk]
+    assert export.manifest["kind_version"] == 3 and [row["id"] for row in rows] == [agentic_session.pk]
     # The tool-call turn keeps its tool calls (its content is empty), and the tool result names its call.
     assert trained(rows[0]["messages"]) == agentic.TRAINING_MESSAGES + [ANSWER]
     assert tools_of(rows[0]["tools"]) == agentic.STORED_TOOLS

@@ -31,7 +31,7 @@ def test_token_supervision_rows(run_export, trees, chars):
 
 def test_an_agentic_prompt_and_its_tools_go_with_each_row(run_export, agentic_session, chars):
     export, rows = run_export("onpanda.token_supervision")
-    assert export.manifest["kind_version"] == 2 and len(rows) == 1
+    assert export.manifest["kind_version"] == 3 and len(rows) == 1
     row = rows[0]
     assert trained(row["prompt"]) == agentic.TRAINING_MESSAGES and tools_of(row["tools"]) == agentic.STORED_TOOLS
     # The ids the rollout continued: the model's template applied to the same messages and tools.

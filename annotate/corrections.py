@@ -1,0 +1,165 @@
+"""The operators that change a response inside its turn: each makes a child of the current node.
+
+- `correct` (onPanda's continue_with_chosen, continue_with_input and a forced stop): the token at a
+  position, in any channel, is replaced by a top-k candidate, a typed rewrite, or the end; the child
+  keeps the tokens before it and, unless it ends there, streams the rest (`streaming.continue_node`);
+- `edit_selection`: a typed span replaces a span in the middle and the tokens after it are kept,
+  re-scored by the model (prompt logprobs) so they keep real probabilities and top-k;
+- `continue_generating`: a response that ended at its token budget gets another budget.
+
+Every write names the session version the client saw (a stale one is refused) and adds its Event.
+"""
+
+from django.db import transaction
+
+from . import services
+from .models import Event, EventKind, Node, NodeStatus, Origin, Session
+from .nodes import fork_of, parse_into, template_of
+from .services import CorrectionRefused, bump, config_for, locked_session
+
+STOP_MARKER = "<|stop|>"  # typed at the end of a rewrite, it ends the response there (as in onPanda)
+
+
+def _current(session: Session, node_id: int) -> Node:
+    node = session.current_node
+    if node is None or node.pk != node_id:
+        raise CorrectionRefused("Corrections apply to the node you are looking at; reload the session.")
+    if node.status == NodeStatus.STREAMING:
+        raise CorrectionRefused("Wait for the model to finish this response before correcting it.")
+    return node
+
+
+def _correctable(node: Node, position: int) -> None:
+    if position < node.locked_until:
+        raise CorrectionRefused(
+            f"Token {position} comes before your earlier correction (tokens before {node.locked_until} are "
+            "fixed). Undo that correction first.")
+    if not 0 <= position < len(node.token_ids):
+        raise CorrectionRefused(f"Position {position} is outside the response ({len(node.token_ids)} tokens).")
+
+
+def _append(child: Node, token_ids: list[int], *, origin: str, logprobs=None, top=None, rank=None) -> None:
+    child.token_ids += token_ids
+    child.logprobs += logprobs or [None] * len(token_ids)
+    child.top += top or [[] for _ in token_ids]
+    child.origins += [origin] * len(token_ids)
+    child.candidate_ranks += [rank] * len(token_ids)
+
+
+def _save(session: Session, child: Node, kind: str, payload: dict, actor) -> Node:
+    """Parse the child's tokens, save it as the session's current node, and record what made it."""
+    project = session.item.project
+    backend = services.backend_for(project)
+    parse_into(child, template=template_of(config_for(project), backend), backend=backend)
+    child.save()
+    session.current_node = child
+    bump(session)
+    Event.objects.create(session=session, kind=kind, node=child, actor=actor, payload=payload)
+    return child
+
+
+def correct(*, session: Session, version: int, node_id: int, position: int, actor,
+            token_id: int | None = None, text: str | None = None, stop: bool = False) -> Node:
+    """Replace the token at `position` of the current node: a top-k candidate, a typed rewrite, or a stop.
+
+    Returns the new child node. Unless the correction ends the response, the child is left `streaming`;
+    `streaming.continue_node` then generates the rest from its exact token ids."""
+    if sum(x is not None and x is not False for x in (token_id, text, stop or None)) != 1:
+        raise CorrectionRefused("Give exactly one of: a candidate token, a typed rewrite, or stop.")
+    with transaction.atomic():
+        session = locked_session(session.pk, version)
+        node = _current(session, node_id)
+        _correctable(node, position)
+        child = fork_of(node, session=session, operator=EventKind.CONTINUE_WITH_CHOSEN, keep=position)
+        rejected_id = node.token_ids[position]
+        common = {"position": position, "rejected_token_id": rejected_id, "channel": node.channels[position]
+                  if position < len(node.channels) else None}
+        backend = services.backend_for(session.item.project)
+        if token_id is not None:
+            stop = token_id in backend.eos_token_ids  # picking the model's end token ends the response there
+            candidates = [candidate for candidate, _ in node.top[position]]
+            if token_id not in candidates:
+                raise CorrectionRefused(f"Token {token_id} is not among the model's top-{len(candidates)} here.")
+            rank = candidates.index(token_id)
+            logprob = node.top[position][rank][1]
+            _append(child, [token_id], origin=Origin.CANDIDATE, logprobs=[logprob], top=[node.top[position]],
+                    rank=rank + 1)
+            kind = EventKind.CONTINUE_WITH_CHOSEN
+            payload = common | {"token_id": token_id, "rank": rank + 1, "logprob": logprob,
+                                "top_logprobs": node.top[position]}
+        elif text is not None:
+            ends_here = text.endswith(STOP_MARKER)
+            typed = text[: -len(STOP_MARKER)] if ends_here else text
+            # The typed text is tokenized alone and appended to the unchanged prefix ids.
+            typed_ids = backend.tokenize(typed) if typed else []
+            if not typed_ids and not ends_here:
+                raise CorrectionRefused("Type some text, or end it with <|stop|> to stop here.")
+            _append(child, typed_ids, origin=Origin.TYPED)
+            stop = ends_here
+            kind = EventKind.CONTINUE_WITH_INPUT
+            payload = common | {"text": text, "token_ids": typed_ids, "stop": ends_here}
+        else:
+            kind = EventKind.FORCE_STOP
+            payload = common
+        child.operator = kind
+        child.locked_until = len(child.token_ids)
+        if stop:
+            child.status, child.finish_reason = NodeStatus.COMPLETE, "stop"
+        return _save(session, child, kind, payload, actor)
+
+
+def edit_selection(*, session: Session, version: int, node_id: int, start: int, end: int, text: str,
+                   actor) -> Node:
+    """Replace tokens [start, end) of the current node with typed text and keep the tokens after them.
+
+    The kept tokens were generated after the old span; the model scores them again after the new one
+    (prompt logprobs with top-k), so every kept token has its probability under the prefix it now has."""
+    with transaction.atomic():
+        session = locked_session(session.pk, version)
+        node = _current(session, node_id)
+        _correctable(node, start)
+        if not start < end <= len(node.token_ids):
+            raise CorrectionRefused(f"The selection [{start}, {end}) is not a span of the response "
+                                    f"({len(node.token_ids)} tokens).")
+        project = session.item.project
+        backend = services.backend_for(project)
+        typed_ids = backend.tokenize(text) if text else []
+        kept = node.token_ids[end:]
+        if typed_ids == node.token_ids[start:end]:
+            raise CorrectionRefused("The new text is the same as the selection.")
+        child = fork_of(node, session=session, operator=EventKind.EDIT_SELECTION, keep=start)
+        _append(child, typed_ids, origin=Origin.TYPED)
+        child.locked_until = len(child.token_ids)
+        top_k = config_for(project).top_k
+        scores = backend.prompt_logprobs(child.prompt_ids + child.token_ids + kept, top_k=top_k)[-len(kept):] \
+            if kept else []
+        _append(child, kept, origin=Origin.MODEL,
+                logprobs=[score.get(token_id) if score else None for token_id, score in zip(kept, scores, strict=True)],
+                top=[_top(score, top_k) for score in scores])
+        child.status, child.finish_reason = NodeStatus.COMPLETE, node.finish_reason
+        payload = {"start": start, "end": end, "text": text, "token_ids": typed_ids,
+                   "rejected_token_ids": node.token_ids[start:end], "kept_tokens": len(kept),
+                   "channel": node.channels[start] if start < len(node.channels) else None}
+        return _save(session, child, EventKind.EDIT_SELECTION, payload, actor)
+
+
+def _top(score: dict | None, top_k: int) -> list[list]:
+    """Prompt logprobs at one position as a node's top-k: [[token_id, logprob], ...] best first (the scored
+    token itself comes with them even when it is not among the best: it is left out unless it is)."""
+    return sorted(([int(token_id), logprob] for token_id, logprob in (score or {}).items()),
+                  key=lambda pair: -pair[1])[:top_k]
+
+
+def continue_generating(*, session: Session, version: int, node_id: int, actor) -> Node:
+    """A response that stopped at its token budget (`length`) continues: a child with every token kept and
+    another budget of the project's max_tokens, left streaming."""
+    with transaction.atomic():
+        session = locked_session(session.pk, version)
+        node = _current(session, node_id)
+        if node.finish_reason != "length":
+            raise CorrectionRefused("Only a response that ran out of tokens can be continued; this one "
+                                    f"ended with {node.finish_reason or 'nothing yet'}.")
+        child = fork_of(node, session=session, operator=EventKind.CONTINUE_GENERATING, keep=len(node.token_ids))
+        child.locked_until = node.locked_until
+        child.max_tokens = len(node.token_ids) + config_for(session.item.project).max_tokens
+        return _save(session, child, EventKind.CONTINUE_GENERATING, {"from_token": len(node.token_ids)}, actor)
