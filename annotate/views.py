@@ -11,14 +11,16 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from dataplatform import charts
-from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, role_in
+from dataplatform import tools as mcp
+from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, CAN_MANAGE_PROJECT, project_for, role_in
+from dataplatform.conversations.templates import FAMILIES
 from dataplatform.errors import PlatformError, show_error
 from dataplatform.imports import page_import
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 from dataplatform.pagination import parse_id
 
-from . import importers, metrics, reviews, selectors, services
+from . import importers, metrics, presenting, reviews, selectors, services
 from .models import NodeStatus, SeedPolicy, Session, SessionStatus
 from .panda_json import UnreadableFile, import_panda_json, read_panda_upload
 from .serializers import ConfigSerializer
@@ -44,6 +46,9 @@ def _render_queue(request, project, role, *, import_report=None):
             "rollout_jobs": Job.objects.filter(project=project, kind="annotate.rollouts").order_by("-id")[:3],
             "all_claims": selectors.project_claims(project)[:50],
             "annotators": selectors.annotators_of(project),
+            "template_families": sorted(FAMILIES),
+            "mcp_servers": mcp.server_names(),
+            "is_admin": role in CAN_MANAGE_PROJECT,  # tool servers and auto-approve are an admin's choice
         }
     return render(request, "annotate/queue.html", context)
 
@@ -115,23 +120,36 @@ def start_rollouts(request, slug: str):
 def workspace(request, session_id: int):
     session = selectors.session_for(request.user, session_id)
     node = session.current_node
+    project = session.item.project
     can_write = session.annotator_id == request.user.pk and session.status == SessionStatus.OPEN
+    complete = node.status == NodeStatus.COMPLETE
+    message = node.message or {}
+    groups = selectors.token_groups(node)
+    api = reverse("api-session", args=[session.pk])
     return render(request, "annotate/workspace.html", {
         "session": session,
-        "project": session.item.project,
+        "project": project,
         "node": node,
-        "groups": selectors.token_groups(node),
+        "blocks": presenting.response_layout(node, groups, selectors.backend_for(project)),
+        "context_messages": presenting.context_messages(node),
+        "tool_calls": presenting.tool_calls_to_decide(node) if can_write else [],
+        "trees": presenting.tree_of(session),
+        "context_json": presenting.pretty_json(node.context),
+        "tools_json": presenting.pretty_json(node.tools),
         "can_write": can_write,
+        "can_undo": node.parent_id is not None or node.key > 1,  # a later tree's root goes back where it began
+        "can_continue": complete and node.finish_reason == "length",
+        "can_new_round": complete and not message.get("tool_calls"),
         "needs_stream": can_write and node.status in (NodeStatus.STREAMING, NodeStatus.INTERRUPTED),
         "urls": {
-            "skip": reverse("api-annotate-claim-action", args=[session.item.project.slug, session.claim_id, "skip"]),
+            "skip": reverse("api-annotate-claim-action", args=[project.slug, session.claim_id, "skip"]),
             "candidates": reverse("api-session-candidates", args=[session.pk, node.pk, 0]).rsplit("0/", 1)[0],
-            "correct": reverse("api-session-correct", args=[session.pk]),
+            "nodes": f"{api}nodes/",
             "stream": reverse("api-session-stream", args=[session.pk, node.pk]),
-            "undo": reverse("api-session-undo", args=[session.pk]),
-            "accept": reverse("api-session-accept", args=[session.pk]),
-            "reject": reverse("api-session-reject", args=[session.pk]),
-            "next": reverse("annotate-claim", args=[session.item.project.slug]),
+            **{name.replace("-", "_"): reverse(f"api-session-{name}", args=[session.pk]) for name in (
+                "correct", "edit-selection", "continue-generating", "tool-calls", "new-round", "generate-new",
+                "edit-prompt", "select", "undo", "accept", "reject")},
+            "next": reverse("annotate-claim", args=[project.slug]),
         },
     })
 
@@ -195,6 +213,12 @@ def metrics_page(request, slug: str):
             "corrections": charts.bar_chart(data["corrections_per_item"]["labels"],
                                             data["corrections_per_item"]["counts"],
                                             title="Corrections per accepted response"),
+            "channels": charts.bar_chart(list(data["corrections_by_channel"]),
+                                         list(data["corrections_by_channel"].values()),
+                                         title="Corrections by channel (reasoning, content, tool calls)"),
+            "rounds": charts.bar_chart([f"round {n}" for n in data["corrections_by_round"]],
+                                       list(data["corrections_by_round"].values()),
+                                       title="Corrections by round"),
             "throughput": charts.bar_chart([t["annotator"] for t in data["throughput"]],
                                            [t["accepted"] for t in data["throughput"]],
                                            title="Accepted responses per annotator"),
@@ -225,11 +249,14 @@ def reassign_claim(request, slug: str, claim_id: int):
 @login_required
 @require_POST
 def update_config(request, slug: str):
-    project, _ = project_for(request.user, slug, CAN_CURATE)
-    changes = ConfigSerializer(data={key: request.POST[key] for key in ConfigSerializer.Meta.fields
-                                     if key in request.POST}, partial=True)
+    project, role = project_for(request.user, slug, CAN_CURATE)
+    lists = {"tool_servers"}
+    # A list's form sends an empty value beside its checkboxes, so that unchecking them all clears it.
+    changes = ConfigSerializer(data={key: [v for v in request.POST.getlist(key) if v] if key in lists
+                                     else request.POST[key]
+                                     for key in ConfigSerializer.Meta.fields if key in request.POST}, partial=True)
     if changes.is_valid():
-        services.update_config(project=project, changes=changes.validated_data)
+        services.update_config(project=project, changes=changes.validated_data, role=role)
         messages.success(request, "Settings saved.")
     else:
         for field, errors in changes.errors.items():

@@ -90,7 +90,8 @@ def test_metrics_page_draws_svg_charts(client, members, project, session):
     client.force_login(members["curator"])
     response = client.get(reverse("annotate-metrics", args=["alpha"]))
     html = response.content.decode()
-    assert response.status_code == 200 and html.count("<svg") == 6
+    assert response.status_code == 200 and html.count("<svg") == 8
+    assert "Corrections by channel" in html and "Corrections by round" in html
     assert "100%" in html  # the one response was accepted as generated
     client.force_login(members["annotator"])
     assert client.get(reverse("annotate-metrics", args=["alpha"])).status_code == 403
@@ -181,3 +182,97 @@ def test_oversized_panda_upload_is_refused_by_name(client, members, project, mon
                        {"file": SimpleUploadedFile("big.panda.json", b"{" + b" " * 20 + b"}")},
                        follow=True).content.decode()
     assert "big.panda.json: 22 bytes is more than the 10 allowed." in page
+
+
+# --- the workspace on an agent rollout, and the agentic settings ----------------------------------------
+
+HOSTILE = "<img src=x onerror=alert(1)><script>alert(2)</script>"
+# Made-up ids (the page shows whatever bytes they have): <think> + reasoning + </think>, then one call.
+AGENT_CHANNELS = ["marker", "reasoning", "reasoning", "marker", "tool_name", "marker", "tool_arguments", "marker"]
+
+
+def agent_session(project, members):
+    from annotate.models import Item
+
+    from .conftest import fake_rollout
+
+    ids = list(range(300, 300 + len(AGENT_CHANNELS)))
+    call = {"id": "call_0", "type": "function", "function": {"name": "get_current_time",
+                                                             "arguments": json.dumps({"timezone": HOSTILE})}}
+    rollout = fake_rollout(ids) | {"channels": AGENT_CHANNELS, "message": {
+        "role": "assistant", "content": "", "reasoning": "r", "tool_calls": [call], "finish_reason": "tool_calls"}}
+    messages = [{"role": "user", "content": "Time in Tokyo?"},
+                {"role": "assistant", "content": "", "reasoning": HOSTILE, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_0", "name": "get_current_time", "content": HOSTILE},
+                {"role": "user", "content": "And now?"}]
+    tools = [{"type": "function", "function": {"name": "get_current_time", "description": "The time now.",
+                                               "parameters": {"type": "object"}}}]
+    Item.objects.create(project=project, messages=messages, tools=tools, source_sha256="a" * 64, prompt_ids=[1, 2],
+                        rollout=rollout)
+    return services.claim_with_session(project=project, annotator=members["annotator"]).session
+
+
+def test_workspace_shows_channels_context_tool_panel_and_tree(client, members, project):
+    session = agent_session(project, members)
+    client.force_login(members["annotator"])
+    page = client.get(reverse("annotate-workspace", args=[session.pk])).content.decode()
+    # The response by channel, in token order: the reasoning block, then the call's block (markers inside).
+    reasoning, call = page.index('class="block block-reasoning"'), page.index('class="block block-call"')
+    assert 0 < reasoning < call and 'class="block block-content"' not in page
+    assert page.count("model ch-reasoning") == 2 and page.count("model ch-tool_name") == 1 and page.count("model ch-marker") == 4
+    assert 'data-ids="301" data-bytes="' in page and 'data-p="0.904837"' in page  # exp(-0.1)
+    # The context: earlier rounds, the call and its result, all escaped; the tools offered.
+    assert page.count('class="ctx ctx-') == 4 and "2 tools offered" not in page and "1 tool offered" in page
+    assert HOSTILE not in page and page.count("&lt;img src=x onerror=alert(1)&gt;") >= 4
+    # The tool panel, its arguments pretty-printed (and escaped inside the textarea), and Run.
+    assert 'id="tool-panel"' in page and 'id="tool-args-0"' in page and 'id="btn-run-tools"' in page
+    assert '{\n  &quot;timezone&quot;: &quot;&lt;img' in page
+    assert 'id="btn-new-round" disabled' in page and 'id="btn-continue" class="secondary" disabled' in page
+    # The tree panel: one tree, its root current.
+    assert 'id="tree-panel"' in page and "Tree 1" in page and 'class="tree-node depth-0 current"' in page
+    for url in ("tool-calls", "new-round", "generate-new", "edit-prompt", "edit-selection", "select",
+                "continue-generating"):
+        assert f'/api/v1/sessions/{session.pk}/{url}/"' in page
+
+    client.force_login(members["curator"])  # read-only: no panel, the tree without buttons
+    page = client.get(reverse("annotate-workspace", args=[session.pk])).content.decode()
+    assert 'id="tool-panel"' not in page and 'class="tree-select"' not in page and 'id="tree-panel"' in page
+
+
+def test_settings_form_saves_the_agentic_settings(client, members, project, settings):
+    settings.MCP_SERVERS = {"time": {"command": "/usr/bin/true"}, "git": {"url": "http://127.0.0.1:9/mcp"}}
+    url = reverse("annotate-config", args=["alpha"])
+    client.force_login(members["admin"])
+    page = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
+    assert 'name="tool_servers" value="git"' in page and 'name="tool_servers" value="time"' in page
+    assert 'name="auto_approve_tools" value="false"' in page and '<option value="chatml-think">' in page
+    # As the form sends them: the hidden empty value and "false" before the checked boxes.
+    client.post(url, {"response_template": "qwen3", "reasoning_budget": "12", "max_tool_steps": "3",
+                      "tool_servers": ["", "time"], "auto_approve_tools": ["false", "true"]})
+    config = services.config_for(project.__class__.objects.get(pk=project.pk))
+    assert (config.response_template, config.reasoning_budget, config.max_tool_steps) == ("qwen3", 12, 3)
+    assert config.tool_servers == ["time"] and config.auto_approve_tools is True
+    client.post(url, {"tool_servers": [""], "auto_approve_tools": ["false"]})  # every box unchecked
+    config.refresh_from_db()
+    assert config.tool_servers == [] and config.auto_approve_tools is False and config.reasoning_budget == 12
+    page = client.post(url, {"tool_servers": ["", "nope"]}, follow=True).content.decode()
+    assert "&#x27;nope&#x27; is not an allowed MCP server" in page
+
+    client.force_login(members["curator"])  # curators: the generation settings, not what runs tools
+    page = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
+    assert 'id="id_reasoning_budget"' in page and 'name="tool_servers"' not in page
+    assert 'name="auto_approve_tools"' not in page
+    client.post(url, {"reasoning_budget": "5", "max_tool_steps": "2", "response_template": ""})
+    config.refresh_from_db()
+    assert (config.reasoning_budget, config.max_tool_steps, config.response_template) == (5, 2, "")
+
+
+def test_a_curator_posting_tool_servers_or_auto_approve_gets_403(client, members, project, settings):
+    settings.MCP_SERVERS = {"time": {"command": "/usr/bin/true"}}
+    client.force_login(members["curator"])
+    url = reverse("annotate-config", args=["alpha"])
+    assert client.post(url, {"tool_servers": ["", "time"]}).status_code == 403
+    assert client.post(url, {"auto_approve_tools": ["false", "true"]}).status_code == 403
+    config = services.config_for(project)
+    config.refresh_from_db()
+    assert config.tool_servers == [] and config.auto_approve_tools is False

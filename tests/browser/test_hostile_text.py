@@ -241,7 +241,10 @@ def test_onpanda_pages(browse, members, hostile_project, monkeypatch):
     ids = list(vocabulary.pieces)
     rollout = {"token_ids": ids, "logprobs": [-0.1] * len(ids), "finish_reason": "stop", "model_id": SHORT,
                "seed": 0, "top": [[[t, -0.1], [ids[(n + 1) % len(ids)], -1.0], [ids[(n + 2) % len(ids)], -2.0]]
-                                  for n, t in enumerate(ids)]}
+                                  for n, t in enumerate(ids)],
+               # Parsed already: the project's model (a payload) has no backend that could parse it on claim.
+               "channels": ["content"] * len(ids),
+               "message": {"role": "assistant", "content": HOSTILE, "finish_reason": "stop"}}
     for n in range(2):
         Item.objects.create(project=project, external_id=f"{n} {SHORT}", source_sha256=f"{n:064d}", prompt_ids=[1],
                             messages=[{"role": "system", "content": HOSTILE}, {"role": "user", "content": HOSTILE}],
