@@ -15,7 +15,9 @@ connection.
 The log says which server and tool, how long and how it ended; never arguments, env values or headers.
 """
 
+import asyncio
 import binascii
+import concurrent.futures
 import json
 import logging
 import os
@@ -239,6 +241,18 @@ def _translated(error: BaseException, server: str, *, doing: str, timeout: float
     return None
 
 
+def _in_a_loop_of_its_own(function, *args):
+    """`anyio.run(function, *args)`, in this thread, or in a thread of its own when this one already runs
+    an event loop (a caller inside async code, or a test next to Playwright's sync API): a call never
+    waits on, or breaks, a loop that is not its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(function, *args)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-call") as pool:
+        return pool.submit(anyio.run, function, *args).result()
+
+
 def _run(config: dict, work, server: str, *, doing: str, timeout: float, called: str | None = None):
     """`work(client, answer)` (a coroutine function that puts its result in the list `answer`) in an event
     loop of this thread, under `timeout`, its errors translated. An answer that came in time counts even
@@ -249,7 +263,7 @@ def _run(config: dict, work, server: str, *, doing: str, timeout: float, called:
         await work(client, answer)
 
     try:
-        anyio.run(_bounded, config, timeout, run)
+        _in_a_loop_of_its_own(_bounded, config, timeout, run)
     except Exception as error:
         translated = _translated(error, server, doing=doing, timeout=timeout, called=called)
         if translated is None:
@@ -292,7 +306,7 @@ def _list_servers(names: list[str], timeout: float) -> dict[str, tuple[Tool, ...
                 group.start_soon(list_one, name, server_config(name))
 
     try:
-        anyio.run(list_all)
+        _in_a_loop_of_its_own(list_all)
     except BaseExceptionGroup as group:  # an unexpected error in a task: the first one, as it is
         raise next(_leaves(group)) from group
     return outcomes

@@ -10,7 +10,6 @@ the model really gives it after the rendered prompt, and the response template r
 
 import hashlib
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 from annotate.models import Item
 from annotate.nodes import template_of
@@ -26,12 +25,10 @@ END_OF_TURN = "<|im_end|>"
 
 def time_tools() -> list[dict]:
     """The time server's `get_current_time`, as a conversation's `tools` carries it (the server must be on
-    settings.MCP_SERVERS as "time"). Listed in a thread of its own: the client runs an event loop, and a
-    browser test's thread already has Playwright's."""
+    settings.MCP_SERVERS as "time")."""
     from dataplatform import tools as mcp
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        listed = pool.submit(mcp.list_tools, ["time"]).result()
+    listed = mcp.list_tools(["time"])
     return [tool.as_openai() for tool in listed if tool.name == "get_current_time"]
 
 

@@ -1,6 +1,7 @@
 """Tool calls over stdio against the registry's real servers (`mcp-server-time`, `mcp-server-git`),
 started by the tests, and against servers that are missing, exit or never answer."""
 
+import asyncio
 import json
 import logging
 import subprocess
@@ -101,6 +102,17 @@ def test_a_call_from_another_thread_as_in_a_sync_view_under_uvicorn(time_tools):
     worker.start()
     worker.join(timeout=30)
     assert results and json.loads(results[0].text)["timezone"] == "Europe/Paris"
+
+
+def test_a_caller_whose_thread_runs_an_event_loop_gets_a_loop_of_its_own(time_tools):
+    """Async code (or Playwright's sync API beside a test) runs a loop in the calling thread: the call
+    runs beside it instead of failing with "Already running asyncio in this thread"."""
+    async def inside_a_loop():
+        listed = {tool.name for tool in list_tools(["time"])}
+        return listed, call_tool("time", "get_current_time", {"timezone": "Asia/Tokyo"})
+
+    listed, result = asyncio.run(inside_a_loop())
+    assert "get_current_time" in listed and json.loads(result.text)["timezone"] == "Asia/Tokyo"
 
 
 def test_git_status_and_log_over_a_temporary_repository(git_repository):
