@@ -62,8 +62,10 @@ class ImportApi(APIView):
 
 
 class ImportPandaApi(APIView):
-    """Upload one `.panda.json` v2 file (multipart field `file`): it becomes an item with a finished
-    session of the uploading curator (or of `annotator`, a username). `dry_run` checks only."""
+    """Upload one `.panda.json` file (multipart field `file`): it becomes an item with a finished
+    session of the uploading curator (or of `annotator`, a username) holding all its trees. `dry_run`
+    checks only (the report says trees, dialogs and operators found, and what is refused); `live` leaves
+    the session open under the annotator's claim, to go on correcting it."""
 
     parser_classes = [MultiPartParser, FormParser]
 
@@ -78,7 +80,8 @@ class ImportPandaApi(APIView):
                 raise ValidationError({"annotator": ["Not an annotator of this project."]})
         data = read_panda_upload(upload)
         report = import_panda_json(project=project, data=data, annotator=annotator, file=upload.name,
-                                   dry_run=truthy(request.data.get("dry_run")), backend=services.backend_for(project))
+                                   dry_run=truthy(request.data.get("dry_run")), backend=services.backend_for(project),
+                                   live=truthy(request.data.get("live")))
         return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if report.errors else status.HTTP_200_OK)
 
 

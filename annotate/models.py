@@ -109,6 +109,9 @@ class Session(models.Model):
     current_node = models.ForeignKey("Node", null=True, on_delete=models.SET_NULL, related_name="+")
     # Bumped by every write; a write that names an older version gets 409 (no silent overwrite).
     version = models.PositiveIntegerField(default=0)
+    # What an imported .panda.json held that is not a node: title, description, comment, sado_info, custom
+    # fields, the file's uuid, cache_tree, dialogs with no answer, each dialog's own operations and annotate.
+    meta = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -180,6 +183,7 @@ class Node(models.Model):
     finish_reason = models.CharField(max_length=16, blank=True)
     model_id = models.CharField(max_length=200, blank=True)
     seed = models.BigIntegerField(null=True, blank=True)
+    deleted = models.BooleanField(default=False, help_text="a dialog onPanda moved to deleted_dialogs")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

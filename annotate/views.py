@@ -99,7 +99,7 @@ def import_panda(request, slug: str):
         messages.info(request, f"{upload.name} was imported before; nothing added.")
     elif report.ok:
         verb = "checks out" if report.dry_run else "imported"
-        messages.success(request, f"{upload.name} {verb}: {report.dialogs} dialogs.")
+        messages.success(request, f"{upload.name} {verb}: {report.summary()}.")
     return redirect("annotate-queue", slug=slug)
 
 

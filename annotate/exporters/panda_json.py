@@ -48,7 +48,10 @@ def panda_json_rows(query: ExportQuery) -> Iterator[list[dict]]:
 
 register(ExportKind(
     name="onpanda.panda_json",
-    version=2,  # 2: dialogs carry the prompt's reasoning, tool calls and tool results, and its tools
+    # 2: dialogs carry the prompt's reasoning, tool calls and tool results, and its tools; 3: the app's operation
+    # fields (is_prompt_modified...), a forced stop as the app's chosen stop, deleted_dialogs, hash_map, and an
+    # imported file's own fields written back
+    version=3,
     schema=PANDA_JSON_SCHEMA,
     label="onPanda .panda.json",
     description="One row per finished session: the whole correction tree as a .panda.json v2 document (a string), "

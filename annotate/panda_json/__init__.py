@@ -1,9 +1,11 @@
-"""`.panda.json` v2, the file format of the onPanda tool and package: export a session, import a file.
+"""`.panda.json`, the file format of the onPanda app and package, both ways (docs/panda_json.md).
 
-- `export`: a session as a `.panda.json` document that `onpanda.parser.PandaTree` reads;
+- `export`: a session as a `.panda.json` document that the app opens and `onpanda.parser.PandaTree`
+  reads, with `hash_map` as the app writes it (`hash_map`);
 - import, as for prompts (DESIGN §6), reader -> parser -> validator -> writer: `parser` reads an
-  upload into a document and the document into one tree, by the rules of `validator`; `importer`
-  writes the tree as an Item with one finished Session; `report` is what an import answers.
+  upload into a document and the document into all its dialogs and trees, by the rules of `validator`;
+  `operations` reads what the app's operation records say about each fork; `importer` writes the file
+  as an Item with one Session holding every tree (finished, or live); `report` is what an import answers.
 """
 
 from .export import session_to_panda_json

@@ -1,123 +1,153 @@
-"""Import, writing: a parsed `.panda.json` tree into the database, as an Item with one finished Session.
+"""Import, writing: a parsed `.panda.json` file into the database, as an Item with one finished Session
+holding every tree of the file.
 
-A `.panda.json` stores text, not token ids. Imported responses are therefore re-tokenized with the
-current backend's tokenizer: the ids may differ from the ones the original model produced (a model
-can emit a non-canonical tokenization), the fork positions are recomputed from the new ids, and
-per-token logprobs, top-k and seeds are unknown (None / empty) except what the operations record at
-a fork. Imported trees are history: every token is locked and no node is reopened. A file imports
-whole or not at all; re-importing a file (same sha256 of its canonical JSON) adds nothing.
+A `.panda.json` stores text, not token ids. Each answer (reasoning, content, tool calls) is written in
+the project's response template layout and tokenized with the current backend, as the model's own
+response would be, with the end-of-turn token when it is complete; the template's parse then gives its
+channels and message (a tool call keeps the file's call id). The ids may differ from the ones the
+original model produced (a model can emit a non-canonical tokenization); a fork is the first token where
+a dialog's ids differ from its parent's, in whichever channel. Per-token logprobs are unknown (None)
+except what the operations record at a fork (the chosen token's logprob and the rejected position's
+top-k). Dialogs keep their keys; deleted dialogs become deleted nodes; everything else the file holds
+(title, description, comment, custom fields, sado_info, cache_tree, unanswered dialogs, each dialog's
+own operations and annotate) is kept in `Session.meta["panda_json"]` and written back on export.
+A file imports whole or not at all; re-importing a file (same sha256 of its canonical JSON) adds nothing.
 """
 
+import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dataplatform.accounts.models import Project
+from dataplatform.conversations.model import Message
+from dataplatform.conversations.templates import Template
+from dataplatform.conversations.templates.layout import is_complete, response_text
+from dataplatform.errors import Refused
 from dataplatform.imports import JsonProblem, check_storable, json_path
 from dataplatform.inference import Backend
 
-from .. import corrections, services
+from .. import services
 from ..models import Claim, ClaimState, Event, EventKind, Item, Node, NodeStatus, Origin, Session, SessionStatus
 from ..nodes import parse_into, template_of
 from ..prompts import render_prompt
 from ..supervision import fork_token_idx
+from .export import dialog_messages
+from .operations import TURNS, correction, root_operator
 from .parser import ParsedDialog, ParsedTree, panda_sha256, parse_panda_json, time_ms
 from .report import FieldError, PandaImportReport
 from .validator import model_of
 
+PREFIX_FIELDS = ("logprobs", "top", "origins", "candidate_ranks")
+
 
 @dataclass
-class _NodeSpec:
-    key: int
-    parent: "_NodeSpec | None"
+class _Built:
+    node: Node  # unsaved
     dialog: ParsedDialog
-    token_ids: list[int]
-    logprobs: list
-    top: list
-    origins: list[str]
-    candidate_ranks: list
-    fork_index: int | None
-    model_id: str
+    parent: "_Built | None"  # the node's parent: the dialog corrected, or the turn this one follows
     events: list[tuple[str, dict, int | None]]  # (kind, payload, time in ms)
 
 
-def _top_of(operation: dict) -> list[list]:
-    """[[token_id, logprob], ...] at the fork, from the rejected token's top_logprobs when they carry ids."""
-    rejected = operation.get("rejected_token")
-    top = rejected.get("top_logprobs") if isinstance(rejected, dict) else None
-    if not isinstance(top, list):
-        return []
-    return [[entry["token_id"], entry.get("logprob")] for entry in top
-            if isinstance(entry, dict) and isinstance(entry.get("token_id"), int)]
+def answer_ids(answer: Message, template: Template, backend: Backend) -> list[int]:
+    """The answer's token ids as the model would have written it: the template's layout, then the end of turn."""
+    complete = is_complete(answer)
+    text = response_text(answer, template.markers, complete=complete)
+    ids = backend.tokenize(text) if text else []
+    if complete:
+        if template.end_of_turn:
+            ids += backend.tokenize(template.end_of_turn)
+        elif len(backend.eos_token_ids) == 1:
+            ids += list(backend.eos_token_ids)
+    return ids
 
 
-def _node_spec(dialog: ParsedDialog, parent: "_NodeSpec | None", key: int, backend: Backend, *, file: str,
-               report: PandaImportReport) -> _NodeSpec:
-    ids = backend.tokenize(dialog.response) if dialog.response else []
-    first = dialog.operations[0] if dialog.operations else {}
-    model_id = model_of(first) or (parent.model_id if parent else "")
-    spec = _NodeSpec(key=key, parent=parent, dialog=dialog, token_ids=ids, logprobs=[None] * len(ids),
-                     top=[[] for _ in ids], origins=[Origin.MODEL] * len(ids), candidate_ranks=[None] * len(ids),
-                     fork_index=None, model_id=model_id, events=[])
-    if parent is None:
-        spec.events.append((EventKind.GENERATE_NEW, {"model_id": model_id, "seed": None, "imported_from": file},
-                            time_ms(first.get("time"))))
-    else:
-        fork = fork_token_idx(parent.token_ids, ids)
-        spec.fork_index = fork
-        # The prefix is the parent's, as in a correction made here.
-        for name in ("logprobs", "top", "origins", "candidate_ranks"):
-            setattr(spec, name, getattr(parent, name)[:fork] + getattr(spec, name)[fork:])
-        spec.events.append(_correction(spec, parent, first, backend, report))
-    for operation in dialog.operations[1:]:
-        if operation.get("operator") == EventKind.CONTINUE_GENERATING:
-            spec.events.append((EventKind.CONTINUE_GENERATING, {"from_token": operation.get("from_token")},
-                                time_ms(operation.get("time"))))
-    return spec
+def _readable(node: Node, answer: Message) -> str | None:
+    """Which part of the answer the template's parse does not give back, if any; keeps the file's call ids."""
+    message = node.message
+    calls = message.get("tool_calls", [])
+    if message.get("reasoning", "") != answer.reasoning:
+        return "reasoning"
+    if message.get("content", "") != answer.content:
+        return "content"
+    if [(c["function"]["name"], c["function"]["arguments"]) for c in calls] != [
+            (c.name, c.arguments) for c in answer.tool_calls]:
+        return "tool_calls"
+    for call, theirs in zip(calls, answer.tool_calls, strict=True):
+        call["id"] = theirs.id
+    return None
 
 
-def _correction(spec: _NodeSpec, parent: _NodeSpec, operation: dict, backend: Backend,
-                report: PandaImportReport) -> tuple[str, dict, int | None]:
-    """The correction event that made `spec` from `parent`, and the origins of its tokens from the fork on."""
-    ids, fork = spec.token_ids, spec.fork_index
-    tail = len(ids) - fork
-    time = time_ms(operation.get("time"))
-    base = {"position": fork, "rejected_token_id": parent.token_ids[fork] if fork < len(parent.token_ids) else None}
-    operator = operation.get("operator")
-    patch = (operation.get("continue_with_input") or {}).get("input_patch") \
-        if isinstance(operation.get("continue_with_input"), dict) else None
-    if operator == EventKind.CONTINUE_WITH_INPUT and isinstance(patch, str):
-        stop = patch.endswith(corrections.STOP_MARKER)
-        typed = patch[: -len(corrections.STOP_MARKER)] if stop else patch
-        if not typed and stop:
-            return EventKind.FORCE_STOP, base, time
-        # Re-tokenized text: the typed tokens are as many as the typed text alone makes (at most the tail).
-        typed_count = min(len(backend.tokenize(typed)) if typed else 0, tail)
-        spec.origins[fork:] = [Origin.TYPED] * typed_count + [Origin.MODEL] * (tail - typed_count)
-        return EventKind.CONTINUE_WITH_INPUT, {**base, "text": patch, "token_ids": ids[fork:fork + typed_count],
-                                               "stop": stop}, time
-    if operator == EventKind.CONTINUE_WITH_CHOSEN and tail:
-        chosen = operation.get("continue_with_chosen") if isinstance(operation.get("continue_with_chosen"), dict) \
-            else {}
-        top = _top_of(operation)
-        candidates = [token_id for token_id, _ in top]
-        rank = chosen.get("rank") if isinstance(chosen.get("rank"), int) else (
-            candidates.index(ids[fork]) + 1 if ids[fork] in candidates else None)
-        logprob = chosen.get("logprob") if isinstance(chosen.get("logprob"), int | float) else None
-        spec.origins[fork:] = [Origin.CANDIDATE] + [Origin.MODEL] * (tail - 1)
-        spec.logprobs[fork], spec.top[fork], spec.candidate_ranks[fork] = logprob, top, rank
-        return EventKind.CONTINUE_WITH_CHOSEN, {**base, "token_id": ids[fork], "rank": rank, "logprob": logprob,
-                                                "top_logprobs": top}, time
-    if operator == EventKind.CONTINUE_WITH_CHOSEN:  # the chosen "token" was the stop
-        return EventKind.FORCE_STOP, base, time
-    # Any other operator (an off-policy edit, a tool call...): nothing says the model wrote what follows
-    # the fork, so it is recorded as typed.
-    report.warnings.append(f"dialog {spec.dialog.key}: operator {operator!r} is imported as a typed rewrite")
-    spec.origins[fork:] = [Origin.TYPED] * tail
-    return EventKind.CONTINUE_WITH_INPUT, {**base, "text": backend.detokenize(ids[fork:]), "token_ids": ids[fork:],
-                                           "stop": False, "operator": operator}, time
+def _build(tree: ParsedTree, project: Project, backend: Backend, file: str,
+           report: PandaImportReport) -> list[_Built]:
+    template = template_of(services.config_for(project), backend)
+    prompt_ids: dict[str, list[int]] = {}
+    built: dict[int, _Built] = {}
+    trees = 0
+    for dialog in tree.dialogs:
+        stored = dialog.prompt.as_dict()
+        canonical = json.dumps(stored, sort_keys=True)
+        section = "deleted_dialogs" if dialog.deleted else "dialogs"
+        try:
+            if canonical not in prompt_ids:
+                prompt_ids[canonical] = render_prompt(backend, dialog.prompt, template)
+            ids = answer_ids(dialog.answer, template, backend)
+        except Refused as exc:  # the template cannot write it (no markers for reasoning or calls...)
+            report.errors.append(FieldError(file, f"{section}.{dialog.key}.messages", str(exc)))
+            break
+        first = dialog.operations[0] if dialog.operations else {}
+        named = built.get(dialog.parent)
+        node = Node(key=dialog.key, context=stored["messages"], tools=stored.get("tools", []),
+                    prompt_ids=prompt_ids[canonical], token_ids=ids, logprobs=[None] * len(ids),
+                    top=[[] for _ in ids], origins=[Origin.MODEL] * len(ids), candidate_ranks=[None] * len(ids),
+                    status=NodeStatus.COMPLETE, finish_reason=dialog.answer.finish_reason or "",
+                    model_id=model_of(first) or (named.node.model_id if named else ""), deleted=dialog.deleted,
+                    round=sum(m.role == "user" for m in dialog.prompt.messages) or 1, locked_until=0)
+        parse_into(node, template=template, backend=backend)
+        unread = _readable(node, dialog.answer)
+        if unread:
+            report.errors.append(FieldError(
+                file, f"{section}.{dialog.key}.messages[{len(stored['messages'])}].{unread}",
+                f"the project's response template ({template.name}) does not read this answer's {unread} back as "
+                "written (it holds the template's own markers?), so it cannot be stored as it is"))
+        time = time_ms(first.get("time"))
+        if dialog.root:
+            operator = root_operator(first)
+            parent = named if operator in TURNS else None
+            if parent is None:
+                trees += 1
+            node.tree = parent.node.tree if parent else trees
+            payload = {"model_id": node.model_id, "seed": None, "imported_from": file}
+            if named is not None:
+                payload["from_node_key"] = named.node.key
+            events = [(operator, payload, time)]
+        else:
+            parent = named
+            node.tree = parent.node.tree
+            node.fork_index = fork = fork_token_idx(parent.node.token_ids, ids)
+            for name in PREFIX_FIELDS:  # the prefix is the parent's, as in a correction made here
+                setattr(node, name, getattr(parent.node, name)[:fork] + getattr(node, name)[fork:])
+            operator, payload = correction(node, parent.node, first, backend, report.warnings)
+            events = [(operator, payload, time)]
+        node.operator = operator
+        for operation in dialog.operations[1:]:
+            if operation.get("operator") == EventKind.CONTINUE_GENERATING:
+                events.append((EventKind.CONTINUE_GENERATING, {"from_token": operation.get("from_token")},
+                               time_ms(operation.get("time"))))
+        _keep_shape(node, dialog, backend)
+        built[dialog.key] = _Built(node, dialog, parent, events)
+    return list(built.values())
+
+
+def _keep_shape(node: Node, dialog: ParsedDialog, backend: Backend) -> None:
+    """Keep the file's own `messages` and `tools` with the dialog where the export would write them in another
+    shape (the app's tool-call `index`, `reasoning_content`, a null `name`...), so that they go back as they came."""
+    ours = dialog_messages(node, backend)
+    for name in ("messages", "tools"):
+        if name in dialog.raw and dialog.raw[name] != ours.get(name, []):
+            dialog.kept[name] = dialog.raw[name]
 
 
 def _when(ms: int | None) -> datetime | None:
@@ -125,11 +155,15 @@ def _when(ms: int | None) -> datetime | None:
 
 
 def import_panda_json(*, project: Project, data, annotator, file: str = "upload.panda.json",
-                      dry_run: bool = False, backend: Backend | None = None) -> PandaImportReport:
-    """Import one `.panda.json` v2 file as an Item with a finished Session of `annotator`.
+                      dry_run: bool = False, backend: Backend | None = None, live: bool = False) -> PandaImportReport:
+    """Import one `.panda.json` file (as the onPanda app or this platform writes it) as an Item with a
+    Session of `annotator` holding all its trees.
 
-    A file with a good dialog becomes an accepted session whose answer is that dialog;
-    without one, a rejected session. Either way the claim is done, as after `finish`.
+    By default the session is finished: a file with a good dialog becomes an accepted session whose current
+    node is its last good dialog; without one, a rejected session; either way the claim is done, as after
+    `finish`. `live`: the session stays open on the same node, under an active claim of `annotator` (a
+    lease as if just claimed), so that they claim it and go on correcting it (an annotator holds one
+    active claim per project: refused if they hold another).
     """
     report = PandaImportReport(file=file, dry_run=dry_run)
     try:  # read_panda_upload checked this already; a document built in code may not have been
@@ -146,18 +180,17 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
         return report
 
     backend = backend or services.backend_for(project)
-    specs: dict[int, _NodeSpec] = {}
-    for key, dialog in enumerate(tree.dialogs, start=1):  # renumbered 1..n: node keys have no gaps
-        specs[dialog.key] = _node_spec(dialog, specs.get(dialog.parent), key, backend, file=file, report=report)
-        report.key_map[str(dialog.key)] = key
-    report.dialogs = len(specs)
-    prompt_ids = render_prompt(backend, tree.prompt, template_of(services.config_for(project), backend))
-    if dry_run:
+    if live and Claim.objects.filter(project=project, annotator=annotator, state=ClaimState.ACTIVE).exists():
+        report.errors.append(FieldError(file, "live", f"{annotator} is working on another item of this project; "
+                                        "finish it first, or import the file as finished"))
         return report
-
+    built = _build(tree, project, backend, file, report)
+    report.describe([entry.node for entry in built])
+    if report.errors or dry_run:
+        return report
     try:
         with transaction.atomic():
-            _write(project, tree, list(specs.values()), prompt_ids, annotator, file, report, backend)
+            _write(project, tree, built, annotator, file, report, live=live)
     except IntegrityError:
         # The same file imported at the same moment by someone else: the unique source hash caught it.
         if not Item.objects.filter(project=project, source_sha256=report.sha256).exists():
@@ -168,54 +201,50 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
     return report
 
 
-def _write(project: Project, tree: ParsedTree, specs: list[_NodeSpec], prompt_ids: list[int], annotator, file: str,
-           report: PandaImportReport, backend) -> None:
-    root = specs[0]
-    prompt = tree.prompt.as_dict()
+def _write(project: Project, tree: ParsedTree, built: list[_Built], annotator, file: str,
+           report: PandaImportReport, *, live: bool) -> None:
+    root = built[0].node
     item = Item.objects.create(
-        project=project, external_id=tree.external_id, messages=prompt["messages"], tools=prompt.get("tools", []),
-        prompt_ids=prompt_ids,
+        project=project, external_id=tree.external_id, messages=root.context, tools=root.tools,
+        prompt_ids=root.prompt_ids,
         # The file is the source record, so its hash is the item's source hash (unique per project).
-        source_sha256=report.sha256, claims_done=1,  # the imported session below is a done claim
+        source_sha256=report.sha256, claims_done=0 if live else 1,  # the imported session's claim, when done
         meta={"panda_sha256": report.sha256, "panda_uuid": tree.panda_uuid, "imported_from": file},
-        # The root dialog is the item's initial rollout, as it is for items answered here.
+        # The first dialog is the item's initial rollout, as it is for items answered here.
         rollout={"token_ids": root.token_ids, "logprobs": root.logprobs, "top": root.top,
-                 "finish_reason": root.dialog.finish_reason or "stop", "model_id": root.model_id, "seed": None},
+                 "finish_reason": root.finish_reason or "stop", "model_id": root.model_id, "seed": None},
     )
-    claim = Claim.objects.create(item=item, project=project, annotator=annotator, state=ClaimState.DONE,
-                                 lease_expires_at=timezone.now())
-    good = next((spec for spec in specs if spec.dialog.is_good), None)
-    session = Session.objects.create(claim=claim, item=item, annotator=annotator,
-                                     status=SessionStatus.ACCEPTED if good else SessionStatus.REJECTED)
-    nodes: dict[int, Node] = {}
+    lease = timezone.now() + timedelta(minutes=services.config_for(project).lease_minutes) if live else timezone.now()
+    claim = Claim.objects.create(item=item, project=project, annotator=annotator,
+                                 state=ClaimState.ACTIVE if live else ClaimState.DONE, lease_expires_at=lease)
+    good = [entry for entry in built if entry.dialog.is_good]
+    kept = {str(entry.node.key): entry.dialog.kept for entry in built}
+    status = SessionStatus.OPEN if live else SessionStatus.ACCEPTED if good else SessionStatus.REJECTED
+    session = Session.objects.create(claim=claim, item=item, annotator=annotator, status=status,
+                                     meta={"panda_json": {**tree.meta, "dialogs": kept}})
     timed: list[tuple[int, datetime]] = []
-    template = template_of(services.config_for(project), backend)
-    for spec in specs:
-        node = Node(
-            session=session, parent=nodes.get(spec.parent.key) if spec.parent else None, key=spec.key,
-            operator=spec.events[0][0] if spec.events else EventKind.GENERATE_NEW,
-            context=prompt["messages"], tools=prompt.get("tools", []), prompt_ids=prompt_ids,
-            fork_index=spec.fork_index, locked_until=len(spec.token_ids), token_ids=spec.token_ids,
-            logprobs=spec.logprobs, top=spec.top, origins=spec.origins, candidate_ranks=spec.candidate_ranks,
-            status=NodeStatus.COMPLETE, finish_reason=spec.dialog.finish_reason, model_id=spec.model_id,
-        )
-        parse_into(node, template=template, backend=backend)
+    for entry in built:
+        node = entry.node
+        node.session, node.parent = session, entry.parent.node if entry.parent else None
         node.save()
-        nodes[spec.key] = node
-        for kind, payload, ms in spec.events:
-            # Model steps have no actor, as in the services; corrections are the annotator's.
-            actor = None if kind in (EventKind.GENERATE_NEW, EventKind.CONTINUE_GENERATING) else annotator
+        for kind, payload, ms in entry.events:
+            # Model steps have no actor, as in the services; corrections, turns and new trees are the annotator's.
+            actor = None if kind == EventKind.CONTINUE_GENERATING or (
+                kind == EventKind.GENERATE_NEW and node.tree == 1) else annotator
             event = Event.objects.create(session=session, kind=kind, node=node, payload=payload, actor=actor)
             if ms is not None:
                 timed.append((event.pk, _when(ms)))
-    final = nodes[good.key] if good else nodes[specs[-1].key]
-    finish = Event.objects.create(session=session, kind=EventKind.ACCEPT if good else EventKind.REJECT, node=final,
-                                  actor=annotator, payload={"imported_from": file})
-    timed.append((finish.pk, _when(tree.update_time)))
+    remaining = [entry for entry in built if not entry.node.deleted] or built
+    final = (good or remaining)[-1].node
+    if not live:
+        finish = Event.objects.create(session=session, kind=EventKind.ACCEPT if good else EventKind.REJECT,
+                                      node=final, actor=annotator,
+                                      payload={"imported_from": file, "good": [entry.node.key for entry in good]})
+        timed.append((finish.pk, _when(tree.update_time)))
     # Keep the times the file recorded (auto_now_add stamps "now" on create).
     for pk, moment in timed:
         Event.objects.filter(pk=pk).update(created_at=moment)
     session.current_node = final
-    session.version = len(specs)  # as if written by the services: one write per correction, plus the verdict
+    session.version = len(built)  # as if written by the services: one write per node, plus the verdict
     session.save(update_fields=["current_node", "version"])
     report.item_id, report.session_id = item.pk, session.pk

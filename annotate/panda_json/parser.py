@@ -1,8 +1,8 @@
 """Import, reading: an uploaded `.panda.json` into a JSON document, and the document into one tree.
 
 Import goes reader -> parser -> validator -> writer, as for prompts (DESIGN §6): `read_panda_upload`
-reads the upload, `parse_panda_json` reads the document into a `ParsedTree` by the rules of
-`validator`, and `importer` writes the tree. Every problem is reported as {file, field, message}, and
+reads the upload, `parse_panda_json` reads the document (every tree, live and deleted dialogs, and
+all the rest it holds) into a `ParsedTree` by the rules of `validator`, and `importer` writes it. Every problem is reported as {file, field, message}, and
 nothing of a file with a problem is imported.
 """
 
@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from dataplatform.conversations.model import Conversation
+from dataplatform.conversations.model import Conversation, Message
 from dataplatform.errors import Refused
 from dataplatform.imports import (
     SAVE_AS_UTF8,
@@ -25,13 +25,13 @@ from dataplatform.imports import (
 )
 
 from . import validator
-from .export import PANDA_VERSION
 from .report import FieldError, PandaImportReport
 from .validator import DialogRefused
 
 # onPanda moves long contents into `hash_map` and leaves "<|hash|>" and their sha256 (base64) in their place.
 HASH_REFERENCE = re.compile(r"^<\|hash\|>([A-Za-z0-9+/=]+)$")
 MAX_FILE_BYTES = 50 * 1024 * 1024  # one prompt's tree; anything bigger is not an onPanda session
+SUPPORTED_VERSIONS = (None, "1.0", "2.0")  # what PandaTree reads (a file before 1.0 has no version)
 MAX_TIME_MS = 253_402_300_799_000  # 9999-12-31T23:59:59Z, the last moment a datetime can hold
 
 
@@ -76,21 +76,32 @@ def read_panda_upload(upload) -> dict:
 
 @dataclass
 class ParsedDialog:
-    key: int
-    response: str
-    finish_reason: str
-    is_good: bool
-    parent: int | None  # file key of the parent dialog; None for the root
+    key: int  # the file's key; it stays the node's key
+    prompt: Conversation  # the conversation the answer follows, with the dialog's tools
+    answer: Message  # the assistant message: reasoning, content, tool calls, finish_reason
+    is_good: bool  # as PandaTree reads it: an unset verdict makes the latest dialog good
+    parent: int | None  # the earlier dialog its first operation names (None: none, or not an earlier one)
+    root: bool  # starts a tree of its own (PandaTree's rule: no parent, is_new_generated, is_prompt_modified)
+    deleted: bool  # read from deleted_dialogs
     operations: list[dict]
+    kept: dict  # the dialog as the file holds it minus its messages and tools: annotate, operations, custom keys
+    raw: dict  # the dialog as the file holds it (hash_map expanded)
 
 
 @dataclass
 class ParsedTree:
-    prompt: Conversation  # the prompt every dialog answers, with its tools
-    dialogs: list[ParsedDialog]  # in key order, so every parent comes before its children
+    """A whole file: every answered dialog (live and deleted) in key order, and what else it holds."""
+
+    dialogs: list[ParsedDialog]
     update_time: int
     external_id: str
     panda_uuid: str
+    meta: dict  # kept on the Session: top-level fields, dialogs still waiting for an answer
+
+    @property
+    def prompt(self) -> Conversation:
+        """The first dialog's prompt: the item's."""
+        return self.dialogs[0].prompt
 
 
 def panda_sha256(data) -> str:
@@ -99,7 +110,7 @@ def panda_sha256(data) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _recover_hash_map(dialogs: dict, hash_map: dict, errors: list[str]) -> dict:
+def _recover_hash_map(dialogs: dict, hash_map: dict, errors: list[str], where: str = "dialogs") -> dict:
     """Put back the long contents onPanda moved into `hash_map` (errors name the missing hashes)."""
 
     def recover(value, path: str):
@@ -117,7 +128,7 @@ def _recover_hash_map(dialogs: dict, hash_map: dict, errors: list[str]) -> dict:
             return [recover(item, f"{path}[{index}]") for index, item in enumerate(value)]
         return value
 
-    return {key: recover(dialog, f"dialogs.{key}") for key, dialog in dialogs.items()}
+    return {key: recover(dialog, f"{where}.{key}") for key, dialog in dialogs.items()}
 
 
 def time_ms(value) -> int | None:
@@ -127,8 +138,12 @@ def time_ms(value) -> int | None:
     return int(value * 1000) if value < 1e11 else int(value)
 
 
+# Top-level fields the parser reads itself; every other one is kept as it is (Session.meta["file"]).
+READ_FIELDS = ("dialogs", "deleted_dialogs", "hash_map", "version", "update_time", "uuid", "dataplatform")
+
+
 def parse_panda_json(data, *, file: str, report: PandaImportReport) -> ParsedTree | None:
-    """Check a document and read it into a single tree; None (with report.errors) if it cannot be imported."""
+    """Check a document and read it into its trees; None (with report.errors) if it cannot be imported."""
 
     def error(field_name: str, message: str) -> None:
         report.errors.append(FieldError(file, field_name, message))
@@ -136,8 +151,9 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> ParsedTre
     if not isinstance(data, dict):
         error("(file)", "a .panda.json file is a JSON object")
         return None
-    if data.get("version") != PANDA_VERSION:
-        error("version", f"must be {PANDA_VERSION!r} (a .panda.json v2 file), not {data.get('version')!r}")
+    if data.get("version") not in SUPPORTED_VERSIONS:
+        error("version", f"must be missing, '1.0' or '2.0' (what onpanda's PandaTree reads), not "
+                         f"{data.get('version')!r}")
     update_time = time_ms(data.get("update_time"))
     if update_time is None:
         error("update_time", "missing or not a number: the file was never saved by the annotator")
@@ -149,79 +165,85 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> ParsedTre
     if not isinstance(raw_dialogs, dict) or not raw_dialogs:
         error("dialogs", "must be a non-empty object of dialogs keyed 1, 2, ...")
         return None
+    raw_deleted = data.get("deleted_dialogs") or {}
+    if not isinstance(raw_deleted, dict):
+        error("deleted_dialogs", "must be an object of dialogs keyed like dialogs")
+        raw_deleted = {}
     missing: list[str] = []
     raw_dialogs = _recover_hash_map(raw_dialogs, hash_map, missing)
+    raw_deleted = _recover_hash_map(raw_deleted, hash_map, missing, where="deleted_dialogs")
     for path in missing:
         error(path, "refers to a hash that is not in hash_map")
 
-    keys: dict[int, str] = {}
-    for raw_key in raw_dialogs:
-        try:
-            key = int(raw_key)
-        except (TypeError, ValueError):
-            key = 0
-        if key < 1:
-            error(f"dialogs.{raw_key}", "dialog keys are positive integers")
-        else:
-            keys[key] = raw_key
-
-    prompt, dialogs = _read_dialogs(raw_dialogs, keys, file=file, report=report)
+    keys: dict[int, tuple[str, str]] = {}  # key -> (section, raw key)
+    for section, dialogs in (("dialogs", raw_dialogs), ("deleted_dialogs", raw_deleted)):
+        for raw_key in dialogs:
+            key = _key(raw_key)
+            if key is None:
+                error(f"{section}.{raw_key}", "dialog keys are positive integers")
+            elif key in keys:
+                error(f"{section}.{raw_key}", f"dialog {key} is in both dialogs and deleted_dialogs")
+            else:
+                keys[key] = (section, raw_key)
+    sections = {"dialogs": raw_dialogs, "deleted_dialogs": raw_deleted}
+    live = [key for key, (section, _) in keys.items() if section == "dialogs"]
+    dialogs, pending = _read_dialogs(sections, keys, max(live, default=0), file=file, report=report)
     if report.errors:
         return None
     if not dialogs:
         error("dialogs", "no dialog ends with an assistant response; there is nothing to import")
         return None
-    roots = [d.key for d in dialogs if d.parent is None]
-    if len(roots) > 1:
-        error(f"dialogs.{keys[roots[1]]}.operations[0]",
-              f"starts a second tree (dialog {keys[roots[0]]} starts the first); a session is one tree, "
-              "so only files with one tree can be imported")
-    good = [d.key for d in dialogs if d.is_good]
-    if len(good) > 1:
-        error(f"dialogs.{keys[good[1]]}.annotate.is_good",
-              f"a second good dialog (dialog {keys[good[0]]} is good too); a session accepts one answer")
-    if report.errors:
-        return None
     meta = data.get("dataplatform") if isinstance(data.get("dataplatform"), dict) else {}
     # A file exported here keeps its item's external id (even an empty one); others are known by their uuid.
     external_id = str(meta["external_id"] if "external_id" in meta else data.get("uuid") or "")[:200]
-    return ParsedTree(prompt=prompt, dialogs=dialogs, update_time=update_time, external_id=external_id,
-                      panda_uuid=str(data.get("uuid") or ""))
+    kept = {"file": {key: value for key, value in data.items() if key not in READ_FIELDS},
+            "version": data.get("version"), "uuid": data.get("uuid"), "update_time": data.get("update_time"),
+            "pending_dialogs": pending}
+    return ParsedTree(dialogs=dialogs, update_time=update_time, external_id=external_id,
+                      panda_uuid=str(data.get("uuid") or ""), meta=kept)
 
 
-def _read_dialogs(raw_dialogs: dict, keys: dict[int, str], *, file: str,
-                  report: PandaImportReport) -> tuple[Conversation | None, list[ParsedDialog]]:
-    """The file's one prompt and the dialogs answering it, in key order; a refused dialog's problems go to
-    the report, and a dialog still waiting for its answer to `report.skipped_dialogs`."""
-    prompt: Conversation | None = None
-    prompt_from = 0
+def _key(raw_key) -> int | None:
+    try:
+        key = int(raw_key)
+    except (TypeError, ValueError):
+        return None
+    return key if key >= 1 and str(key) == str(raw_key).strip() else None
+
+
+def _read_dialogs(sections: dict, keys: dict[int, tuple[str, str]], last_live: int, *, file: str,
+                  report: PandaImportReport) -> tuple[list[ParsedDialog], dict]:
+    """The answered dialogs in key order, and the raw dialogs still waiting for an answer (kept as they are;
+    PandaTree skips them too). A refused dialog's problems go to the report."""
     dialogs: list[ParsedDialog] = []
-    last_key = max(keys, default=0)
+    pending: dict = {}
     for key in sorted(keys):
-        where = f"dialogs.{keys[key]}"
-        dialog = raw_dialogs[keys[key]]
+        section, raw_key = keys[key]
+        where = f"{section}.{raw_key}"
+        dialog = sections[section][raw_key]
         try:
-            conversation = validator.read_dialog(dialog, where, report.warnings)
+            conversation = validator.read_dialog(dialog, where)
             answer = conversation.messages[-1]
             if answer.role != "assistant":
-                report.skipped_dialogs.append(keys[key])
+                pending.setdefault(section, {})[raw_key] = dialog
+                report.skipped_dialogs.append(raw_key)
                 continue
-            this_prompt = validator.prompt_of(conversation, where)
-            if prompt is None:
-                prompt, prompt_from = this_prompt, key
-            elif this_prompt != prompt:
-                raise DialogRefused((f"{where}.messages", f"the prompt (or its tools) differs from dialog "
-                                     f"{keys[prompt_from]}'s; a session has one prompt, so edited prompts cannot "
-                                     "be imported"))
-            is_good = validator.is_good(dialog, where, last=key == last_key)
+            prompt = validator.prompt_of(conversation, where)
+            verdict = validator.verdict(dialog, where)
             operations = validator.operations_of(dialog, where)
             parent = validator.parent_of(operations, where)
         except DialogRefused as refused:
             report.errors.extend(FieldError(file, field_name, message) for field_name, message in refused.problems)
             continue
-        # As in PandaTree: a parent that is not an earlier dialog (deleted, or itself) starts a new tree.
+        deleted = section == "deleted_dialogs"
+        # As PandaTree reads it: unset, the latest of `dialogs` is the good one; a deleted dialog is never good.
+        is_good = not deleted and (key == last_live if verdict is None else verdict)
+        root = validator.is_root(operations)
+        # A parent that is not an earlier answered dialog (itself, a later one, one still unanswered) is none.
         if parent is not None and parent not in {d.key for d in dialogs}:
             parent = None
-        dialogs.append(ParsedDialog(key=key, response=answer.content, finish_reason=answer.finish_reason or "",
-                                    is_good=is_good, parent=parent, operations=operations))
-    return prompt, dialogs
+        kept = {name: value for name, value in dialog.items() if name not in ("messages", "tools")}
+        dialogs.append(ParsedDialog(key=key, prompt=prompt, answer=answer, is_good=is_good, parent=parent,
+                                    root=root or parent is None, deleted=deleted, operations=operations,
+                                    kept=kept, raw=dialog))
+    return dialogs, pending

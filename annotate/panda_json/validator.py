@@ -2,11 +2,12 @@
 
 Each check returns what it read from the dialog, or raises `DialogRefused` with the problems as
 (field, message) pairs; the parser reports them and goes on with the next dialog, so that one report
-names every bad dialog. The rules about the whole tree (one root, one good dialog) are the parser's.
+names every bad dialog. What is refused is what the conversation model cannot hold (a role it does
+not know, content it cannot store), malformed keys, verdicts, operations and parents.
 """
 
 from dataplatform.conversations.model import Conversation
-from dataplatform.conversations.reading import REASONING_KEYS, read_conversation
+from dataplatform.conversations.reading import read_conversation
 
 from ..models import Node
 
@@ -26,12 +27,10 @@ class DialogRefused(Exception):
         self.problems = list(problems)
 
 
-def read_dialog(dialog, where: str, warnings: list[str]) -> Conversation:
-    """The dialog's messages and tools, read by the conversation model's reader.
-
-    The prompt keeps what the model holds: reasoning, tool calls and tool results of earlier turns. The
-    answer (the last message, when it is the assistant's) becomes a node, which holds its content's tokens
-    only, so its reasoning and tool calls are left out; every key left out gets a warning."""
+def read_dialog(dialog, where: str) -> Conversation:
+    """The dialog's messages and tools, read by the conversation model's reader: the prompt with its
+    reasoning, tool calls and tool results, and the answer (the last message, when it is the
+    assistant's) with its reasoning and tool calls too."""
     if not isinstance(dialog, dict):
         raise DialogRefused((where, "must be an object"))
     messages = dialog.get("messages")
@@ -40,13 +39,6 @@ def read_dialog(dialog, where: str, warnings: list[str]) -> Conversation:
     problems = _finish_reason_problems(messages, path) + read.problems
     if problems:
         raise DialogRefused(*problems)
-    for index, (raw, message) in enumerate(zip(messages, read.conversation.messages, strict=True)):
-        is_answer = index == len(messages) - 1 and message.role == "assistant"
-        kept = {"role", "content", "finish_reason"} if is_answer else set(message.as_dict())
-        dropped = sorted(key for key, value in raw.items() if value not in (None, "", [])
-                         and ("reasoning" if key in REASONING_KEYS else key) not in kept)
-        if dropped:
-            warnings.append(f"{path}[{index}]: left out on import: {', '.join(dropped)}")
     return read.conversation
 
 
@@ -69,13 +61,13 @@ def prompt_of(dialog: Conversation, where: str) -> Conversation:
     return Conversation(messages=prompt, tools=dialog.tools)
 
 
-def is_good(dialog: dict, where: str, *, last: bool) -> bool:
-    """The dialog's `annotate.is_good`; unset, onPanda's default holds: the last dialog is the good one."""
+def verdict(dialog: dict, where: str) -> bool | None:
+    """The dialog's `annotate.is_good` as written: true, false, or None when unset."""
     annotate = dialog.get("annotate") or {}
-    verdict = annotate.get("is_good") if isinstance(annotate, dict) else None
-    if not isinstance(annotate, dict) or not isinstance(verdict, bool | None):
+    value = annotate.get("is_good") if isinstance(annotate, dict) else None
+    if not isinstance(annotate, dict) or not isinstance(value, bool | None):
         raise DialogRefused((f"{where}.annotate.is_good", "must be true, false or null"))
-    return last if verdict is None else verdict
+    return value
 
 
 def operations_of(dialog: dict, where: str) -> list[dict]:
@@ -89,10 +81,17 @@ def operations_of(dialog: dict, where: str) -> list[dict]:
     return operations
 
 
-def parent_of(operations: list[dict], where: str) -> int | None:
-    """The key of the dialog this one corrects, as its first operation names it; None for a new tree's root."""
+def is_root(operations: list[dict]) -> bool:
+    """Whether the dialog starts a tree of its own, by PandaTree's rule."""
     first = operations[0] if operations else {}
-    if not first.get("parent") or any(first.get(flag) for flag in ROOT_FLAGS):
+    return not first.get("parent") or any(first.get(flag) for flag in ROOT_FLAGS)
+
+
+def parent_of(operations: list[dict], where: str) -> int | None:
+    """The key of the dialog the first operation names: the one it corrects, or (for a tree's root: a new
+    round, tool results, a regenerate) the one it was made from."""
+    first = operations[0] if operations else {}
+    if not first.get("parent"):
         return None
     try:
         return int(first["parent"])

@@ -15,7 +15,7 @@ from ..doubles import RecordingProgress
 from ..exporting import export_rows
 from . import agentic
 from .exporters.rows import trained
-from .test_supervision import CharBackend
+from .test_supervision import EOS, CharBackend
 from .trees import build_agentic_session, build_trees
 
 pytestmark = pytest.mark.django_db
@@ -77,10 +77,13 @@ def test_export_writes_the_tree_as_onpanda_does(project, members, chars):
     assert tree.build_legacy_data_v1()["sfts"][0][-1]["content"] == "The dog sat."
 
 
-def test_a_forced_stop_is_written_as_typed_stop(project, members, chars):
+def test_a_forced_stop_is_written_as_the_apps_chosen_stop(project, members, chars):
     document = as_file(session_to_panda_json(build_trees(project, members, chars)["rejected"]))
     stop = document["dialogs"]["2"]["operations"][0]
-    assert stop["operator"] == "continue_with_input" and stop["continue_with_input"]["input_patch"] == "<|stop|>"
+    # The app offers "<|stop|>" after the candidates: a chosen item with a finish_reason and no token.
+    assert stop["operator"] == "continue_with_chosen" and stop["continue_with_chosen"] == {"finish_reason": "stop"}
+    assert (stop["is_prompt_modified"], stop["response_modified_type"], stop["common_prefix_length"]) == (
+        False, "truncated", 3)
     assert document["dialogs"]["2"]["messages"][-1] == {"role": "assistant", "content": "The", "finish_reason": "stop"}
     # A rejected session has no good dialog: the onPanda tool opens it, PandaTree refuses it as training data.
     assert not any(d["annotate"]["is_good"] for d in document["dialogs"].values())
@@ -105,10 +108,12 @@ def test_round_trip_into_another_project(project, other_project, members, chars)
         again = as_file(session_to_panda_json(copy_))
         assert structure(again) == structure(document)
         for ours, theirs in zip(original.nodes.order_by("key"), copy_.nodes.order_by("key"), strict=True):
-            # The text was re-tokenized (one token per character here: the same ids, minus the stop token).
-            assert response_ids(ours) == response_ids(theirs) == theirs.token_ids
-            assert ours.fork_index == theirs.fork_index and ours.origins[:len(theirs.origins)] == theirs.origins
-            assert ours.candidate_ranks[:len(theirs.origins)] == theirs.candidate_ranks
+            # The text was re-tokenized (one token per character here: the same ids), with the end-of-turn
+            # token of a finished answer (a forced stop made here has none: the response is cut before a token).
+            assert response_ids(ours) == response_ids(theirs) and theirs.token_ids[-1] == EOS
+            spelled = len(response_ids(theirs))
+            assert ours.fork_index == theirs.fork_index and ours.origins[:spelled] == theirs.origins[:spelled]
+            assert ours.candidate_ranks[:spelled] == theirs.candidate_ranks[:spelled]
         kinds = list(copy_.events.values_list("kind", flat=True))
         verdict = EventKind.ACCEPT if name == "accepted" else EventKind.REJECT
         assert kinds[0] == EventKind.GENERATE_NEW and kinds[-1] == verdict
@@ -161,15 +166,16 @@ def test_import_a_file_written_by_onpanda(project, members, chars):
     item = session.item
     assert item.messages == minimal_file()["dialogs"]["1"]["messages"][:-1]
     assert item.prompt_ids == chars.chat_prompt_ids(item.messages) and item.external_id == "2025-08-19_12-00-00.000"
-    assert item.rollout["token_ids"] == chars.tokenize("Answer is three.") and item.rollout["model_id"] == "vllm-model"
+    assert item.rollout["token_ids"] == chars.tokenize("Answer is three.") + [EOS]
+    assert item.rollout["model_id"] == "vllm-model"
     assert session.status == SessionStatus.ACCEPTED and session.current_node.key == 2
     assert Claim.objects.get(pk=session.claim_id).state == ClaimState.DONE
     child = session.current_node
     # Re-tokenized (here one token per character), the fork falls where the texts differ: "Answer is t|w".
-    assert child.fork_index == 11 and child.token_ids == chars.tokenize("Answer is two.")
+    assert child.fork_index == 11 and child.token_ids == chars.tokenize("Answer is two.") + [EOS]
     assert child.origins[:11] == ["model"] * 11 and child.origins[11] == "candidate"
     assert child.logprobs[11] == -1.5 and child.model_id == "vllm-model" and child.finish_reason == "stop"
-    assert child.locked_until == len(child.token_ids)  # imported history: nothing is reopened
+    assert child.locked_until == 12  # as after a pick made here: the tokens up to the chosen one are fixed
     events = list(session.events.order_by("id"))
     assert [e.kind for e in events] == [EventKind.GENERATE_NEW, EventKind.CONTINUE_WITH_CHOSEN, EventKind.ACCEPT]
     assert events[1].payload["rejected_token_id"] == ord("h") and events[1].payload["token_id"] == ord("w")
@@ -189,7 +195,7 @@ def test_hash_map_contents_and_the_default_good_dialog(project, members, chars):
     assert report.ok, report.as_dict()
     session = Session.objects.get(pk=report.session_id)
     assert session.status == SessionStatus.ACCEPTED and session.current_node.key == 2
-    assert chars.detokenize(session.current_node.token_ids) == long_answer
+    assert chars.detokenize(response_ids(session.current_node)) == long_answer
 
 
 def _break(path: str, value):
@@ -208,15 +214,15 @@ def _break(path: str, value):
 
 
 @pytest.mark.parametrize(("breakage", "field"), [
-    (_break("version", "1.0"), "version"),
+    (_break("version", "3.0"), "version"),
     (_break("update_time", KeyError), "update_time"),
     (_break("dialogs", {}), "dialogs"),
     (_break("dialogs/2/messages/1/role", "robot"), "dialogs.2.messages[1].role"),
     (_break("dialogs/2/messages/2/content", [{"type": "image_url", "image_url": {"url": "x"}}]),
      "dialogs.2.messages[2].content[0]"),
-    (_break("dialogs/2/messages/1/content", "2+2=?"), "dialogs.2.messages"),
-    (_break("dialogs/2/operations", []), "dialogs.2.operations[0]"),
-    (_break("dialogs/1/annotate/is_good", True), "dialogs.2.annotate.is_good"),
+    (_break("dialogs/2/operations/0/parent", "first"), "dialogs.2.operations[0].parent"),
+    (_break("deleted_dialogs", {"2": {}}), "deleted_dialogs.2"),
+    (_break("version", 2), "version"),
     (_break("dialogs/1/annotate/is_good", "yes"), "dialogs.1.annotate.is_good"),
     (_break("dialogs/1/messages/2/content", "<|hash|>bWlzc2luZw=="), "dialogs.1.messages[2].content"),
 ])
@@ -268,22 +274,25 @@ def agentic_file() -> dict:
     return document
 
 
-def test_an_answers_reasoning_is_left_out_with_a_warning_and_the_prompts_kept(project, members, chars):
+def test_an_answers_reasoning_is_imported_and_the_prompts_kept(project, members, chars):
     report = import_panda_json(project=project, data=agentic_file(), annotator=members["annotator"])
-    assert report.ok and report.created, report.as_dict()
-    assert report.warnings == ["dialogs.1.messages[4]: left out on import: reasoning"]
+    assert report.ok and report.created and not report.warnings, report.as_dict()
     item = Item.objects.get(pk=report.item_id)
     assert (item.messages, item.tools) == (agentic.STORED_MESSAGES, agentic.STORED_TOOLS)
-    assert Session.objects.get(pk=report.session_id).current_node.key == 2
+    session = Session.objects.get(pk=report.session_id)
+    root = session.nodes.get(key=1)
+    assert root.message["reasoning"] == "Three, I guess." and "reasoning" in root.channels
+    assert session.current_node.key == 2
 
 
 def test_dialogs_offering_other_tools_have_another_prompt(project, members, chars):
     document = agentic_file()
     document["dialogs"]["2"]["tools"][0]["description"] = "Yesterday's weather."
     report = import_panda_json(project=project, data=document, annotator=members["annotator"])
-    assert not report.ok and [error.field for error in report.errors] == ["dialogs.2.messages"]
-    assert "the prompt (or its tools) differs from dialog 1's" in report.errors[0].message
-    assert not Item.objects.exists()
+    assert report.ok, report.as_dict()
+    nodes = {node.key: node for node in Session.objects.get(pk=report.session_id).nodes.all()}
+    assert nodes[2].tools[0]["function"]["description"] == "Yesterday's weather."
+    assert nodes[1].tools == agentic.STORED_TOOLS and nodes[2].parent == nodes[1]
 
 
 # --- the real model: interop with the onpanda package ---------------------------------------------------

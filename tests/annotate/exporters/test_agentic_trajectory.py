@@ -102,8 +102,10 @@ def test_the_trajectory_as_panda_json_keeps_every_turn_and_parses_with_panda_tre
     assert corrected["messages"][-1]["reasoning"] == "Tokyo is UTC+9, nine hours ahead."
     assert corrected["messages"][-1]["tool_calls"][0]["function"]["name"] == "get_current_time"
     assert after_tool["messages"][-2]["role"] == "tool" and after_tool["operations"][0]["operator"] == "run_tool_calls"
-    # onPanda keeps one prompt per tree: the next turn roots a tree of its own and names the dialog it follows.
+    # onPanda keeps one prompt per tree: the next turn roots a tree of its own (is_prompt_modified, as the app
+    # writes it) and names the dialog it follows.
     operation = after_tool["operations"][0]
-    assert operation["parent"] == "3" and operation["previous_dialog"] == "2" and after_tool["annotate"]["is_good"]
+    assert operation["parent"] == operation["previous_dialog"] == "2" and operation["is_prompt_modified"]
+    assert after_tool["annotate"]["is_good"]
     tree = PandaTree(document)
     assert 3 in tree.dense_keys
