@@ -7,6 +7,7 @@ import logging
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import psutil
@@ -111,7 +112,9 @@ def test_a_caller_whose_thread_runs_an_event_loop_gets_a_loop_of_its_own(time_to
         listed = {tool.name for tool in list_tools(["time"])}
         return listed, call_tool("time", "get_current_time", {"timezone": "Asia/Tokyo"})
 
-    listed, result = asyncio.run(inside_a_loop())
+    # In a thread of its own: the test's thread may already run a loop (Playwright's, after browser tests).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        listed, result = pool.submit(asyncio.run, inside_a_loop()).result(timeout=60)
     assert "get_current_time" in listed and json.loads(result.text)["timezone"] == "Asia/Tokyo"
 
 
