@@ -282,3 +282,43 @@ def stop_servers(servers: dict, failed: bool) -> None:
         server.stop()
         if failed:  # an exception is on its way out: show what the server said
             print(f"--- {server.label} log (tail) ---\n{server.log_tail()}", file=sys.stderr)
+
+
+# --- rollouts that the bench writes itself ----------------------------------------------------------------
+
+def scored_rollout(backend, prompt_ids: list[int], text: str, top_k: int) -> dict:
+    """`text` as if the model had answered it after `prompt_ids`: its tokens, with the model's own logprob and
+    top k at each position (one `prompt_logprobs` pass over prompt + text), in the shape `generate_rollouts`
+    stores (a stream's: the top k best first, then the token itself when it is outside them), seed 0."""
+    token_ids = backend.tokenize(text)
+    scores = backend.prompt_logprobs(prompt_ids + token_ids, top_k=top_k)[len(prompt_ids):]
+    logprobs, top = [], []
+    for token_id, entry in zip(token_ids, scores, strict=True):
+        # The entry holds the top k, and the actual token when it is outside them.
+        best = sorted(entry.items(), key=lambda pair: -pair[1])[:top_k]
+        if all(candidate != token_id for candidate, _ in best):
+            best.append((token_id, entry[token_id]))
+        logprobs.append(entry[token_id])
+        top.append([[candidate, logprob] for candidate, logprob in best])
+    return {"token_ids": token_ids, "logprobs": logprobs, "top": top, "finish_reason": "stop",
+            "model_id": backend.model_id, "seed": 0}
+
+
+def reasoning_span(backend, token_ids: list[int], opening: bytes = b"<think>\n",
+                   closing: bytes = b"\n</think>") -> tuple[int, int]:
+    """(first, end): the response tokens that lie wholly inside its reasoning, between `opening` (at the start)
+    and `closing`, read from the tokens' bytes (a token may straddle a marker)."""
+    pieces = backend.token_pieces(token_ids)
+    data = b"".join(pieces)
+    if not data.startswith(opening) or closing not in data:
+        raise ValueError("the response does not open with the reasoning marker and close it")
+    start, end = len(opening), data.index(closing)
+    inside = []
+    offset = 0
+    for index, piece in enumerate(pieces):
+        if offset >= start and offset + len(piece) <= end:
+            inside.append(index)
+        offset += len(piece)
+    if not inside:
+        raise ValueError("no token lies wholly inside the reasoning")
+    return inside[0], inside[-1] + 1

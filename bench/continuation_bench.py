@@ -10,13 +10,27 @@ run itself fails). It measures:
   to receiving the first complete `event: token` block. The web app runs for real in child
   processes on free localhost ports: `python -m dataplatform.webserver` (uvicorn, ASGI: the async
   streaming path, as the Dockerfile runs it) and `manage.py runserver --noreload` (WSGI; Django's
-  development server), each with its own copy of the model, warmed up with a few requests first. The baseline is the backend itself: in this
-  process, `LocalBackend.stream()` on exactly the same prefix ids (item.prompt_ids + the new
-  node's token ids), same max_tokens / temperature / top_k, timed to its first step. For each
-  correction the three measurements (ASGI, WSGI, direct) run back to back, in a rotating order, so
-  machine noise hits them alike. Target: platform - direct <= 20 ms at p95. The same run also
+  development server), each with its own copy of the model, warmed up with a few requests first.
+  The baseline is the backend itself: in this process, `LocalBackend.stream()` on exactly the same
+  prefix ids (item.prompt_ids + the new node's token ids), same max_tokens / temperature / top_k,
+  timed to its first step, under the same OpenMP settings as the servers (the settings give torch
+  its OMP_WAIT_POLICY before it loads, in this process as in theirs) and, like them, with the
+  objects of its start frozen out of the garbage collector. For each correction the three measurements (ASGI, WSGI, direct) run back to back, in a
+  rotating order, so machine noise hits them alike; each correction's claim is made active for it
+  alone (a session changes only under an active claim, and an annotator holds one active claim per
+  project). Target: platform - direct <= 20 ms at p95. The same run also
   reports the time to the response headers (what the view costs before the first forward pass)
   and the correction POST latency (not part of TTFT, but the annotator waits for it too);
+- the same TTFT for a correction inside the reasoning channel, over 10 more items: the tiny model
+  does not write `<think>` itself, so each item's rollout is the model's own scoring of a fixed
+  `<think>\n...reasoning...\n</think>\n\nanswer` text (`backend.prompt_logprobs` with top_k: the
+  real logprob and top-k at every position, stored as a seeded rollout), and the correction takes
+  the rank-2 candidate at a position inside the reasoning (prefixes of ~80-95 tokens). Same timing,
+  same direct baseline, same table;
+- the response template's own cost, in this process, before the servers start: `render` of an item's
+  conversation (against the model's chat template, `backend.chat_prompt_ids`) and `parse` of a
+  partial 64-, 256- and 1024-token response (against `backend.detokenize` of the same ids), in µs
+  per call: a continuation that reads its channels parses after every streamed token;
 - claim latency with 50 concurrent annotators: 50 threads (each its own DB connection, opened
   before the start and closed at the end), released together by a threading.Barrier, each calling
   `annotate.services.claim_next` 20 times (marking each claim done in between) on a pool of 2,000
@@ -38,12 +52,19 @@ rollouts between runs (the first run generates them, ~1 minute on 2 cores); clai
 the claim-pool projects of the previous run are deleted at the start of the next. The servers run
 with DEBUG off, as in production.
 
-Run from the project root (about 2-3 minutes on 2 cores), with PostgreSQL on 127.0.0.1:5432 (user
+Run from the project root (about 3 minutes on 2 cores), with PostgreSQL on 127.0.0.1:5432 (user
 postgres, no password):
 
-    .venv/bin/python bench/continuation_bench.py
+    .venv/bin/python bench/continuation_bench.py [--ttft-only] [--samples FILE]
+
+`--ttft-only` leaves out the claim parts (about 1.5 minutes: for repeated TTFT runs on a noisy
+machine); `--samples FILE` appends every measured correction as a JSON line (case, prefix length,
+order, direct, and per server the POST, headers and TTFT in ms), to pool several runs.
 """
 
+import argparse
+import gc
+import inspect
 import json
 import os
 import platform
@@ -55,6 +76,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,11 +113,14 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.db.models import Count  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
 from annotate import services  # noqa: E402
 from annotate.models import Claim, ClaimState, Item, Session  # noqa: E402
+from annotate.prompts import stored_prompt  # noqa: E402
 from dataplatform.accounts import services as account_services  # noqa: E402
 from dataplatform.accounts.models import ApiToken, Project, Role  # noqa: E402
+from dataplatform.conversations.templates import template_for  # noqa: E402
 from dataplatform.inference import get_backend  # noqa: E402
 
 # --- sizes and targets ------------------------------------------------------------------------------
@@ -105,6 +130,20 @@ WARMUP_CORRECTIONS = 5
 MAX_TOKENS, TOP_K, TEMPERATURE = 32, 5, 0.0
 MAX_POSITION = 24  # corrections at positions 0..24 leave >= 7 tokens to continue within max_tokens
 TARGET_TTFT_OVERHEAD_MS = 20.0
+
+# The reasoning-channel case: 10 items whose rollout is the model's scoring of REASONING_TEXT.
+REASONING_ITEMS = 10
+REASONING_SLUG = "bench-continuation-reasoning"
+# Corrections at tokens 40..55 of the response (inside the reasoning) leave 16..31 tokens to continue.
+REASONING_POSITIONS = (40, 56)
+REASONING_MAX_TOKENS = 72
+REASONING_TEXT = (
+    "<think>\nThe user asks about {topic}. Before answering I should recall what I know: the main facts, why "
+    "they matter, and one example that a reader can picture. Then I check each point, drop anything I am not "
+    "sure of, and keep the answer short and plain, in one or two sentences.\n</think>\n\n"
+    "Here is one thing about {topic} that is worth knowing, in a sentence or two."
+)
+PARSE_LENGTHS = (64, 256, 1024)  # response tokens for the template's parse figures
 
 CLAIM_THREADS = 50
 CLAIM_ROUNDS = 20
@@ -211,6 +250,12 @@ def claim_pool(slug: str, users: list) -> Project:
 def reset_pool(project: Project) -> None:
     Claim.objects.filter(item__project=project).delete()
     Item.objects.filter(project=project).update(claims_done=0)
+
+
+def set_claims_state(sessions, state: ClaimState) -> None:
+    """The sessions' claims in `state`, active with a fresh lease (a plain UPDATE: no figure includes it)."""
+    Claim.objects.filter(pk__in=[session.claim_id for session in sessions]).update(
+        state=state, lease_expires_at=timezone.now() + timedelta(hours=1))
 
 
 def claims_claimed_twice(project: Project) -> int:
@@ -403,9 +448,203 @@ def direct_first_token(backend, prefix_ids: list[int], remaining: int) -> tuple[
     return seconds, step.token_id
 
 
+# --- the reasoning-channel case --------------------------------------------------------------------
+
+def reasoning_setup(backend, main_project: Project, annotators: dict) -> list[dict]:
+    """10 items scored from REASONING_TEXT (their prompts, and prompt ids, the main items'), each annotator
+    with an open session on each; returns for each item its sessions and its correction (position, token)."""
+    project, _ = Project.objects.get_or_create(slug=REASONING_SLUG, defaults={"name": "Bench reasoning"})
+    reset_pool(project)
+    config = services.config_for(project)
+    config.max_tokens, config.top_k, config.temperature = REASONING_MAX_TOKENS, TOP_K, TEMPERATURE
+    config.seed_policy, config.seed, config.overlap = "fixed", 0, 2
+    config.save()
+    sources = list(Item.objects.filter(project=main_project).order_by("id")[:REASONING_ITEMS])
+    for number, (source, topic) in enumerate(zip(sources, TOPICS, strict=False)):
+        rollout = benchlib.scored_rollout(backend, source.prompt_ids, REASONING_TEXT.format(topic=topic), TOP_K)
+        Item.objects.update_or_create(project=project, source_sha256=f"{number:064d}", defaults={
+            "messages": source.messages, "prompt_ids": source.prompt_ids, "rollout": rollout})
+    cases = []
+    sessions = {}
+    for kind, annotator in annotators.items():
+        user = annotator["user"]
+        account_services.set_membership(project=project, user=user, role=Role.ANNOTATOR)
+        opened = []
+        while (claim := services.claim_next(project=project, annotator=user)) is not None:
+            opened.append(services.open_session(claim=claim))
+            services.end_claim(claim=claim, state=ClaimState.DONE)
+        sessions[kind] = sorted(opened, key=lambda session: session.item_id)
+    eos_ids = backend.eos_token_ids
+    for number in range(len(sessions["asgi"])):
+        pair = {kind: sessions[kind][number] for kind in sessions}
+        root = pair["asgi"].current_node
+        first, end = benchlib.reasoning_span(backend, root.token_ids)
+        low, high = max(first, REASONING_POSITIONS[0]), min(end, REASONING_POSITIONS[1])
+        if low >= high:
+            raise SystemExit(f"reasoning item {number}: its reasoning (tokens {first}..{end}) misses "
+                             f"{REASONING_POSITIONS}; lengthen REASONING_TEXT")
+        start = low + (number * 5) % (high - low)
+        for position in [*range(start, high), *range(low, start)]:
+            top = root.top[position]
+            # The rank-2 candidate, when it is a change (not the text's own token) and not the end of the turn.
+            if len(top) > 1 and top[1][0] != root.token_ids[position] and top[1][0] not in eos_ids:
+                cases.append({"sessions": pair, "position": position, "token_id": top[1][0],
+                              "max_tokens": REASONING_MAX_TOKENS})
+                break
+        else:
+            raise SystemExit(f"reasoning item {number}: no usable rank-2 candidate inside the reasoning")
+    return cases
+
+
+# --- the response template's own cost -----------------------------------------------------------------
+
+def per_call_us(call, budget: float = 0.3, at_least: int = 5) -> float:
+    """Median µs of `call` over repeats filling about `budget` seconds (at least `at_least` of them)."""
+    runs = []
+    deadline = time.perf_counter() + budget
+    while len(runs) < at_least or time.perf_counter() < deadline:
+        started = time.perf_counter_ns()
+        call()
+        runs.append((time.perf_counter_ns() - started) / 1000)
+    return statistics.median(runs)
+
+
+def template_timings(backend, project: Project) -> dict:
+    """render of an item's conversation, and parse of partial responses of PARSE_LENGTHS tokens, in µs per call,
+    each beside the plain backend call that does the same without the template."""
+    template = template_for(backend.model_id)
+    item = Item.objects.filter(project=project).order_by("id").first()
+    conversation = stored_prompt(item.messages, item.tools)
+    figures = {"template": template.name,
+               "render": per_call_us(lambda: template.render(conversation, None, backend=backend)),
+               "render_raw": per_call_us(lambda: backend.chat_prompt_ids(item.messages))}
+    # A long reasoning that closes halfway through, then the answer: the stream's shape, cut at each length.
+    filler = backend.tokenize(" ".join(REASONING_TEXT.format(topic=topic).split("\n")[1] for topic in TOPICS))
+    longest = max(PARSE_LENGTHS)
+    body = (filler * (longest // len(filler) + 1))
+    opening, closing = backend.tokenize("<think>\n"), backend.tokenize("\n</think>\n\n")
+    keeps_pieces = "pieces" in inspect.signature(template.parse).parameters
+    figures["parse"] = {}
+    for length in PARSE_LENGTHS:
+        half = length // 2 - len(opening)
+        ids = (opening + body[:half] + closing + body)[:length]
+        parse = per_call_us(lambda ids=ids: template.parse(ids, backend=backend))
+        pieces = backend.token_pieces(ids)
+        kept = (per_call_us(lambda ids=ids, pieces=pieces: template.parse(ids, backend=backend, pieces=pieces))
+                if keeps_pieces else None)
+        raw = per_call_us(lambda ids=ids: backend.detokenize(ids))
+        figures["parse"][length] = (parse, kept, raw)
+    # A whole stream of the middle length, parsed after every token as it grows (the partial parses).
+    middle = PARSE_LENGTHS[len(PARSE_LENGTHS) // 2]
+    ids = (opening + body[:middle // 2 - len(opening)] + closing + body)[:middle]
+    started = time.perf_counter()
+    for count in range(1, middle + 1):
+        template.parse(ids[:count], backend=backend)
+    figures["stream_parse_ms"] = (middle, ms(time.perf_counter() - started))
+    return figures
+
+
+# --- TTFT: the three measurements of each correction back to back ------------------------------------
+
+ORDERS = [("asgi", "wsgi", "direct"), ("direct", "asgi", "wsgi"), ("wsgi", "direct", "asgi")]
+
+
+def measure_ttft(cases: list[dict], clients: dict, servers: dict, backend, warmup: int, label: str,
+                 samples) -> dict:
+    """Each case's correction on both servers and the direct call, in a rotating order; the first `warmup`
+    cases are not counted. Returns the runs per server, the direct times, and the checks."""
+    results: dict[str, list[dict]] = {kind: [] for kind in servers}
+    direct: list[float] = []
+    mismatches = incomplete = 0
+    prefix_lengths = []
+    for number, case in enumerate(cases):
+        sessions, position, token_id = case["sessions"], case["position"], case["token_id"]
+        # A session changes only under an active claim, and an annotator holds one active claim per project:
+        # each item's claim is active for its own correction only (set directly, outside every timing).
+        set_claims_state(sessions.values(), ClaimState.ACTIVE)
+        measured, direct_run = {}, None
+        order = ORDERS[number % len(ORDERS)]
+        for who in order:
+            if who == "direct":
+                # The same prefix the platform continues from: prompt + root[:position] + the candidate.
+                prefix = sessions["asgi"].current_node.token_ids[:position] + [token_id]
+                direct_run = direct_first_token(backend, sessions["asgi"].item.prompt_ids + prefix,
+                                                case["max_tokens"] - len(prefix))
+            else:
+                measured[who] = platform_correction(clients[who], servers[who].base_url, sessions[who],
+                                                    position, token_id)
+        set_claims_state(sessions.values(), ClaimState.DONE)
+        if number < warmup:
+            continue
+        direct.append(direct_run[0])
+        prefix_lengths.append(len(sessions["asgi"].item.prompt_ids) + position + 1)
+        for kind, run in measured.items():
+            results[kind].append(run)
+            expected_prefix = sessions[kind].current_node.token_ids[:position] + [token_id]
+            if run["first_token"] != direct_run[1] or run["prefix_ids"] != expected_prefix:
+                mismatches += 1
+            if not run["done"] or run["ttft"] is None:
+                incomplete += 1
+        if samples is not None:
+            samples.write(json.dumps({
+                "case": label, "prefix_tokens": prefix_lengths[-1], "position": position, "order": order,
+                "direct_ms": ms(direct_run[0]),
+                **{kind: {"correct_ms": ms(run["correct"]), "headers_ms": ms(run["headers"]),
+                          "ttft_ms": None if run["ttft"] is None else ms(run["ttft"])}
+                   for kind, run in measured.items()}}) + "\n")
+    return {"results": results, "direct": direct, "mismatches": mismatches, "incomplete": incomplete,
+            "prefix_lengths": prefix_lengths}
+
+
+def ttft_rows(measured: dict, case: str) -> tuple[list[tuple[str, ...]], list[str], str]:
+    """The table rows of one TTFT case, its verdicts, and its paired per-correction differences."""
+    rows, verdicts = [], []
+    direct = measured["direct"]
+    direct_p50, direct_p95 = ms(percentile(direct, 50)), ms(percentile(direct, 95))
+    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
+        ttft = [run["ttft"] for run in measured["results"][kind] if run["ttft"] is not None]
+        p50, p95 = ms(percentile(ttft, 50)), ms(percentile(ttft, 95))
+        met = p95 - direct_p95 <= TARGET_TTFT_OVERHEAD_MS
+        verdicts.append(f"TTFT overhead at p95{case}, {label}: {'met' if met else 'MISSED'} "
+                        f"({p95 - direct_p95:+.1f} ms)")
+        rows.append((f"TTFT p50 (ms){case}, {label}", f"{p50:.1f}", f"{direct_p50:.1f}", f"{p50 - direct_p50:+.1f} ms",
+                     ""))
+        rows.append((f"TTFT p95 (ms){case}, {label}", f"{p95:.1f}", f"{direct_p95:.1f}", f"{p95 - direct_p95:+.1f} ms",
+                     f"overhead ≤ {TARGET_TTFT_OVERHEAD_MS:.0f} ms"))
+    paired = {kind: [ms(run["ttft"] - d) for run, d in zip(runs, direct, strict=True)]
+              for kind, runs in measured["results"].items()}
+    note = (f"paired per-correction differences p50 / p95: ASGI {percentile(paired['asgi'], 50):+.1f} / "
+            f"{percentile(paired['asgi'], 95):+.1f} ms, WSGI {percentile(paired['wsgi'], 50):+.1f} / "
+            f"{percentile(paired['wsgi'], 95):+.1f} ms")
+    return rows, verdicts, note
+
+
+def template_rows(figures: dict) -> list[tuple[str, ...]]:
+    name = figures["template"]
+    rows = [(f"template render (µs per call), {name} vs the model's chat template", f"{figures['render']:.0f}",
+             f"{figures['render_raw']:.0f}", f"{figures['render'] / figures['render_raw']:.2f}x", "")]
+    for length, (parse, kept, raw) in figures["parse"].items():
+        shown = f"{parse:.0f}" if kept is None else f"{parse:.0f} / {kept:.0f} kept pieces"
+        rows.append((f"template parse (µs per call), {length}-token partial response vs detokenize", shown,
+                     f"{raw:.0f}", f"{parse / raw:.2f}x", ""))
+    count, total = figures["stream_parse_ms"]
+    rows.append((f"template parse after every token of a {count}-token stream (ms in all)", f"{total:.1f}", "-",
+                 f"{total * 1000 / count:.0f} µs a token", "(information)"))
+    return rows
+
+
 # --- main ---------------------------------------------------------------------------------------------
 
+def parse_args():
+    parser = argparse.ArgumentParser(description="onPanda continuation and claim benchmark (see the docstring).")
+    parser.add_argument("--ttft-only", action="store_true",
+                        help="leave out the claim parts: only TTFT (both cases) and the template figures")
+    parser.add_argument("--samples", type=Path, help="append every measured correction to this file (JSON lines)")
+    return parser.parse_args()
+
+
 def main() -> None:
+    args = parse_args()
     # Sampled before we add our own load: on 2 cores other work swings every figure.
     load_average = os.getloadavg()[0]
     run_started = time.perf_counter()
@@ -416,9 +655,116 @@ def main() -> None:
     backend = get_backend()
     backend.model  # noqa: B018 (load now: no figure includes it)
     project, annotators = continuation_setup(backend)
+    eos_ids = backend.eos_token_ids
+    main_cases = []
+    for number in range(CORRECTIONS + WARMUP_CORRECTIONS):
+        sessions = {kind: annotators[kind]["sessions"][number] for kind in annotators}
+        position, token_id = pick_correction(sessions["asgi"], eos_ids)
+        main_cases.append({"sessions": sessions, "position": position, "token_id": token_id,
+                           "max_tokens": MAX_TOKENS})
+    reasoning_cases = reasoning_setup(backend, project, annotators)
+    # In this process, before any server runs: the machine is as quiet as it gets.
+    template_figures = template_timings(backend, project)
     setup_seconds = time.perf_counter() - run_started
 
-    # --- claims through the services, before the servers start ---------------------------------------
+    claims = None if args.ttft_only else run_service_claims()
+    claims_seconds = time.perf_counter() - run_started - setup_seconds
+
+    # --- TTFT: both servers up, the three measurements of each correction back to back ----------------
+    # As each uvicorn process does once started (dataplatform/asgi.py): without it a full collection here walks
+    # every object of torch and Django (~400,000, ~200 ms), now and then in the middle of a direct call.
+    gc.collect()
+    gc.freeze()
+    phase_started = time.perf_counter()
+    log_dir = Path(tempfile.mkdtemp(prefix="continuation-bench-"))
+    servers: dict[str, Server] = {}
+    failed = True
+    samples = open(args.samples, "a") if args.samples else None  # noqa: SIM115 (closed below)
+    try:
+        for kind in ("asgi", "wsgi"):
+            servers[kind] = Server(kind, log_dir)
+        ready = {kind: server.wait_ready(annotators[kind]["secret"]) for kind, server in servers.items()}
+        clients = {kind: httpx.Client(headers={"Authorization": f"Token {annotators[kind]['secret']}"}, timeout=120)
+                   for kind in servers}
+        # The servers' first requests load their model copy: the first WARMUP_CORRECTIONS are not counted.
+        main_ttft = measure_ttft(main_cases, clients, servers, backend, WARMUP_CORRECTIONS, "main", samples)
+        reasoning_ttft = measure_ttft(reasoning_cases, clients, servers, backend, 0, "reasoning", samples)
+        for client in clients.values():
+            client.close()
+        failed = False
+    finally:
+        stop_servers(servers, failed)
+        if samples is not None:
+            samples.close()
+    ttft_seconds = time.perf_counter() - phase_started
+
+    phase_started = time.perf_counter()
+    http = None if args.ttft_only else run_http_claims(claims, log_dir)
+    shutil.rmtree(log_dir, ignore_errors=True)
+    http_seconds = time.perf_counter() - phase_started
+
+    # --- print ------------------------------------------------------------------------------------------
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        pg_version = cursor.fetchone()[0]
+    print(
+        f"machine: {platform.machine()}, os.cpu_count()={os.cpu_count()}, PostgreSQL {pg_version}, "
+        f"torch {torch.__version__} with {torch.get_num_threads()} threads and OMP_WAIT_POLICY="
+        f"{os.environ.get('OMP_WAIT_POLICY', '(unset)')} (the servers: the same), "
+        f"model {backend.model_id} fp32, Python {platform.python_version()}, load average before the run "
+        f"{load_average:.2f}; servers ready in {ready['asgi']:.1f} s (uvicorn) / {ready['wsgi']:.1f} s (runserver)"
+    )
+    rows, verdicts, main_note = ttft_rows(main_ttft, "")
+    reasoning_rows, reasoning_verdicts, reasoning_note = ttft_rows(reasoning_ttft, ", reasoning")
+    rows += reasoning_rows
+    verdicts += reasoning_verdicts
+    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
+        headers = [run["headers"] for run in main_ttft["results"][kind]]
+        rows.append((f"stream: response headers p50 / p95 (ms), {label}",
+                     f"{ms(percentile(headers, 50)):.1f} / {ms(percentile(headers, 95)):.1f}", "-", "-", ""))
+    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
+        posts = [run["correct"] for run in main_ttft["results"][kind]]
+        rows.append((f"correction POST p50 / p95 (ms), {label}",
+                     f"{ms(percentile(posts, 50)):.1f} / {ms(percentile(posts, 95)):.1f}", "-", "-", ""))
+    rows += template_rows(template_figures)
+    if claims is not None:
+        claim_rows, claim_verdicts = claims_rows(claims, http)
+        rows += claim_rows
+        verdicts += claim_verdicts
+
+    benchlib.print_table(("figure", "platform", "direct baseline", "overhead/ratio", "target"), rows)
+    lengths = main_ttft["prefix_lengths"]
+    reasoning_lengths = reasoning_ttft["prefix_lengths"]
+    print(f"TTFT: {CORRECTIONS} corrections (after {WARMUP_CORRECTIONS} warm-up ones per server), prefixes of "
+          f"{min(lengths)}-{max(lengths)} tokens, max_tokens {MAX_TOKENS}, top_k {TOP_K}, temperature "
+          f"{TEMPERATURE:g}; platform = POST stream -> first complete `event: token` block (keep-alive httpx client); "
+          f"direct = LocalBackend.stream() in this process -> first step. Overhead = platform percentile - direct "
+          f"percentile; {main_note}. Reasoning: {len(reasoning_lengths)} corrections with the rank-2 candidate "
+          f"inside the reasoning of a scored `<think>` rollout, prefixes of {min(reasoning_lengths)}-"
+          f"{max(reasoning_lengths)} tokens, max_tokens {REASONING_MAX_TOKENS}; {reasoning_note}.")
+    print(f"template: {template_figures['template']} (template_for({backend.model_id!r})), in this process before the "
+          f"servers start; parse of a partial response (no finish reason), as a stream reads it after each token; "
+          f"the baselines are the backend's own calls on the same input (chat_prompt_ids, detokenize).")
+    if claims is not None:
+        print(claims_note(claims, http))
+    print("targets: " + "; ".join(verdicts))
+    mismatches = main_ttft["mismatches"] + reasoning_ttft["mismatches"]
+    incomplete = main_ttft["incomplete"] + reasoning_ttft["incomplete"]
+    same = mismatches == 0 and incomplete == 0
+    print(f"streams: every continuation ended with `done`, and its prefix and first token equal the direct "
+          f"call's: {'yes' if same else f'NO ({mismatches} mismatches, {incomplete} incomplete)'}")
+    if claims is not None:
+        print(f"verified: no item claimed twice ({len(claims['claim_items']):,} claims through the services, "
+              f"{sum(len(v) for v in http['latencies'].values()):,} over HTTP, all on distinct items; checked in the "
+              f"database)")
+    print(f"run time {time.perf_counter() - run_started:.0f} s (setup {setup_seconds:.0f} s, claims {claims_seconds:.0f} s, "
+          f"TTFT {ttft_seconds:.0f} s, HTTP claims {http_seconds:.0f} s)")
+
+
+# --- the claim parts ------------------------------------------------------------------------------------
+
+def run_service_claims() -> dict:
+    """Claims through the services, before the servers start; and the pools and tokens of the HTTP part."""
     claim_users = [bench_user(f"claimer-{n:02d}") for n in range(CLAIM_THREADS)]
     for slug in [CLAIM_SLUG, *HTTP_CLAIM_SLUGS.values()]:
         Project.objects.filter(slug=slug).delete()
@@ -448,64 +794,16 @@ def main() -> None:
     http_secrets = {user.username: account_services.issue_token(user=user, name="continuation bench")[1]
                     for user in claim_users[:HTTP_CLAIM_CLIENTS]}
     http_pools = {kind: claim_pool(slug, claim_users) for kind, slug in HTTP_CLAIM_SLUGS.items()}
+    return {"alone": alone_latencies, "alone_cpu": alone_cpu, "working": working_latencies,
+            "concurrent": claim_latencies, "claim_items": claim_items, "concurrent_seconds": concurrent_seconds,
+            "after": after_latencies, "sampler": claim_sampler, "http_secrets": http_secrets,
+            "http_pools": http_pools}
 
-    claims_seconds = time.perf_counter() - run_started - setup_seconds
 
-    # --- TTFT: both servers up, the three measurements of each correction back to back ----------------
-    phase_started = time.perf_counter()
-    log_dir = Path(tempfile.mkdtemp(prefix="continuation-bench-"))
-    servers: dict[str, Server] = {}
-    failed = True
-    try:
-        for kind in ("asgi", "wsgi"):
-            servers[kind] = Server(kind, log_dir)
-        ready = {kind: server.wait_ready(annotators[kind]["secret"]) for kind, server in servers.items()}
-        clients = {kind: httpx.Client(headers={"Authorization": f"Token {annotators[kind]['secret']}"}, timeout=120)
-                   for kind in servers}
-
-        eos_ids = backend.eos_token_ids
-        results: dict[str, list[dict]] = {"asgi": [], "wsgi": []}
-        direct: list[float] = []
-        first_token_mismatches = 0
-        incomplete_streams = 0
-        prefix_lengths = []
-        orders = [("asgi", "wsgi", "direct"), ("direct", "asgi", "wsgi"), ("wsgi", "direct", "asgi")]
-        for number in range(CORRECTIONS + WARMUP_CORRECTIONS):
-            warmup = number < WARMUP_CORRECTIONS  # the servers' first requests load their model copy
-            sessions = {kind: annotators[kind]["sessions"][number] for kind in servers}
-            position, token_id = pick_correction(sessions["asgi"], eos_ids)
-            measured, direct_run = {}, None
-            for who in orders[number % len(orders)]:
-                if who == "direct":
-                    # The same prefix the platform continues from: prompt + root[:position] + the candidate.
-                    root = sessions["asgi"].current_node
-                    prefix = root.token_ids[:position] + [token_id]
-                    item = sessions["asgi"].item
-                    direct_run = direct_first_token(backend, item.prompt_ids + prefix, MAX_TOKENS - len(prefix))
-                else:
-                    measured[who] = platform_correction(clients[who], servers[who].base_url, sessions[who],
-                                                        position, token_id)
-            if warmup:
-                continue
-            direct.append(direct_run[0])
-            prefix_lengths.append(len(sessions["asgi"].item.prompt_ids) + position + 1)
-            for kind, run in measured.items():
-                results[kind].append(run)
-                expected_prefix = sessions[kind].current_node.token_ids[:position] + [token_id]
-                if run["first_token"] != direct_run[1] or run["prefix_ids"] != expected_prefix:
-                    first_token_mismatches += 1
-                if not run["done"] or run["ttft"] is None:
-                    incomplete_streams += 1
-        for client in clients.values():
-            client.close()
-        failed = False
-    finally:
-        stop_servers(servers, failed)
-    ttft_seconds = time.perf_counter() - phase_started
-
-    # --- claims through HTTP, for information: fresh servers (no model needed), one at a time ------------
-    phase_started = time.perf_counter()
-    http_claims, http_failures, http_peak_connections = {}, {}, {}
+def run_http_claims(claims: dict, log_dir: Path) -> dict:
+    """For information: the claim endpoint against fresh servers (no model needed), one at a time."""
+    http_secrets, http_pools = claims["http_secrets"], claims["http_pools"]
+    latencies, failures_by_kind, peak_connections = {}, {}, {}
     for kind in ("asgi", "wsgi"):
         servers = {}
         failed = True
@@ -513,50 +811,25 @@ def main() -> None:
             servers[kind] = server = Server(kind, log_dir)
             server.wait_ready(next(iter(http_secrets.values())))
             with benchlib.ConnectionSampler(SERVER_URL, BENCH_DB) as sampler:
-                latencies, items, failures, errors = run_http_claimers(server.base_url, http_pools[kind],
-                                                                       http_secrets, HTTP_CLAIM_ROUNDS)
+                values, items, failures, errors = run_http_claimers(server.base_url, http_pools[kind],
+                                                                    http_secrets, HTTP_CLAIM_ROUNDS)
             if errors:
                 raise SystemExit(f"HTTP claim clients on {server.label} failed:\n" + "\n".join(errors[:5]))
             twice = claims_claimed_twice(http_pools[kind])
             assert twice == 0 and len(set(items)) == len(items), (
                 f"HTTP claims on {server.label}: {len(items)} returned, {len(set(items))} distinct, {twice} twice")
-            http_claims[kind], http_failures[kind], http_peak_connections[kind] = latencies, failures, sampler.peak
+            latencies[kind], failures_by_kind[kind], peak_connections[kind] = values, failures, sampler.peak
             failed = False
         finally:
             stop_servers(servers, failed)
-    shutil.rmtree(log_dir, ignore_errors=True)
-    http_seconds = time.perf_counter() - phase_started
-    new_connection_ms = ms(connect_seconds())
+    return {"latencies": latencies, "failures": failures_by_kind, "peak_connections": peak_connections,
+            "new_connection_ms": ms(connect_seconds())}
 
-    # --- print ------------------------------------------------------------------------------------------
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        pg_version = cursor.fetchone()[0]
-    print(
-        f"machine: {platform.machine()}, os.cpu_count()={os.cpu_count()}, PostgreSQL {pg_version}, "
-        f"torch {torch.__version__} with {torch.get_num_threads()} threads (each server process: the same default), "
-        f"model {backend.model_id} fp32, Python {platform.python_version()}, load average before the run "
-        f"{load_average:.2f}; servers ready in {ready['asgi']:.1f} s (uvicorn) / {ready['wsgi']:.1f} s (runserver)"
-    )
-    rows: list[tuple[str, ...]] = []
-    direct_p50, direct_p95 = ms(percentile(direct, 50)), ms(percentile(direct, 95))
-    verdicts = []
-    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
-        ttft = [run["ttft"] for run in results[kind] if run["ttft"] is not None]
-        p50, p95 = ms(percentile(ttft, 50)), ms(percentile(ttft, 95))
-        met = p95 - direct_p95 <= TARGET_TTFT_OVERHEAD_MS
-        verdicts.append(f"TTFT overhead at p95, {label}: {'met' if met else 'MISSED'} ({p95 - direct_p95:+.1f} ms)")
-        rows.append((f"TTFT p50 (ms), {label}", f"{p50:.1f}", f"{direct_p50:.1f}", f"{p50 - direct_p50:+.1f} ms", ""))
-        rows.append((f"TTFT p95 (ms), {label}", f"{p95:.1f}", f"{direct_p95:.1f}", f"{p95 - direct_p95:+.1f} ms",
-                     f"overhead ≤ {TARGET_TTFT_OVERHEAD_MS:.0f} ms"))
-    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
-        headers = [run["headers"] for run in results[kind]]
-        rows.append((f"stream: response headers p50 / p95 (ms), {label}",
-                     f"{ms(percentile(headers, 50)):.1f} / {ms(percentile(headers, 95)):.1f}", "-", "-", ""))
-    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
-        posts = [run["correct"] for run in results[kind]]
-        rows.append((f"correction POST p50 / p95 (ms), {label}",
-                     f"{ms(percentile(posts, 50)):.1f} / {ms(percentile(posts, 95)):.1f}", "-", "-", ""))
+
+def claims_rows(claims: dict, http: dict) -> tuple[list[tuple[str, ...]], list[str]]:
+    rows = []
+    claim_latencies, alone_latencies = claims["concurrent"], claims["alone"]
+    working_latencies, after_latencies = claims["working"], claims["after"]
     c50, c95, cmax = (ms(percentile(claim_latencies, 50)), ms(percentile(claim_latencies, 95)),
                       ms(max(claim_latencies)))
     a50, a95, amax = (ms(percentile(alone_latencies, 50)), ms(percentile(alone_latencies, 95)),
@@ -569,54 +842,45 @@ def main() -> None:
     rows.append((f"claim_next p50 / p95 / max (ms), {CLAIM_THREADS} claiming back to back (saturation)",
                  f"{c50:.1f} / {c95:.1f} / {cmax:.1f}", f"{a50:.1f} / {a95:.1f} / {amax:.1f}",
                  f"{c95 / a95:.1f}x at p95", "(information)"))
-    rows.append((f"claim_next p50 / p95 / max (ms), 1 alone after the {len(claim_items):,} claims",
+    rows.append((f"claim_next p50 / p95 / max (ms), 1 alone after the {len(claims['claim_items']):,} claims",
                  f"{ms(percentile(after_latencies, 50)):.1f} / {ms(percentile(after_latencies, 95)):.1f} / "
                  f"{ms(max(after_latencies)):.1f}", "-", "-", ""))
-    concurrent_rate = len(claim_items) / concurrent_seconds
+    concurrent_rate = len(claims["claim_items"]) / claims["concurrent_seconds"]
     alone_rate = len(alone_latencies) / sum(alone_latencies)
     rows.append((f"claims/s, {CLAIM_THREADS} concurrent vs 1 alone", f"{concurrent_rate:.0f}", f"{alone_rate:.0f}",
                  f"{concurrent_rate / alone_rate:.2f}x", ""))
-    verdicts.append(f"claim p95 with {CLAIM_THREADS} annotators working: "
-                    f"{'met' if w95 < TARGET_CLAIM_P95_MS else 'MISSED'} ({w95:.1f} ms)")
+    verdicts = [f"claim p95 with {CLAIM_THREADS} annotators working: "
+                f"{'met' if w95 < TARGET_CLAIM_P95_MS else 'MISSED'} ({w95:.1f} ms)"]
     for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
-        values = http_claims[kind]
+        values = http["latencies"][kind]
         figure = ("-" if not values else
                   f"{ms(percentile(values, 50)):.1f} / {ms(percentile(values, 95)):.1f} / {ms(max(values)):.1f}")
         rows.append((f"claim over HTTP p50 / p95 / max (ms), {HTTP_CLAIM_CLIENTS} clients, {label}", figure,
                      "-", "-", "(information)"))
+    return rows, verdicts
 
-    benchlib.print_table(("figure", "platform", "direct baseline", "overhead/ratio", "target"), rows)
-    paired = {kind: [ms(run["ttft"] - d) for run, d in zip(results[kind], direct, strict=True)] for kind in results}
-    print(f"TTFT: {CORRECTIONS} corrections (after {WARMUP_CORRECTIONS} warm-up ones per server), prefixes of "
-          f"{min(prefix_lengths)}-{max(prefix_lengths)} tokens, max_tokens {MAX_TOKENS}, top_k {TOP_K}, temperature "
-          f"{TEMPERATURE:g}; platform = POST stream -> first complete `event: token` block (keep-alive httpx client); "
-          f"direct = LocalBackend.stream() in this process -> first step. Overhead = platform percentile - direct "
-          f"percentile; paired per-correction differences p50 / p95: ASGI "
-          f"{percentile(paired['asgi'], 50):+.1f} / {percentile(paired['asgi'], 95):+.1f} ms, WSGI "
-          f"{percentile(paired['wsgi'], 50):+.1f} / {percentile(paired['wsgi'], 95):+.1f} ms.")
-    print(f"claims: {CLAIM_THREADS} threads x {CLAIM_ROUNDS} claims on a pool of {CLAIM_POOL:,} items, overlap 1 "
-          f"(each thread its own DB connection; one Python process, so the threads also share the GIL). 'Working': "
-          f"each annotator spends {THINK[0]:g}-{THINK[1]:g} s on an item before the next claim "
-          f"(~{CLAIM_THREADS / statistics.mean(THINK):.0f} claims/s in all, far above human pace); 'back to back': "
-          f"no pause at all; the "
-          f"baseline is 1 annotator alone, {CLAIM_ROUNDS} claims, of which the claiming thread's own CPU time (Python: "
-          f"ORM, driver) is {ms(statistics.median(alone_cpu)):.1f} ms per claim (median); with no pause between claims, "
-          f"{CLAIM_THREADS} / {concurrent_rate:.0f} claims/s = {ms(CLAIM_THREADS / concurrent_rate):.0f} ms is the "
-          f"latency queueing alone implies (Little's law); peak backends waiting on a lock meanwhile: "
-          f"{claim_sampler.peak_lock_waits}, peak connections {claim_sampler.peak}. HTTP: {HTTP_CLAIM_CLIENTS} clients x "
-          f"{HTTP_CLAIM_ROUNDS} claims on a fresh pool and a freshly started server each (the endpoint also opens "
-          f"the session); peak PostgreSQL connections to the bench database meanwhile: "
-          f"{http_peak_connections['asgi']} (uvicorn) / {http_peak_connections['wsgi']} (runserver); refused claims: "
-          + ", ".join(f"{kind} {len(v)}" + (f" (HTTP {sorted(set(v))})" if v else "") for kind, v in http_failures.items())
-          + f". A new PostgreSQL connection costs {new_connection_ms:.1f} ms here (median of 10).")
-    print("targets: " + "; ".join(verdicts))
-    same = first_token_mismatches == 0 and incomplete_streams == 0
-    print(f"streams: every continuation ended with `done`, and its prefix and first token equal the direct "
-          f"call's: {'yes' if same else f'NO ({first_token_mismatches} mismatches, {incomplete_streams} incomplete)'}")
-    print(f"verified: no item claimed twice ({len(claim_items):,} claims through the services, "
-          f"{sum(len(v) for v in http_claims.values()):,} over HTTP, all on distinct items; checked in the database)")
-    print(f"run time {time.perf_counter() - run_started:.0f} s (setup {setup_seconds:.0f} s, claims {claims_seconds:.0f} s, "
-          f"TTFT {ttft_seconds:.0f} s, HTTP claims {http_seconds:.0f} s)")
+
+def claims_note(claims: dict, http: dict) -> str:
+    concurrent_rate = len(claims["claim_items"]) / claims["concurrent_seconds"]
+    sampler = claims["sampler"]
+    return (
+        f"claims: {CLAIM_THREADS} threads x {CLAIM_ROUNDS} claims on a pool of {CLAIM_POOL:,} items, overlap 1 "
+        f"(each thread its own DB connection; one Python process, so the threads also share the GIL). 'Working': "
+        f"each annotator spends {THINK[0]:g}-{THINK[1]:g} s on an item before the next claim "
+        f"(~{CLAIM_THREADS / statistics.mean(THINK):.0f} claims/s in all, far above human pace); 'back to back': "
+        f"no pause at all; the "
+        f"baseline is 1 annotator alone, {CLAIM_ROUNDS} claims, of which the claiming thread's own CPU time (Python: "
+        f"ORM, driver) is {ms(statistics.median(claims['alone_cpu'])):.1f} ms per claim (median); with no pause "
+        f"between claims, {CLAIM_THREADS} / {concurrent_rate:.0f} claims/s = {ms(CLAIM_THREADS / concurrent_rate):.0f} "
+        f"ms is the latency queueing alone implies (Little's law); peak backends waiting on a lock meanwhile: "
+        f"{sampler.peak_lock_waits}, peak connections {sampler.peak}. HTTP: {HTTP_CLAIM_CLIENTS} clients x "
+        f"{HTTP_CLAIM_ROUNDS} claims on a fresh pool and a freshly started server each (the endpoint also opens "
+        f"the session); peak PostgreSQL connections to the bench database meanwhile: "
+        f"{http['peak_connections']['asgi']} (uvicorn) / {http['peak_connections']['wsgi']} (runserver); refused "
+        f"claims: "
+        + ", ".join(f"{kind} {len(v)}" + (f" (HTTP {sorted(set(v))})" if v else "")
+                    for kind, v in http["failures"].items())
+        + f". A new PostgreSQL connection costs {http['new_connection_ms']:.1f} ms here (median of 10).")
 
 
 if __name__ == "__main__":
