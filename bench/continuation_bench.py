@@ -52,12 +52,12 @@ rollouts between runs (the first run generates them, ~1 minute on 2 cores); clai
 the claim-pool projects of the previous run are deleted at the start of the next. The servers run
 with DEBUG off, as in production.
 
-Run from the project root (about 3 minutes on 2 cores), with PostgreSQL on 127.0.0.1:5432 (user
+Run from the project root (about 4 minutes on 2 cores), with PostgreSQL on 127.0.0.1:5432 (user
 postgres, no password):
 
     .venv/bin/python bench/continuation_bench.py [--ttft-only] [--samples FILE]
 
-`--ttft-only` leaves out the claim parts (about 1.5 minutes: for repeated TTFT runs on a noisy
+`--ttft-only` leaves out the claim parts (about 3 minutes: for repeated TTFT runs on a noisy
 machine); `--samples FILE` appends every measured correction as a JSON line (case, prefix length,
 order, direct, and per server the POST, headers and TTFT in ms), to pool several runs.
 """
