@@ -25,10 +25,11 @@ def node_conversation(node: Node) -> Conversation:
     return stored_prompt(node.context, node.tools)
 
 
-def parse_into(node: Node, *, template: Template, backend) -> None:
-    """Set the node's channels and message from its tokens: finished when the node is complete."""
+def parse_into(node: Node, *, template: Template, backend, pieces: list[bytes] | None = None) -> None:
+    """Set the node's channels and message from its tokens: finished when the node is complete. `pieces`:
+    the tokens' bytes, when the caller already has them (a stream keeps them)."""
     finished = node.status == NodeStatus.COMPLETE
-    parsed = template.parse(node.token_ids, backend=backend,
+    parsed = template.parse(node.token_ids, backend=backend, pieces=pieces,
                             finish_reason=(node.finish_reason or "length") if finished else None)
     node.channels, node.message = parsed.channels, parsed.message.as_dict()
 

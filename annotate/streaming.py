@@ -120,10 +120,9 @@ def _continue_one(node: Node) -> Iterator[Streamed]:
                 node.origins.append(Origin.MODEL)
                 node.candidate_ranks.append(None)
                 text, settled = reader.add(step.token_id)
-                if step.finish_reason:
+                if step.finish_reason:  # read and saved once, finished, after the loop
                     node.status, node.finish_reason = NodeStatus.COMPLETE, step.finish_reason
-                    parse_into(node, template=template, backend=backend)
-                if len(node.token_ids) % SAVE_EVERY_TOKENS == 0 or step.finish_reason:
+                elif len(node.token_ids) % SAVE_EVERY_TOKENS == 0:
                     node.save(update_fields=FIELDS)
                 yield Streamed(node.pk, len(node.token_ids) - 1, step.token_id, text, step.logprob, Origin.MODEL,
                                node.channels[-1], settled)
@@ -139,7 +138,7 @@ def _continue_one(node: Node) -> Iterator[Streamed]:
         node.status = NodeStatus.INTERRUPTED
         node.save(update_fields=FIELDS)
         raise
-    parse_into(node, template=template, backend=backend)
+    parse_into(node, template=template, backend=backend, pieces=reader.pieces)
     node.save(update_fields=FIELDS)
 
 
