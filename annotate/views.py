@@ -78,28 +78,38 @@ def import_prompts(request, slug: str):
 @login_required
 @require_POST
 def import_panda(request, slug: str):
-    """One `.panda.json` v2 file becomes an item with a finished session of the importing curator."""
+    """`.panda.json` files, each an item with a session of the importing curator: finished, or `live` (open
+    under their claim, and they go on correcting it in the workspace). Each file imports whole or not at all,
+    and the page reports each: its trees, dialogs and operators, or what is refused."""
     project, _ = project_for(request.user, slug, CAN_CURATE)
-    upload = request.FILES.get("file")
-    if upload is None:
+    uploads = request.FILES.getlist("file")
+    if not uploads:
         messages.error(request, "Choose a .panda.json file to import.")
         return redirect("annotate-queue", slug=slug)
-    try:
-        data = read_panda_upload(upload)
-    except UnreadableFile as exc:
-        messages.error(request, str(exc))
-        return redirect("annotate-queue", slug=slug)
-    report = import_panda_json(project=project, data=data, annotator=request.user, file=upload.name,
-                               dry_run=bool(request.POST.get("dry_run")), backend=services.backend_for(project))
-    for error in report.errors[:MAX_PANDA_PROBLEMS_SHOWN]:
-        messages.error(request, f"{error.file}, {error.field}: {error.message}")
-    for warning in report.warnings[:MAX_PANDA_PROBLEMS_SHOWN]:
-        messages.warning(request, f"{upload.name}: {warning}")
-    if report.duplicate:
-        messages.info(request, f"{upload.name} was imported before; nothing added.")
-    elif report.ok:
-        verb = "checks out" if report.dry_run else "imported"
-        messages.success(request, f"{upload.name} {verb}: {report.summary()}.")
+    dry_run, live = bool(request.POST.get("dry_run")), bool(request.POST.get("live"))
+    backend = services.backend_for(project)
+    created = []
+    for upload in uploads:
+        try:
+            data = read_panda_upload(upload)
+        except UnreadableFile as exc:
+            messages.error(request, str(exc))
+            continue
+        report = import_panda_json(project=project, data=data, annotator=request.user, file=upload.name,
+                                   dry_run=dry_run, live=live, backend=backend)
+        for error in report.errors[:MAX_PANDA_PROBLEMS_SHOWN]:
+            messages.error(request, f"{error.file}, {error.field}: {error.message}")
+        for warning in report.warnings[:MAX_PANDA_PROBLEMS_SHOWN]:
+            messages.warning(request, f"{upload.name}: {warning}")
+        if report.duplicate:
+            messages.info(request, f"{upload.name} was imported before; nothing added.")
+        elif report.ok:
+            verb = "checks out" if report.dry_run else "imported"
+            messages.success(request, f"{upload.name} {verb}: {report.summary()}.")
+        if report.created:
+            created.append(report.session_id)
+    if live and len(created) == 1:  # straight on to correcting it
+        return redirect("annotate-workspace", session_id=created[0])
     return redirect("annotate-queue", slug=slug)
 
 

@@ -6,7 +6,8 @@ calls, as onPanda writes them) plus one assistant message (the node's reasoning,
 parsed from its ids), the conversation's `tools` if it has any, `annotate.is_good`, and `operations`.
 A deleted node goes to `deleted_dialogs`. For a node imported from a file, the dialog's own `annotate`,
 `operations` and custom keys are written back as the file had them, with the file's title, description,
-comment, sado_info, cache_tree and unanswered dialogs (`Session.meta["panda_json"]`). A node made here
+comment, sado_info, cache_tree and unanswered dialogs (`Session.meta["panda_json"]`); the nodes made here
+add their tokens and logprobs to `cache_tree` (cache_tree.py), so the app shows them. A node made here
 gets operations written from the session's events in the app's shape (`is_prompt_modified`,
 `is_response_modified`, `response_modified_type`, `common_prefix_length`; `generate_new`,
 `continue_with_chosen` with the chosen token and the rejected position's `top_logprobs`, a forced stop as
@@ -28,6 +29,7 @@ from .. import services
 from ..models import Event, EventKind, Node, Origin, Session, SessionStatus
 from ..nodes import response_message
 from ..supervision import response_ids
+from .cache_tree import cache_tree
 from .hash_map import use_hash_map
 
 PANDA_VERSION = "2.0"
@@ -204,12 +206,20 @@ def session_to_panda_json(session: Session, *, backend: Backend | None = None) -
     for section, dialogs in (panda.get("pending_dialogs") or {}).items():  # kept unanswered dialogs
         sections[section].update(copy.deepcopy(dialogs))
     imported_only = bool(nodes) and all(str(node.key) in kept_dialogs for node in nodes)
+    file = copy.deepcopy(panda.get("file") or {})  # title, description, comment, sado_info, cache_tree...
+    if not imported_only:  # the file's cache (if any) as it came, plus the tokens of the nodes made here
+        made_here = [node for node in nodes if str(node.key) not in kept_dialogs]
+        fork_tops = {node.pk: next((event.payload.get("top_logprobs") for event in events_of[node.pk]
+                                    if (event.payload or {}).get("top_logprobs")), None) for node in made_here}
+        cached = cache_tree(made_here, backend, kept=file.get("cache_tree"), fork_tops=fork_tops)
+        if cached is not None:
+            file["cache_tree"] = cached
     document = {
         "version": PANDA_VERSION,
         "uuid": panda.get("uuid") or session_uuid(session),
         # An imported session nobody changed keeps the file's save time.
         "update_time": panda["update_time"] if imported_only and panda.get("update_time") else _ms(session.updated_at),
-        **copy.deepcopy(panda.get("file") or {}),  # title, description, comment, sado_info, cache_tree...
+        **file,
         "dialogs": dict(sorted(sections["dialogs"].items(), key=lambda pair: int(pair[0]))),
         "deleted_dialogs": dict(sorted(sections["deleted_dialogs"].items(), key=lambda pair: int(pair[0]))),
         "hash_map": {},

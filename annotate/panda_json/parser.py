@@ -6,6 +6,7 @@ all the rest it holds) into a `ParsedTree` by the rules of `validator`, and `imp
 nothing of a file with a problem is imported.
 """
 
+import copy
 import hashlib
 import json
 import re
@@ -243,6 +244,19 @@ def _read_dialogs(sections: dict, keys: dict[int, tuple[str, str]], last_live: i
         if parent is not None and parent not in {d.key for d in dialogs}:
             parent = None
         kept = {name: value for name, value in dialog.items() if name not in ("messages", "tools")}
+        named = next((d for d in dialogs if d.key == parent), None)
+        if not root and named is not None and named.prompt != prompt:
+            # The app marks a dialog whose prompt differs from its parent's `is_prompt_modified`; a prompt edited
+            # in place leaves it unset, and PandaTree (one prompt per tree) fails on the file. Such a dialog is
+            # an edited prompt: a tree of its own, and the flag is written on export.
+            root = True
+            operations = copy.deepcopy(operations)
+            operations[0]["is_prompt_modified"] = True
+            kept["operations"] = operations
+            report.warnings.append(
+                f"{where}: its prompt differs from dialog {parent}'s, which it names as its parent, but "
+                "is_prompt_modified is not set; imported as an edited prompt (a tree of its own) and exported "
+                "with is_prompt_modified: true")
         dialogs.append(ParsedDialog(key=key, prompt=prompt, answer=answer, is_good=is_good, parent=parent,
                                     root=root or parent is None, deleted=deleted, operations=operations,
                                     kept=kept, raw=dialog))

@@ -9,7 +9,8 @@ Accepted spellings:
 - a tool call's arguments as JSON text or as an object (then written as compact JSON); a call without
   an id gets `call_<message>_<call>`, and a tool result without a `tool_call_id` answers the first call
   of the assistant turn before it that has no answer yet;
-- tools as `{"type": "function", "function": {...}}` or the bare function `{name, parameters}`.
+- tools as `{"type": "function", "function": {...}}` or the bare function `{name, parameters}`, their keys
+  put in the order the database keeps them (`in_stored_order`).
 """
 
 import json
@@ -151,8 +152,20 @@ def _tools(tools, where: str, problems: list[Problem]) -> tuple[dict, ...]:
         if "parameters" in function and not isinstance(function["parameters"], dict):
             problems.append((f"{where}[{index}].parameters", "must be a JSON schema object"))
             continue
-        read.append({"type": "function", "function": dict(function)})
+        read.append(in_stored_order({"type": "function", "function": function}))
     return tuple(read)
+
+
+def in_stored_order(value):
+    """`value` with every object's keys in the order PostgreSQL's jsonb keeps them (shorter keys first, then
+    bytewise). A chat template writes a tool's JSON as it finds it, so a schema read from a file and the same
+    schema read back from the database must be the same sequence to render the same prompt ids."""
+    if isinstance(value, dict):
+        order = sorted(value, key=lambda key: (len(key.encode()), key.encode()))
+        return {key: in_stored_order(value[key]) for key in order}
+    if isinstance(value, list):
+        return [in_stored_order(item) for item in value]
+    return value
 
 
 def _answer_tool_calls(messages: tuple[Message, ...]) -> tuple[Message, ...]:

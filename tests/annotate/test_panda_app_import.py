@@ -198,3 +198,32 @@ def test_an_operator_with_no_meaning_here_is_a_typed_rewrite_with_a_warning(proj
     assert report.ok and report.warnings == ["dialog 6: operator 'auto' is imported as a typed rewrite"]
     node = nodes_of(Session.objects.get(pk=report.session_id))[6]
     assert node.operator == "continue_with_input" and set(node.origins[node.fork_index:]) == {Origin.TYPED}
+
+
+def test_a_prompt_edited_in_place_is_a_tree_of_its_own(project, members, chars):
+    """The app flags a dialog whose prompt differs from its parent's `is_prompt_modified`; one edited in place
+    without the flag (PandaTree fails on such a file) imports as an edited prompt, said in a warning, and
+    goes out flagged, so that PandaTree reads our export."""
+    from onpanda.parser import PandaTree
+
+    from annotate.panda_json import session_to_panda_json
+
+    document = corpus("operators")
+    document["dialogs"]["4"]["messages"][0]["content"] = "A short line about the river."
+    report = import_panda_json(project=project, data=document, annotator=members["annotator"])
+    assert report.ok, report.as_dict()
+    assert report.warnings == [
+        "dialogs.4: its prompt differs from dialog 2's, which it names as its parent, but is_prompt_modified "
+        "is not set; imported as an edited prompt (a tree of its own) and exported with is_prompt_modified: true"]
+    nodes = nodes_of(Session.objects.get(pk=report.session_id))
+    assert nodes[4].parent is None and nodes[4].operator == EventKind.EDIT_PROMPT
+    assert nodes[4].tree not in {nodes[key].tree for key in (1, 2, 3, 5, 6)}
+    assert nodes[4].context[0]["content"] == "A short line about the river."
+    with pytest.raises(AssertionError):
+        PandaTree(copy.deepcopy(document)).build_legacy_data_v1()
+    exported = session_to_panda_json(Session.objects.get(pk=report.session_id))
+    assert exported["dialogs"]["4"]["operations"][0]["is_prompt_modified"] is True
+    assert document["dialogs"]["4"]["operations"][0]["is_prompt_modified"] is False  # the input is not changed
+    tree = PandaTree(json.loads(json.dumps(exported)))
+    tree.build_legacy_data_v1()
+    assert all(4 not in pair for pair in tree.fork_pairs)  # another prompt: no fork pair with dialog 2

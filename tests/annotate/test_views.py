@@ -150,6 +150,46 @@ def test_panda_json_upload_by_form_and_api(client, members, project, monkeypatch
         format="multipart").status_code == 403
 
 
+def test_a_live_panda_upload_opens_the_workspace_to_keep_correcting(client, members, project, monkeypatch):
+    from annotate.models import Session
+    from tests.annotate.test_panda_json import minimal_file
+    from tests.annotate.test_supervision import CharBackend
+
+    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend())
+    client.force_login(members["curator"])
+    queue = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
+    assert 'name="live"' in queue
+    response = client.post(reverse("annotate-import-panda", args=["alpha"]),
+                           {"file": SimpleUploadedFile("s.panda.json", json.dumps(minimal_file()).encode()),
+                            "live": "1"})
+    session = Session.objects.get()
+    assert session.status == "open" and session.claim.state == "active"
+    assert response.status_code == 302 and response.url == reverse("annotate-workspace", args=[session.pk])
+    workspace = client.get(response.url).content.decode()
+    assert 'data-can-write="1"' in workspace  # the curator may write: it is their open session
+
+
+def test_several_panda_files_are_reported_each(client, members, project, monkeypatch):
+    from annotate.models import Session
+    from tests.annotate.test_panda_json import minimal_file
+    from tests.annotate.test_supervision import CharBackend
+
+    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend())
+    client.force_login(members["curator"])
+    good, other = minimal_file(), minimal_file()
+    for dialog in other["dialogs"].values():
+        dialog["messages"][0]["content"] = "Another prompt"
+    broken = minimal_file()
+    broken["dialogs"]["1"]["messages"][0]["role"] = "robot"
+    files = [SimpleUploadedFile(name, json.dumps(document).encode())
+             for name, document in (("a.panda.json", good), ("b.panda.json", broken), ("c.panda.json", other))]
+    page = client.post(reverse("annotate-import-panda", args=["alpha"]), {"file": files}, follow=True).content.decode()
+    assert "a.panda.json imported: 2 dialogs in 1 trees (continue_with_chosen 1, generate_new 1)" in page
+    assert "c.panda.json imported: 2 dialogs" in page
+    assert "b.panda.json, dialogs.1.messages[0].role: must be one of system, user, assistant, tool" in page
+    assert Session.objects.count() == 2  # the broken file wrote nothing; the others are whole
+
+
 def test_curator_reassigns_from_the_queue_page(client, members, project, make_items):
     from annotate.models import Claim
 

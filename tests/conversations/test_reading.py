@@ -1,5 +1,7 @@
 """Chat messages as real files spell them, read into the one conversation model."""
 
+import json
+
 import pytest
 
 from dataplatform.conversations.model import Message, ToolCall
@@ -65,6 +67,25 @@ def test_tools_bare_or_wrapped_become_function_schemas():
                                     {"type": "function", "function": {"name": "b"}}])
     assert read.conversation.tools == ({"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}},
                                        {"type": "function", "function": {"name": "b"}})
+
+
+def test_tools_come_in_the_key_order_the_database_keeps(db):
+    """A schema whose keys a file lists in one order reads the same as after a round through the database
+    (PostgreSQL's jsonb reorders keys; SQLite keeps them), so both render the same prompt."""
+    from annotate.models import Item  # a JSON column of this project's database
+
+    from ..factories import ProjectFactory
+    schema = {"function": {"parameters": {"type": "object", "required": ["city"],
+                                          "properties": {"city": {"type": "string", "description": "a city"}}},
+                           "description": "The weather.", "name": "weather"}, "type": "function"}
+    read = read_conversation([{"role": "user", "content": "q"}], tools=[schema]).conversation.tools
+    item = Item.objects.create(project=ProjectFactory(), messages=[], tools=list(read), source_sha256="0" * 64)
+    item.refresh_from_db()
+    again = read_conversation([{"role": "user", "content": "q"}], tools=item.tools).conversation.tools
+    assert json.dumps(read) == json.dumps(again) == json.dumps(
+        read_conversation([{"role": "user", "content": "q"}], tools=[json.loads(json.dumps(schema, sort_keys=True))])
+        .conversation.tools)
+    assert list(read[0]) == ["type", "function"] and list(read[0]["function"]) == ["name", "parameters", "description"]
 
 
 @pytest.mark.parametrize(("raw", "where"), [

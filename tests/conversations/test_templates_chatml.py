@@ -46,8 +46,9 @@ def test_tools_reasoning_and_calls_in_the_documented_conventions(local_backend):
     system = text[:text.index("<|im_end|>")]
     assert system.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
                              "Hugging Face\n\n# Tools\n")
-    assert '<tools>\n{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city, 天气"' \
-           in system
+    # The schema as JSON, its keys in the order the database keeps them (reading.in_stored_order).
+    assert ('<tools>\n{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", '
+            '"properties": {"city": {"type": "string"}}}, "description": "Weather of a city, 天气"}}\n</tools>') in system
     assert text[len(system):] == (
         "<|im_end|>\n<|im_start|>user\nWeather in Paris?<|im_end|>\n"
         '<|im_start|>assistant\n<think>\nUse the tool.\n</think>\n\n<tool_call>\n{"name": "get_weather", '

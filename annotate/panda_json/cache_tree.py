@@ -1,0 +1,131 @@
+"""`cache_tree`, as the onPanda app writes it (`dumpCacheTree` in src/stores/pandaState.js): the tokens of
+each dialog's answer with their logprobs, so that the app shows the model's probabilities on open.
+
+The app keeps, per dialog key, the chunks its chat-completions stream delivered (`{"tokens": [chunk, ...]}`)
+and writes them compressed: `{"compressed_type": "lz-string-base64", "compressed": LZString's
+compressToBase64 of the JSON}`. Each chunk is one token: `delta` (`role` on the first; then `reasoning`,
+`content`, or a `tool_calls` fragment: the call's `index`, its `id`, `type` and name first, then pieces of
+its arguments), `logprobs.content[0]` (`token`, `logprob`; `top_logprobs` only where the dialog forks,
+marked `bifurcationPoint`; the app's other download keeps every token's), `tokenIndex`, `finish_reason` on the last, and `model`
+on the first and the last. On open the app merges the deltas and, when they spell the dialog's answer,
+shows the cached tokens with their probabilities; otherwise it matches their text to the answer's.
+
+A node made here writes its own tokens in that shape: template text (the think and tool-call markers)
+and the stop token become chunks with an empty delta, as a chat-completions server streams them; a token that ends in
+the middle of a character carries no text, and the token that completes it carries the character.
+"""
+
+import codecs
+import json
+
+from lzstring import LZString
+
+from dataplatform.inference import Backend
+
+from ..models import Node
+from ..supervision import response_ids
+
+COMPRESSED_TYPE = "lz-string-base64"
+
+
+def encode(cache: dict) -> dict:
+    # ASCII JSON: LZString works on UTF-16 code units, and `\\u` escapes (surrogate pairs included) make every
+    # character one unit in Python as in JavaScript; JSON.parse reads them back to the same text.
+    text = json.dumps(cache, ensure_ascii=True, separators=(",", ":"))
+    return {"compressed_type": COMPRESSED_TYPE, "compressed": LZString.compressToBase64(text)}
+
+
+def decode(value) -> dict | None:
+    """The cache a file's `cache_tree` holds (either compression the app wrote, a JSON string, or the object
+    itself), or None when it holds something else."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("compressed_type")
+    if kind is None:
+        return value
+    unpack = {"lz-string-base64": LZString.decompressFromBase64, "lz-string": LZString.decompress}.get(kind)
+    if unpack is None or not isinstance(value.get("compressed"), str):
+        return None
+    try:
+        # LZString gives UTF-16 code units back: a character outside the BMP comes as two surrogates.
+        text = (unpack(value["compressed"]) or "null").encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        cache = json.loads(text)
+    except (ValueError, TypeError, KeyError, IndexError):  # UnicodeError is a ValueError
+        return None
+    return cache if isinstance(cache, dict) else None
+
+
+def _delta(channel: str, text: str, call: int, message: dict, starts_call: bool) -> dict:
+    if channel in ("reasoning", "content"):
+        return {channel: text}
+    if channel == "tool_name":
+        if not starts_call:
+            return {"tool_calls": [{"index": call, "function": {"name": text}}]}
+        calls = message.get("tool_calls") or []
+        call_id = calls[call].get("id") if call < len(calls) else None
+        return {"tool_calls": [{"index": call, **({"id": call_id} if call_id else {}), "type": "function",
+                                "function": {"name": text}}]}
+    if channel == "tool_arguments":
+        return {"tool_calls": [{"index": call, "function": {"arguments": text}}]}
+    return {}  # template text (markers), or a token still pending: a stream shows it as no text
+
+
+def node_tokens(node: Node, backend: Backend, *, fork_top: list | None = None) -> list[dict]:
+    """The node's answer as the app caches a streamed one; `fork_top`: the candidates at its fork (the
+    correction's event records them; an export leaves the nodes' large `top` column unread)."""
+    ids = list(node.token_ids)
+    pieces = backend.token_pieces(ids) if ids else []
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    forks = {node.fork_index} if node.fork_index is not None else set()
+    stop_at = len(response_ids(node))  # the model's stop token, which a stream does not show as text
+    tokens, call, previous = [], -1, None
+    for index, piece in enumerate(pieces):
+        channel = node.channels[index] if index < len(node.channels) else "content"
+        if index >= stop_at:
+            channel = "marker"
+        text = decoder.decode(piece, final=index == len(ids) - 1)
+        starts_call = channel == "tool_name" and previous != "tool_name"
+        call += starts_call
+        delta = _delta(channel, text, max(call, 0), node.message, starts_call)
+        if index == 0:
+            delta = {"role": "assistant", **delta}
+        entry: dict = {"token": text}
+        logprob = node.logprobs[index] if index < len(node.logprobs) else None
+        if logprob is not None:  # a typed token has none (the app deletes it too)
+            entry["logprob"] = logprob
+        top = fork_top if index in forks else None
+        if top:
+            alternatives = [int(alt_id) for alt_id, _ in top]
+            entry["top_logprobs"] = [
+                {"token": alt.decode("utf-8", errors="replace"), "logprob": alt_logprob}
+                for alt, (_, alt_logprob) in zip(backend.token_pieces(alternatives), top, strict=True)]
+        token: dict = {"index": 0, "delta": delta, "logprobs": {"content": [entry]}, "tokenIndex": index}
+        if index in forks:
+            token["bifurcationPoint"] = True
+        tokens.append(token)
+        previous = channel if channel != "marker" else previous
+    if not tokens:  # an empty answer: the app's role-only chunk
+        tokens.append({"index": 0, "delta": {"role": "assistant", "content": ""}, "tokenIndex": 0})
+    if node.finish_reason:
+        tokens[-1]["finish_reason"] = node.finish_reason
+    if node.model_id:
+        tokens[0]["model"] = tokens[-1]["model"] = node.model_id
+    return tokens
+
+
+def cache_tree(made_here: list[Node], backend: Backend, *, kept=None, fork_tops: dict | None = None) -> dict | None:
+    """The `cache_tree` of a session: an imported file's own entries (`kept`, its cache_tree as imported; its
+    nodes have no logprobs of their own, a file stores text) and the tokens of the nodes made here. None when
+    there is nothing to write or the kept value cannot be read (it is then written back as it came).
+    `fork_tops`: node pk -> the candidates at its fork."""
+    cache = decode(kept) if kept is not None else {}
+    if cache is None:
+        return None
+    for node in made_here:
+        cache[str(node.key)] = {"tokens": node_tokens(node, backend, fork_top=(fork_tops or {}).get(node.pk))}
+    return encode(cache) if cache else None
