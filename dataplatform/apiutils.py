@@ -43,6 +43,16 @@ def checked_upload_size(upload) -> None:
         raise ValidationError({"file": [str(exc)]}) from None
 
 
+def uploaded_files(request, *, expected: str) -> list:
+    """Every file of the multipart field `file`, for an upload that is several files (400 when there is none)."""
+    uploads = request.FILES.getlist("file")
+    if not uploads:
+        raise ValidationError({"file": [f"Upload {expected} in the field 'file'."]})
+    for upload in uploads:
+        checked_upload_size(upload)
+    return uploads
+
+
 def uploaded_file(request, *, expected: str):
     """The one file of the multipart field `file` (400 when there is none). Two or more parts named
     `file` are a 400 too: request.FILES.get() would import the last one and quietly drop the others."""

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token
-from dataplatform.apiutils import MAX_ID, MAX_INT, checked_upload_size, import_upload, uploaded_file
+from dataplatform.apiutils import MAX_ID, MAX_INT, import_upload, uploaded_file, uploaded_files
 from dataplatform.imports import decode_whole_file
 from dataplatform.inference import validate_served_model_name
 from dataplatform.jobs import services as job_services
@@ -17,11 +17,8 @@ from dataplatform.jobs.api import JobSerializer
 from dataplatform.openapi import STALE_VERSION
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
-from . import importers, metrics, selectors, services
+from . import importers, metrics, selectors, services, upstream
 from .models import Label, ReviewClaim, ReviewClaimState, SweTask, Taxonomy
-
-MAX_TAXONOMY_BYTES = 2_000_000
-
 
 # --- serializers --------------------------------------------------------------------------------
 
@@ -50,6 +47,9 @@ class SettingsSerializer(serializers.Serializer):
     max_tokens = serializers.IntegerField(min_value=16, max_value=8192, required=False)
     temperature = serializers.FloatField(min_value=0.0, max_value=2.0, required=False)
     batch_size = serializers.IntegerField(min_value=1, max_value=256, required=False)
+    max_problem_chars = serializers.IntegerField(min_value=100, max_value=100_000, required=False)
+    max_patch_chars = serializers.IntegerField(min_value=100, max_value=100_000, required=False)
+    max_test_patch_chars = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
 
 
 class LabelSerializer(serializers.ModelSerializer):
@@ -110,6 +110,8 @@ class LabelVersionSerializer(serializers.Serializer):
 class MetricsQuerySerializer(serializers.Serializer):
     taxonomy = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                         help_text="taxonomy version id (default: the pinned one)")
+    compare = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                       help_text="another version: which final labels differ under it, per field")
 
 
 # --- taxonomies -----------------------------------------------------------------------------------
@@ -150,27 +152,40 @@ class SettingsApi(APIView):
 def _settings_data(settings) -> dict:
     return {"taxonomy": settings.taxonomy_id, "taxonomy_version": str(settings.taxonomy),
             **{name: getattr(settings, name) for name in ("model_name", "overlap", "lease_minutes", "max_tokens",
-                                                          "temperature", "batch_size")}}
+                                                          "temperature", "batch_size", "max_problem_chars",
+                                                          "max_patch_chars", "max_test_patch_chars")},
+            # Where the project's protocol differs from the published labeler's: field -> [ours, the paper's].
+            "differs_from_paper": {name: list(pair) for name, pair in settings.differences_from_paper().items()}}
 
 
 class TaxonomyUploadApi(APIView):
-    """Upload a taxonomy YAML (multipart `file`): validated, stored as an immutable version, and pinned
-    to the project unless `pin` is false. Errors name the file, line and field."""
+    """Upload a taxonomy (multipart `file`): one YAML file of this platform's format, or the published SWE
+    Labeler's definition files (`file` given once per file: task_type_l2.yaml, domain_l2.yaml,
+    orthogonal.yaml, routing.json; or a zip of the folder), named by `name` and `version` (default
+    swe-upstream, upstream-<hash>). Validated, stored as an immutable version, and pinned to the project
+    unless `pin` is false. Errors name the file, line and field."""
 
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={201: TaxonomySerializer})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        upload = uploaded_file(request, expected="a taxonomy YAML file")
-        checked_upload_size(upload)
-        if upload.size > MAX_TAXONOMY_BYTES:
-            raise ValidationError({"file": [f"{upload.name} is larger than {MAX_TAXONOMY_BYTES:,} bytes."]})
-        try:
-            text = decode_whole_file(upload.read())
-        except ValueError as exc:  # a 400 on `file` as the shared mapping gives, with the file's name in front
-            raise ValidationError({"file": [f"{upload.name}, {exc}"]}) from None
-        taxonomy = services.load_taxonomy(text=text, filename=upload.name, user=request.user)
+        uploads = uploaded_files(request, expected="a taxonomy file, or the published definition files")
+        for upload in uploads:
+            if upload.size > services.MAX_TAXONOMY_BYTES:
+                raise ValidationError({"file": [f"{upload.name} is larger than {services.MAX_TAXONOMY_BYTES:,} bytes."]})
+        if upstream.is_upstream_upload([upload.name for upload in uploads]):
+            taxonomy = services.load_upstream_taxonomy(
+                files={upload.name: upload.read() for upload in uploads},
+                name=str(request.data.get("name", "")).strip() or "swe-upstream",
+                version=str(request.data.get("version", "")).strip(), user=request.user)
+        else:
+            upload = uploaded_file(request, expected="a taxonomy YAML file")  # one file: two are a 400
+            try:
+                text = decode_whole_file(upload.read())
+            except ValueError as exc:  # a 400 on `file` as the shared mapping gives, with the file's name in front
+                raise ValidationError({"file": [f"{upload.name}, {exc}"]}) from None
+            taxonomy = services.load_taxonomy(text=text, filename=upload.name, user=request.user)
         if request.data.get("pin", "true") not in ("false", "0", False):
             services.update_settings(project=project, taxonomy=taxonomy)
         return Response(TaxonomySerializer(taxonomy).data, status=status.HTTP_201_CREATED)
@@ -285,9 +300,16 @@ class MetricsApi(APIView):
             if taxonomy is None:
                 raise NotFound("No such taxonomy.")
         labels = selectors.project_labels(project).filter(taxonomy=taxonomy)
-        return Response({"taxonomy": str(taxonomy), "llm_vs_human": metrics.llm_vs_human(labels, taxonomy),
-                         "human_vs_human": metrics.human_vs_human(labels, taxonomy),
-                         "distributions": metrics.label_distributions(labels, taxonomy)})
+        body = {"taxonomy": str(taxonomy), "llm_vs_human": metrics.llm_vs_human(labels, taxonomy),
+                "human_vs_human": metrics.human_vs_human(labels, taxonomy),
+                "distributions": metrics.label_distributions(labels, taxonomy)}
+        if "compare" in query.validated_data:
+            other = Taxonomy.objects.filter(pk=query.validated_data["compare"]).first()
+            if other is None:
+                raise NotFound("No such taxonomy to compare with.")
+            body["version_changes"] = {"from": str(taxonomy), "to": str(other), **metrics.version_changes(
+                labels, selectors.project_labels(project).filter(taxonomy=other), taxonomy, other)}
+        return Response(body)
 
 
 # --- labels ---------------------------------------------------------------------------------------

@@ -1,10 +1,15 @@
-"""Prompts and answer checking for LLM auto-labeling, in two stages.
+"""Prompts and answer checking for LLM auto-labeling, in the published SWE Labeler's two phases.
 
-Stage one asks for each axis's level-1 family and every dimension; stage two asks for the
-level-2 tags, offering only the tags of the families chosen in stage one (so an L2 under the
-wrong L1 cannot even be proposed). Each answer is JSON with a value and a one-line rationale
-per field, checked against the taxonomy's closed sets. The JSON schemas are also sent to
-backends that can constrain decoding (vLLM); the check runs either way.
+Stage one asks for each axis's level-1 family and the dimensions of stage 1 (for swe_v2: code language,
+task specification type, dependency context); stage two for the level-2 tags, offering only the tags of the
+families chosen in stage one, and the dimensions of stage 2 (scope, cognitive complexity, time estimate).
+The model sees the task as the published labeler shows it: repository and instance id, the repository's
+description, topics and language when the task carries them (else it is told to fall back on the name and
+the change, and to say so), the issue, the patch and the test patch, each cut to a set size. It writes each
+field's rationale before the field (`<field>_rationale`, then `<field>`) in one JSON object; the domain
+follows the repository's purpose. The JSON schemas go to backends that constrain decoding (vLLM, and the
+embedded model with xgrammar); the check runs either way. An L2 tag outside the chosen family becomes
+`unspecified` (the raw answer is kept); any other invalid field is the caller's to retry.
 """
 
 import json
@@ -12,47 +17,101 @@ import re
 
 from .taxonomy import UNSPECIFIED, TaxonomySpec
 
-SYSTEM = ("You label software-engineering tasks for a training-data catalogue. Answer with one JSON object "
-          "and nothing else.")
-MAX_PROBLEM_CHARS = 2000
-MAX_PATCH_CHARS = 1500
+SYSTEM = ("You are an expert software engineering analyst. You label software-engineering tasks for a "
+          "training-data catalogue. Answer with one JSON object and nothing else.")
+MAX_L2 = 3  # the published prompt: 1 to 3 tags, the most relevant first
+DOMAIN_RULE = ("The domain is the primary purpose of the repository, not of the code this change touches: read "
+               "the repository's description and topics first, and use the issue and patch only to break ties.")
+NO_METADATA = ("The repository's description, topics and language are not available: infer the domain from the "
+               "repository's name and the change, and end the domain rationale with \"(metadata-absent fallback)\".")
+REPO_FIELDS = ("repo_description", "repo_topics", "repo_primary_language")  # importable with a task
 
 
-def task_summary(task) -> str:
-    """What the model sees of a task: repo, the problem statement and the start of the fix, truncated."""
-    problem = task.problem_statement[:MAX_PROBLEM_CHARS]
-    patch = task.patch[:MAX_PATCH_CHARS]
-    files = re.findall(r"^diff --git a/(\S+)", task.patch, flags=re.MULTILINE)
-    parts = [f"Repository: {task.repo or 'unknown'}", f"Problem statement:\n{problem}"]
-    if files:
-        parts.append("Files changed by the fix: " + ", ".join(files[:20]))
-    if patch:
-        parts.append(f"Fix (diff, truncated):\n{patch}")
+def truncate(text: str, *, max_lines: int, max_chars: int) -> str:
+    """The published labeler's cut: the first lines, then the first characters, each saying what was cut."""
+    if not text:
+        return ""
+    lines = text.split("\n")
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"\n... [truncated, {len(text.split(chr(10))) - max_lines} more lines]"]
+    result = "\n".join(lines)
+    if len(result) > max_chars:
+        result = result[:max_chars] + f"\n... [truncated at {max_chars} chars]"
+    return result
+
+
+def _repository(task) -> str:
+    extra = task.extra or {}
+    parts = []
+    if extra.get("repo_primary_language"):
+        parts.append(f"Language: {extra['repo_primary_language']}")
+    if extra.get("repo_description"):
+        parts.append(f"Description: {extra['repo_description']}")
+    topics = extra.get("repo_topics")
+    if topics:
+        parts.append("Topics: " + (", ".join(map(str, topics)) if isinstance(topics, list) else str(topics)))
+    return "\n".join(parts) if parts else NO_METADATA
+
+
+def task_summary(task, settings) -> str:
+    """What the model sees of a task (`settings`: the project's LabelerSettings, for the sizes)."""
+    parts = [f"Repository: {task.repo or 'unknown'}", f"Instance ID: {task.instance_id}", _repository(task),
+             "Problem statement (issue):\n" + truncate(task.problem_statement, max_lines=80,
+                                                       max_chars=settings.max_problem_chars)]
+    if task.patch:
+        parts.append("Code patch (the fix):\n" + truncate(task.patch, max_lines=150, max_chars=settings.max_patch_chars))
+    if task.test_patch:
+        parts.append("Test patch:\n" + truncate(task.test_patch, max_lines=50,
+                                                max_chars=settings.max_test_patch_chars))
     return "\n\n".join(parts)
 
 
 def _answer_shape(fields: dict[str, str]) -> str:
-    return json.dumps({name: {"value": shape, "rationale": "one short sentence"} for name, shape in fields.items()})
+    shape = {}
+    for name, value in fields.items():
+        shape[f"{name}_rationale"] = "one or two sentences"
+        shape[name] = value
+    return json.dumps(shape, indent=1)
 
 
-def stage_one_messages(spec: TaxonomySpec, task) -> list[dict]:
-    lines = [task_summary(task), "", "Choose exactly one value for each field:"]
-    for name in spec.single_fields():
-        lines.append(f"- {name}: one of {', '.join(spec.options(name))}")
-    lines += ["", "Answer in this JSON shape:", _answer_shape({name: "<one value>" for name in spec.single_fields()})]
+def _options(spec: TaxonomySpec, name: str) -> list[dict]:
+    if name.endswith("_l1") and name[:-3] in spec.axes:
+        return spec.data["axes"][name[:-3]]["families"]
+    return spec.data["dimensions"][name]["choices"]
+
+
+def stage_one_messages(spec: TaxonomySpec, task, settings) -> list[dict]:
+    fields = spec.stage_fields(1)
+    lines = [task_summary(task, settings), "", "Choose exactly one value for each field, the primary one:"]
+    for name in fields:
+        lines.append(f"- {name}:")
+        lines += [f"  - {option['slug']}: {option['definition']}" for option in _options(spec, name)]
+    if "domain_l1" in fields:
+        lines += ["", DOMAIN_RULE]
+    lines += ["", "Write each field's rationale before the field. Answer in this JSON shape:",
+              _answer_shape({name: "<one value>" for name in fields})]
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
-def stage_two_messages(spec: TaxonomySpec, task, chosen: dict) -> list[dict]:
-    lines = [task_summary(task), "", "The task's families are already chosen. Pick every tag that applies "
-             f"(a list; [\"{UNSPECIFIED}\"] when none fits):"]
-    for axis in spec.axes:
-        family = chosen[f"{axis}_l1"]
-        lines.append(f"- {axis}_l2 (family {family}):")
-        for tag in _family(spec, axis, family)["tags"]:
-            lines.append(f"  - {tag['slug']}: {tag['definition']}")
-    lines += ["", "Answer in this JSON shape:",
-              _answer_shape({f"{axis}_l2": ["<tag>", "..."] for axis in spec.axes})]
+def stage_two_messages(spec: TaxonomySpec, task, chosen: dict, settings) -> list[dict]:
+    fields = spec.stage_fields(2)
+    lines = [task_summary(task, settings), "", "The task's families are chosen: "
+             + ", ".join(f"{axis}_l1 = {chosen[f'{axis}_l1']}" for axis in spec.axes) + ".",
+             f"For each tag field pick 1 to {MAX_L2} tags of that family that apply, the most relevant first "
+             f"([\"{UNSPECIFIED}\"] when none fits); for each other field exactly one value:"]
+    for name in fields:
+        axis = name[:-3]
+        if name.endswith("_l2") and axis in spec.axes:
+            family = chosen[f"{axis}_l1"]
+            lines.append(f"- {name} (family {family}):")
+            tags = _family(spec, axis, family)["tags"]
+            lines += [f"  - {tag['slug']}: {tag['definition']}" for tag in tags] or [
+                f"  - (this family has no tags: answer [\"{UNSPECIFIED}\"])"]
+        else:
+            lines.append(f"- {name}:")
+            lines += [f"  - {option['slug']}: {option['definition']}" for option in _options(spec, name)]
+    lines += ["", "Write each field's rationale before the field. Answer in this JSON shape:",
+              _answer_shape({name: ["<tag>"] if name in spec.multi_fields() else "<one value>" for name in fields})]
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
@@ -60,61 +119,107 @@ def _family(spec: TaxonomySpec, axis: str, slug: str) -> dict:
     return next(f for f in spec.data["axes"][axis]["families"] if f["slug"] == slug)
 
 
+def _schema(values: dict) -> dict:
+    """The answer's JSON schema: each field's rationale, then the field (in that order, as decoding follows it)."""
+    properties = {}
+    for name, value in values.items():
+        properties[f"{name}_rationale"] = {"type": "string", "maxLength": 400}
+        properties[name] = value
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
 def stage_one_schema(spec: TaxonomySpec) -> dict:
-    return _schema({name: {"type": "string", "enum": spec.options(name)} for name in spec.single_fields()})
+    return _schema({name: {"type": "string", "enum": [o["slug"] for o in _options(spec, name)]}
+                    for name in spec.stage_fields(1)})
 
 
 def stage_two_schema(spec: TaxonomySpec, chosen: dict) -> dict:
-    return _schema({f"{axis}_l2": {"type": "array", "uniqueItems": True, "minItems": 1,
-                                   "items": {"type": "string",
-                                             "enum": [*spec.tags_under(axis, chosen[f"{axis}_l1"]), UNSPECIFIED]}}
-                    for axis in spec.axes})
-
-
-def _schema(values: dict) -> dict:
-    field = {name: {"type": "object", "properties": {"value": value, "rationale": {"type": "string"}},
-                    "required": ["value", "rationale"], "additionalProperties": False}
-             for name, value in values.items()}
-    return {"type": "object", "properties": field, "required": list(field), "additionalProperties": False}
+    values = {}
+    for name in spec.stage_fields(2):
+        axis = name[:-3]
+        if name.endswith("_l2") and axis in spec.axes:
+            values[name] = {"type": "array", "minItems": 1, "maxItems": MAX_L2, "uniqueItems": True,
+                            "items": {"type": "string",
+                                      "enum": [*spec.tags_under(axis, chosen[f"{axis}_l1"]), UNSPECIFIED]}}
+        else:
+            values[name] = {"type": "string", "enum": [o["slug"] for o in _options(spec, name)]}
+    return _schema(values)
 
 
 class InvalidAnswer(ValueError):
     pass
 
 
-def parse_answer(text: str, fields: list[str]) -> tuple[dict, dict]:
-    """(values, rationales) from a model answer; InvalidAnswer says precisely what is wrong.
-
-    Tolerant of what small models add around the object (prose, code fences), and of a bare
-    value instead of {value, rationale}; strict about the fields and their types."""
-    start = text.find("{")
+def answer_object(text: str) -> dict:
+    """The JSON object of a model answer, read flat: the published shape (`<field>_rationale` beside `<field>`,
+    in `<label>` tags or not) as it is, `{field: {value, rationale}}` as `field` and `field_rationale`.
+    Tolerant of what small models add around the object (prose, code fences); InvalidAnswer otherwise."""
+    tagged = re.search(r"<label>\s*(\{.*\})\s*</label>", text, re.DOTALL)
+    body = tagged.group(1) if tagged else text
+    start = body.find("{")
     if start < 0:
         raise InvalidAnswer("no JSON object in the answer")
     try:
-        data, _ = json.JSONDecoder().raw_decode(text[start:])
+        data, _ = json.JSONDecoder().raw_decode(body[start:])
     except json.JSONDecodeError as exc:
         raise InvalidAnswer(f"malformed JSON: {exc.msg} at character {start + exc.pos}") from None
     if not isinstance(data, dict):
         raise InvalidAnswer("the answer is not a JSON object")
+    flat = {}
+    for name, entry in data.items():
+        if isinstance(entry, dict) and "value" in entry:
+            flat[name], flat[f"{name}_rationale"] = entry["value"], entry.get("rationale", "")
+        else:
+            flat.setdefault(name, entry)
+    return flat
+
+
+def _rationale(data: dict, name: str) -> str:
+    rationale = data.get(f"{name}_rationale", "")
+    return rationale if isinstance(rationale, str) else json.dumps(rationale)
+
+
+def parse_answer(text: str, fields: list[str]) -> tuple[dict, dict]:
+    """(values, rationales) of `fields` from a model answer; InvalidAnswer says precisely what is wrong."""
+    data = answer_object(text)
     missing = [name for name in fields if name not in data]
     if missing:
         raise InvalidAnswer(f"missing field(s): {', '.join(missing)}")
-    values, rationales = {}, {}
-    for name in fields:
-        entry = data[name]
-        if isinstance(entry, dict):
-            values[name], rationale = entry.get("value"), entry.get("rationale", "")
-        else:
-            values[name], rationale = entry, ""
-        rationales[name] = rationale if isinstance(rationale, str) else json.dumps(rationale)
-    return values, rationales
+    return {name: data[name] for name in fields}, {name: _rationale(data, name) for name in fields}
 
 
-def check_stage(spec: TaxonomySpec, text: str, fields: list[str], chosen: dict | None = None) -> tuple[dict, dict]:
-    """Parse and validate one stage's answer; stage two is checked against the L1s chosen in stage one."""
+def check_stage_one(spec: TaxonomySpec, text: str) -> tuple[dict, dict]:
+    """Stage one's answer parsed and validated: every field in its closed set, or InvalidAnswer."""
+    fields = spec.stage_fields(1)
     values, rationales = parse_answer(text, fields)
-    problems = spec.validate_values({**(chosen or {}), **values}, partial=True)
-    problems = {name: message for name, message in problems.items() if name in fields}
+    problems = {name: message for name, message in spec.validate_values(values, partial=True).items()
+                if name in fields}
     if problems:
         raise InvalidAnswer("; ".join(f"{name}: {message}" for name, message in problems.items()))
     return values, rationales
+
+
+def check_stage_two(spec: TaxonomySpec, text: str, chosen: dict) -> tuple[dict, dict, dict]:
+    """Stage two's answer: (values, rationales, replaced). A tag outside the chosen family, a missing tag list or
+    one that is not a list becomes `unspecified`, as the published labeler does; `replaced` says what was
+    dropped per field. A stage-2 dimension outside its closed set is InvalidAnswer."""
+    fields = spec.stage_fields(2)
+    values, rationales = parse_answer(text, [name for name in fields if name not in spec.multi_fields()])
+    data = answer_object(text)
+    replaced = {}
+    for name in spec.multi_fields():
+        given = data.get(name)
+        tags = given if isinstance(given, list) else [given] if isinstance(given, str) and given else []
+        allowed = set(spec.tags_under(name[:-3], chosen[f"{name[:-3]}_l1"]))
+        kept = list(dict.fromkeys(t for t in tags if isinstance(t, str) and (t in allowed or t == UNSPECIFIED)))
+        kept = [t for t in kept if t != UNSPECIFIED][:MAX_L2] or [UNSPECIFIED]
+        dropped = [t for t in tags if t not in kept and t != UNSPECIFIED]
+        if dropped or not isinstance(given, list):
+            replaced[name] = dropped if isinstance(given, list) else given
+        values[name], rationales[name] = kept, _rationale(data, name)
+    problems = {name: message for name, message in spec.validate_values({**chosen, **values}, partial=True).items()
+                if name in fields}
+    if problems:
+        raise InvalidAnswer("; ".join(f"{name}: {message}" for name, message in problems.items()))
+    return values, rationales, replaced
+

@@ -33,12 +33,14 @@ from dataplatform.exports.sources import keyset_pages
 
 from . import services
 from .models import Label, LabelEvent, LabelEventKind, LabelOrigin, SweTask, Taxonomy, Trajectory
+from .taxonomy import UNASSIGNED
 
 SINGLE = ("task_type_l1", "domain_l1", "code_language", "task_spec_type", "dependency_context", "scope",
           "cognitive_complexity", "time_estimate")
 MULTI = ("task_type_l2", "domain_l2")
 STATUSES = ("reviewed", "auto", "error", "unlabeled")
 TRAINING_STATUSES = ["reviewed", "auto"]
+MAX_BALANCED = 10_000_000  # a balanced sample without a size: as many as the shares allow
 
 TASK_COLUMNS = [
     ("instance_id", pa.string()), ("task_id", pa.int64()), ("repo", pa.string()), ("base_commit", pa.string()),
@@ -74,9 +76,16 @@ class LabelFilters(ExportFilters):
 
 
 class BalancedFilters(LabelFilters):
-    size = serializers.IntegerField(min_value=1, max_value=10_000_000, help_text="rows wanted in all")
+    size = serializers.IntegerField(min_value=1, max_value=10_000_000, required=False,
+                                    help_text="rows wanted in all (default: as many as equal shares allow)")
+    allocation = serializers.ChoiceField(
+        choices=[("equal", "equal"), ("fill", "fill")], default="equal",
+        help_text="equal: the same number from every category, as the paper's Balanced mix (at most the smallest "
+                  "category's count); fill: a short category's share goes to the others")
     seed = serializers.IntegerField(default=0, min_value=0, max_value=MAX_SEED,
                                     help_text="the same seed picks the same sample")
+    include_unassigned = serializers.BooleanField(
+        default=False, help_text="also draw from the tasks no category expert takes (the paper leaves them out)")
 
 
 def data_version(project: Project) -> str:
@@ -137,7 +146,7 @@ def _final_labels(task_ids: list[int], taxonomy: Taxonomy, event_bound: int) -> 
 
 
 TASK_FIELDS = ["id", "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
-               "fail_to_pass", "pass_to_pass"]
+               "fail_to_pass", "pass_to_pass", "extra"]
 
 
 def _bounded(model, query: ExportQuery):
@@ -202,7 +211,7 @@ def _label_columns(label: dict | None, taxonomy: Taxonomy, spec) -> dict:
     values = label["values"] if label else {}
     return {
         "taxonomy": taxonomy.name, "taxonomy_version": taxonomy.version,
-        "category": spec.category_for(values) if label else "unassigned",
+        "category": spec.category_for(values) if label else UNASSIGNED,
         "review_status": label["review_status"] if label else "unlabeled",
         "label_origin": label["origin"] if label else None,
         "reviewer": label["author__username"] if label else None,
@@ -227,12 +236,18 @@ def training_rows(query: ExportQuery) -> Iterator[list[dict]]:
 def balanced_rows(query: ExportQuery) -> Iterator[list[dict]]:
     """Two passes: rank every matching task within its category by a seeded hash and allot the
     requested size across categories as evenly as they allow (a category with fewer rows gives
-    its share to the others); then write the chosen rows. Memory: at most `size` keys per category."""
-    size, seed = query.filters["size"], query.filters["seed"]
+    its share to the others); then write the chosen rows. Memory: at most `size` keys per category.
+    The categories are the experts' (A, B, C): tasks no expert takes are left out, as the paper's
+    Balanced mix does, unless `include_unassigned`; and by default every category gives the same number
+    (the paper's mix is 516 of each: all of its smallest category), `allocation=fill` spreads a short
+    category's share over the others instead."""
+    size, seed = query.filters.get("size") or MAX_BALANCED, query.filters["seed"]
     smallest: dict[str, list[tuple[int, int]]] = {}  # category -> max-heap (negated) of the `size` lowest ranks
     available: dict[str, int] = {}
     for rows in training_rows(query):
         for row in rows:
+            if row["category"] == UNASSIGNED and not query.filters.get("include_unassigned"):
+                continue
             rank = int.from_bytes(hashlib.blake2b(f"{seed}:{row['instance_id']}".encode(), digest_size=8).digest(), "big")
             heap = smallest.setdefault(row["category"], [])
             available[row["category"]] = available.get(row["category"], 0) + 1
@@ -240,11 +255,20 @@ def balanced_rows(query: ExportQuery) -> Iterator[list[dict]]:
                 heapq.heappush(heap, (-rank, row["task_id"]))
             elif -heap[0][0] > rank:
                 heapq.heapreplace(heap, (-rank, row["task_id"]))
-    quota = allot(size, available)
+    if query.filters.get("allocation", "equal") == "equal":
+        categories = [c for c in _taxonomy(query).definition.categories if c != UNASSIGNED] + (
+            [UNASSIGNED] if query.filters.get("include_unassigned") else [])
+        wanted = [c for c in categories if not query.filters.get("category") or c in query.filters["category"]]
+        share = min([size // max(1, len(wanted))] + [available.get(c, 0) for c in wanted])
+        quota = {category: share for category in wanted}
+    else:
+        quota = allot(size, available)
     chosen = {task_id for category, heap in smallest.items()
-              for _, task_id in sorted(heap, reverse=True)[:quota[category]]}
+              for _, task_id in sorted(heap, reverse=True)[:quota.get(category, 0)]}
     query.notes["sampling"] = {"method": "per category, the rows with the lowest blake2b(seed:instance_id)",
-                               "seed": seed, "size": size, "available": available, "taken": quota}
+                               "seed": seed, "size": query.filters.get("size"), "available": available,
+                               "taken": quota, "allocation": query.filters.get("allocation", "equal"),
+                               "unassigned": "included" if query.filters.get("include_unassigned") else "excluded"}
     for rows in training_rows(query):
         yield [row for row in rows if row["task_id"] in chosen]
 
@@ -268,6 +292,66 @@ def allot(size: int, available: dict[str, int]) -> dict[str, int]:
     return quota
 
 
+# --- the published labeler's output shape ---------------------------------------------------------------
+
+# Its record (src/schema.py UnifiedInstance.to_dict()): the task's fields, then `labels` (LabelResult).
+UPSTREAM_TEXT = ("dataset_source", "hints_text", "language", "created_at", "repo_description",
+                 "repo_primary_language")
+UPSTREAM_LABEL = pa.struct([
+    *[(name, pa.string()) for name in ("code_language", "task_type_l1", "domain_l1", "task_spec_type",
+                                       "dependency_context")],
+    ("task_type_l2", pa.list_(pa.string())), ("domain_l2", pa.list_(pa.string())),
+    *[(name, pa.string()) for name in ("scope", "cognitive_complexity", "time_estimate", "task_type_rationale",
+                                       "domain_rationale", "l2_task_type_rationale", "l2_domain_rationale",
+                                       "raw_response")],
+])
+UPSTREAM_SCHEMA = pa.schema([
+    ("instance_id", pa.string()), ("dataset_source", pa.string()), ("repo", pa.string()),
+    ("problem_statement", pa.string()), ("patch", pa.string()), ("test_patch", pa.string()),
+    ("hints_text", pa.string()), ("language", pa.string()), ("created_at", pa.string()),
+    ("base_commit", pa.string()), ("repo_description", pa.string()), ("repo_topics", pa.list_(pa.string())),
+    ("repo_primary_language", pa.string()), ("labels", UPSTREAM_LABEL),
+    ("task_id", pa.int64()), ("category", pa.string()), ("review_status", pa.string()),  # ours, beside theirs
+])
+UPSTREAM_RATIONALE_OF = {"task_type_rationale": "task_type_l1", "domain_rationale": "domain_l1",
+                         "l2_task_type_rationale": "task_type_l2", "l2_domain_rationale": "domain_l2"}
+
+
+def _text_or_none(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def upstream_rows(query: ExportQuery) -> Iterator[list[dict]]:
+    """Every labeled task (reviewed and auto-labeled by default) as the published labeler writes its output, so
+    that its tools read ours: the task's fields (the ones it knows, from the record as imported) and `labels`
+    with the final label's values and rationales."""
+    taxonomy = _taxonomy(query)
+    spec = taxonomy.definition
+    _, event_bound = _bounds(query)
+    statuses = query.filters.get("review_status") or TRAINING_STATUSES
+    for page in _task_pages(query):
+        final = _final_labels([task["id"] for task in page], taxonomy, event_bound)
+        rows = []
+        for task in page:
+            label = final.get(task["id"])
+            ours = _row(task, label, taxonomy, spec)
+            if label is None or not _matches(ours, query, statuses):
+                continue
+            extra, values, rationales = task["extra"] or {}, label["values"], label["rationales"] or {}
+            topics = extra.get("repo_topics")
+            rows.append({
+                "instance_id": task["instance_id"], "repo": task["repo"], "problem_statement": task["problem_statement"],
+                "patch": task["patch"], "test_patch": task["test_patch"], "base_commit": task["base_commit"],
+                **{name: _text_or_none(extra.get(name)) for name in UPSTREAM_TEXT},
+                "repo_topics": [str(t) for t in topics] if isinstance(topics, list) else None,
+                "labels": {**{name: values.get(name) for name in UPSTREAM_LABEL.names
+                              if name not in UPSTREAM_RATIONALE_OF and name != "raw_response"},
+                           **{key: rationales.get(name, "") for key, name in UPSTREAM_RATIONALE_OF.items()},
+                           "raw_response": ""},
+                "task_id": task["id"], "category": ours["category"], "review_status": ours["review_status"]})
+        yield rows
+
+
 def _count(query: ExportQuery) -> int:
     task_bound, _ = _bounds(query)
     return SweTask.objects.filter(project=query.project, id__lte=task_bound).count()
@@ -285,6 +369,12 @@ register(ExportKind(name="swe.pooled", version=1, label="SWE labels, pooled", ro
 register(ExportKind(name="swe.routed", version=1, label="SWE labels, routed by category", rows=training_rows,
                     filters=LabelFilters, partition_field="category", description="Labeled tasks as one shard set "
                     "per category (A, B, C, unassigned) for category experts.", **COMMON))
+register(ExportKind(name="swe.upstream", version=1, label="SWE labels, in the published labeler's output shape",
+                    rows=upstream_rows, filters=LabelFilters, schema=UPSTREAM_SCHEMA, data_version=data_version,
+                    key_field="instance_id", count=_count, dedup_ignore=("task_id",),
+                    description="Labeled tasks as the published SWE Labeler (alibaba/AgenticBigBang) writes its "
+                    "output: the task's fields and `labels` (values and rationales), for its tools; import it "
+                    "back as tasks to review its labels here."))
 register(ExportKind(name="swe.balanced", version=1, label="SWE labels, category-balanced sample", rows=balanced_rows,
                     filters=BalancedFilters, description="A sample of the requested size spread evenly over the "
                     "categories, reproducible from its seed (recorded in the manifest).", **COMMON))

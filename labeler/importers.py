@@ -3,7 +3,11 @@
 One JSON object per line. Tasks: `instance_id` and `problem_statement` (required), `repo`,
 `base_commit`, `patch`, `test_patch`, and `FAIL_TO_PASS` / `PASS_TO_PASS` as a list of test
 names or, as SWE-bench on the Hugging Face hub stores them, a string holding that JSON list.
-Any other key is kept verbatim in `extra`.
+Any other key is kept verbatim in `extra`. A line of the published SWE Labeler's output (its `labels`
+object: code_language, task_type_l1, domain_l1, ..., task_type_rationale, raw_response) also brings the
+task's model label: checked against the project's pinned taxonomy (`labels.<field>` names a value outside
+it) and stored as the model's label, for reviewers to review (a record whose labeling failed upstream, with
+no L1, brings none).
 
 Trajectories: a trace in any format of `dataplatform.conversations.readers`: the SWE Labeler's own
 `{trajectory_id, instance_id, model, scaffold, messages or json_content}`, OpenAI chat with tool calls,
@@ -22,6 +26,7 @@ is an error. A file whose bytes were imported before into the project adds nothi
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from django.db import IntegrityError, models, transaction
 
@@ -38,12 +43,17 @@ from dataplatform.imports import (
     read_error,
 )
 
-from .models import Source, SourceKind, SweTask, Trajectory
+from . import services
+from .models import Source, SourceKind, SweTask, Taxonomy, Trajectory
 
 BATCH_SIZE = 1000
 TASK_TEXT = ("instance_id", "problem_statement", "repo", "base_commit", "patch", "test_patch")
 TEST_LISTS = {"FAIL_TO_PASS": "fail_to_pass", "PASS_TO_PASS": "pass_to_pass"}
 REQUIRED = {"instance_id", "problem_statement"}
+# The published labeler's rationale keys -> the field they explain (it also writes `<field>_rationale`).
+UPSTREAM_RATIONALES = {"task_type_rationale": "task_type_l1", "domain_rationale": "domain_l1",
+                       "l2_task_type_rationale": "task_type_l2", "l2_domain_rationale": "domain_l2"}
+UPSTREAM_MODEL_ID = "swe_labeler (imported)"  # its output does not say which model labeled
 # Trajectory field -> the TraceRecord field it is read from.
 TRAJECTORY_TEXT = {"trajectory_id": "trace_id", "instance_id": "task_id", "model": "model", "scaffold": "harness"}
 
@@ -65,6 +75,7 @@ class _Spec:
     key: str
     fields: Callable[..., dict]  # (line's object, problems, *, sha256, file) -> model fields
     prepare: Callable[[Project, list[_Record]], None] = lambda project, records: None  # just before writing
+    written: Callable[[list], None] = lambda rows: None  # the rows just written, in the same transaction
 
 
 def _text(data: dict, key: str, model: type[models.Model], problems: Problems) -> str:
@@ -99,12 +110,45 @@ def _test_names(data: dict, key: str, problems: Problems) -> list[str]:
     return value
 
 
-def _task_fields(data: dict, problems: Problems, **_) -> dict:
-    """A task's fields: from the line alone."""
+def _task_fields(data: dict, problems: Problems, *, taxonomy: Taxonomy, **_) -> dict:
+    """A task's fields: from the line alone (its `labels`, if any, checked against `taxonomy`)."""
     fields = {key: _text(data, key, SweTask, problems) for key in TASK_TEXT}
     fields |= {column: _test_names(data, key, problems) for key, column in TEST_LISTS.items()}
     fields["extra"] = {k: v for k, v in data.items() if k not in TASK_TEXT and k not in TEST_LISTS}
+    upstream_label(data, taxonomy, problems)
     return fields
+
+
+def upstream_label(data: dict, taxonomy: Taxonomy, problems: Problems) -> dict | None:
+    """The label a line of the published labeler's output carries ({values, rationales, raw}), or None."""
+    labels = data.get("labels")
+    if labels is None:
+        return None
+    if not isinstance(labels, dict):
+        problems.append(("labels", "must be an object (the published SWE Labeler's label fields)"))
+        return None
+    if not any(labels.get(f"{axis}_l1") for axis in taxonomy.definition.axes):
+        return None  # labeling failed upstream: the task comes without a label
+    spec = taxonomy.definition
+    values = {name: labels[name] for name in spec.fields() if name in labels}
+    problems.extend((f"labels.{name}", message) for name, message in spec.validate_values(values).items())
+    rationales = {name: labels[key] for key, name in UPSTREAM_RATIONALES.items()
+                  if isinstance(labels.get(key), str) and labels[key]}
+    rationales |= {name: labels[f"{name}_rationale"] for name in spec.fields()
+                   if isinstance(labels.get(f"{name}_rationale"), str) and labels[f"{name}_rationale"]}
+    raw = labels.get("raw_response")
+    return {"values": values, "rationales": rationales, "raw": raw if isinstance(raw, str) else ""}
+
+
+def _label_tasks(taxonomy: Taxonomy, tasks: list) -> None:
+    """The model label of every task whose line carried one (checked when the line was read)."""
+    for task in tasks:
+        label = upstream_label(task.extra, taxonomy, [])
+        if label is not None:
+            outcome = services.Outcome()
+            outcome.values, outcome.rationales = label["values"], label["rationales"]
+            outcome.raw = [{"stage": "imported", "text": label["raw"], "source": "labels"}]
+            services.save_model_label(task=task, taxonomy=taxonomy, outcome=outcome, model_id=UPSTREAM_MODEL_ID)
 
 
 def _trajectory_fields(data: dict, problems: Problems, *, sha256: str, file: str) -> dict:
@@ -175,7 +219,12 @@ def _link_tasks(project: Project, records: list[_Record]) -> None:
         record.fields["task_id"] = task_ids.get(record.fields["instance_id"])
 
 
-TASKS = _Spec(SourceKind.TASKS, SweTask, "instance_id", _task_fields)
+def _tasks_spec(project: Project) -> _Spec:
+    taxonomy = services.settings_for(project).taxonomy
+    return _Spec(SourceKind.TASKS, SweTask, "instance_id", partial(_task_fields, taxonomy=taxonomy),
+                 written=partial(_label_tasks, taxonomy))
+
+
 TRAJECTORIES = _Spec(SourceKind.TRAJECTORIES, Trajectory, "trajectory_id", _trajectory_fields, _link_tasks)
 
 
@@ -201,9 +250,10 @@ def _write(spec: _Spec, project: Project, records: list[_Record], report: Import
         with transaction.atomic():
             source = Source.objects.create(project=project, kind=spec.kind, filename=report.file[:255],
                                            sha256=sha256, rows=len(records), created_by=user)
-            spec.model.objects.bulk_create(
+            rows = spec.model.objects.bulk_create(
                 [spec.model(project=project, source=source, source_sha256=r.sha256, **r.fields) for r in records],
                 batch_size=BATCH_SIZE)
+            spec.written(rows)
     except IntegrityError:
         report.errors.append(LineError(report.file, 0, "(file)", "another import added this file or some of its "
                                        "records at the same time; nothing was written, import it again"))
@@ -232,7 +282,7 @@ def _import(spec: _Spec, *, project: Project, lines: Iterable[bytes | str], file
 def import_tasks(*, project: Project, lines: Iterable[bytes | str], file: str = "tasks.jsonl", dry_run: bool = False,
                  skip_bad_lines: bool = False, user=None) -> ImportReport:
     """Import SWE-bench-style task JSONL into `project` (see the module docstring)."""
-    return _import(TASKS, project=project, lines=lines, file=file, dry_run=dry_run,
+    return _import(_tasks_spec(project), project=project, lines=lines, file=file, dry_run=dry_run,
                    skip_bad_lines=skip_bad_lines, user=user)
 
 

@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from itertools import combinations
 
 from .models import LabelOrigin, LabelStatus
-from .taxonomy import UNSPECIFIED, TaxonomySpec
+from .taxonomy import UNASSIGNED, UNSPECIFIED, TaxonomySpec
 
 # ---------------------------------------------------------------------------------------------
 # Pure functions
@@ -195,6 +195,40 @@ def human_vs_human(labels_qs, spec) -> dict:
     }
 
 
+def _finals(labels_qs) -> dict[int, dict]:
+    """task id -> its final label row: the newest submitted human label, else the submitted model label."""
+    finals = {}
+    for group in _submitted_by_task(labels_qs):
+        if group["humans"]:
+            final = max(group["humans"], key=lambda row: (row["updated_at"], row["id"]))
+        else:
+            final = group["model"]
+        if final is not None:
+            finals[final["task_id"]] = final
+    return finals
+
+
+def version_changes(old_qs, new_qs, old_spec, new_spec, *, examples: int = 20) -> dict:
+    """What moving from one taxonomy version to another changes, over the tasks with a final label under both:
+    per field the two share, how many tasks' values differ (with a few examples), and the category moves."""
+    old_spec, new_spec = _definition(old_spec), _definition(new_spec)
+    old, new = _finals(old_qs), _finals(new_qs)
+    both = sorted(old.keys() & new.keys())
+    shared = [name for name in old_spec.fields() if name in new_spec.fields()]
+    fields = {}
+    for name in shared:
+        changed = [task for task in both if old[task]["values"].get(name) != new[task]["values"].get(name)]
+        fields[name] = {"changed": len(changed), "of": len(both),
+                        "examples": [{"task_id": task, "from": old[task]["values"].get(name),
+                                      "to": new[task]["values"].get(name)} for task in changed[:examples]]}
+    moves = Counter((old_spec.category_for(old[task]["values"]), new_spec.category_for(new[task]["values"]))
+                    for task in both)
+    return {"tasks": len(both), "only_old": len(old.keys() - new.keys()), "only_new": len(new.keys() - old.keys()),
+            "fields": fields, "only_in_old": [n for n in old_spec.fields() if n not in shared],
+            "only_in_new": [n for n in new_spec.fields() if n not in shared],
+            "categories": [{"from": a, "to": b, "tasks": n} for (a, b), n in sorted(moves.items())]}
+
+
 def label_distributions(labels_qs, spec) -> dict:
     """Distribution of each field over the *final* label of every task, and of reviewer categories.
 
@@ -202,13 +236,8 @@ def label_distributions(labels_qs, spec) -> dict:
     else its submitted model label; tasks with neither are left out.
     """
     spec = _definition(spec)
-    finals = []
-    for group in _submitted_by_task(labels_qs):
-        if group["humans"]:
-            finals.append(max(group["humans"], key=lambda row: (row["updated_at"], row["id"])))
-        elif group["model"] is not None:
-            finals.append(group["model"])
-    categories = dict.fromkeys([*spec.categories, "unassigned"], 0)
+    finals = list(_finals(labels_qs).values())
+    categories = dict.fromkeys([*spec.categories, UNASSIGNED], 0)
     for row in finals:
         category = spec.category_for(row["values"])
         categories[category] = categories.get(category, 0) + 1

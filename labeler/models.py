@@ -56,7 +56,22 @@ class LabelerSettings(models.Model):
     max_tokens = models.PositiveIntegerField(default=384)  # stage budget; the one retry doubles it
     temperature = models.FloatField(default=0.0)
     batch_size = models.PositiveIntegerField(default=16)  # requests kept in flight together
+    # How much of a task the model sees (the published labeler's sizes, in characters).
+    max_problem_chars = models.PositiveIntegerField(default=3000)
+    max_patch_chars = models.PositiveIntegerField(default=8000)
+    max_test_patch_chars = models.PositiveIntegerField(default=3000)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # The published labeler's choices (src/labeler.py and its config); the settings page names where a
+    # project differs. Its 4,096 answer tokens suit a large model that writes long rationales; the
+    # embedded model's constrained answers fit the smaller default.
+    PAPER_DEFAULTS = {"max_tokens": 4096, "temperature": 0.1, "max_problem_chars": 3000, "max_patch_chars": 8000,
+                      "max_test_patch_chars": 3000}
+
+    def differences_from_paper(self) -> dict[str, tuple]:
+        """field -> (this project's value, the paper's) where they differ."""
+        return {name: (getattr(self, name), paper) for name, paper in self.PAPER_DEFAULTS.items()
+                if getattr(self, name) != paper}
 
 
 class SourceKind(models.TextChoices):

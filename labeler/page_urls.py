@@ -9,6 +9,7 @@ urlpatterns = [
     path("projects/<slug:slug>/labeler/claim", review.claim, name="labeler-claim"),
     path("projects/<slug:slug>/labeler/import", overview.import_file, name="labeler-import"),
     path("projects/<slug:slug>/labeler/pin", overview.pin_taxonomy, name="labeler-pin"),
+    path("projects/<slug:slug>/labeler/taxonomy", overview.upload_taxonomy, name="labeler-taxonomy-upload"),
     path("projects/<slug:slug>/labeler/settings", overview.update_settings, name="labeler-settings"),
     path("projects/<slug:slug>/labeler/autolabel", overview.start_autolabel, name="labeler-autolabel"),
     path("projects/<slug:slug>/labeler/tasks/<int:task_id>/", review.task_page, name="labeler-task"),

@@ -16,7 +16,7 @@ from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import Backend, backend_for_model
 from dataplatform.yamlfile import YamlFileError
 
-from . import autolabel
+from . import autolabel, upstream
 from .models import (
     Label,
     LabelerSettings,
@@ -31,7 +31,11 @@ from .models import (
 )
 from .taxonomy import parse_taxonomy
 
-SHIPPED_TAXONOMY = Path(__file__).parent / "taxonomies" / "swe_v1.yaml"
+TAXONOMY_DIR = Path(__file__).parent / "taxonomies"
+BUILTIN_TAXONOMIES = ("swe_v1", "swe_v2")
+SHIPPED_TAXONOMY = "swe_v1"
+MAX_RETRY_TOKENS = 16_384  # the retry's doubled budget stops here, as the published labeler's
+MAX_TAXONOMY_BYTES = 2_000_000  # per uploaded file (the published folder is well under 1 MB in all)
 
 
 class LabelingError(Refused):
@@ -50,7 +54,24 @@ def load_taxonomy(*, text: str, filename: str, user=None) -> Taxonomy:
     The same file again returns the stored version; other content under a stored
     name and version is refused (a changed taxonomy needs a new version)."""
     spec = parse_taxonomy(text, filename=filename)
-    sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _store(spec, hashlib.sha256(text.encode("utf-8")).hexdigest(), filename, user)
+
+
+def load_upstream_taxonomy(*, files: dict[str, bytes], name: str = "swe-upstream", version: str = "",
+                           user=None) -> Taxonomy:
+    """The published SWE Labeler's definition files (upstream.py: the files, or a zip of the folder) stored as a
+    taxonomy version; `version` defaults to the start of the files' hash, so the same files are the same version."""
+    unpacked = upstream.unpack(files)
+    digest = hashlib.sha256()
+    for filename in upstream.FILES:
+        digest.update(filename.encode() + b"\0" + unpacked.get(filename, b"") + b"\0")
+    sha256 = digest.hexdigest()
+    spec = upstream.read_upstream(unpacked, name=name, version=version or f"upstream-{sha256[:8]}",
+                                  builtin=builtin_taxonomy("swe_v2").definition)
+    return _store(spec, sha256, "published definition files", user)
+
+
+def _store(spec, sha256: str, filename: str, user) -> Taxonomy:
     existing = Taxonomy.objects.filter(name=spec.name, version=spec.version).first()
     if existing is not None:
         if existing.sha256 == sha256:
@@ -62,11 +83,18 @@ def load_taxonomy(*, text: str, filename: str, user=None) -> Taxonomy:
         return Taxonomy.objects.create(name=spec.name, version=spec.version, title=spec.data["title"],
                                        sha256=sha256, spec=spec.data, source_filename=filename, created_by=user)
     except IntegrityError:  # loaded concurrently by someone else
-        return load_taxonomy(text=text, filename=filename, user=user)
+        return Taxonomy.objects.get(name=spec.name, version=spec.version, sha256=sha256)
+
+
+def builtin_taxonomy(name: str) -> Taxonomy:
+    """A taxonomy shipped in labeler/taxonomies (`swe_v1`, `swe_v2`), loaded on first use."""
+    path = TAXONOMY_DIR / f"{name}.yaml"
+    return load_taxonomy(text=path.read_text(encoding="utf-8"), filename=path.name)
 
 
 def shipped_taxonomy() -> Taxonomy:
-    return load_taxonomy(text=SHIPPED_TAXONOMY.read_text(encoding="utf-8"), filename=SHIPPED_TAXONOMY.name)
+    """The taxonomy a new project starts on."""
+    return builtin_taxonomy(SHIPPED_TAXONOMY)
 
 
 def settings_for(project: Project) -> LabelerSettings:
@@ -141,21 +169,20 @@ def label_batch(backend: Backend, taxonomy: Taxonomy, settings: LabelerSettings,
     """Both stages for a batch of tasks; every prompt of a stage goes to the backend as one batch."""
     spec = taxonomy.definition
     outcomes = [Outcome() for _ in tasks]
-    stage_one = spec.single_fields()
-    _run_stage(backend, settings, "stage 1", tasks, outcomes, stage_one,
-               messages=lambda task, outcome: autolabel.stage_one_messages(spec, task),
+    _run_stage(backend, settings, "stage 1", tasks, outcomes,
+               messages=lambda task, outcome: autolabel.stage_one_messages(spec, task, settings),
                schema=lambda outcome: autolabel.stage_one_schema(spec),
-               check=lambda text, outcome: autolabel.check_stage(spec, text, stage_one))
-    stage_two = spec.multi_fields()
-    _run_stage(backend, settings, "stage 2", tasks, outcomes, stage_two,
-               messages=lambda task, outcome: autolabel.stage_two_messages(spec, task, outcome.values),
+               check=lambda text, outcome: autolabel.check_stage_one(spec, text) + ({},))
+    _run_stage(backend, settings, "stage 2", tasks, outcomes,
+               messages=lambda task, outcome: autolabel.stage_two_messages(spec, task, outcome.values, settings),
                schema=lambda outcome: autolabel.stage_two_schema(spec, outcome.values),
-               check=lambda text, outcome: autolabel.check_stage(spec, text, stage_two, chosen=outcome.values))
+               check=lambda text, outcome: autolabel.check_stage_two(spec, text, outcome.values))
     return outcomes
 
 
-def _run_stage(backend, settings, stage: str, tasks, outcomes, fields, *, messages, schema, check) -> None:
-    """Ask, check, and ask once more with twice the token budget where the answer was invalid."""
+def _run_stage(backend, settings, stage: str, tasks, outcomes, *, messages, schema, check) -> None:
+    """Ask, check, and ask once more with twice the token budget (at most MAX_RETRY_TOKENS) where the answer
+    was invalid; an answer still invalid is the task's error. What a check replaced is kept with the answer."""
     todo = [n for n, outcome in enumerate(outcomes) if not outcome.error]
     budget = settings.max_tokens
     for attempt in (1, 2):
@@ -167,19 +194,22 @@ def _run_stage(backend, settings, stage: str, tasks, outcomes, fields, *, messag
         retry = []
         for n, answer in zip(todo, answers, strict=True):
             outcome = outcomes[n]
-            outcome.raw.append({"stage": stage, "attempt": attempt, "max_tokens": budget, "text": answer.text,
-                                "finish_reason": answer.finish_reason})
+            raw = {"stage": stage, "attempt": attempt, "max_tokens": budget, "text": answer.text,
+                   "finish_reason": answer.finish_reason}
+            outcome.raw.append(raw)
             try:
-                values, rationales = check(answer.text, outcome)
+                values, rationales, replaced = check(answer.text, outcome)
             except autolabel.InvalidAnswer as exc:
                 if attempt == 2:
                     outcome.error = f"{stage}: {exc} (after a retry with {budget} tokens)"
                 else:
                     retry.append(n)
                 continue
+            if replaced:  # tags outside the family, become unspecified: what the model said stays here
+                raw["replaced_with_unspecified"] = replaced
             outcome.values.update(values)
             outcome.rationales.update(rationales)
-        todo, budget = retry, budget * 2
+        todo, budget = retry, min(budget * 2, MAX_RETRY_TOKENS)
 
 
 def _generate(backend, prompts, schemas, max_tokens, temperature):

@@ -1,7 +1,8 @@
 """Reading, validating and querying a SWE taxonomy file (`labeler/taxonomies/*.yaml`).
 
 A taxonomy has hierarchical *axes* (task_type, domain), each a list of level-1 families
-holding level-2 tags; flat single-choice *dimensions*; and a *routing* table from one
+holding level-2 tags; flat single-choice *dimensions* (each asked by the auto-labeler's stage 1, with
+the families, or its `stage: 2`, with the tags); and a *routing* table from one
 axis's families to reviewer categories. A label then has, per axis, `<axis>_l1` (one family)
 and `<axis>_l2` (a list of that family's tags), plus one choice per dimension.
 
@@ -9,7 +10,11 @@ and `<axis>_l2` (a list of that family's tags), plus one choice per dimension.
 problem as `{file, line, field, message}`; nothing about a broken file is half-accepted.
 Any file of the same shape loads: the axis and dimension names come from the file. Tags are
 normally nested under their family; a flat top-level `tags:` list naming each tag's `family:`
-is also accepted (handy when a taxonomy is generated from a spreadsheet).
+is also accepted (handy when a taxonomy is generated from a spreadsheet). A family's slug is unique in
+its axis and a tag's in its family (the published SWE Labeler files put one tag name under two
+families); a family may have no tags (its L2 is then `unspecified`). Any other field of an entry (text, or
+a list of texts: a source, an operational definition, signals, boundary notes) is kept in its `details`
+and shown to reviewers. `upstream.py` reads the published files themselves.
 """
 
 import re
@@ -20,6 +25,7 @@ from dataplatform.yamlfile import YamlFileError, load_yaml
 
 SCHEMA = "swe-taxonomy/1"
 UNSPECIFIED = "unspecified"  # allowed in every L2 list, never one of the counted tags
+UNASSIGNED = "unassigned"  # the category of a label whose family no expert is routed
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_+\-]*$")
 CHOICE_RE = re.compile(r"^[A-Za-z0-9<>][A-Za-z0-9_+\-#/<>. ]*$")  # dimension choices: "c#", "js/ts", ">4h"
 
@@ -66,6 +72,15 @@ class TaxonomySpec:
         """dimension → its choice slugs."""
         return {name: [c["slug"] for c in self.data["dimensions"][name]["choices"]] for name in self.dimensions}
 
+    def stage_of(self, dimension: str) -> int:
+        """When the auto-labeler asks a dimension: 1 with the families, 2 with the tags."""
+        return self.data["dimensions"][dimension].get("stage", 1)
+
+    def stage_fields(self, stage: int) -> list[str]:
+        """The fields the auto-labeler's stage asks: 1 the families and its dimensions, 2 the tags and the rest."""
+        axes = [f"{axis}_l1" for axis in self.axes] if stage == 1 else self.multi_fields()
+        return axes + [name for name in self.dimensions if self.stage_of(name) == stage]
+
     def single_fields(self) -> list[str]:
         """The single-choice label fields: each axis's L1, then every dimension."""
         return [f"{axis}_l1" for axis in self.axes] + self.dimensions
@@ -86,9 +101,9 @@ class TaxonomySpec:
         return self.families[axis].get(l1, [])
 
     def category_for(self, values: dict) -> str:
-        """The reviewer category a label routes to; "unassigned" when its family is not routed."""
+        """The reviewer category a label routes to; UNASSIGNED when its family is not routed."""
         l1 = values.get(f"{self.routing_axis}_l1")
-        return self.data["routing"]["table"].get(l1, "unassigned")
+        return self.data["routing"]["table"].get(l1, UNASSIGNED)
 
     def counts(self) -> dict[str, int]:
         return {"families": sum(len(f) for f in self.families.values()),
@@ -127,18 +142,38 @@ class TaxonomySpec:
 
 
 def parse_taxonomy(text: str, *, filename: str) -> TaxonomySpec:
-    return _Validator(filename).validate(load_yaml(text, filename=filename))
+    return validated(load_yaml(text, filename=filename), filename=filename)
+
+
+def validated(raw, *, filename: str) -> TaxonomySpec:
+    """A taxonomy of the file format's shape (read from YAML, or built by a reader of another format)."""
+    return _Validator(filename).validate(raw)
 
 
 class _Validator:
     def __init__(self, filename: str):
         self.filename = filename
         self.errors: list[dict] = []
-        self.slugs: dict[str, str] = {}  # every family and tag slug → where it was first defined
+        self.slugs: dict[tuple[str, str], str] = {}  # (scope, slug) of every family and tag → where first defined
 
     def error(self, where, path: str, message: str) -> None:
         self.errors.append({"file": self.filename, "line": getattr(where, "line", 0), "field": path,
                             "message": message})
+
+    def details(self, entry: dict, path: str, known: set[str]) -> dict:
+        """The entry's other fields, kept as they are: texts and lists of texts."""
+        kept = {}
+        given = entry.get("details") if isinstance(entry.get("details"), dict) else {}
+        for key, value in [*((k, v) for k, v in entry.items() if k != "details" or not given), *given.items()]:
+            if key in known or value is None:
+                continue
+            if isinstance(value, list) and all(isinstance(item, str | int | float) for item in value):
+                kept[str(key)] = [str(item) for item in value]
+            elif isinstance(value, str | int | float) and not isinstance(value, bool):
+                kept[str(key)] = str(value)
+            else:
+                self.error(entry, f"{path}.{key}", "must be text or a list of texts")
+        return kept
 
     def text(self, entry, path: str, key: str, *, required: bool = True) -> str:
         value = entry.get(key) if isinstance(entry, dict) else None
@@ -151,7 +186,8 @@ class _Validator:
             return ""
         return str(value)
 
-    def entry(self, entry, path: str, *, slug_re=SLUG_RE, extra: tuple[str, ...] = ()) -> dict | None:
+    def entry(self, entry, path: str, *, slug_re=SLUG_RE, extra: tuple[str, ...] = (),
+              nested: tuple[str, ...] = ()) -> dict | None:
         if not isinstance(entry, dict):
             self.error(entry, path, "must be a mapping with slug, name and definition")
             return None
@@ -163,17 +199,22 @@ class _Validator:
         for key in ("example", *extra):
             if entry.get(key) is not None:
                 out[key] = self.text(entry, path, key)
+        details = self.details(entry, path, {"slug", "name", "definition", "example", *extra, *nested})
+        if details:
+            out["details"] = details
         return out
 
-    def unique(self, entry, path: str, slug: str) -> None:
+    def unique(self, entry, path: str, slug: str, scope: str) -> None:
+        """A slug is unique within its scope: an axis for families, a family for tags."""
         if not slug:
             return
         if slug == UNSPECIFIED:
             self.error(entry, f"{path}.slug", f"{UNSPECIFIED!r} is reserved")
-        elif slug in self.slugs:
-            self.error(entry, f"{path}.slug", f"duplicate slug {slug!r} (first defined at {self.slugs[slug]})")
+        elif (scope, slug) in self.slugs:
+            self.error(entry, f"{path}.slug",
+                       f"duplicate slug {slug!r} in {scope} (first defined at {self.slugs[scope, slug]})")
         else:
-            self.slugs[slug] = f"{path}, line {getattr(entry, 'line', 0)}"
+            self.slugs[scope, slug] = f"{path}, line {getattr(entry, 'line', 0)}"
 
     def listing(self, parent, path: str, key: str) -> list:
         value = parent.get(key) if isinstance(parent, dict) else None
@@ -220,33 +261,30 @@ class _Validator:
             families = []
             for n, family in enumerate(self.listing(spec, path, "families")):
                 fpath = f"{path}.families[{n}]"
-                entry = self.entry(family, fpath, extra=("grounding",))
+                entry = self.entry(family, fpath, extra=("grounding",), nested=("tags",))
                 if entry is None:
                     continue
-                self.unique(family, fpath, entry["slug"])
+                self.unique(family, fpath, entry["slug"], f"axis {axis}")
+                scope = f"family {axis}.{entry['slug']}"
                 entry["tags"] = [tag for m, item in enumerate(self.optional_list(family, fpath, "tags"))
-                                 if (tag := self.tag(item, f"{fpath}.tags[{m}]")) is not None]
+                                 if (tag := self.tag(item, f"{fpath}.tags[{m}]", scope)) is not None]
                 families.append(entry)
             out[axis] = {"description": self.text(spec, path, "description", required=False), "families": families}
         for n, item in enumerate(self.optional_list(raw, "", "tags")):  # the flat form: each tag names its family
             path = f"tags[{n}]"
-            tag = self.tag(item, path)
             family_slug = self.text(item, path, "family") if isinstance(item, dict) else ""
-            homes = [f for spec in out.values() for f in spec["families"] if f["slug"] == family_slug]
+            homes = [(axis, f) for axis, spec in out.items() for f in spec["families"] if f["slug"] == family_slug]
+            tag = self.tag(item, path, f"family {homes[0][0]}.{family_slug}" if homes else path)
             if tag is not None and family_slug and not homes:
                 self.error(item, f"{path}.family", f"unknown level-1 family {family_slug!r}")
             elif tag is not None and homes:
-                homes[0]["tags"].append(tag)
-        for axis, spec in out.items():
-            for family in spec["families"]:
-                if not family["tags"]:
-                    self.error(raw, f"axes.{axis}.{family['slug']}", "a family needs at least one tag")
+                homes[0][1]["tags"].append(tag)
         return out
 
-    def tag(self, item, path: str) -> dict | None:
-        entry = self.entry(item, path, extra=("reference",))
+    def tag(self, item, path: str, scope: str) -> dict | None:
+        entry = self.entry(item, path, extra=("reference",), nested=("family",))
         if entry is not None:
-            self.unique(item, path, entry["slug"])
+            self.unique(item, path, entry["slug"], scope)
         return entry
 
     def dimensions(self, raw) -> dict:
@@ -262,7 +300,14 @@ class _Validator:
             seen = [c["slug"] for c in choices]
             for slug in {s for s in seen if seen.count(s) > 1}:
                 self.error(spec, f"{path}.choices", f"duplicate choice {slug!r}")
-            out[name] = {"description": self.text(spec, path, "description", required=False), "choices": choices}
+            stage = spec.get("stage", 1) if isinstance(spec, dict) else 1
+            if stage not in (1, 2):
+                self.error(spec, f"{path}.stage", "must be 1 (asked with the families) or 2 (with the tags)")
+            out[name] = {"description": self.text(spec, path, "description", required=False), "choices": choices,
+                         "stage": stage if stage in (1, 2) else 1}
+            details = self.details(spec, path, {"description", "choices", "stage"}) if isinstance(spec, dict) else {}
+            if details:
+                out[name]["details"] = details
         return out
 
     def routing(self, raw, axes: dict) -> dict:

@@ -235,6 +235,7 @@ RULES = {
     "labeler-claim": {"POST": ANNOTATE},
     "labeler-import": {"POST": CURATE},
     "labeler-pin": {"POST": CURATE},
+    "labeler-taxonomy-upload": {"POST": CURATE},
     "labeler-settings": {"POST": CURATE},
     "labeler-autolabel": {"POST": CURATE},
     "labeler-task": {m: members(CAN_ANNOTATE, "CAN_ANNOTATE (the annotator reviews it: their claim)")

@@ -23,7 +23,15 @@ def metrics_page(request, slug: str):
     tags = sorted(((field, tag, row) for field, data in llm["multi"].items() for tag, row in data["tags"].items()),
                   key=lambda item: (-item[2]["support"], item[0], item[1]))[:TOP_TAGS]
     singles = taxonomy.definition.single_fields()
+    # Another version's labels against the pinned one's: what moving between them changes.
+    other = selectors.taxonomies_visible_to(request.user).exclude(pk=taxonomy.pk).filter(
+        pk=request.GET.get("compare") or 0).first()
+    changes = metrics.version_changes(labels, selectors.project_labels(project).filter(taxonomy=other), taxonomy,
+                                      other) if other else None
     return render(request, "labeler/metrics.html", {
+        "compare": other,
+        "changes": changes,
+        "other_taxonomies": selectors.taxonomies_visible_to(request.user).exclude(pk=taxonomy.pk),
         "project": project,
         "taxonomy": taxonomy,
         "llm": llm,

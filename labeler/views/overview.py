@@ -11,16 +11,18 @@ from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
 from dataplatform.errors import PlatformError, Refused, show_error
-from dataplatform.imports import page_import
+from dataplatform.imports import decode_whole_file, page_import
 from dataplatform.inference import validate_served_model_name
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
+from dataplatform.yamlfile import YamlFileError
 
-from .. import importers, selectors, services
+from .. import importers, selectors, services, upstream
 from ..models import LabelerSettings, LabelOrigin, LabelStatus, SourceKind
 
 AUTOLABEL_KIND = "labeler.autolabel"
 PAGE_SIZE = 50
+MAX_TAXONOMY_PROBLEMS_SHOWN = 20
 IMPORTERS = {SourceKind.TASKS: importers.import_tasks, SourceKind.TRAJECTORIES: importers.import_trajectories}
 
 
@@ -31,10 +33,14 @@ class SettingsForm(forms.ModelForm):
     lease_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, label="Lease (minutes)")
     max_tokens = forms.IntegerField(min_value=16, max_value=8192, label="Max tokens per stage")
     batch_size = forms.IntegerField(min_value=1, max_value=512, label="Batch size")
+    max_problem_chars = forms.IntegerField(min_value=100, max_value=100_000, label="Issue shown (characters)")
+    max_patch_chars = forms.IntegerField(min_value=100, max_value=100_000, label="Patch shown (characters)")
+    max_test_patch_chars = forms.IntegerField(min_value=0, max_value=100_000, label="Test patch shown (characters)")
 
     class Meta:
         model = LabelerSettings
-        fields = ["model_name", "overlap", "lease_minutes", "max_tokens", "batch_size"]
+        fields = ["model_name", "overlap", "lease_minutes", "max_tokens", "batch_size", "max_problem_chars",
+                  "max_patch_chars", "max_test_patch_chars"]
 
 
 @login_required
@@ -111,6 +117,49 @@ def pin_taxonomy(request, slug: str):
     if taxonomy is None:
         messages.error(request, "Choose one of the loaded taxonomy versions.")
     else:
+        services.update_settings(project=project, taxonomy=taxonomy)
+        messages.success(request, f"Pinned taxonomy {taxonomy}. Existing labels keep their version.")
+    return redirect("labeler-overview", slug=slug)
+
+
+@login_required
+@require_POST
+def upload_taxonomy(request, slug: str):
+    """A taxonomy file of this platform's format, or the published definition files (or their zip), stored as a
+    version and pinned unless unticked."""
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    uploads = request.FILES.getlist("file")
+    if not uploads:
+        messages.error(request, "Choose a taxonomy file, or the published definition files.")
+        return redirect("labeler-overview", slug=slug)
+    too_big = [upload.name for upload in uploads if upload.size > services.MAX_TAXONOMY_BYTES]
+    if too_big:
+        messages.error(request, f"{', '.join(too_big)}: larger than {services.MAX_TAXONOMY_BYTES:,} bytes.")
+        return redirect("labeler-overview", slug=slug)
+    try:
+        if upstream.is_upstream_upload([upload.name for upload in uploads]):
+            taxonomy = services.load_upstream_taxonomy(
+                files={upload.name: upload.read() for upload in uploads},
+                name=request.POST.get("name", "").strip() or "swe-upstream",
+                version=request.POST.get("version", "").strip(), user=request.user)
+        elif len(uploads) > 1:
+            messages.error(request, "Upload one taxonomy file, or the published definition files ("
+                           + ", ".join(upstream.FILES) + ") or a zip of them.")
+            return redirect("labeler-overview", slug=slug)
+        else:
+            try:
+                text = decode_whole_file(uploads[0].read())
+            except ValueError as exc:
+                messages.error(request, f"{uploads[0].name}, {exc}")
+                return redirect("labeler-overview", slug=slug)
+            taxonomy = services.load_taxonomy(text=text, filename=uploads[0].name, user=request.user)
+    except YamlFileError as exc:
+        for error in exc.errors[:MAX_TAXONOMY_PROBLEMS_SHOWN]:
+            messages.error(request, f"{error['file']}, line {error['line']}, {error['field']}: {error['message']}")
+        return redirect("labeler-overview", slug=slug)
+    counts = taxonomy.definition.counts()
+    messages.success(request, f"Loaded taxonomy {taxonomy}: {counts['families']} families, {counts['tags']} tags.")
+    if request.POST.get("pin"):
         services.update_settings(project=project, taxonomy=taxonomy)
         messages.success(request, f"Pinned taxonomy {taxonomy}. Existing labels keep their version.")
     return redirect("labeler-overview", slug=slug)

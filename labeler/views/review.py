@@ -189,7 +189,14 @@ def _options(spec, name: str, values: dict) -> list[dict]:
 
 def _numbered(options: list[dict], current) -> list[dict]:
     chosen = set(current) if isinstance(current, list) else {current}
-    return [{**option, "n": n, "checked": option["slug"] in chosen} for n, option in enumerate(options, start=1)]
+    return [{**option, "n": n, "checked": option["slug"] in chosen, "detail_rows": _detail_rows(option)}
+            for n, option in enumerate(options, start=1)]
+
+
+def _detail_rows(option: dict) -> list[tuple[str, str]]:
+    """The option's other documented fields (a published file's source, signals, boundary notes...)."""
+    return [(key.replace("_", " "), "; ".join(value) if isinstance(value, list) else value)
+            for key, value in (option.get("details") or {}).items()]
 
 
 def _shown(value) -> str:

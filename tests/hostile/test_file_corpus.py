@@ -194,8 +194,12 @@ YAML_CASES = {
                              "axes.task_type.families[0].tags"),
         "routing key is a number": (SWE_TAXONOMY.replace("  domain_l1:\n    web: A", "  1: 2"), 24, "routing"),
         "routing category is a list": (SWE_TAXONOMY.replace("web: A", "web: [A]"), 27, "routing.domain_l1.web"),
-        "duplicate slug": (SWE_TAXONOMY.replace("slug: rest-api", "slug: logic-error"), 18,
-                           "axes.domain.families[0].tags[0].slug"),
+        # A tag's slug is unique in its family (the published files repeat one under two families).
+        "duplicate slug": (SWE_TAXONOMY.replace(
+            "          - {slug: rest-api, name: REST API, definition: An HTTP API.}",
+            "          - {slug: rest-api, name: REST API, definition: An HTTP API.}\n"
+            "          - {slug: rest-api, name: REST API again, definition: An HTTP API.}"), 19,
+            "axes.domain.families[0].tags[1].slug"),
     }),
     "aed": (lambda text, filename: parse_error_taxonomy(text, filename=filename), YamlFileError, AED_TAXONOMY, {
         "deeply nested": ("[" * 100_000, 1, "(file)"),

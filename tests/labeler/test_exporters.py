@@ -80,17 +80,28 @@ def test_pooled_filters_by_field_tag_and_status(catalogue, run):
     assert rows == []
 
 
-def test_balanced_sampling_is_even_reproducible_and_recorded(catalogue, run):
-    # 6 rows wanted over A (6 available), B (3), C (1): C gives all it has, B and A share the rest.
+def test_balanced_draws_the_same_number_from_every_category(catalogue, run):
+    """The paper's Balanced mix: equal shares of A, B and C, so the smallest category bounds them."""
     export, rows = run("swe.balanced", filters={"size": 6, "seed": 7}, validation_ratio=0)
+    assert sorted(row["category"] for row in rows) == ["A", "B", "C"]  # C has 1: one of each
+    sampling = export.manifest["notes"]["sampling"]
+    assert sampling["allocation"] == "equal" and sampling["taken"] == {"A": 1, "B": 1, "C": 1}
+    _, rows = run("swe.balanced", filters={"seed": 7, "category": ["A", "B"]}, validation_ratio=0)
+    assert sorted(row["category"] for row in rows) == ["A"] * 3 + ["B"] * 3  # no size: all the shares allow
+
+
+def test_balanced_fill_is_even_reproducible_and_recorded(catalogue, run):
+    # 6 rows wanted over A (6 available), B (3), C (1): C gives all it has, B and A share the rest.
+    export, rows = run("swe.balanced", filters={"size": 6, "seed": 7, "allocation": "fill"}, validation_ratio=0)
     counts = {c: sum(row["category"] == c for row in rows) for c in "ABC"}
     assert counts == {"A": 3, "B": 2, "C": 1}  # 6 - 1 = 5 over two categories: 3 + 2 (remainder to A)
     sampling = export.manifest["notes"]["sampling"]
     assert sampling["seed"] == 7 and sampling["taken"] == {"A": 3, "B": 2, "C": 1}
     assert sampling["available"] == {"A": 6, "B": 3, "C": 1}
-    _, again = run("swe.balanced", filters={"size": 6, "seed": 7}, validation_ratio=0)
+    _, again = run("swe.balanced", filters={"size": 6, "seed": 7, "allocation": "fill"}, validation_ratio=0)
     assert sorted(r["instance_id"] for r in again) == sorted(r["instance_id"] for r in rows)
-    picks = {tuple(sorted(r["instance_id"] for r in run("swe.balanced", filters={"size": 6, "seed": s},
+    picks = {tuple(sorted(r["instance_id"] for r in run("swe.balanced", filters={"size": 6, "seed": s,
+                                                                                  "allocation": "fill"},
                                                                validation_ratio=0)[1] if r["category"] == "A"))
              for s in range(6)}
     assert len(picks) > 1  # another seed picks other A rows

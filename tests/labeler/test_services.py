@@ -49,12 +49,25 @@ def test_malformed_json_twice_is_recorded_as_an_error_never_dropped(project, mak
     assert len(failed.raw_responses) == 2 and failed.events.get().kind == "auto_error"
 
 
-def test_stage_two_tag_under_another_family_is_invalid(project, make_tasks, scripted):
+def test_stage_two_tag_under_another_family_becomes_unspecified(project, make_tasks, scripted):
+    """As the published labeler does: the label stands, the stray tag is `unspecified`, the answer is kept."""
     make_tasks(1)
-    wrong = {"task_type_l2": ["rest-api"], "domain_l2": ["rest-api"]}  # rest-api is a web_backend tag, not bug-fix
-    scripted({"stage1": [answer(STAGE_ONE)], "stage2": [answer(wrong), answer(wrong)]})
+    wrong = {"task_type_l2": ["rest-api", "logic-error"], "domain_l2": ["rest-api"]}  # rest-api: a web_backend tag
+    backend = scripted({"stage1": [answer(STAGE_ONE)], "stage2": [answer(wrong)]})
+    assert run(project) == {"labeled": 1, "errors": 0}
+    label = Label.objects.get()
+    assert label.values["task_type_l2"] == ["logic-error"] and label.values["domain_l2"] == ["rest-api"]
+    assert label.raw_responses[-1]["replaced_with_unspecified"] == {"task_type_l2": ["rest-api"]}
+    assert len(backend.calls) == 2  # no retry
+
+
+def test_stage_one_retries_once_with_twice_the_tokens_then_records_the_error(project, make_tasks, scripted):
+    make_tasks(1)
+    services.update_settings(project=project, max_tokens=12_000)
+    backend = scripted({"stage1": ["no json", answer({**STAGE_ONE, "domain_l1": "cooking"})], "stage2": []})
     assert run(project) == {"labeled": 0, "errors": 1}
-    assert "task_type_l2: 'rest-api' not under task_type_l1 'bug-fix'" in Label.objects.get().error
+    assert [call["max_tokens"] for call in backend.calls] == [12_000, services.MAX_RETRY_TOKENS]
+    assert "stage 1: domain_l1: 'cooking' is not one of" in Label.objects.get().error
 
 
 def test_resume_skips_labeled_tasks_and_retry_errors_redoes_failures(project, make_tasks, scripted):

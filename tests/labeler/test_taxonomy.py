@@ -66,6 +66,36 @@ def test_duplicate_slug_names_both_places():
     assert all(e["file"] == "broken.yaml" and e["line"] > 0 for e in errors)
 
 
+def test_a_tag_name_may_sit_under_two_families_and_a_family_may_have_none():
+    def shared(data):
+        families = data["axes"]["task_type"]["families"]
+        families[1]["tags"][0]["slug"] = families[0]["tags"][0]["slug"]  # as the published files do
+        families[2]["tags"] = []
+        del data["counts"]
+    spec = parse_taxonomy(_broken(shared), filename="shared.yaml")
+    first, second, empty = list(spec.families["task_type"])[:3]
+    assert spec.families["task_type"][first][0] == spec.families["task_type"][second][0] == "crash-exception"
+    assert spec.tags_under("task_type", empty) == []
+    values = {"task_type_l1": empty, "task_type_l2": [UNSPECIFIED]}
+    assert not spec.validate_values(values, partial=True)
+    assert spec.validate_values({"task_type_l1": empty, "task_type_l2": ["crash-exception"]}, partial=True) == {
+        "task_type_l2": f"'crash-exception' not under task_type_l1 {empty!r}"}
+
+
+def test_other_fields_of_an_entry_are_kept_in_its_details():
+    def documented(data):
+        tag = data["axes"]["domain"]["families"][0]["tags"][0]
+        tag.update({"authoritative_source": "a standard", "signals": ["one", "two"],
+                    "boundary_notes": "vs the other tag"})
+    spec = parse_taxonomy(_broken(documented), filename="documented.yaml")
+    tag = spec.data["axes"]["domain"]["families"][0]["tags"][0]
+    assert tag["details"] == {"authoritative_source": "a standard", "signals": ["one", "two"],
+                              "boundary_notes": "vs the other tag"}
+    errors = _errors(_broken(lambda data: data["axes"]["domain"]["families"][0]["tags"][0].update(
+        {"signals": {"nested": "mapping"}})))
+    assert [e["field"] for e in errors] == ["axes.domain.families[0].tags[0].signals"]
+
+
 def test_l2_under_an_unknown_l1_in_the_flat_form():
     def flat(data):
         data["tags"] = [{"slug": "brand-new", "name": "New", "definition": "d", "family": "no-such-family"}]

@@ -74,23 +74,27 @@ def test_import_dry_run_and_trajectories(client, members, project, make_tasks):
 
 
 def test_curator_pins_another_taxonomy_version_and_saves_settings(client, members, project):
-    text = services.SHIPPED_TAXONOMY.read_text(encoding="utf-8").replace('version: "1"', 'version: "2"')
-    newer = services.load_taxonomy(text=text, filename="swe_v2.yaml")
+    text = (services.TAXONOMY_DIR / "swe_v1.yaml").read_text(encoding="utf-8").replace('version: "1"', 'version: "1.1"')
+    newer = services.load_taxonomy(text=text, filename="swe_v1.1.yaml")
     client.force_login(members["curator"])
     page = client.get(reverse("labeler-overview", args=["alpha"])).content.decode()
-    assert f'<option value="{newer.pk}">swe v2' in page
+    assert f'<option value="{newer.pk}">swe v1.1' in page
     page = client.post(reverse("labeler-pin", args=["alpha"]), {"taxonomy": newer.pk}, follow=True).content.decode()
-    assert "Pinned taxonomy swe v2" in page and services.settings_for(project).taxonomy == newer
+    assert "Pinned taxonomy swe v1.1" in page and services.settings_for(project).taxonomy == newer
     page = client.post(reverse("labeler-pin", args=["alpha"]), {"taxonomy": "999999"}, follow=True).content.decode()
     assert "Choose one of the loaded taxonomy versions." in page
 
-    form = {"model_name": "tiny", "overlap": "3", "lease_minutes": "15", "max_tokens": "256", "batch_size": "8"}
+    form = {"model_name": "tiny", "overlap": "3", "lease_minutes": "15", "max_tokens": "256", "batch_size": "8",
+            "max_problem_chars": "3000", "max_patch_chars": "4000", "max_test_patch_chars": "3000"}
     page = client.post(reverse("labeler-settings", args=["alpha"]), form, follow=True).content.decode()
     assert "&#x27;tiny&#x27; is not served by the model backend, which serves: SmolLM2-135M-Instruct" in page
     client.post(reverse("labeler-settings", args=["alpha"]), {**form, "model_name": "SmolLM2-135M-Instruct"})
     settings = services.settings_for(project)
     assert (settings.model_name, settings.overlap, settings.lease_minutes, settings.max_tokens,
-            settings.batch_size) == ("SmolLM2-135M-Instruct", 3, 15, 256, 8)
+            settings.batch_size, settings.max_patch_chars) == ("SmolLM2-135M-Instruct", 3, 15, 256, 8, 4000)
+    page = client.get(reverse("labeler-overview", args=["alpha"])).content.decode()
+    assert "Differs from the published labeler's protocol:" in page
+    assert "max_tokens 256 (paper: 4096), temperature 0.0 (paper: 0.1), max_patch_chars 4000 (paper: 8000)" in page
     page = client.post(reverse("labeler-settings", args=["alpha"]), {**form, "overlap": "0"},
                        follow=True).content.decode()
     assert "overlap: Ensure this value is greater than or equal to 1." in page
