@@ -20,6 +20,7 @@ from .taxonomy import UNSPECIFIED, TaxonomySpec
 SYSTEM = ("You are an expert software engineering analyst. You label software-engineering tasks for a "
           "training-data catalogue. Answer with one JSON object and nothing else.")
 MAX_L2 = 3  # the published prompt: 1 to 3 tags, the most relevant first
+MAX_RATIONALE_CHARS = 160  # "1-2 sentences" (the published prompt); bounds a constrained answer's length
 DOMAIN_RULE = ("The domain is the primary purpose of the repository, not of the code this change touches: read "
                "the repository's description and topics first, and use the issue and patch only to break ties.")
 NO_METADATA = ("The repository's description, topics and language are not available: infer the domain from the "
@@ -67,9 +68,11 @@ def task_summary(task, settings) -> str:
 
 
 def _answer_shape(fields: dict[str, str]) -> str:
+    """The published prompt's answer template: each `<field>_rationale` before `<field>`. (A list of keys without
+    a template made the embedded model fill every rationale to its length bound with repetitions.)"""
     shape = {}
     for name, value in fields.items():
-        shape[f"{name}_rationale"] = "one or two sentences"
+        shape[f"{name}_rationale"] = "<brief explanation>"
         shape[name] = value
     return json.dumps(shape, indent=1)
 
@@ -88,7 +91,7 @@ def stage_one_messages(spec: TaxonomySpec, task, settings) -> list[dict]:
         lines += [f"  - {option['slug']}: {option['definition']}" for option in _options(spec, name)]
     if "domain_l1" in fields:
         lines += ["", DOMAIN_RULE]
-    lines += ["", "Write each field's rationale before the field. Answer in this JSON shape:",
+    lines += ["", "Answer with exactly one JSON object, each rationale (one or two sentences) before its field:",
               _answer_shape({name: "<one value>" for name in fields})]
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
@@ -110,7 +113,7 @@ def stage_two_messages(spec: TaxonomySpec, task, chosen: dict, settings) -> list
         else:
             lines.append(f"- {name}:")
             lines += [f"  - {option['slug']}: {option['definition']}" for option in _options(spec, name)]
-    lines += ["", "Write each field's rationale before the field. Answer in this JSON shape:",
+    lines += ["", "Answer with exactly one JSON object, each rationale (one or two sentences) before its field:",
               _answer_shape({name: ["<tag>"] if name in spec.multi_fields() else "<one value>" for name in fields})]
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
@@ -123,7 +126,7 @@ def _schema(values: dict) -> dict:
     """The answer's JSON schema: each field's rationale, then the field (in that order, as decoding follows it)."""
     properties = {}
     for name, value in values.items():
-        properties[f"{name}_rationale"] = {"type": "string", "maxLength": 400}
+        properties[f"{name}_rationale"] = {"type": "string", "maxLength": MAX_RATIONALE_CHARS}
         properties[name] = value
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 

@@ -213,9 +213,13 @@ def _run_stage(backend, settings, stage: str, tasks, outcomes, *, messages, sche
 
 
 def _generate(backend, prompts, schemas, max_tokens, temperature):
-    """One backend batch; with per-prompt schemas (vLLM) the prompts sharing a schema go together."""
+    """One backend batch. With per-prompt schemas (stage two: each task's families) a backend that takes a
+    constraint per row (the local one) still gets one batch; otherwise the prompts sharing a schema go together."""
     if all(s is None for s in schemas):
         return backend.generate(prompts, max_tokens=max_tokens, temperature=temperature, seed=0)
+    if hasattr(backend, "generate_each"):
+        return backend.generate_each(prompts, max_tokens=max_tokens, temperature=temperature, seed=0,
+                                     constraints=[{"json_schema": s} for s in schemas])
     answers = [None] * len(prompts)
     groups: dict[str, list[int]] = {}
     for n, s in enumerate(schemas):

@@ -165,6 +165,20 @@ def draft_messages(case: Case) -> list[dict]:
                                         f"Answer in this JSON shape: {shape}"}]
 
 
+def draft_schema(case: Case) -> dict | None:
+    """The JSON schema of a valid draft (what `_parse_draft` checks, but for the stripped diagnosis), for a
+    backend that can constrain its answer to it; None for a trace without steps (no answer is valid)."""
+    steps = len(case.trace.steps)
+    if not steps:
+        return None
+    return {"type": "object",
+            "properties": {"error_step": {"type": "integer", "minimum": 0, "maximum": steps - 1},
+                           "category": {"type": "string", "enum": list(case.taxonomy.slugs)},
+                           "diagnosis": {"type": "string", "minLength": 1},
+                           "corrected_action": {"type": "string"}},
+            "required": ["error_step", "category", "diagnosis", "corrected_action"]}
+
+
 def _parse_draft(text: str, case: Case) -> dict:
     start = text.find("{")
     try:
@@ -187,12 +201,15 @@ def _parse_draft(text: str, case: Case) -> dict:
 
 def draft_case(*, case: Case, progress=None, model_name: str = "") -> dict:
     """Ask the model for a diagnosis and a corrected action; store them as a model-authored draft.
-    An invalid answer is asked again once with twice the budget, then reported (nothing is stored)."""
+    A backend that `supports_json_schema` is constrained to `draft_schema`; the answer is checked all the
+    same (it may be cut by the budget). An invalid answer is asked again once with twice the budget, then
+    reported (nothing is stored)."""
     backend = backend_for_model(model_name)
     prompt = backend.chat_prompt_ids(draft_messages(case))
+    schema = draft_schema(case) if backend.supports_json_schema else None
     problems = []
     for budget in (DRAFT_MAX_TOKENS, 2 * DRAFT_MAX_TOKENS):
-        answer = backend.generate([prompt], max_tokens=budget, temperature=0.0, seed=0)[0]
+        answer = backend.generate([prompt], max_tokens=budget, temperature=0.0, seed=0, json_schema=schema)[0]
         try:
             draft = _parse_draft(answer.text, case)
         except CurationError as exc:

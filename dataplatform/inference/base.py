@@ -91,15 +91,21 @@ class Backend(Protocol):
 
         The whole batch at once. A prefix must be non-empty; an empty continuation scores as []."""
 
-    # Whether `generate` can constrain its output to a JSON schema (vLLM's structured outputs).
+    # Whether `generate` constrains its output to `json_schema` or `choice` (constrained decoding: vLLM's
+    # structured outputs, xgrammar on the local backend). Where false, both are ignored: the caller validates.
     supports_json_schema: bool
 
     def generate(
         self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seed: int | None,
-        json_schema: dict | None = None,
+        json_schema: dict | None = None, choice: list[str] | None = None,
     ) -> list[Generation]:
         """Complete a batch of prompts together (one batch for the model, not one call each), in order.
 
-        `json_schema` is honoured only where `supports_json_schema`; elsewhere the caller validates."""
+        Where `supports_json_schema`, every answer of the batch is constrained: with `json_schema`, to JSON
+        text valid against the schema; with `choice`, to exactly one of the strings (the bare string, not
+        quoted). At most one of the two (BackendError otherwise). The end token is allowed only once the
+        answer is complete, so an answer cut by `max_tokens` is incomplete and has finish_reason "length":
+        the caller must check it. Where not `supports_json_schema`, both are ignored and the caller
+        validates the text."""
 
     def health(self) -> BackendHealth: ...

@@ -13,9 +13,11 @@ It serves the part of vLLM's OpenAI-compatible API that `VllmBackend` uses, with
 response fields: GET /health, GET /v1/models, POST /tokenize (text, or chat `messages` with `tools`,
 `add_generation_prompt` or `continue_final_message`, and `chat_template_kwargs`), POST /detokenize and
 POST /v1/completions (prompts as token ids or text, `stream`, `logprobs`, `prompt_logprobs`,
-`return_tokens_as_token_ids`, `seed`, `temperature`, `max_tokens`). It is not vLLM: one forward pass at
-a time (no continuous batching), one streamed prompt per request, and no structured outputs (such a
-request gets a 400, never a silently unconstrained answer).
+`return_tokens_as_token_ids`, `seed`, `temperature`, `max_tokens`, and `structured_outputs` with `json` or
+`choice`, decoded under the local backend's xgrammar constraint). It is not vLLM: one forward pass at a
+time (no continuous batching), one streamed prompt per request, and of the structured outputs only `json`
+and `choice` (`regex`, `grammar`, `json_object`, `structural_tag`, `whitespace_pattern`, the removed
+`guided_*` fields and `response_format` get a 400, never a silently unconstrained answer).
 """
 
 import itertools
@@ -45,6 +47,14 @@ MAX_LOGPROBS = 50
 BOTH_PROMPT_FLAGS = "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
 UNTRUSTED_TEMPLATE = ("Chat template is passed with request, but --trust-request-chat-template is not set. "
                       "Refused request with untrusted chat template.")
+
+# vLLM's StructuredOutputsParams: the constraint kinds (at most one per request), then its options.
+STRUCTURED_KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
+STRUCTURED_OPTIONS = ("disable_fallback", "disable_any_whitespace", "disable_additional_properties",
+                      "whitespace_pattern")
+# The request fields vLLM v0.12 replaced by `structured_outputs` (it now ignores them, with a warning).
+REMOVED_STRUCTURED_FIELDS = ("guided_json", "guided_regex", "guided_choice", "guided_grammar",
+                             "guided_whitespace_pattern", "guided_decoding_backend")
 
 
 class BadRequest(Exception):
@@ -140,8 +150,7 @@ class _CompletionRequest:
 
     def __init__(self, body: dict, backend: LocalBackend):
         self.backend = backend
-        if body.get("structured_outputs") or body.get("guided_json") or body.get("guided_choice"):
-            raise BadRequest("Structured outputs are not supported by the embedded model server; use vLLM.")
+        self.constraint = _structured_outputs(body)
         if body.get("n", 1) != 1:
             raise BadRequest("Only n=1 is supported.")
         self.prompts = _prompts(body.get("prompt"), backend)
@@ -158,7 +167,7 @@ class _CompletionRequest:
 
     def steps(self, prompt_ids: list[int]) -> Iterator[TokenStep]:
         return self.backend.stream(prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
-                                   seed=self.seed, top_k=max(1, self.logprobs or 0))
+                                   seed=self.seed, top_k=max(1, self.logprobs or 0), **self.constraint)
 
     def token_key(self, token_id: int) -> str:
         return f"{TOKEN_ID_PREFIX}{token_id}" if self.as_token_ids else self.backend.detokenize([token_id])
@@ -235,6 +244,54 @@ def _top_and_actual(entry: dict[int, float], k: int, actual: int) -> list[tuple[
     if all(token_id != actual for token_id, _ in best):
         best.append((actual, entry[actual]))
     return best
+
+
+def _structured_outputs(body: dict) -> dict:
+    """The request's constraint as the local backend's keywords: {"json_schema": ...}, {"choice": [...]} or {}.
+
+    vLLM's rules: one kind at most (in its words otherwise), `json` a schema object or its JSON text,
+    `choice` a list of strings. What this server cannot honour is refused, never ignored."""
+    if removed := [field for field in REMOVED_STRUCTURED_FIELDS if body.get(field) is not None]:
+        raise BadRequest(f"`{removed[0]}` was removed in vLLM v0.12 (which now ignores it); send "
+                         "`structured_outputs` instead, e.g. {\"structured_outputs\": {\"json\": <schema>}}.")
+    if body.get("response_format") is not None:
+        raise BadRequest("The embedded model server does not support `response_format`; send "
+                         "`structured_outputs` with `json` or `choice`.")
+    spec = body.get("structured_outputs")
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise BadRequest("`structured_outputs` must be an object.")
+    if unknown := sorted(set(spec) - set(STRUCTURED_KINDS) - set(STRUCTURED_OPTIONS)):
+        raise BadRequest(f"Unknown `structured_outputs` field(s): {', '.join(unknown)}.")
+    kinds = [kind for kind in STRUCTURED_KINDS if spec.get(kind) is not None]
+    if len(kinds) > 1:
+        given = json.dumps({kind: spec[kind] for kind in kinds})
+        raise BadRequest("You can only use one kind of structured outputs constraint but multiple are "
+                         f"specified: {given[:500]}")
+    if spec.get("whitespace_pattern") is not None:
+        raise BadRequest("The embedded model server does not support `whitespace_pattern` (its JSON allows no "
+                         "free whitespace); use vLLM.")
+    if not kinds:
+        return {}
+    kind = kinds[0]
+    if kind not in ("json", "choice"):
+        raise BadRequest(f"The embedded model server does not support `{kind}` structured outputs, only `json` "
+                         "and `choice`; use vLLM.")
+    if kind == "choice":
+        choice = spec["choice"]
+        if not isinstance(choice, list) or not choice or not all(isinstance(option, str) for option in choice):
+            raise BadRequest("`structured_outputs.choice` must be a non-empty list of strings.")
+        return {"choice": choice}
+    schema = spec["json"]
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError as exc:
+            raise BadRequest(f"`structured_outputs.json` is not JSON: {exc}") from exc
+    if not isinstance(schema, dict):
+        raise BadRequest("`structured_outputs.json` must be a JSON schema: an object, or its JSON text.")
+    return {"json_schema": schema}
 
 
 def _max_model_len(backend: LocalBackend) -> int:

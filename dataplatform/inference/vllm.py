@@ -286,12 +286,15 @@ class VllmBackend:
 
     def generate(
         self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seed: int | None,
-        json_schema: dict | None = None,
+        json_schema: dict | None = None, choice: list[str] | None = None,
     ) -> list[Generation]:
         """The whole batch in one request (`prompt` as a list of id lists): vLLM schedules them all at once.
 
-        With a schema, vLLM's structured outputs constrain the answer to it (`structured_outputs`,
-        the request field of current vLLM; the older `guided_json` field was removed in v0.12)."""
+        With a schema or a choice list, vLLM's structured outputs constrain the answer to it
+        (`structured_outputs` with `json` or `choice`, the request field of current vLLM; the older
+        `guided_json` / `guided_choice` fields were removed in v0.12, and vLLM now ignores them)."""
+        if json_schema is not None and choice is not None:
+            raise BackendError("json_schema and choice are exclusive: give one constraint, not both.")
         if not prompts:
             return []
         payload: dict[str, Any] = {"model": self.model_id, "prompt": [list(ids) for ids in prompts],
@@ -300,6 +303,8 @@ class VllmBackend:
             payload["seed"] = seed
         if json_schema is not None:
             payload["structured_outputs"] = {"json": json_schema}
+        elif choice is not None:
+            payload["structured_outputs"] = {"choice": list(choice)}
         with self._request("POST", "/v1/completions", payload) as response:
             choices = sorted(response.json()["choices"], key=lambda choice: choice["index"])
             if len(choices) != len(prompts):

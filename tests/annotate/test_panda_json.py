@@ -292,7 +292,10 @@ def test_dialogs_offering_other_tools_have_another_prompt(project, members, char
     assert report.ok, report.as_dict()
     nodes = {node.key: node for node in Session.objects.get(pk=report.session_id).nodes.all()}
     assert nodes[2].tools[0]["function"]["description"] == "Yesterday's weather."
-    assert nodes[1].tools == agentic.STORED_TOOLS and nodes[2].parent == nodes[1]
+    assert nodes[1].tools == agentic.STORED_TOOLS
+    # Another prompt without is_prompt_modified: an edited prompt, a tree of its own, and said so.
+    assert nodes[2].parent is None and nodes[2].operator == "edit_prompt" and nodes[2].tree != nodes[1].tree
+    assert report.warnings and report.warnings[0].startswith("dialogs.2: its prompt differs from dialog 1's")
 
 
 # --- the real model: interop with the onpanda package ---------------------------------------------------

@@ -33,7 +33,7 @@ class ScriptedPolicy:
     def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
         return [1]
 
-    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None):
+    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
         self.seeds.append(seed)
         return [Generation(text=self.texts.pop(0) if self.texts else "answer 0", token_ids=[], finish_reason="stop")
                 for _ in prompts]

@@ -120,7 +120,7 @@ class SamplerDouble:
     def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
         return [1]
 
-    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None):
+    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
         from dataplatform.inference import Generation
 
         self.seen.append((len(prompts), seed, temperature))

@@ -126,7 +126,7 @@ class ScriptedBackend:
         self.calls.append({"messages": messages})
         return [1, 2, 3]
 
-    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None):
+    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
         self.calls[-1].update(seed=seed, max_tokens=max_tokens, temperature=temperature)
         return [Generation(text=self.texts.pop(0), token_ids=[4], finish_reason="stop")]
 

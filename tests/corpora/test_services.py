@@ -1,10 +1,14 @@
 """AED services: curation as events, proposals kept, replays resumable without double counting."""
 
+import json
+
+import jsonschema
 import pytest
 
 from corpora.aed import runners, selectors, services
 from corpora.aed.models import CaseEvent, ProposalStatus, Replay, ReplayRun
 from dataplatform.apiutils import MAX_SEED
+from dataplatform.inference import Generation
 
 from ..doubles import RecordingProgress
 
@@ -117,6 +121,39 @@ def test_a_retried_replay_resumes_without_double_counting(case, members, scripte
     replay.refresh_from_db()
     assert ReplayRun.objects.filter(replay=replay).count() == 4
     assert replay.n11 + replay.n10 + replay.n01 + replay.n00 == 2
+
+
+class ConstrainingBackend:
+    """A backend that constrains its answers (supports_json_schema): records the schema it is given."""
+
+    model_id = "constraining-model"
+    supports_json_schema = True
+
+    def __init__(self, text):
+        self.text, self.schemas = text, []
+
+    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
+        return [1]
+
+    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
+        self.schemas.append(json_schema)
+        return [Generation(text=self.text, token_ids=[], finish_reason="stop") for _ in prompts]
+
+
+def test_a_backend_that_constrains_gets_the_drafts_schema(case, monkeypatch):
+    answer = ('{"error_step": 1, "category": "plan-error", "diagnosis": "It used 32 instead of 23.", '
+              '"corrected_action": "calc 17 * 23"}')
+    backend = ConstrainingBackend(answer)
+    monkeypatch.setattr(services, "backend_for_model", lambda name: backend)
+    assert services.draft_case(case=case)["drafted"]
+    [schema] = backend.schemas
+    assert schema["properties"]["category"]["enum"] == case.taxonomy.slugs
+    assert schema["properties"]["error_step"] == {"type": "integer", "minimum": 0,
+                                                  "maximum": len(case.trace.steps) - 1}
+    jsonschema.validate(json.loads(answer), schema)
+    for wrong in ({"error_step": len(case.trace.steps)}, {"category": "no-such-category"}, {"diagnosis": ""}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(json.loads(answer) | wrong, schema)
 
 
 def test_model_draft_is_marked_model_authored(case, members, monkeypatch):

@@ -7,13 +7,10 @@ called in-process: what crosses the wire must be what the model said.
 
 import json
 import math
-import threading
-import time
 from types import SimpleNamespace
 
 import httpx
 import pytest
-import uvicorn
 from starlette.testclient import TestClient
 from transformers import AutoTokenizer
 
@@ -21,39 +18,10 @@ from dataplatform.inference.base import BackendError
 from dataplatform.inference.local import converted_dir
 from dataplatform.inference.server import BOTH_PROMPT_FLAGS, UNTRUSTED_TEMPLATE, build_app
 from dataplatform.inference.vllm import VllmBackend
-from tests.net import closed_port
+
+from .model_servers import KEY, SERVED_NAME
 
 pytestmark = pytest.mark.model
-
-SERVED_NAME = "served-smollm"
-KEY = "model-server-test-key"
-
-
-class ThreadedServer:
-    def __init__(self, app):
-        self.port = closed_port()  # nothing listens there yet: the server binds it
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the model server did not start"
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def model_server(local_backend):
-    with ThreadedServer(build_app(local_backend, served_model_name=SERVED_NAME, api_key=KEY)) as server:
-        yield server
-
 
 @pytest.fixture
 def client(model_server, local_backend):
@@ -238,9 +206,13 @@ def test_generate_a_batch(client, local_backend, prompt_ids):
         assert generation.text == local_backend.detokenize(ids)
 
 
-def test_structured_outputs_are_refused_not_ignored(client, prompt_ids):
-    with pytest.raises(BackendError, match="Structured outputs are not supported"):
-        client.generate([prompt_ids], max_tokens=4, temperature=0.0, seed=None, json_schema={"type": "object"})
+def test_structured_outputs_it_cannot_honour_are_refused_not_ignored(model_server, prompt_ids):
+    # `json` and `choice` are served (tests/inference/test_structured.py); the other kinds get a 400.
+    response = httpx.post(f"{model_server.url}/v1/completions", headers={"Authorization": f"Bearer {KEY}"},
+                          json={"model": SERVED_NAME, "prompt": prompt_ids, "max_tokens": 4,
+                                "structured_outputs": {"regex": "[0-9]+"}})
+    assert response.status_code == 400
+    assert "does not support `regex` structured outputs" in response.json()["error"]["message"]
 
 
 def test_bad_requests_get_the_servers_reason(client, model_server):

@@ -431,6 +431,22 @@ def test_generate_sends_the_batch_in_one_request_with_a_schema(httpserver, backe
     assert seen[0]["structured_outputs"] == {"json": schema} and seen[0]["max_tokens"] == 16
 
 
+def test_generate_with_a_choice_list_sends_vllms_choice_field(httpserver, backend):
+    seen = []
+
+    def completions(request: Request) -> Response:
+        seen.append(json.loads(request.data))
+        return Response(json.dumps({"choices": [{"index": 0, "text": "no", "finish_reason": "stop"}]}),
+                        content_type="application/json")
+
+    httpserver.expect_request("/v1/completions", method="POST").respond_with_handler(completions)
+    [answer] = backend.generate([[1, 2]], max_tokens=4, temperature=0.0, seed=None, choice=["yes", "no"])
+    assert answer.text == "no" and seen[0]["structured_outputs"] == {"choice": ["yes", "no"]}
+    with pytest.raises(BackendError, match="exclusive"):
+        backend.generate([[1]], max_tokens=4, temperature=0.0, seed=None, json_schema={}, choice=["a"])
+    assert len(seen) == 1
+
+
 def test_generate_with_a_missing_choice_is_an_error(httpserver, backend):
     httpserver.expect_request("/v1/completions", method="POST").respond_with_json(
         {"choices": [{"index": 0, "text": "x", "finish_reason": "stop"}]})

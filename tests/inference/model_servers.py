@@ -1,0 +1,32 @@
+"""The embedded model server on a free port (uvicorn in a thread), for the tests that drive it over HTTP; the
+`model_server` fixture (tests/inference/conftest.py) runs one per test module."""
+
+import threading
+import time
+
+import uvicorn
+
+from tests.net import closed_port
+
+SERVED_NAME = "served-smollm"
+KEY = "model-server-test-key"
+
+
+class ThreadedServer:
+    def __init__(self, app):
+        self.port = closed_port()  # nothing listens there yet: the server binds it
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the model server did not start"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
