@@ -184,7 +184,10 @@ def _rationale(data: dict, name: str) -> str:
 
 def parse_answer(text: str, fields: list[str]) -> tuple[dict, dict]:
     """(values, rationales) of `fields` from a model answer; InvalidAnswer says precisely what is wrong."""
-    data = answer_object(text)
+    return _fields(answer_object(text), fields)
+
+
+def _fields(data: dict, fields: list[str]) -> tuple[dict, dict]:
     missing = [name for name in fields if name not in data]
     if missing:
         raise InvalidAnswer(f"missing field(s): {', '.join(missing)}")
@@ -207,8 +210,8 @@ def check_stage_two(spec: TaxonomySpec, text: str, chosen: dict) -> tuple[dict, 
     one that is not a list becomes `unspecified`, as the published labeler does; `replaced` says what was
     dropped per field. A stage-2 dimension outside its closed set is InvalidAnswer."""
     fields = spec.stage_fields(2)
-    values, rationales = parse_answer(text, [name for name in fields if name not in spec.multi_fields()])
     data = answer_object(text)
+    values, rationales = _fields(data, [name for name in fields if name not in spec.multi_fields()])
     replaced = {}
     for name in spec.multi_fields():
         given = data.get(name)

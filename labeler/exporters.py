@@ -146,7 +146,7 @@ def _final_labels(task_ids: list[int], taxonomy: Taxonomy, event_bound: int) -> 
 
 
 TASK_FIELDS = ["id", "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
-               "fail_to_pass", "pass_to_pass", "extra"]
+               "fail_to_pass", "pass_to_pass"]
 
 
 def _bounded(model, query: ExportQuery):
@@ -161,12 +161,12 @@ def _bounded(model, query: ExportQuery):
     return rows
 
 
-def _task_pages(query: ExportQuery) -> Iterator[list[dict]]:
+def _task_pages(query: ExportQuery, fields: list[str] = TASK_FIELDS) -> Iterator[list[dict]]:
     """The project's tasks up to the data version, a page at a time (keyset on id)."""
     tasks = _bounded(SweTask, query)
     last = 0
     while True:
-        page = list(tasks.filter(id__gt=last).order_by("id").values(*TASK_FIELDS)[:query.batch_size])
+        page = list(tasks.filter(id__gt=last).order_by("id").values(*fields)[:query.batch_size])
         if not page:
             return
         last = page[-1]["id"]
@@ -186,16 +186,24 @@ def _matches(row: dict, query: ExportQuery, statuses: list[str]) -> bool:
     return True
 
 
-def _rows(query: ExportQuery, default_statuses: list[str]) -> Iterator[list[dict]]:
-    """Rows of every task that passes the filters, a page of tasks at a time."""
+def _matching(query: ExportQuery, default_statuses: list[str],
+              fields: list[str] = TASK_FIELDS) -> Iterator[list[tuple[dict, dict | None, dict]]]:
+    """(task, its final label or None, its row) of every task that passes the filters, a page at a time; the
+    task with `fields` (the record's `extra` only where a kind writes it: it can be large)."""
     taxonomy = _taxonomy(query)
     spec = taxonomy.definition
     _, event_bound = _bounds(query)
     statuses = query.filters.get("review_status") or default_statuses
-    for page in _task_pages(query):
+    for page in _task_pages(query, fields):
         final = _final_labels([task["id"] for task in page], taxonomy, event_bound)
-        rows = [_row(task, final.get(task["id"]), taxonomy, spec) for task in page]
-        yield [row for row in rows if _matches(row, query, statuses)]
+        triples = [(task, final.get(task["id"]), _row(task, final.get(task["id"]), taxonomy, spec)) for task in page]
+        yield [triple for triple in triples if _matches(triple[2], query, statuses)]
+
+
+def _rows(query: ExportQuery, default_statuses: list[str]) -> Iterator[list[dict]]:
+    """Rows of every task that passes the filters, a page of tasks at a time."""
+    for page in _matching(query, default_statuses):
+        yield [row for _, _, row in page]
 
 
 def _row(task: dict, label: dict | None, taxonomy: Taxonomy, spec) -> dict:
@@ -325,17 +333,10 @@ def upstream_rows(query: ExportQuery) -> Iterator[list[dict]]:
     """Every labeled task (reviewed and auto-labeled by default) as the published labeler writes its output, so
     that its tools read ours: the task's fields (the ones it knows, from the record as imported) and `labels`
     with the final label's values and rationales."""
-    taxonomy = _taxonomy(query)
-    spec = taxonomy.definition
-    _, event_bound = _bounds(query)
-    statuses = query.filters.get("review_status") or TRAINING_STATUSES
-    for page in _task_pages(query):
-        final = _final_labels([task["id"] for task in page], taxonomy, event_bound)
+    for page in _matching(query, TRAINING_STATUSES, [*TASK_FIELDS, "extra"]):
         rows = []
-        for task in page:
-            label = final.get(task["id"])
-            ours = _row(task, label, taxonomy, spec)
-            if label is None or not _matches(ours, query, statuses):
+        for task, label, ours in page:
+            if label is None:
                 continue
             extra, values, rationales = task["extra"] or {}, label["values"], label["rationales"] or {}
             topics = extra.get("repo_topics")

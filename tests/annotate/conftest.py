@@ -42,6 +42,14 @@ def session(project, members, make_items):
 
 
 @pytest.fixture
+def chars(monkeypatch):
+    """The services' backend: one token per character (it continues with " ok.")."""
+    backend = CharBackend()
+    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    return backend
+
+
+@pytest.fixture
 def scored_backend(monkeypatch):
     """The services' backend: one token per character, scoring prompts; it continues with " and more."."""
     backend = CharBackend(script=" and more.")

@@ -7,11 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from annotate import services
 from annotate.models import EventKind, Node, Origin, Session, SessionStatus
 from annotate.panda_json import import_panda_json
-
-from .test_supervision import CharBackend
 
 pytestmark = pytest.mark.django_db
 
@@ -21,13 +18,6 @@ NAMES = sorted(path.name.removesuffix(".panda.json") for path in CORPUS.glob("*.
 
 def corpus(name: str) -> dict:
     return json.loads((CORPUS / f"{name}.panda.json").read_text())
-
-
-@pytest.fixture
-def chars(monkeypatch):
-    backend = CharBackend()
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
-    return backend
 
 
 def imported(project, members, name: str) -> Session:

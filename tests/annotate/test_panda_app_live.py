@@ -9,16 +9,10 @@ from annotate.panda_json import import_panda_json, session_to_panda_json
 from annotate.supervision import response_ids
 
 from .test_panda_app_import import corpus
-from .test_supervision import CharBackend
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def chars(monkeypatch):
-    backend = CharBackend(script=" ok.")
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
-    return backend
 
 
 def test_a_live_import_is_claimed_and_corrected_further(project, members, chars):

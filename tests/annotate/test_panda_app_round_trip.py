@@ -14,16 +14,10 @@ from annotate.models import Session
 from annotate.panda_json import import_panda_json, session_to_panda_json
 
 from .test_panda_app_import import NAMES, corpus, imported
-from .test_supervision import CharBackend
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def chars(monkeypatch):
-    backend = CharBackend()
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
-    return backend
 
 NODE_FIELDS = ("key", "tree", "round", "operator", "fork_index", "locked_until", "token_ids", "logprobs", "top",
                "origins", "candidate_ranks", "channels", "message", "context", "tools", "prompt_ids", "finish_reason",

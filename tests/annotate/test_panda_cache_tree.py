@@ -14,7 +14,7 @@ from annotate.panda_json.cache_tree import decode, encode, node_tokens
 
 from .conftest import session_answering
 from .test_panda_json import as_file
-from .test_supervision import ByteBackend, CharBackend
+from .test_supervision import ByteBackend
 from .trees import build_trees
 
 pytestmark = pytest.mark.django_db
@@ -62,10 +62,9 @@ def answer(dialog: dict) -> dict:
 
 
 @pytest.fixture
-def chars(monkeypatch):
-    backend = CharBackend(script=" sat.")
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
-    return backend
+def chars(chars):
+    chars.script = " sat."  # the trees' continuations
+    return chars
 
 
 def test_each_dialog_is_cached_with_its_logprobs_and_the_forks_candidates(project, members, chars):

@@ -15,17 +15,16 @@ from ..doubles import RecordingProgress
 from ..exporting import export_rows
 from . import agentic
 from .exporters.rows import trained
-from .test_supervision import EOS, CharBackend
+from .test_supervision import EOS
 from .trees import build_agentic_session, build_trees
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def chars(monkeypatch):
-    backend = CharBackend(script=" sat.")
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
-    return backend
+def chars(chars):
+    chars.script = " sat."  # the trees' continuations
+    return chars
 
 
 def as_file(document: dict) -> dict:
