@@ -1,5 +1,7 @@
-"""The SWE Labeler over the API: taxonomies, settings, import, auto-labeling, tasks, review, metrics."""
+"""The SWE Labeler over the API: taxonomies, settings, import, auto-labeling, tasks and trajectories, review,
+metrics."""
 
+from django.db.models import Q
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -17,8 +19,8 @@ from dataplatform.jobs.api import JobSerializer
 from dataplatform.openapi import STALE_VERSION
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
-from . import importers, metrics, selectors, services, upstream
-from .models import Label, ReviewClaim, ReviewClaimState, SweTask, Taxonomy
+from . import importers, metrics, selectors, services, trajectory_mode, upstream
+from .models import Label, ReviewClaim, ReviewClaimState, SweTask, Taxonomy, Trajectory, TrajectoryReviewClaim
 
 # --- serializers --------------------------------------------------------------------------------
 
@@ -50,6 +52,8 @@ class SettingsSerializer(serializers.Serializer):
     max_problem_chars = serializers.IntegerField(min_value=100, max_value=100_000, required=False)
     max_patch_chars = serializers.IntegerField(min_value=100, max_value=100_000, required=False)
     max_test_patch_chars = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
+    max_trajectory_chars = serializers.IntegerField(min_value=1000, max_value=1_000_000, required=False)
+    trajectory_l1_mode = serializers.ChoiceField(choices=["preserve", "relabel"], required=False)
 
 
 class LabelSerializer(serializers.ModelSerializer):
@@ -60,8 +64,9 @@ class LabelSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Label
-        fields = ["id", "task", "taxonomy", "origin", "author", "status", "values", "rationales", "provenance",
-                  "version", "model_id", "task_sha256", "error", "category", "created_at", "updated_at"]
+        fields = ["id", "task", "trajectory", "taxonomy", "origin", "author", "status", "values", "rationales",
+                  "provenance", "version", "model_id", "task_sha256", "l1_source", "error", "category", "created_at",
+                  "updated_at"]
 
     def get_category(self, label: Label) -> str:
         return label.taxonomy.definition.category_for(label.values)
@@ -85,6 +90,31 @@ class TaskDetailSerializer(serializers.ModelSerializer):
         return LabelSerializer(selectors.labels_of(self.context["request"].user, task), many=True).data
 
 
+class TrajectorySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Trajectory
+        fields = ["id", "trajectory_id", "instance_id", "task", "model", "scaffold", "source_format", "created_at"]
+
+
+class TrajectoryDetailSerializer(serializers.ModelSerializer):
+    labels = serializers.SerializerMethodField()
+    summary = serializers.SerializerMethodField(help_text="what the model is shown in the trajectory mode")
+
+    class Meta:
+        model = Trajectory
+        fields = ["id", "trajectory_id", "instance_id", "task", "model", "scaffold", "source_format", "messages",
+                  "tools", "extra", "source_sha256", "created_at", "summary", "labels"]
+
+    def get_labels(self, trajectory: Trajectory) -> list[dict]:
+        return LabelSerializer(selectors.labels_of(self.context["request"].user, trajectory), many=True).data
+
+    def get_summary(self, trajectory: Trajectory) -> str | None:
+        try:
+            return trajectory_mode.describe(trajectory, services.settings_for(trajectory.project))
+        except trajectory_mode.Unreadable:
+            return None
+
+
 class ReviewClaimSerializer(serializers.ModelSerializer):
     reviewer = serializers.SlugRelatedField(slug_field="username", read_only=True)
     label = serializers.SerializerMethodField()
@@ -96,6 +126,12 @@ class ReviewClaimSerializer(serializers.ModelSerializer):
     def get_label(self, claim: ReviewClaim) -> dict | None:
         label = self.context.get("label")
         return LabelSerializer(label).data if label else None
+
+
+class TrajectoryClaimSerializer(ReviewClaimSerializer):
+    class Meta:
+        model = TrajectoryReviewClaim
+        fields = ["id", "trajectory", "reviewer", "state", "lease_expires_at", "label"]
 
 
 class EditSerializer(serializers.Serializer):
@@ -250,18 +286,71 @@ class TaskDetailApi(APIView):
         return Response(TaskDetailSerializer(task, context={"request": request}).data)
 
 
+class TrajectoryListApi(APIView):
+    """Trajectories you may see (curators: all; reviewers: the ones they claimed), newest first, cursor-paginated.
+    Filters: `state` (unlabeled, auto, error, reviewed, by the trajectory's own labels), `search` (trajectory or
+    instance id)."""
+
+    @extend_schema(parameters=[OpenApiParameter("state", str, enum=list(selectors.REVIEW_STATES)),
+                               OpenApiParameter("search", str), OpenApiParameter("cursor", str)],
+                   responses=paginated(TrajectorySerializer), operation_id="v1_projects_labeler_trajectories_list")
+    def get(self, request, slug: str):
+        token = request_token(request)
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=token)
+        params = request.query_params
+        if params.get("state") and params["state"] not in selectors.REVIEW_STATES:
+            raise ValidationError({"state": [f"Must be one of {', '.join(selectors.REVIEW_STATES)}."]})
+        trajectories = selectors.filter_by_state(
+            selectors.trajectories_visible_to(request.user, project, token=token),
+            services.settings_for(project).taxonomy, params.get("state", ""))
+        if params.get("search"):
+            trajectories = trajectories.filter(Q(trajectory_id__icontains=params["search"])
+                                               | Q(instance_id__icontains=params["search"]))
+        paginator = CreatedCursorPagination()
+        page = paginator.paginate_queryset(trajectories, request, view=self)
+        return paginator.get_paginated_response(TrajectorySerializer(page, many=True).data)
+
+
+class TrajectoryDetailApi(APIView):
+    @extend_schema(responses=TrajectoryDetailSerializer)
+    def get(self, request, slug: str, trajectory_id: int):
+        token = request_token(request)
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=token)
+        trajectory = selectors.trajectory_for(request.user, project, trajectory_id, token=token)
+        return Response(TrajectoryDetailSerializer(trajectory, context={"request": request}).data)
+
+
 class ClaimApi(APIView):
     """Claim the next task to review (or get back your current one), with your label pre-filled from
     the model's. 204 when nothing is left for you."""
 
+    queue = services.TASKS
+    serializer = ReviewClaimSerializer
+
     @extend_schema(request=None, responses={200: ReviewClaimSerializer, 204: None})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
-        claim = services.claim_next_task(project=project, reviewer=request.user)
+        claim = services.claim_next(project=project, reviewer=request.user, queue=self.queue)
         if claim is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        label = services.start_review(task=claim.task, reviewer=request.user)
-        return Response(ReviewClaimSerializer(claim, context={"label": label}).data)
+        item = claim.task if self.queue == services.TASKS else claim.trajectory
+        label = services.start_review(item=item, reviewer=request.user)
+        return Response(self.serializer(claim, context={"label": label}).data)
+
+
+class TrajectoryClaimApi(ClaimApi):
+    """Claim the next trajectory to review (or get back your current one), with your label pre-filled from the
+    model's. 204 when nothing is left for you."""
+
+    queue = services.TRAJECTORIES
+    serializer = TrajectoryClaimSerializer
+
+    @extend_schema(request=None, responses={200: TrajectoryClaimSerializer, 204: None})
+    def post(self, request, slug: str):
+        return super().post(request, slug)
+
+
+STATES = {"skip": ReviewClaimState.SKIPPED, "release": ReviewClaimState.RELEASED}
 
 
 class ClaimActionApi(APIView):
@@ -271,11 +360,22 @@ class ClaimActionApi(APIView):
     def post(self, request, slug: str, claim_id: int, action: str):
         project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
         claim = ReviewClaim.objects.filter(task__project=project, pk=claim_id, reviewer=request.user).first()
-        states = {"skip": ReviewClaimState.SKIPPED, "release": ReviewClaimState.RELEASED}
-        if claim is None or action not in states:
+        if claim is None or action not in STATES:
             raise NotFound("No such claim or action.")
-        claim = services.end_review_claim(claim=claim, state=states[action])
-        return Response(ReviewClaimSerializer(claim).data)
+        return Response(ReviewClaimSerializer(services.end_review_claim(claim=claim, state=STATES[action])).data)
+
+
+class TrajectoryClaimActionApi(APIView):
+    """`skip` or `release` your trajectory review claim."""
+
+    @extend_schema(request=None, responses=TrajectoryClaimSerializer)
+    def post(self, request, slug: str, trajectory_claim_id: int, action: str):
+        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
+        claim = TrajectoryReviewClaim.objects.filter(project=project, pk=trajectory_claim_id,
+                                                     reviewer=request.user).first()
+        if claim is None or action not in STATES:
+            raise NotFound("No such claim or action.")
+        return Response(TrajectoryClaimSerializer(services.end_review_claim(claim=claim, state=STATES[action])).data)
 
 
 class QueueApi(APIView):

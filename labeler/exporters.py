@@ -6,10 +6,10 @@
   each category expert trains on its own files.
 - `swe.balanced`: a category-balanced sample of a requested size, reproducible from its seed.
 - `swe.trajectories`: every trajectory, one row, as a training conversation (reasoning, tool calls and
-  results, a `tools` column: `dataplatform.conversations.training`), with its task's final label, so
-  trajectories can be routed and balanced by category like their tasks.
+  results, a `tools` column: `dataplatform.conversations.training`), with its own final label (the trajectory
+  mode), else its task's, so trajectories can be routed and balanced by category like their tasks.
 
-A task's final label is its newest submitted reviewer label, else the model's submitted label.
+A task's (trajectory's) final label is its newest submitted reviewer label, else the model's submitted label.
 Labels change as reviewers edit them, so an export does not read their current state: it replays
 each label's events up to the export's data version (the highest event id when it started). A
 rerun of the same export therefore writes the same rows, whatever happened since.
@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterator
 
 import pyarrow as pa
-from django.db.models import Max
+from django.db.models import Max, Q
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
@@ -123,10 +123,11 @@ def _replay(events: list[dict]) -> dict:
     return state
 
 
-def _final_labels(task_ids: list[int], taxonomy: Taxonomy, event_bound: int) -> dict[int, dict]:
-    """task id -> its final label as of `event_bound`, with review_status; tasks without one are absent."""
-    labels = {row["id"]: row for row in Label.objects.filter(task_id__in=task_ids, taxonomy=taxonomy).values(
-        "id", "task_id", "origin", "author__username", "model_id", "rationales")}
+def _final_labels(ids: list[int], taxonomy: Taxonomy, event_bound: int, of: str = "task_id") -> dict[int, dict]:
+    """task id (or, with of="trajectory_id", trajectory id) -> its final label as of `event_bound`, with
+    review_status; those without one are absent."""
+    labels = {row["id"]: row for row in Label.objects.filter(**{f"{of}__in": ids}, taxonomy=taxonomy).values(
+        "id", of, "origin", "author__username", "model_id", "rationales", "l1_source")}
     events: dict[int, list[dict]] = {}
     for event in (LabelEvent.objects.filter(label_id__in=list(labels), id__lte=event_bound).order_by("id")
                   .values("id", "label_id", "kind", "origin", "changes")):
@@ -134,14 +135,14 @@ def _final_labels(task_ids: list[int], taxonomy: Taxonomy, event_bound: int) -> 
     final: dict[int, dict] = {}
     for label_id, label_events in events.items():
         label = labels[label_id] | _replay(label_events)
-        current = final.get(label["task_id"])
+        current = final.get(label[of])
         if label["origin"] == LabelOrigin.HUMAN:
             if label["status"] == "submitted" and (current is None or current["review_status"] != "reviewed"
                                                    or current["last_event"] < label["last_event"]):
-                final[label["task_id"]] = label | {"review_status": "reviewed"}
+                final[label[of]] = label | {"review_status": "reviewed"}
         elif current is None or current["review_status"] != "reviewed":
             status = "auto" if label["status"] == "submitted" else "error"
-            final[label["task_id"]] = label | {"review_status": status}
+            final[label[of]] = label | {"review_status": status}
     return final
 
 
@@ -381,7 +382,7 @@ register(ExportKind(name="swe.balanced", version=1, label="SWE labels, category-
                     "categories, reproducible from its seed (recorded in the manifest).", **COMMON))
 
 
-# --- trajectories, each with its task's label ---------------------------------------------------------------
+# --- trajectories, each with its own label or its task's -----------------------------------------------------
 
 # A trajectory can be megabytes of messages: read a few hundred at a time whatever the export's batch size.
 TRAJECTORY_PAGE = 200
@@ -390,45 +391,58 @@ TRAJECTORY_SCHEMA = pa.schema([
     ("scaffold", pa.string()), ("source_format", pa.string()),
     ("messages", MESSAGES),  # the trajectory in the training shape: reasoning, tool calls, tool results
     ("tools", TOOLS),  # the function schemas the agent was offered; null when none
-    *LABEL_COLUMNS,  # its task's final label, as swe.labels gives it ("unlabeled" for a task without one)
+    # Whose label the label columns are: "trajectory" (its own, the trajectory mode), "task" (its task's, where
+    # the trajectory has none), or null (unlabeled); and where the trajectory label's level-1 values came from.
+    ("label_subject", pa.string()), ("l1_source", pa.string()),
+    *LABEL_COLUMNS,  # that final label, as swe.labels gives it ("unlabeled" when there is none)
 ])
 
 
 def trajectory_data_version(project: Project) -> str:
-    """"<highest trajectory id>:<highest label event id>": the trajectories, and the labels as of then."""
+    """"<highest trajectory id>:<highest label event id>": the trajectories, and their labels and their tasks'
+    labels as of then."""
     trajectories = Trajectory.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0
-    return f"{trajectories}:{data_version(project).partition(':')[2]}"
+    events = LabelEvent.objects.filter(Q(label__task__project=project) | Q(label__trajectory__project=project)
+                                       ).aggregate(top=Max("id"))["top"] or 0
+    return f"{trajectories}:{events}"
 
 
 def trajectory_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    """Every trajectory that passes the filters (its task's label decides category, status and `where`). One
-    whose stored messages do not read (imported before they were stored normalised) is counted in the
-    manifest's notes, not written."""
+    """Every trajectory that passes the filters (its final label decides category, status and `where`: its own,
+    else its task's). One whose stored messages do not read (imported before they were stored normalised) is
+    counted in the manifest's notes, not written."""
     taxonomy = _taxonomy(query)
     spec = taxonomy.definition
     _, event_bound = _bounds(query)
     statuses = query.filters.get("review_status") or list(STATUSES)
     for page in keyset_pages(_bounded(Trajectory, query), batch_size=max(1, min(TRAJECTORY_PAGE, query.batch_size))):
-        final = _final_labels([t.task_id for t in page if t.task_id is not None], taxonomy, event_bound)
+        own = _final_labels([t.pk for t in page], taxonomy, event_bound, of="trajectory_id")
+        of_task = _final_labels([t.task_id for t in page if t.task_id is not None], taxonomy, event_bound)
         rows = []
         for trajectory in page:
             conversation = read_conversation(trajectory.messages, trajectory.tools).conversation
             if conversation is None:
                 query.notes["trajectories_not_read"] = query.notes.get("trajectories_not_read", 0) + 1
                 continue
+            label, subject = own.get(trajectory.pk), "trajectory"
+            if label is None:
+                label, subject = of_task.get(trajectory.task_id), "task"
             row = {"trajectory_id": trajectory.trajectory_id, "instance_id": trajectory.instance_id,
                    "task_id": trajectory.task_id, "model": trajectory.model, "scaffold": trajectory.scaffold,
                    "source_format": trajectory.source_format,
                    "messages": messages_cell(conversation.for_training()), "tools": tools_cell(conversation.tools),
-                   **_label_columns(final.get(trajectory.task_id), taxonomy, spec)}
+                   "label_subject": subject if label else None,
+                   "l1_source": (label["l1_source"] or None) if label and subject == "trajectory" else None,
+                   **_label_columns(label, taxonomy, spec)}
             if _matches(row, query, statuses):
                 rows.append(row)
         yield record_batch(rows, TRAJECTORY_SCHEMA)
 
 
-register(ExportKind(name="swe.trajectories", version=1, label="SWE trajectories, with their task's label",
+register(ExportKind(name="swe.trajectories", version=2, label="SWE trajectories, with their labels",
                     rows=trajectory_rows, schema=TRAJECTORY_SCHEMA, data_version=trajectory_data_version,
                     filters=LabelFilters, key_field="trajectory_id", dedup_ignore=("task_id",),
                     count=lambda query: _bounded(Trajectory, query).count(),
                     description="One row per trajectory as a training conversation (messages with reasoning_content "
-                    "and tool_calls, a tools column) with its task's final label; every review status by default."))
+                    "and tool_calls, a tools column) with its own final label (the trajectory mode), else its "
+                    "task's (label_subject says which); every review status by default."))

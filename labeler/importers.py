@@ -15,7 +15,9 @@ an OpenHands output line, a SWE-agent trajectory (a line of JSONL, or a whole `.
 named after its instance). A trajectory must name its task (`instance_id`, or the .traj file's name);
 one without an id of its own is named `<instance_id>-<hash>`. Its messages are stored normalised
 (`Message.as_dict()`, each with the source's own fields beside it), its tools in `tools`, the record's
-other fields in `extra`.
+other fields in `extra`. A SWE Labeler trajectory line with complete, valid `labels` (the published
+trajectory pipeline's output) also brings the trajectory's model label; level-1 labels alone stay in
+`extra`, where the trajectory labeling job finds them to keep.
 
 Built on `dataplatform.imports` (reader, report, hashes), so the usual rules hold: per-line
 errors {file, line, field, message}, dry run, all or nothing unless skip_bad_lines. A record is
@@ -44,7 +46,7 @@ from dataplatform.imports import (
 )
 
 from . import services
-from .models import Source, SourceKind, SweTask, Taxonomy, Trajectory
+from .models import L1Source, Source, SourceKind, SweTask, Taxonomy, Trajectory
 
 BATCH_SIZE = 1000
 TASK_TEXT = ("instance_id", "problem_statement", "repo", "base_commit", "patch", "test_patch")
@@ -148,7 +150,7 @@ def _label_tasks(taxonomy: Taxonomy, tasks: list) -> None:
             outcome = services.Outcome()
             outcome.values, outcome.rationales = label["values"], label["rationales"]
             outcome.raw = [{"stage": "imported", "text": label["raw"], "source": "labels"}]
-            services.save_model_label(task=task, taxonomy=taxonomy, outcome=outcome, model_id=UPSTREAM_MODEL_ID)
+            services.save_model_label(item=task, taxonomy=taxonomy, outcome=outcome, model_id=UPSTREAM_MODEL_ID)
 
 
 def _trajectory_fields(data: dict, problems: Problems, *, sha256: str, file: str) -> dict:
@@ -225,7 +227,25 @@ def _tasks_spec(project: Project) -> _Spec:
                  written=partial(_label_tasks, taxonomy))
 
 
-TRAJECTORIES = _Spec(SourceKind.TRAJECTORIES, Trajectory, "trajectory_id", _trajectory_fields, _link_tasks)
+def _label_trajectories(taxonomy: Taxonomy, trajectories: list) -> None:
+    """The model label of every trajectory whose line carried a complete, valid one (the published trajectory
+    pipeline's output); level-1 labels alone are kept in `extra` for the labeling job to preserve."""
+    for trajectory in trajectories:
+        problems: Problems = []
+        label = upstream_label(trajectory.extra, taxonomy, problems)
+        if label is None or problems:
+            continue
+        outcome = services.Outcome()
+        outcome.values, outcome.rationales = label["values"], label["rationales"]
+        outcome.raw = [{"stage": "imported", "text": label["raw"], "source": "labels"}]
+        source = trajectory.extra.get("l1_source")
+        outcome.l1_source = source if source in L1Source.values else ""
+        services.save_model_label(item=trajectory, taxonomy=taxonomy, outcome=outcome, model_id=UPSTREAM_MODEL_ID)
+
+
+def _trajectories_spec(project: Project) -> _Spec:
+    return _Spec(SourceKind.TRAJECTORIES, Trajectory, "trajectory_id", _trajectory_fields, _link_tasks,
+                 written=partial(_label_trajectories, services.settings_for(project).taxonomy))
 
 
 def _new_records(spec: _Spec, project: Project, records: list[_Record], report: ImportReport) -> list[_Record]:
@@ -289,5 +309,5 @@ def import_tasks(*, project: Project, lines: Iterable[bytes | str], file: str = 
 def import_trajectories(*, project: Project, lines: Iterable[bytes | str], file: str = "trajectories.jsonl",
                         dry_run: bool = False, skip_bad_lines: bool = False, user=None) -> ImportReport:
     """Import trajectory JSONL into `project`, linking each to the project's task with its instance_id."""
-    return _import(TRAJECTORIES, project=project, lines=lines, file=file, dry_run=dry_run,
+    return _import(_trajectories_spec(project), project=project, lines=lines, file=file, dry_run=dry_run,
                    skip_bad_lines=skip_bad_lines, user=user)

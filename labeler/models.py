@@ -1,7 +1,7 @@
 """SWE Labeler data: taxonomy versions, SWE tasks and trajectories, labels and their events.
 
-A label is the current state of one author's answer for one task under one taxonomy
-version; every change to it is also a `LabelEvent` written in the same transaction,
+A label is the current state of one author's answer for one task, or one trajectory (the published
+labeler's trajectory mode), under one taxonomy version; every change to it is also a `LabelEvent` written in the same transaction,
 so the history is append-only and says who changed what, and whether a model or a human
 did. The model's label (author null) and each reviewer's label are separate rows, which is
 what LLM-vs-human and human-vs-human agreement compare.
@@ -60,13 +60,20 @@ class LabelerSettings(models.Model):
     max_problem_chars = models.PositiveIntegerField(default=3000)
     max_patch_chars = models.PositiveIntegerField(default=8000)
     max_test_patch_chars = models.PositiveIntegerField(default=3000)
+    # Trajectory mode: how much of a trajectory's compact summary the model sees, and whether stage one is
+    # kept from the record's (or its task's) complete level-1 labels ("preserve") or asked again ("relabel").
+    max_trajectory_chars = models.PositiveIntegerField(default=12000)
+    trajectory_l1_mode = models.CharField(max_length=8, default="preserve",
+                                          choices=[("preserve", "preserve"), ("relabel", "relabel")])
     updated_at = models.DateTimeField(auto_now=True)
 
     # The published labeler's choices (src/labeler.py and its config); the settings page names where a
     # project differs. Its 4,096 answer tokens suit a large model that writes long rationales; the
     # embedded model's constrained answers fit the smaller default.
+    # Its compact trajectory summary is up to 200,000 characters (a 1M-context model); the embedded model's
+    # context holds about a task's worth.
     PAPER_DEFAULTS = {"max_tokens": 4096, "temperature": 0.1, "max_problem_chars": 3000, "max_patch_chars": 8000,
-                      "max_test_patch_chars": 3000}
+                      "max_test_patch_chars": 3000, "max_trajectory_chars": 200_000, "trajectory_l1_mode": "preserve"}
 
     def differences_from_paper(self) -> dict[str, tuple]:
         """field -> (this project's value, the paper's) where they differ."""
@@ -135,12 +142,17 @@ class Trajectory(models.Model):
     source_format = models.CharField(max_length=16, default="swe_labeler")  # the reader's: openai, swe_agent...
     extra = models.JSONField(default=dict, blank=True)
     source_sha256 = models.CharField(max_length=64)
+    claims_done = models.PositiveIntegerField(default=0)  # the review queue's order, as SweTask's
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["project", "trajectory_id"],
                                                name="swe_trajectory_unique_id")]
+        indexes = [models.Index(fields=["project", "-claims_done", "id"], name="swe_trajectory_queue_order")]
+
+    def __str__(self) -> str:
+        return self.trajectory_id
 
 
 class LabelOrigin(models.TextChoices):
@@ -154,8 +166,20 @@ class LabelStatus(models.TextChoices):
     ERROR = "error", "Error"  # the model's answer stayed invalid after its retry
 
 
+class L1Source(models.TextChoices):
+    """Where a trajectory label's stage-one values came from (the published labeler's `l1_source`)."""
+    GENERATED = "generated", "Asked of the model"  # no complete level-1 labels to keep
+    RELABELED = "relabeled", "Asked again"  # trajectory_l1_mode = relabel
+    PRESERVED = "preserved", "The record's own labels"  # the imported line's `labels`
+    TASK = "task", "Its task's label"  # the final label of the task it attempts
+
+
 class Label(models.Model):
-    task = models.ForeignKey(SweTask, on_delete=models.CASCADE, related_name="labels")
+    """Of a task or of a trajectory: exactly one of the two is set."""
+
+    task = models.ForeignKey(SweTask, null=True, blank=True, on_delete=models.CASCADE, related_name="labels")
+    trajectory = models.ForeignKey(Trajectory, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="labels")
     taxonomy = models.ForeignKey(Taxonomy, on_delete=models.PROTECT, related_name="labels")
     origin = models.CharField(max_length=8, choices=LabelOrigin.choices)
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -167,7 +191,8 @@ class Label(models.Model):
     provenance = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=0)  # bumped by every write; stale writes get 409
     model_id = models.CharField(max_length=200, blank=True)
-    task_sha256 = models.CharField(max_length=64, blank=True)  # the task record this label was made from
+    task_sha256 = models.CharField(max_length=64, blank=True)  # the task's (trajectory's) record it was made from
+    l1_source = models.CharField(max_length=16, choices=L1Source.choices, blank=True)  # trajectory labels
     raw_responses = models.JSONField(default=list, blank=True)  # every model answer, stage by stage
     error = models.TextField(blank=True)
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -181,8 +206,19 @@ class Label(models.Model):
                                     name="one_model_label_per_task_taxonomy"),
             models.UniqueConstraint(fields=["task", "taxonomy", "author"], condition=Q(origin="human"),
                                     name="one_human_label_per_reviewer"),
+            models.UniqueConstraint(fields=["trajectory", "taxonomy"], condition=Q(origin="model"),
+                                    name="one_model_label_per_trajectory_taxonomy"),
+            models.UniqueConstraint(fields=["trajectory", "taxonomy", "author"], condition=Q(origin="human"),
+                                    name="one_human_trajectory_label_per_reviewer"),
+            models.CheckConstraint(condition=Q(task__isnull=False, trajectory__isnull=True)
+                                   | Q(task__isnull=True, trajectory__isnull=False), name="label_of_task_or_trajectory"),
         ]
         indexes = [models.Index(fields=["taxonomy", "origin", "status"], name="label_tax_origin_status")]
+
+    @property
+    def item(self) -> "SweTask | Trajectory":
+        """What the label labels."""
+        return self.task if self.task_id is not None else self.trajectory
 
 
 class LabelEventKind(models.TextChoices):
@@ -221,3 +257,19 @@ class ReviewClaim(ClaimBase):
         constraints = [models.UniqueConstraint(fields=["task", "reviewer"], name="one_review_claim_per_task"),
                        one_active_claim_per_queue(holder_field="reviewer", name="one_active_review_claim_per_reviewer")]
         indexes = [models.Index(fields=["task", "state", "lease_expires_at"], name="review_claim_task_state")]
+
+
+class TrajectoryReviewClaim(ClaimBase):
+    """A reviewer's hold on a trajectory in the trajectory review queue (the task queue's rules)."""
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="review_claims")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                 related_name="swe_trajectory_claims")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["trajectory", "reviewer"],
+                                               name="one_review_claim_per_trajectory"),
+                       one_active_claim_per_queue(holder_field="reviewer",
+                                                  name="one_active_trajectory_claim_per_reviewer")]
+        indexes = [models.Index(fields=["trajectory", "state", "lease_expires_at"],
+                                name="traj_claim_state")]

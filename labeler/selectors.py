@@ -1,7 +1,7 @@
 """Reads of the SWE Labeler, scoped to the requesting user.
 
-Curators and admins see every task and label of their projects. A reviewer (annotator role)
-sees only the tasks they have claimed, and on those only the model's label and their own.
+Curators and admins see every task, trajectory and label of their projects. A reviewer (annotator role)
+sees only the tasks and trajectories they have claimed, and on those only the model's label and their own.
 Taxonomies are platform-wide reference data (like a schema): any member of a project may read them.
 """
 
@@ -12,7 +12,17 @@ from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in, visible_projects
 from dataplatform.errors import Refused
 
-from .models import Label, LabelOrigin, LabelStatus, ReviewClaim, ReviewClaimState, SweTask, Taxonomy
+from .models import (
+    Label,
+    LabelOrigin,
+    LabelStatus,
+    ReviewClaim,
+    ReviewClaimState,
+    SweTask,
+    Taxonomy,
+    Trajectory,
+    TrajectoryReviewClaim,
+)
 
 # Review status of a task, for filters: computed from its labels under the pinned taxonomy.
 REVIEW_STATES = ("unlabeled", "auto", "error", "reviewed")
@@ -44,54 +54,92 @@ def task_for(user, project: Project, task_id: int, *, token: ApiToken | None = N
     return task
 
 
-def labels_of(user, task: SweTask) -> QuerySet[Label]:
-    """A task's labels the user may see (the task itself must already be visible to them)."""
-    labels = Label.objects.filter(task=task).select_related("taxonomy", "author").order_by("taxonomy_id", "origin", "id")
-    if role_in(user, task.project) in CAN_CURATE:
+def trajectories_visible_to(user, project: Project, *, token: ApiToken | None = None) -> QuerySet[Trajectory]:
+    """Curators: the project's trajectories. Reviewers: the trajectories they claimed. Anyone else: none."""
+    if not visible_projects(user, token=token).filter(pk=project.pk).exists():
+        return Trajectory.objects.none()
+    role = role_in(user, project)
+    trajectories = Trajectory.objects.filter(project=project)
+    if role in CAN_CURATE:
+        return trajectories
+    if role in CAN_ANNOTATE:
+        return trajectories.filter(review_claims__reviewer=user).distinct()
+    return Trajectory.objects.none()
+
+
+def trajectory_for(user, project: Project, trajectory_id: int, *, token: ApiToken | None = None) -> Trajectory:
+    trajectory = trajectories_visible_to(user, project, token=token).select_related("task").filter(
+        pk=trajectory_id).first()
+    if trajectory is None:
+        raise Http404("No such trajectory.")
+    return trajectory
+
+
+def _visible_items(user, project: Project, item, *, token: ApiToken | None = None) -> QuerySet:
+    visible = trajectories_visible_to if isinstance(item, Trajectory) else tasks_visible_to
+    return visible(user, project, token=token)
+
+
+def labels_of(user, item: SweTask | Trajectory) -> QuerySet[Label]:
+    """A task's (or trajectory's) labels the user may see (the item itself must already be visible to them)."""
+    field = "trajectory" if isinstance(item, Trajectory) else "task"
+    labels = (Label.objects.filter(**{field: item}).select_related("taxonomy", "author")
+              .order_by("taxonomy_id", "origin", "id"))
+    if role_in(user, item.project) in CAN_CURATE:
         return labels
     return labels.filter(Q(origin=LabelOrigin.MODEL) | Q(author=user))
 
 
 def label_for_writing(user, label_id: int, *, token: ApiToken | None = None) -> Label:
     """A reviewer's own label, in a project they can still annotate in."""
-    label = (Label.objects.filter(pk=label_id, origin=LabelOrigin.HUMAN, author=user,
-                                  task__project__in=visible_projects(user, roles=CAN_ANNOTATE, token=token))
-             .select_related("taxonomy", "task", "task__project").first())
+    projects = visible_projects(user, roles=CAN_ANNOTATE, token=token)
+    label = (Label.objects.filter(Q(task__project__in=projects) | Q(trajectory__project__in=projects), pk=label_id,
+                                  origin=LabelOrigin.HUMAN, author=user)
+             .select_related("taxonomy", "task", "task__project", "trajectory", "trajectory__project").first())
     if label is None:
         raise Http404("No such label.")
     return label
 
 
 def label_for(user, label_id: int, *, token: ApiToken | None = None) -> Label:
-    label = Label.objects.filter(pk=label_id).select_related("taxonomy", "task", "task__project", "author").first()
-    if label is None or not labels_of(user, label.task).filter(pk=label.pk).exists() or not tasks_visible_to(
-            user, label.task.project, token=token).filter(pk=label.task_id).exists():
+    label = Label.objects.filter(pk=label_id).select_related(
+        "taxonomy", "task", "task__project", "trajectory", "trajectory__project", "author").first()
+    if label is None or not labels_of(user, label.item).filter(pk=label.pk).exists() or not _visible_items(
+            user, label.item.project, label.item, token=token).filter(pk=label.item.pk).exists():
         raise Http404("No such label.")
     return label
 
 
-def with_review_state(tasks: QuerySet[SweTask], taxonomy: Taxonomy) -> QuerySet[SweTask]:
-    """Annotate each task with booleans: auto-labeled, auto-label failed, reviewed (a submitted human label)."""
-    labels = Label.objects.filter(task=OuterRef("pk"), taxonomy=taxonomy)
-    return tasks.annotate(
+def with_review_state(items: QuerySet, taxonomy: Taxonomy) -> QuerySet:
+    """Annotate each task (or trajectory) with booleans: auto-labeled, auto-label failed, reviewed (a submitted
+    human label)."""
+    labels = Label.objects.filter(**{"trajectory" if items.model is Trajectory else "task": OuterRef("pk")},
+                                  taxonomy=taxonomy)
+    return items.annotate(
         has_auto=Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.SUBMITTED)),
         has_error=Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.ERROR)),
         reviewed=Exists(labels.filter(origin=LabelOrigin.HUMAN, status=LabelStatus.SUBMITTED)),
     )
 
 
+def filter_by_state(items: QuerySet, taxonomy: Taxonomy, state: str) -> QuerySet:
+    """Tasks (or trajectories) annotated with their review state and narrowed to `state` (REVIEW_STATES; "" any)."""
+    items = with_review_state(items, taxonomy)
+    if state == "unlabeled":
+        items = items.filter(has_auto=False, has_error=False, reviewed=False)
+    elif state == "auto":
+        items = items.filter(has_auto=True, reviewed=False)
+    elif state == "error":
+        items = items.filter(has_error=True)
+    elif state == "reviewed":
+        items = items.filter(reviewed=True)
+    return items
+
+
 def filter_tasks(tasks: QuerySet[SweTask], taxonomy: Taxonomy, *, state: str = "", field: str = "", value: str = "",
                  search: str = "") -> QuerySet[SweTask]:
     """Narrow by review state, by a label field's value (model label, or any submitted human label), or text."""
-    tasks = with_review_state(tasks, taxonomy)
-    if state == "unlabeled":
-        tasks = tasks.filter(has_auto=False, has_error=False, reviewed=False)
-    elif state == "auto":
-        tasks = tasks.filter(has_auto=True, reviewed=False)
-    elif state == "error":
-        tasks = tasks.filter(has_error=True)
-    elif state == "reviewed":
-        tasks = tasks.filter(reviewed=True)
+    tasks = filter_by_state(tasks, taxonomy, state)
     if field and value:
         spec = taxonomy.definition
         if field not in spec.fields():
@@ -106,8 +154,12 @@ def filter_tasks(tasks: QuerySet[SweTask], taxonomy: Taxonomy, *, state: str = "
 
 def queue_state(project: Project) -> dict:
     claims = ReviewClaim.objects.filter(task__project=project)
+    trajectory_claims = TrajectoryReviewClaim.objects.filter(project=project)
     return {"tasks": SweTask.objects.filter(project=project).count(),
-            "claims": {state: claims.filter(state=state).count() for state in ReviewClaimState.values}}
+            "claims": {state: claims.filter(state=state).count() for state in ReviewClaimState.values},
+            "trajectories": Trajectory.objects.filter(project=project).count(),
+            "trajectory_claims": {state: trajectory_claims.filter(state=state).count()
+                                  for state in ReviewClaimState.values}}
 
 
 def my_claims(user, project: Project) -> QuerySet[ReviewClaim]:
@@ -115,6 +167,30 @@ def my_claims(user, project: Project) -> QuerySet[ReviewClaim]:
             .select_related("task").order_by("-updated_at", "-id"))
 
 
+def my_trajectory_claims(user, project: Project) -> QuerySet[TrajectoryReviewClaim]:
+    return (TrajectoryReviewClaim.objects.filter(project=project, reviewer=user)
+            .select_related("trajectory").order_by("-updated_at", "-id"))
+
+
 def project_labels(project: Project) -> QuerySet[Label]:
-    """Every label of a project: what the agreement reports and exports read (callers check the role)."""
+    """Every task label of a project: what the agreement reports and the task exports read (callers check the
+    role). Trajectory labels are `trajectory_labels`."""
     return Label.objects.filter(task__project=project)
+
+
+def trajectory_labels(project: Project) -> QuerySet[Label]:
+    """Every trajectory label of a project (callers check the role)."""
+    return Label.objects.filter(trajectory__project=project)
+
+
+
+def final_task_labels(task_ids: list[int], taxonomy: Taxonomy) -> dict[int, Label]:
+    """task id -> its final label now: the newest submitted reviewer label, else the model's submitted one
+    (what a trajectory of the task keeps as its level-1 labels; callers check the role)."""
+    final: dict[int, Label] = {}
+    for label in (Label.objects.filter(task_id__in=task_ids, taxonomy=taxonomy, status=LabelStatus.SUBMITTED)
+                  .order_by("updated_at", "id")):
+        current = final.get(label.task_id)
+        if current is None or label.origin == LabelOrigin.HUMAN or current.origin == LabelOrigin.MODEL:
+            final[label.task_id] = label
+    return final

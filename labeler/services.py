@@ -16,8 +16,9 @@ from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import Backend, backend_for_model
 from dataplatform.yamlfile import YamlFileError
 
-from . import autolabel, upstream
+from . import autolabel, selectors, trajectory_mode, upstream
 from .models import (
+    L1Source,
     Label,
     LabelerSettings,
     LabelEvent,
@@ -28,6 +29,8 @@ from .models import (
     ReviewClaimState,
     SweTask,
     Taxonomy,
+    Trajectory,
+    TrajectoryReviewClaim,
 )
 from .taxonomy import parse_taxonomy
 
@@ -124,71 +127,120 @@ def backend_for(project: Project) -> Backend:
 
 # --- auto-labeling --------------------------------------------------------------------------------
 
-def tasks_to_autolabel(project: Project, taxonomy: Taxonomy, *, retry_errors: bool = False):
-    """Tasks without a model label under this taxonomy version (with retry_errors: also failed ones)."""
-    done = Label.objects.filter(task=OuterRef("pk"), taxonomy=taxonomy, origin=LabelOrigin.MODEL)
+TASKS, TRAJECTORIES = "tasks", "trajectories"  # what an auto-labeling job labels
+
+
+def to_autolabel(project: Project, taxonomy: Taxonomy, *, subjects: str = TASKS, retry_errors: bool = False):
+    """Tasks (or trajectories) without a model label under this taxonomy version (with retry_errors: also
+    failed ones)."""
+    model, field = (SweTask, "task") if subjects == TASKS else (Trajectory, "trajectory")
+    done = Label.objects.filter(**{field: OuterRef("pk")}, taxonomy=taxonomy, origin=LabelOrigin.MODEL)
     if retry_errors:
         done = done.exclude(status=LabelStatus.ERROR)
-    return SweTask.objects.filter(project=project).exclude(Exists(done)).order_by("id")
+    return model.objects.filter(project=project).exclude(Exists(done)).order_by("id")
 
 
-def autolabel_project(*, project: Project, progress, job=None, retry_errors: bool = False, limit: int | None = None) -> dict:
-    """Label every task that has no model label yet, in batches; each batch is saved as it finishes,
-    so a rerun after a crash resumes where it stopped. Returns counts."""
+def autolabel_project(*, project: Project, progress, job=None, retry_errors: bool = False, limit: int | None = None,
+                      subjects: str = TASKS) -> dict:
+    """Label every task (or trajectory) that has no model label yet, in batches; each batch is saved as it
+    finishes, so a rerun after a crash resumes where it stopped. Returns counts."""
     settings = settings_for(project)
     taxonomy = settings.taxonomy
     backend = backend_for(project)
-    pending = tasks_to_autolabel(project, taxonomy, retry_errors=retry_errors)
+    pending = to_autolabel(project, taxonomy, subjects=subjects, retry_errors=retry_errors)
+    if subjects == TASKS:
+        pending = pending.only("id", "repo", "instance_id", "problem_statement", "patch", "test_patch", "extra",
+                               "source_sha256")
+    else:
+        pending = pending.select_related("task")
     total = pending.count() if limit is None else min(limit, pending.count())
     progress.set_total(total)
     counts = {"labeled": 0, "errors": 0}
     while counts["labeled"] + counts["errors"] < total:
-        batch = list(pending.only("id", "repo", "problem_statement", "patch", "source_sha256")
-                     [:min(settings.batch_size, total - counts["labeled"] - counts["errors"])])
+        batch = list(pending[:min(settings.batch_size, total - counts["labeled"] - counts["errors"])])
         if not batch:
             break
-        for task, outcome in zip(batch, label_batch(backend, taxonomy, settings, batch), strict=True):
-            save_model_label(task=task, taxonomy=taxonomy, outcome=outcome, model_id=backend.model_id, job=job)
+        outcomes = (label_batch(backend, taxonomy, settings, batch) if subjects == TASKS
+                    else label_trajectories(backend, taxonomy, settings, batch))
+        for item, outcome in zip(batch, outcomes, strict=True):
+            save_model_label(item=item, taxonomy=taxonomy, outcome=outcome, model_id=backend.model_id, job=job)
             counts["errors" if outcome.error else "labeled"] += 1
         done = counts["labeled"] + counts["errors"]
-        progress.report(done, message=f"{done} of {total} tasks labeled ({counts['errors']} with errors)")
+        progress.report(done, message=f"{done} of {total} {subjects} labeled ({counts['errors']} with errors)")
     return counts
 
 
 class Outcome:
-    """What the model said about one task: values and rationales, or an error; every raw answer kept."""
+    """What the model said about one task or trajectory: values and rationales, or an error; every raw answer
+    kept; for a trajectory, where its stage-one values came from."""
 
     def __init__(self):
         self.values: dict = {}
         self.rationales: dict = {}
         self.raw: list[dict] = []
         self.error = ""
+        self.l1_source = ""
 
 
 def label_batch(backend: Backend, taxonomy: Taxonomy, settings: LabelerSettings, tasks: list) -> list[Outcome]:
     """Both stages for a batch of tasks; every prompt of a stage goes to the backend as one batch."""
+    texts = [autolabel.task_summary(task, settings) for task in tasks]
+    return _two_stages(backend, taxonomy.definition, settings, texts, [Outcome() for _ in tasks], trajectory=False)
+
+
+def label_trajectories(backend: Backend, taxonomy: Taxonomy, settings: LabelerSettings,
+                       trajectories: list) -> list[Outcome]:
+    """The published trajectory mode for a batch (trajectory_mode.py): each trajectory's summary, stage one kept
+    from complete level-1 labels where the project preserves them, else asked; then stage two."""
     spec = taxonomy.definition
-    outcomes = [Outcome() for _ in tasks]
-    _run_stage(backend, settings, "stage 1", tasks, outcomes,
-               messages=lambda task, outcome: autolabel.stage_one_messages(spec, task, settings),
+    outcomes = [Outcome() for _ in trajectories]
+    task_labels = selectors.final_task_labels([t.task_id for t in trajectories if t.task_id], taxonomy)
+    texts = []
+    for trajectory, outcome in zip(trajectories, outcomes, strict=True):
+        try:
+            texts.append(trajectory_mode.describe(trajectory, settings))
+        except trajectory_mode.Unreadable as exc:
+            texts.append("")
+            outcome.error = f"summary: {exc}"
+            continue
+        kept = None
+        if settings.trajectory_l1_mode == "preserve":
+            label = task_labels.get(trajectory.task_id)
+            kept = trajectory_mode.kept_stage_one(
+                trajectory.extra or {}, {"values": label.values, "rationales": label.rationales} if label else None,
+                spec)
+        if kept is None:
+            outcome.l1_source = L1Source.RELABELED if settings.trajectory_l1_mode == "relabel" else L1Source.GENERATED
+        else:
+            outcome.values, outcome.rationales, outcome.l1_source = dict(kept[0]), dict(kept[1]), kept[2]
+            outcome.raw.append({"stage": "stage 1", "kept": outcome.l1_source, "values": kept[0]})
+    return _two_stages(backend, spec, settings, texts, outcomes, trajectory=True)
+
+
+def _two_stages(backend, spec, settings, texts: list[str], outcomes: list[Outcome], *, trajectory: bool):
+    """Stage one where no values are kept yet, then stage two, for each text (a task's or a trajectory's)."""
+    _run_stage(backend, settings, "stage 1", texts, outcomes, [n for n, o in enumerate(outcomes) if not o.values],
+               messages=lambda text, outcome: autolabel.stage_one_messages(spec, text, trajectory=trajectory),
                schema=lambda outcome: autolabel.stage_one_schema(spec),
                check=lambda text, outcome: autolabel.check_stage_one(spec, text) + ({},))
-    _run_stage(backend, settings, "stage 2", tasks, outcomes,
-               messages=lambda task, outcome: autolabel.stage_two_messages(spec, task, outcome.values, settings),
+    _run_stage(backend, settings, "stage 2", texts, outcomes, list(range(len(outcomes))),
+               messages=lambda text, outcome: autolabel.stage_two_messages(spec, text, outcome.values,
+                                                                           trajectory=trajectory),
                schema=lambda outcome: autolabel.stage_two_schema(spec, outcome.values),
                check=lambda text, outcome: autolabel.check_stage_two(spec, text, outcome.values))
     return outcomes
 
 
-def _run_stage(backend, settings, stage: str, tasks, outcomes, *, messages, schema, check) -> None:
-    """Ask, check, and ask once more with twice the token budget (at most MAX_RETRY_TOKENS) where the answer
-    was invalid; an answer still invalid is the task's error. What a check replaced is kept with the answer."""
-    todo = [n for n, outcome in enumerate(outcomes) if not outcome.error]
+def _run_stage(backend, settings, stage: str, texts, outcomes, todo: list[int], *, messages, schema, check) -> None:
+    """Ask (the outcomes numbered in `todo` that have no error), check, and ask once more with twice the token
+    budget (at most MAX_RETRY_TOKENS) where the answer was invalid; an answer still invalid is the item's error.
+    What a check replaced is kept with the answer."""
+    todo = [n for n in todo if not outcomes[n].error]
     budget = settings.max_tokens
     for attempt in (1, 2):
         if not todo:
             return
-        prompts = [backend.chat_prompt_ids(messages(tasks[n], outcomes[n])) for n in todo]
+        prompts = [backend.chat_prompt_ids(messages(texts[n], outcomes[n])) for n in todo]
         schemas = [schema(outcomes[n]) for n in todo] if backend.supports_json_schema else [None] * len(todo)
         answers = _generate(backend, prompts, schemas, budget, settings.temperature)
         retry = []
@@ -232,16 +284,23 @@ def _generate(backend, prompts, schemas, max_tokens, temperature):
     return answers
 
 
-def save_model_label(*, task: SweTask, taxonomy: Taxonomy, outcome: Outcome, model_id: str, job=None) -> Label:
-    """Store (or, for a retried error, replace) the model's label of a task, with its event."""
+def _of(item: SweTask | Trajectory) -> dict:
+    """The label filter for what `item` is: {"task": item} or {"trajectory": item}."""
+    return {"trajectory": item} if isinstance(item, Trajectory) else {"task": item}
+
+
+def save_model_label(*, item: SweTask | Trajectory, taxonomy: Taxonomy, outcome: Outcome, model_id: str,
+                     job=None) -> Label:
+    """Store (or, for a retried error, replace) the model's label of a task or trajectory, with its event."""
     status = LabelStatus.ERROR if outcome.error else LabelStatus.SUBMITTED
     with transaction.atomic():
         label, _ = Label.objects.select_for_update().get_or_create(
-            task=task, taxonomy=taxonomy, origin=LabelOrigin.MODEL, defaults={"author": None})
+            **_of(item), taxonomy=taxonomy, origin=LabelOrigin.MODEL, defaults={"author": None})
         old = dict(label.values)
         label.status, label.values, label.rationales = status, outcome.values, outcome.rationales
         label.provenance = {name: LabelOrigin.MODEL for name in outcome.values}
-        label.model_id, label.task_sha256, label.error = model_id, task.source_sha256, outcome.error
+        label.model_id, label.task_sha256, label.error = model_id, item.source_sha256, outcome.error
+        label.l1_source = outcome.l1_source
         label.raw_responses = label.raw_responses + outcome.raw
         label.job, label.version = job, label.version + 1
         label.save()
@@ -255,44 +314,56 @@ def save_model_label(*, task: SweTask, taxonomy: Taxonomy, outcome: Outcome, mod
 
 # --- review ---------------------------------------------------------------------------------------
 
-def claim_next_task(*, project: Project, reviewer) -> ReviewClaim | None:
-    """The reviewer's active claim, renewed, or the next task with a free review slot."""
+# The two review queues, with the same rules: the claim model and its item field.
+QUEUES = {TASKS: (ReviewClaim, "task"), TRAJECTORIES: (TrajectoryReviewClaim, "trajectory")}
+ITEM_FIELD = dict(QUEUES.values())  # claim model -> its item field
+
+
+def claim_next(*, project: Project, reviewer, queue: str = TASKS) -> ReviewClaim | TrajectoryReviewClaim | None:
+    """The reviewer's active claim in the queue (tasks or trajectories), renewed, or the next item with a free
+    review slot."""
     settings = settings_for(project)
-    return claims.claim_next(claim_model=ReviewClaim, item_field="task", holder_field="reviewer", project_id=project.pk,
-                             holder_id=reviewer.pk, overlap=settings.overlap, lease_minutes=settings.lease_minutes)
+    claim_model, item_field = QUEUES[queue]
+    return claims.claim_next(claim_model=claim_model, item_field=item_field, holder_field="reviewer",
+                             project_id=project.pk, holder_id=reviewer.pk, overlap=settings.overlap,
+                             lease_minutes=settings.lease_minutes)
 
 
-def end_review_claim(*, claim: ReviewClaim, state: ReviewClaimState) -> ReviewClaim:
-    """Skip, release or finish a review claim: only an active one, once, under its task's lock."""
+def claim_next_task(*, project: Project, reviewer) -> ReviewClaim | None:
+    return claim_next(project=project, reviewer=reviewer, queue=TASKS)
+
+
+def end_review_claim(*, claim: ReviewClaim | TrajectoryReviewClaim, state: ReviewClaimState):
+    """Skip, release or finish a review claim: only an active one, once, under its item's lock."""
     try:
-        return claims.end_claim(claim_model=ReviewClaim, item_field="task", claim_id=claim.pk, state=state,
-                                overlap=lambda: settings_for(claim.project).overlap)
+        return claims.end_claim(claim_model=type(claim), item_field=ITEM_FIELD[type(claim)],
+                                claim_id=claim.pk, state=state, overlap=lambda: settings_for(claim.project).overlap)
     except claims.ClaimRefused as exc:
         raise LabelingError(str(exc)) from exc
 
 
-def start_review(*, task: SweTask, reviewer) -> Label:
-    """The reviewer's label of the task under the project's pinned taxonomy; the first time it is
+def start_review(*, item: SweTask | Trajectory, reviewer) -> Label:
+    """The reviewer's label of the task or trajectory under the project's pinned taxonomy; the first time it is
     pre-filled from the model's label (values, rationales; each field marked as model-made)."""
-    taxonomy = settings_for(task.project).taxonomy
-    existing = Label.objects.filter(task=task, taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer).first()
+    taxonomy = settings_for(item.project).taxonomy
+    existing = Label.objects.filter(**_of(item), taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer).first()
     if existing is not None:
         return existing
-    model_label = Label.objects.filter(task=task, taxonomy=taxonomy, origin=LabelOrigin.MODEL,
+    model_label = Label.objects.filter(**_of(item), taxonomy=taxonomy, origin=LabelOrigin.MODEL,
                                        status=LabelStatus.SUBMITTED).first()
     values = dict(model_label.values) if model_label else {}
     try:
         with transaction.atomic():
             label = Label.objects.create(
-                task=task, taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer, status=LabelStatus.DRAFT,
+                **_of(item), taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer, status=LabelStatus.DRAFT,
                 values=values, rationales=dict(model_label.rationales) if model_label else {},
                 provenance={name: LabelOrigin.MODEL for name in values}, model_id=model_label.model_id if model_label
-                else "", task_sha256=task.source_sha256)
+                else "", task_sha256=item.source_sha256, l1_source=model_label.l1_source if model_label else "")
             if values:
                 LabelEvent.objects.create(label=label, kind=LabelEventKind.PREFILL, origin=LabelOrigin.MODEL,
                                           actor=None, changes={name: [None, value] for name, value in values.items()})
     except IntegrityError:  # two tabs started the same review
-        return Label.objects.get(task=task, taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer)
+        return Label.objects.get(**_of(item), taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer)
     return label
 
 
@@ -348,8 +419,8 @@ def submit_label(*, label: Label, version: int, actor) -> Label:
         label.save(update_fields=["status", "version", "updated_at"])
         LabelEvent.objects.create(label=label, kind=LabelEventKind.SUBMIT, origin=LabelOrigin.HUMAN, actor=actor,
                                   changes={})
-        claim = ReviewClaim.objects.filter(task_id=label.task_id, reviewer=actor,
-                                           state=ReviewClaimState.ACTIVE).first()
-        if claim is not None:  # refused (the task went to someone else meanwhile): the submit is undone too
+        claim_model, _ = QUEUES[TASKS if label.task_id else TRAJECTORIES]
+        claim = claim_model.objects.filter(**_of(label.item), reviewer=actor, state=ReviewClaimState.ACTIVE).first()
+        if claim is not None:  # refused (the item went to someone else meanwhile): the submit is undone too
             end_review_claim(claim=claim, state=ReviewClaimState.DONE)
     return label

@@ -33,7 +33,7 @@ from dataplatform.exports.registry import get_kind
 from dataplatform.exports.storage import export_storage
 from dataplatform.jobs.models import Job, JobState
 from labeler import services as labeler_services
-from labeler.models import SweTask, Taxonomy
+from labeler.models import SweTask, Taxonomy, Trajectory
 
 from .calc_traces import make_demo_trace
 
@@ -131,9 +131,18 @@ def _fill(project: Project, *, curator, annotator, taxonomy: Taxonomy) -> Projec
                                   problem_statement="The API returns 500", patch="", source_sha256="1" * 64)
     review_claim = labeler_services.claim_next_task(project=project, reviewer=annotator)
     assert review_claim is not None and review_claim.task_id == task.pk
-    label = labeler_services.start_review(task=task, reviewer=annotator)
+    label = labeler_services.start_review(item=task, reviewer=annotator)
     ids |= {"taxonomy_id": taxonomy.pk, "task_id": task.pk, "review_claim_id": review_claim.pk,
             "label_id": label.pk}
+    # ... and a trajectory of that task the annotator has claimed in the trajectory queue.
+    trajectory = Trajectory.objects.create(project=project, task=task, trajectory_id=f"{slug}-run-1",
+                                           instance_id=task.instance_id, source_sha256="4" * 64,
+                                           messages=[{"role": "user", "content": "fix it"},
+                                                     {"role": "assistant", "content": "done"}])
+    trajectory_claim = labeler_services.claim_next(project=project, reviewer=annotator,
+                                                   queue=labeler_services.TRAJECTORIES)
+    assert trajectory_claim is not None and trajectory_claim.trajectory_id == trajectory.pk
+    ids |= {"trajectory_id": trajectory.pk, "trajectory_claim_id": trajectory_claim.pk}
 
     # AED: a trace, the curator's case on it, a proposal and a replay of it.
     record = make_demo_trace("(17 * 23) - 45", ["calc 17 * 23", "calc 17 * 32", "answer 499"],

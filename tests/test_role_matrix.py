@@ -241,6 +241,10 @@ RULES = {
     "labeler-task": {m: members(CAN_ANNOTATE, "CAN_ANNOTATE (the annotator reviews it: their claim)")
                      for m in ("GET", "POST")},
     "labeler-skip": {"POST": ANNOTATE},
+    "labeler-claim-trajectory": {"POST": ANNOTATE},
+    "labeler-trajectory": {m: members(CAN_ANNOTATE, "CAN_ANNOTATE (the annotator reviews it: their claim)")
+                           for m in ("GET", "POST")},
+    "labeler-skip-trajectory": {"POST": ANNOTATE},
     "labeler-edit": {"POST": ANNOTATOR_LABEL},
     "labeler-accept": {"POST": ANNOTATOR_LABEL},
     "labeler-metrics": {"GET": CURATE, "POST": CURATE},
@@ -254,6 +258,12 @@ RULES = {
     "api-labeler-task": {"GET": members(CAN_ANNOTATE, "CAN_ANNOTATE (the annotator reviews it: their claim)")},
     "api-labeler-claim": {"POST": ANNOTATE},
     "api-labeler-claim-action": {"POST": {
+        "release": owner_only("annotator", CAN_ANNOTATE, "CAN_ANNOTATE, and own object only (the reviewer's claim)"),
+    }},
+    "api-labeler-trajectories": {"GET": ANNOTATE},
+    "api-labeler-trajectory": {"GET": members(CAN_ANNOTATE, "CAN_ANNOTATE (the annotator reviews it: their claim)")},
+    "api-labeler-trajectory-claim": {"POST": ANNOTATE},
+    "api-labeler-trajectory-claim-action": {"POST": {
         "release": owner_only("annotator", CAN_ANNOTATE, "CAN_ANNOTATE, and own object only (the reviewer's claim)"),
     }},
     "api-labeler-queue": {"GET": CURATE},

@@ -1,5 +1,6 @@
 """The SWE Labeler's overview page: curators import tasks and trajectories, pin a taxonomy version,
-change the settings, run auto-labeling and filter the task list; reviewers see their claims."""
+change the settings, run auto-labeling and filter the task list, and see the trajectories; reviewers see
+their claims."""
 
 from django import forms
 from django.contrib import messages
@@ -36,11 +37,16 @@ class SettingsForm(forms.ModelForm):
     max_problem_chars = forms.IntegerField(min_value=100, max_value=100_000, label="Issue shown (characters)")
     max_patch_chars = forms.IntegerField(min_value=100, max_value=100_000, label="Patch shown (characters)")
     max_test_patch_chars = forms.IntegerField(min_value=0, max_value=100_000, label="Test patch shown (characters)")
+    max_trajectory_chars = forms.IntegerField(min_value=1000, max_value=1_000_000,
+                                              label="Trajectory summary shown (characters)")
+    trajectory_l1_mode = forms.ChoiceField(choices=[("preserve", "preserve: keep complete level-1 labels"),
+                                                    ("relabel", "relabel: always ask")],
+                                           label="Trajectories' level-1 labels")
 
     class Meta:
         model = LabelerSettings
         fields = ["model_name", "overlap", "lease_minutes", "max_tokens", "batch_size", "max_problem_chars",
-                  "max_patch_chars", "max_test_patch_chars"]
+                  "max_patch_chars", "max_test_patch_chars", "max_trajectory_chars", "trajectory_l1_mode"]
 
 
 @login_required
@@ -51,6 +57,7 @@ def overview(request, slug: str):
 
 def _render_overview(request, project, role, *, import_report=None):
     context = {"project": project, "claims": selectors.my_claims(request.user, project)[:50],
+               "trajectory_claims": selectors.my_trajectory_claims(request.user, project)[:50],
                "import_report": import_report}
     if role in CAN_CURATE:
         context |= _curator_context(request, project)
@@ -61,12 +68,10 @@ def _curator_context(request, project) -> dict:
     settings = services.settings_for(project)
     taxonomy = settings.taxonomy
     tasks = selectors.tasks_visible_to(request.user, project)
-    counts = dict.fromkeys(("tasks", "auto", "errors", "reviewed"), 0)
-    for group in selectors.with_review_state(tasks, taxonomy).values("has_auto", "has_error", "reviewed").annotate(
-            n=Count("pk")).order_by():  # at most 8 groups, one query
-        counts["tasks"] += group["n"]
-        for key, flag in (("auto", "has_auto"), ("errors", "has_error"), ("reviewed", "reviewed")):
-            counts[key] += group["n"] if group[flag] else 0
+    trajectories = selectors.with_review_state(selectors.trajectories_visible_to(request.user, project), taxonomy)
+    trajectory_page = Paginator(trajectories.order_by("id").only("id", "trajectory_id", "instance_id", "model",
+                                                                 "task_id"),
+                                PAGE_SIZE).get_page(request.GET.get("tpage"))
     filters = {key: request.GET.get(key, "").strip() for key in ("state", "field", "value", "q")}
     try:
         listed = selectors.filter_tasks(tasks, taxonomy, state=filters["state"], field=filters["field"],
@@ -81,7 +86,9 @@ def _curator_context(request, project) -> dict:
     ).values_list("task_id", "error")) if failed else {}
     return {
         "curator": True,
-        "counts": counts,
+        "counts": _state_counts(tasks, taxonomy),
+        "trajectory_counts": _state_counts(trajectories, taxonomy),
+        "trajectory_page": trajectory_page,
         "settings": settings,
         "taxonomy": taxonomy,
         "taxonomy_counts": taxonomy.definition.counts(),
@@ -95,6 +102,17 @@ def _curator_context(request, project) -> dict:
         "fields": taxonomy.definition.fields(),
         "source_kinds": SourceKind.choices,
     }
+
+
+def _state_counts(items, taxonomy) -> dict:
+    """How many tasks (or trajectories) there are, auto-labeled, failed and reviewed: one query, at most 8 groups."""
+    counts = dict.fromkeys(("all", "auto", "errors", "reviewed"), 0)
+    for group in selectors.with_review_state(items, taxonomy).values("has_auto", "has_error", "reviewed").annotate(
+            n=Count("pk")).order_by():
+        counts["all"] += group["n"]
+        for key, flag in (("auto", "has_auto"), ("errors", "has_error"), ("reviewed", "reviewed")):
+            counts[key] += group["n"] if group[flag] else 0
+    return counts
 
 
 @login_required
@@ -183,11 +201,12 @@ def update_settings(request, slug: str):
 @require_POST
 def start_autolabel(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
-    params = {"retry_errors": bool(request.POST.get("retry_errors")), "limit": request.POST.get("limit") or None}
+    params = {"retry_errors": bool(request.POST.get("retry_errors")), "limit": request.POST.get("limit") or None,
+              "subjects": request.POST.get("subjects") or services.TASKS}
     try:
         job = job_services.enqueue_job(project=project, kind=AUTOLABEL_KIND, params=params, user=request.user)
     except PlatformError as exc:
         show_error(request, exc)
     else:
-        messages.success(request, f"Job {job.pk} is auto-labeling the tasks.")
+        messages.success(request, f"Job {job.pk} is auto-labeling the {job.params['subjects']}.")
     return redirect("labeler-overview", slug=slug)

@@ -1,5 +1,5 @@
-"""The SWE Labeler's review pages: claiming the next task, the task page with its keyboard-driven label
-editor (htmx edits, one field at a time), accepting and skipping."""
+"""The SWE Labeler's review pages: claiming the next task or trajectory, the task page and the trajectory page
+with their keyboard-driven label editor (htmx edits, one field at a time), accepting and skipping."""
 
 import re
 
@@ -11,10 +11,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
+from dataplatform.conversations.reading import read_conversation
 from dataplatform.errors import PlatformError, show_error
 
-from .. import selectors, services
-from ..models import LabelOrigin, ReviewClaimState
+from .. import selectors, services, trajectory_mode
+from ..models import LabelOrigin, ReviewClaimState, Trajectory
 from ..taxonomy import UNSPECIFIED
 
 
@@ -22,26 +23,37 @@ from ..taxonomy import UNSPECIFIED
 @require_POST
 def claim(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_ANNOTATE)
-    return _next_task(request, project)
-
-
-def _next_task(request, project):
-    claimed = services.claim_next_task(project=project, reviewer=request.user)
-    if claimed is None:
-        messages.info(request, "Nothing left to review")
-        return redirect("labeler-overview", slug=project.slug)
-    return redirect("labeler-task", slug=project.slug, task_id=claimed.task_id)
+    return _next(request, project, services.TASKS)
 
 
 @login_required
-def task_page(request, slug: str, task_id: int):
-    project, role = project_for(request.user, slug, CAN_ANNOTATE)
-    task = selectors.task_for(request.user, project, task_id)
+@require_POST
+def claim_trajectory(request, slug: str):
+    project, _ = project_for(request.user, slug, CAN_ANNOTATE)
+    return _next(request, project, services.TRAJECTORIES)
+
+
+def _next(request, project, queue: str):
+    claimed = services.claim_next(project=project, reviewer=request.user, queue=queue)
+    if claimed is None:
+        messages.info(request, f"Nothing left to review: no {queue} with a free slot for you")
+        return redirect("labeler-overview", slug=project.slug)
+    return _page_of(project, claimed.task if queue == services.TASKS else claimed.trajectory)
+
+
+def _page_of(project, item):
+    if isinstance(item, Trajectory):
+        return redirect("labeler-trajectory", slug=project.slug, trajectory_id=item.pk)
+    return redirect("labeler-task", slug=project.slug, task_id=item.pk)
+
+
+def _review_context(request, project, role, item, active_claim) -> dict:
+    """What both review pages show of the item's labels under the pinned taxonomy: the reviewer's own (started
+    when they hold a claim, or are a curator), the model's, and for curators every label side by side."""
     taxonomy = services.settings_for(project).taxonomy
-    active_claim = selectors.my_claims(request.user, project).filter(task=task, state=ReviewClaimState.ACTIVE).first()
-    labels = list(selectors.labels_of(request.user, task))
+    labels = list(selectors.labels_of(request.user, item))
     if role in CAN_CURATE or active_claim is not None:
-        mine = services.start_review(task=task, reviewer=request.user)
+        mine = services.start_review(item=item, reviewer=request.user)
     else:  # a finished or skipped claim: the reviewer's earlier label, if any
         mine = next((label for label in labels if label.origin == LabelOrigin.HUMAN
                      and label.author_id == request.user.pk and label.taxonomy_id == taxonomy.pk), None)
@@ -50,19 +62,58 @@ def task_page(request, slug: str, task_id: int):
     others = [label for label in labels if label.taxonomy_id == taxonomy.pk and label.origin == LabelOrigin.HUMAN
               and (mine is None or label.pk != mine.pk)]
     shown = [label for label in [model_label, *others] if label is not None]
-    return render(request, "labeler/task.html", {
+    return {
         "project": project,
-        "task": task,
         "taxonomy": taxonomy,
         "active_claim": active_claim,
-        "patch_lines": diff_lines(task.patch),
-        "test_patch_lines": diff_lines(task.test_patch),
-        "trajectories": task.trajectories.count(),
         "model_label": model_label,
         "other_labels": shown if role in CAN_CURATE else [],
         "comparison": _comparison(taxonomy.definition, shown) if role in CAN_CURATE else [],
         "hidden_versions": sum(1 for label in labels if label.taxonomy_id != taxonomy.pk),
         **(_editor_context(mine, model_label) if mine is not None else {}),
+    }
+
+
+@login_required
+def task_page(request, slug: str, task_id: int):
+    project, role = project_for(request.user, slug, CAN_ANNOTATE)
+    task = selectors.task_for(request.user, project, task_id)
+    active_claim = selectors.my_claims(request.user, project).filter(task=task, state=ReviewClaimState.ACTIVE).first()
+    return render(request, "labeler/task.html", {
+        **_review_context(request, project, role, task, active_claim),
+        "task": task,
+        "patch_lines": diff_lines(task.patch),
+        "test_patch_lines": diff_lines(task.test_patch),
+        "trajectories": task.trajectories.count(),
+        "next_url": reverse("labeler-claim", args=[project.slug]),
+        "skip_url": reverse("labeler-skip", args=[project.slug, task.pk]),
+    })
+
+
+@login_required
+def trajectory_page(request, slug: str, trajectory_id: int):
+    """A trajectory in the published trajectory mode: its messages (every text escaped by the template: model and
+    tool output are hostile), the summary the model was shown, and the label editor."""
+    project, role = project_for(request.user, slug, CAN_ANNOTATE)
+    trajectory = selectors.trajectory_for(request.user, project, trajectory_id)
+    active_claim = selectors.my_trajectory_claims(request.user, project).filter(
+        trajectory=trajectory, state=ReviewClaimState.ACTIVE).first()
+    conversation = read_conversation(trajectory.messages, trajectory.tools).conversation
+    try:
+        shown_to_model = trajectory_mode.describe(trajectory, services.settings_for(project))
+    except trajectory_mode.Unreadable:
+        shown_to_model = ""
+    task_visible = trajectory.task_id is not None and selectors.tasks_visible_to(request.user, project).filter(
+        pk=trajectory.task_id).exists()
+    return render(request, "labeler/trajectory.html", {
+        **_review_context(request, project, role, trajectory, active_claim),
+        "trajectory": trajectory,
+        "messages_shown": conversation.messages if conversation is not None else [],
+        "tools": conversation.tools if conversation is not None else [],
+        "shown_to_model": shown_to_model,
+        "task_visible": task_visible,
+        "next_url": reverse("labeler-claim-trajectory", args=[project.slug]),
+        "skip_url": reverse("labeler-skip-trajectory", args=[project.slug, trajectory.pk]),
     })
 
 
@@ -83,10 +134,9 @@ def edit_field(request, slug: str, label_id: int):
         if isinstance(exc, services.StaleLabel):
             error += " Your change was not saved; the editor now shows the current label."
             label = _own_label(request, slug, label_id)
-    model_label = selectors.labels_of(request.user, label.task).filter(
+    model_label = selectors.labels_of(request.user, label.item).filter(
         taxonomy=label.taxonomy, origin=LabelOrigin.MODEL).first()
-    context = {"project": label.task.project, "task": label.task, "error": error,
-               **_editor_context(label, model_label, focus=field)}
+    context = {"project": label.item.project, "error": error, **_editor_context(label, model_label, focus=field)}
     return render(request, "labeler/_editor.html", context, status=status)
 
 
@@ -99,8 +149,9 @@ def accept(request, slug: str, label_id: int):
     except PlatformError as exc:
         show_error(request, exc)
     else:
-        messages.success(request, f"Submitted your label of {label.task.instance_id}. Press n for the next task.")
-    return redirect("labeler-task", slug=slug, task_id=label.task_id)
+        kind = "trajectory" if label.trajectory_id else "task"
+        messages.success(request, f"Submitted your label of {label.item}. Press n for the next {kind}.")
+    return _page_of(label.item.project, label.item)
 
 
 @login_required
@@ -110,17 +161,31 @@ def skip(request, slug: str, task_id: int):
     # Another project's task (or one this reviewer never claimed) does not exist here: 404, like the task page.
     task = selectors.task_for(request.user, project, task_id)
     active = selectors.my_claims(request.user, project).filter(task=task, state=ReviewClaimState.ACTIVE).first()
+    return _skip(request, project, active, services.TASKS)
+
+
+@login_required
+@require_POST
+def skip_trajectory(request, slug: str, trajectory_id: int):
+    project, _ = project_for(request.user, slug, CAN_ANNOTATE)
+    trajectory = selectors.trajectory_for(request.user, project, trajectory_id)
+    active = selectors.my_trajectory_claims(request.user, project).filter(
+        trajectory=trajectory, state=ReviewClaimState.ACTIVE).first()
+    return _skip(request, project, active, services.TRAJECTORIES)
+
+
+def _skip(request, project, active, queue: str):
     if active is None:
-        messages.error(request, "You hold no claim on this task.")
-        return redirect("labeler-overview", slug=slug)
+        messages.error(request, f"You hold no claim on this {'task' if queue == services.TASKS else 'trajectory'}.")
+        return redirect("labeler-overview", slug=project.slug)
     services.end_review_claim(claim=active, state=ReviewClaimState.SKIPPED)
-    messages.info(request, f"Skipped {active.task.instance_id}.")
-    return _next_task(request, project)
+    messages.info(request, f"Skipped {active.task if queue == services.TASKS else active.trajectory}.")
+    return _next(request, project, queue)
 
 
 def _own_label(request, slug: str, label_id: int):
     label = selectors.label_for_writing(request.user, label_id)
-    if label.task.project.slug != slug:
+    if label.item.project.slug != slug:
         raise Http404("No such label.")
     return label
 
@@ -151,8 +216,8 @@ def _editor_context(label, model_label, *, focus: str = "") -> dict:
             "rationale": label.rationales.get(name) or (model_label.rationales.get(name, "") if model_label else ""),
         })
     return {"label": label, "fields": fields, "focus": focus,
-            "edit_url": reverse("labeler-edit", args=[label.task.project.slug, label.pk]),
-            "accept_url": reverse("labeler-accept", args=[label.task.project.slug, label.pk])}
+            "edit_url": reverse("labeler-edit", args=[label.item.project.slug, label.pk]),
+            "accept_url": reverse("labeler-accept", args=[label.item.project.slug, label.pk])}
 
 
 def _title(spec, name: str) -> str:

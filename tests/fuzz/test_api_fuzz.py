@@ -156,7 +156,7 @@ def build_fuzz_world() -> World:
         if n:
             task = SweTask.objects.create(project=alpha, instance_id=f"alpha__extra-{n}", repo="alpha/repo",
                                           problem_statement="The export hangs", patch="", source_sha256=f"{n:064d}")
-        label = labeler_services.save_model_label(task=task, taxonomy=taxonomy, outcome=labeler_services.Outcome(),
+        label = labeler_services.save_model_label(item=task, taxonomy=taxonomy, outcome=labeler_services.Outcome(),
                                                   model_id="fuzz-model")
         ids.setdefault("model_label_id", label.pk)
     world.ensure_export_files()

@@ -4,7 +4,7 @@ import pytest
 
 from dataplatform.inference import Generation
 from labeler import services
-from labeler.models import SweTask
+from labeler.models import SweTask, Trajectory
 
 
 class ScriptedBackend:
@@ -20,9 +20,11 @@ class ScriptedBackend:
     def __init__(self, answers: dict[str, list[str]]):
         self.answers = {stage: list(texts) for stage, texts in answers.items()}
         self.calls: list[dict] = []
+        self.prompts: list[list[dict]] = []  # every chat asked, in order
 
     def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
         stage = "stage2" if "_l2" in messages[-1]["content"] else "stage1"
+        self.prompts.append(messages)
         return [1 if stage == "stage1" else 2]
 
     def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None):
@@ -60,3 +62,28 @@ def scripted(monkeypatch):
         monkeypatch.setattr(services, "backend_for", lambda project: backend)
         return backend
     return install
+
+
+# An agent's trajectory in the stored conversation shape: a request, a read, an edit, a test run.
+TRAJECTORY_MESSAGES = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "The /users endpoint returns 500 when the list is empty; fix it."},
+    {"role": "assistant", "content": "Let me read the view.", "reasoning": "private chain of thought",
+     "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file",
+                                                                  "arguments": '{"path": "app/views.py"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "name": "read_file", "content": "def users(): return rows[0]"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pytest -q"}'}}]},
+    {"role": "tool", "tool_call_id": "c2", "name": "bash", "content": "1 failed, 3 passed"},
+    {"role": "assistant", "content": "Fixed the empty case in app/views.py."},
+]
+
+
+@pytest.fixture
+def make_trajectories(project):
+    def make(n: int, *, task=None, target=None, extra=None, messages=None):
+        return [Trajectory.objects.create(project=target or project, task=task, trajectory_id=f"run-{i}",
+                                          instance_id=task.instance_id if task else f"run-{i}", model="agent-model",
+                                          messages=messages or TRAJECTORY_MESSAGES, extra=extra or {},
+                                          source_sha256=f"{i + 500:064d}") for i in range(n)]
+    return make

@@ -32,7 +32,7 @@ def test_the_model_sees_the_task_cut_as_the_paper_cuts_it_with_the_repository(v2
     settings = LabelerSettings()  # the defaults: the paper's sizes
     task = _task(repo_description="The Web framework for perfectionists with deadlines.",
                  repo_topics=["python", "web"], repo_primary_language="Python")
-    text = autolabel.stage_one_messages(v2, task, settings)[1]["content"]
+    text = autolabel.stage_one_messages(v2, autolabel.task_summary(task, settings))[1]["content"]
     assert "Description: The Web framework for perfectionists with deadlines." in text
     assert "Topics: python, web" in text and "Language: Python" in text
     assert autolabel.NO_METADATA not in text and autolabel.DOMAIN_RULE in text
@@ -40,7 +40,7 @@ def test_the_model_sees_the_task_cut_as_the_paper_cuts_it_with_the_repository(v2
     assert "... [truncated, 252 more lines]" in text  # the patch: 150 lines
     problem = autolabel.truncate(task.problem_statement, max_lines=80, max_chars=3000)
     assert len(problem) <= 3000 + len("\n... [truncated at 3000 chars]") and problem in text
-    bare = autolabel.stage_one_messages(v2, _task(), settings)[1]["content"]
+    bare = autolabel.stage_one_messages(v2, autolabel.task_summary(_task(), settings))[1]["content"]
     assert autolabel.NO_METADATA in bare and "(metadata-absent fallback)" in bare
     for family in v2.families["domain"]:
         assert f"  - {family}: " in text  # every option, with its definition
@@ -55,9 +55,10 @@ def test_answers_write_the_rationale_first_and_stage_two_offers_the_chosen_famil
     two = autolabel.stage_two_schema(v2, chosen)
     assert two["properties"]["domain_l2"]["items"]["enum"] == [*v2.families["domain"]["web_backend"], UNSPECIFIED]
     assert two["properties"]["domain_l2"]["maxItems"] == 3
-    text = autolabel.stage_two_messages(v2, _task(), chosen, LabelerSettings())[1]["content"]
+    text = autolabel.stage_two_messages(v2, autolabel.task_summary(_task(), LabelerSettings()), chosen)[1]["content"]
     assert "  - django_python: " in text and "  - react: " not in text
-    empty = autolabel.stage_two_messages(v2, _task(), {**chosen, "task_type_l1": "diagram"}, LabelerSettings())
+    empty = autolabel.stage_two_messages(v2, autolabel.task_summary(_task(), LabelerSettings()),
+                                         {**chosen, "task_type_l1": "diagram"})
     assert "(this family has no tags" in empty[1]["content"]
 
 

@@ -46,7 +46,7 @@ def test_labels_export_every_task_with_final_label_and_provenance(catalogue, run
     unlabeled = SweTask.objects.create(project=project, instance_id="x__y-99", problem_statement="p",
                                        source_sha256="9" * 64)
     reviewer = members["annotator"]
-    label = services.start_review(task=catalogue[0], reviewer=reviewer)
+    label = services.start_review(item=catalogue[0], reviewer=reviewer)
     label = services.edit_label(label=label, version=label.version, actor=reviewer, changes={"scope": "multi-file"})
     services.submit_label(label=label, version=label.version, actor=reviewer)
     export, rows = run("swe.labels")
@@ -118,7 +118,7 @@ def test_an_export_reads_labels_as_they_were_when_it_started(catalogue, run, mem
     from labeler.exporters import data_version
 
     reviewer = members["annotator"]
-    label = services.start_review(task=catalogue[0], reviewer=reviewer)
+    label = services.start_review(item=catalogue[0], reviewer=reviewer)
     label = services.submit_label(label=label, version=label.version, actor=reviewer)
     version = data_version(project)
     services.edit_label(label=label, version=label.version, actor=reviewer, changes={"scope": "cross-module"})

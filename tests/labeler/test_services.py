@@ -96,7 +96,7 @@ def labeled_task(project, make_tasks, scripted):
 
 def test_review_prefills_from_the_model_and_records_every_change(labeled_task, members):
     reviewer = members["annotator"]
-    label = services.start_review(task=labeled_task, reviewer=reviewer)
+    label = services.start_review(item=labeled_task, reviewer=reviewer)
     assert label.values == {**STAGE_ONE, **STAGE_TWO} and set(label.provenance.values()) == {"model"}
     label = services.edit_label(label=label, version=label.version, actor=reviewer,
                                 changes={"domain_l1": "web_frontend"})
@@ -118,7 +118,7 @@ def test_review_prefills_from_the_model_and_records_every_change(labeled_task, m
 
 
 def test_stale_and_foreign_writes_are_refused(labeled_task, members):
-    label = services.start_review(task=labeled_task, reviewer=members["annotator"])
+    label = services.start_review(item=labeled_task, reviewer=members["annotator"])
     services.edit_label(label=label, version=label.version, actor=members["annotator"], changes={"scope": "multi-file"})
     with pytest.raises(services.StaleLabel):
         services.edit_label(label=label, version=0, actor=members["annotator"], changes={"scope": "single-file"})
@@ -135,7 +135,7 @@ def test_review_queue_claims_with_overlap(project, make_tasks, members):
     assert services.claim_next_task(project=project, reviewer=members["annotator"]).pk == first.pk  # renewed
     second = services.claim_next_task(project=project, reviewer=members["curator"])
     assert second.task_id == first.task_id  # overlap 2: the same task for a second reviewer
-    label = services.start_review(task=first.task, reviewer=members["annotator"])
+    label = services.start_review(item=first.task, reviewer=members["annotator"])
     assert label.values == {}  # no model label: the reviewer labels from scratch
     services.end_review_claim(claim=first, state=ReviewClaimState.SKIPPED)
     nxt = services.claim_next_task(project=project, reviewer=members["annotator"])

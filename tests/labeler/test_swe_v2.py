@@ -94,7 +94,7 @@ def test_reviewers_see_the_published_texts_of_a_loaded_taxonomy(project, members
     [task] = make_tasks(1)
     client.force_login(members["annotator"])
     assert services.claim_next_task(project=project, reviewer=members["annotator"]).task == task
-    label = services.start_review(task=task, reviewer=members["annotator"])
+    label = services.start_review(item=task, reviewer=members["annotator"])
     services.edit_label(label=label, version=label.version, actor=members["annotator"],
                         changes={"task_type_l1": "bug-fix"})
     page = client.get(reverse("labeler-task", args=["alpha", task.pk])).content.decode()

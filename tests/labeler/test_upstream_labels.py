@@ -79,7 +79,7 @@ def _export_jsonl(project, user, storage_root, **filters) -> list[dict]:
 def test_labels_round_trip_through_the_upstream_shape(project, other_project, members, v2, export_storage_in_tmp):
     import_tasks(project=project, lines=[line("django__django-1"), line("django__django-3")], file="in.jsonl")
     reviewer = members["annotator"]
-    label = services.start_review(task=SweTask.objects.get(instance_id="django__django-3"), reviewer=reviewer)
+    label = services.start_review(item=SweTask.objects.get(instance_id="django__django-3"), reviewer=reviewer)
     label = services.edit_label(label=label, version=label.version, actor=reviewer,
                                 changes={"scope": "multi_file_same_module"})
     services.submit_label(label=label, version=label.version, actor=reviewer)

@@ -24,4 +24,4 @@ def claimed(labeled, project, members):
     """The annotator's claim on a labeled task, and their label pre-filled from the model's."""
     (task,) = labeled(1)
     services.claim_next_task(project=project, reviewer=members["annotator"])
-    return task, services.start_review(task=task, reviewer=members["annotator"])
+    return task, services.start_review(item=task, reviewer=members["annotator"])

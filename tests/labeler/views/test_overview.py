@@ -85,16 +85,19 @@ def test_curator_pins_another_taxonomy_version_and_saves_settings(client, member
     assert "Choose one of the loaded taxonomy versions." in page
 
     form = {"model_name": "tiny", "overlap": "3", "lease_minutes": "15", "max_tokens": "256", "batch_size": "8",
-            "max_problem_chars": "3000", "max_patch_chars": "4000", "max_test_patch_chars": "3000"}
+            "max_problem_chars": "3000", "max_patch_chars": "4000", "max_test_patch_chars": "3000",
+            "max_trajectory_chars": "12000", "trajectory_l1_mode": "relabel"}
     page = client.post(reverse("labeler-settings", args=["alpha"]), form, follow=True).content.decode()
     assert "&#x27;tiny&#x27; is not served by the model backend, which serves: SmolLM2-135M-Instruct" in page
     client.post(reverse("labeler-settings", args=["alpha"]), {**form, "model_name": "SmolLM2-135M-Instruct"})
     settings = services.settings_for(project)
     assert (settings.model_name, settings.overlap, settings.lease_minutes, settings.max_tokens,
-            settings.batch_size, settings.max_patch_chars) == ("SmolLM2-135M-Instruct", 3, 15, 256, 8, 4000)
+            settings.batch_size, settings.max_patch_chars, settings.trajectory_l1_mode) == (
+        "SmolLM2-135M-Instruct", 3, 15, 256, 8, 4000, "relabel")
     page = client.get(reverse("labeler-overview", args=["alpha"])).content.decode()
     assert "Differs from the published labeler's protocol:" in page
     assert "max_tokens 256 (paper: 4096), temperature 0.0 (paper: 0.1), max_patch_chars 4000 (paper: 8000)" in page
+    assert "max_trajectory_chars 12000 (paper: 200000), trajectory_l1_mode relabel (paper: preserve)" in page
     page = client.post(reverse("labeler-settings", args=["alpha"]), {**form, "overlap": "0"},
                        follow=True).content.decode()
     assert "overlap: Ensure this value is greater than or equal to 1." in page
@@ -108,7 +111,7 @@ def test_run_auto_labeling_queues_a_job_shown_with_its_progress(client, members,
         page = client.post(reverse("labeler-autolabel", args=["alpha"]), {"retry_errors": "1", "limit": "5"},
                            follow=True).content.decode()
     job = Job.objects.get(kind="labeler.autolabel")
-    assert job.params == {"retry_errors": True, "limit": 5} and job.created_by == members["curator"]
+    assert job.params == {"retry_errors": True, "limit": 5, "subjects": "tasks"} and job.created_by == members["curator"]
     assert f"Job {job.pk} is auto-labeling" in page and f'id="job-progress-{job.pk}"' in page
     with django_capture_on_commit_callbacks(execute=False):
         page = client.post(reverse("labeler-autolabel", args=["alpha"]), {"limit": "0"}, follow=True).content.decode()
@@ -145,12 +148,14 @@ def test_project_page_links_to_the_labeler(client, members, project):
 
 @pytest.mark.parametrize("n", [3, 60])
 def test_overview_and_task_list_queries_do_not_grow_with_the_tasks(client, members, project, labeled, n,
-                                                                   django_assert_max_num_queries):
+                                                                   make_trajectories, django_assert_max_num_queries):
     labeled(n, stage_one=[answer(STAGE_ONE)] * (n - 1) + ["nope", "nope"], stage_two=[answer(STAGE_TWO)] * (n - 1))
+    make_trajectories(n)
     services.claim_next_task(project=project, reviewer=members["curator"])
+    services.claim_next(project=project, reviewer=members["curator"], queue=services.TRAJECTORIES)
     client.force_login(members["curator"])
-    with django_assert_max_num_queries(15):
+    with django_assert_max_num_queries(20):
         page = client.get(reverse("labeler-overview", args=["alpha"]), {"state": "error"}).content.decode()
-    assert "1 matching task." in page
-    with django_assert_max_num_queries(15):
+    assert "1 matching task." in page and f"<strong>{n}</strong><br><span class=\"muted\">trajectories" in page
+    with django_assert_max_num_queries(20):
         client.get(reverse("labeler-overview", args=["alpha"]))
