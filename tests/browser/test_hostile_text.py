@@ -15,6 +15,7 @@ The last test checks the CSP header itself on every HTML page, without a browser
 """
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ from dataplatform.exports import services as export_services
 from dataplatform.jobs.models import Job, JobState
 from dataplatform.jobs.services import execute_job
 from labeler import services as labeler_services
-from labeler.models import Label, SweTask
+from labeler.models import Label, SweTask, Trajectory
 
 from ..corpora.test_views import add_traces, demo
 from ..factories import UserFactory
@@ -202,6 +203,16 @@ def failed_job(project, kind: str, **params) -> Job:
                               status_message=HOSTILE, error=HOSTILE)
 
 
+def wait_until(page, expression: str, timeout_s: float = 10.0) -> None:
+    """Poll `expression` with page.evaluate until it is true. (Playwright's wait_for_function compiles a polled
+    predicate with `new Function` in the page, which the strict tab's CSP refuses as eval whenever the condition
+    is not already true at the first check: the test failed now and then.)"""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"still false after {timeout_s} s: {expression}"
+        page.wait_for_timeout(20)
+
+
 def test_the_detectors_see_an_unescaped_payload(browse, members, live_server):
     """The checks below can fail: markup put into the page unescaped runs in the free tab and is blocked
     (and reported) in the strict one."""
@@ -211,12 +222,12 @@ def test_the_detectors_see_an_unescaped_payload(browse, members, live_server):
     injected = PAYLOADS["img"] + PAYLOADS["alert"]
     for page in (tabs.free, tabs.strict):
         page.evaluate("html => document.body.insertAdjacentHTML('beforeend', html)", injected)
-        page.wait_for_function("document.querySelectorAll('img[src=x]').length === 2 && "
-                               "[...document.querySelectorAll('img[src=x]')].every(img => img.complete)")
-    tabs.free.wait_for_function("window.__pwned === 1")
+        wait_until(page, "document.querySelectorAll('img[src=x]').length === 2 && "
+                         "[...document.querySelectorAll('img[src=x]')].every(img => img.complete)")
+    wait_until(tabs.free, "window.__pwned === 1")
     found = tabs.findings()
     assert found["flag"] == 1 and found["dialogs"] == ["1"] and len(found["dom"]) == 2
-    tabs.strict.wait_for_function("window.__cspViolations.length === 2")
+    wait_until(tabs.strict, "window.__cspViolations.length === 2")
     assert all(v.startswith("script-src") for v in tabs.strict.evaluate("window.__cspViolations"))
 
 
@@ -356,6 +367,25 @@ def test_swe_labeler_pages(browse, members, hostile_project):
 
     page = tabs.visit(reverse("labeler-task", args=[project.slug, tasks[1].pk]))
     shows(page, ".label-side .warning", HOSTILE)
+
+    # A trajectory (the trajectory mode): the agent's text, reasoning, tool calls and results, its own label.
+    call = {"id": "c1", "type": "function", "function": {"name": SHORT, "arguments": json.dumps({"x": HOSTILE})}}
+    trajectory = Trajectory.objects.create(
+        project=project, task=tasks[0], trajectory_id=f"run {SHORT}", instance_id=tasks[0].instance_id,
+        model=SHORT, scaffold=SHORT, source_sha256="9" * 64, messages=[
+            {"role": "user", "content": HOSTILE},
+            {"role": "assistant", "content": HOSTILE, "reasoning": HOSTILE, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "name": SHORT, "content": f"error {HOSTILE}"}])
+    Label.objects.create(trajectory=trajectory, taxonomy=taxonomy, origin="model", status="submitted", values=values,
+                         rationales={name: HOSTILE for name in values}, model_id=SHORT, l1_source="generated")
+    page = tabs.visit(reverse("labeler-trajectory", args=[project.slug, trajectory.pk]))
+    shows(page, "h1", SHORT)
+    # request, reasoning (folded), answer, the call's arguments (JSON-escaped), the tool's result
+    expect(page.locator("#trajectory-messages .step-text")).to_contain_text(
+        [HOSTILE, HOSTILE, HOSTILE, "<script>window.__pwned=1</script>", HOSTILE])
+    shows(page, "#trajectory-messages .step-call code", SHORT)
+    shows(page, "#model-summary", HOSTILE)
+    shows(page, "table.comparison", HOSTILE)
 
 
 # --- AED -------------------------------------------------------------------------------------------------

@@ -1,3 +1,4 @@
+import itertools
 import json
 
 import pytest
@@ -81,9 +82,15 @@ TRAJECTORY_MESSAGES = [
 
 @pytest.fixture
 def make_trajectories(project):
+    numbers = itertools.count()
+
     def make(n: int, *, task=None, target=None, extra=None, messages=None):
-        return [Trajectory.objects.create(project=target or project, task=task, trajectory_id=f"run-{i}",
-                                          instance_id=task.instance_id if task else f"run-{i}", model="agent-model",
-                                          messages=messages or TRAJECTORY_MESSAGES, extra=extra or {},
-                                          source_sha256=f"{i + 500:064d}") for i in range(n)]
+        made = []
+        for _ in range(n):
+            i = next(numbers)
+            made.append(Trajectory.objects.create(
+                project=target or project, task=task, trajectory_id=f"run-{i}",
+                instance_id=task.instance_id if task else f"run-{i}", model="agent-model",
+                messages=messages or TRAJECTORY_MESSAGES, extra=extra or {}, source_sha256=f"{i + 500:064d}"))
+        return made
     return make

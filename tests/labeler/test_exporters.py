@@ -165,3 +165,32 @@ def test_trajectories_export_their_calls_tools_and_their_task_s_label(catalogue,
 
     _, routed = run("swe.trajectories", filters={"category": ["A"]})
     assert [row["trajectory_id"] for row in routed] == [openhands["trajectory_id"]]
+
+
+def test_a_trajectory_exports_its_own_label_else_its_task_s(catalogue, run, project, members, make_trajectories):
+    own, of_task = make_trajectories(2, task=catalogue[0])  # the task: web_backend, category A
+    alone, = make_trajectories(1)
+    outcome = services.Outcome()
+    outcome.values = {**STAGE_ONE, **STAGE_TWO, "domain_l1": "web_frontend", "domain_l2": ["component-frameworks"]}
+    outcome.l1_source = "generated"
+    services.save_model_label(item=own, taxonomy=services.settings_for(project).taxonomy, outcome=outcome,
+                              model_id="m")
+    export, rows = run("swe.trajectories")
+    by_id = {row["trajectory_id"]: row for row in rows}
+    assert export.manifest["kind_version"] == 2
+    mine, task_s, none = by_id[own.trajectory_id], by_id[of_task.trajectory_id], by_id[alone.trajectory_id]
+    assert (mine["label_subject"], mine["l1_source"], mine["category"], mine["review_status"]) == (
+        "trajectory", "generated", "B", "auto")
+    assert (task_s["label_subject"], task_s["l1_source"], task_s["category"]) == ("task", None, "A")
+    assert (none["label_subject"], none["review_status"], none["category"]) == (None, "unlabeled", "unassigned")
+
+    reviewer = members["annotator"]
+    claim = services.claim_next(project=project, reviewer=reviewer, queue=services.TRAJECTORIES)
+    assert claim.trajectory == own  # the queue offers every trajectory; the first is the labeled one
+    label = services.start_review(item=own, reviewer=reviewer)
+    label = services.edit_label(label=label, version=label.version, changes={"domain_l1": "data_science",
+                                                                          "domain_l2": ["dataframes"]}, actor=reviewer)
+    services.submit_label(label=label, version=label.version, actor=reviewer)
+    _, rows = run("swe.trajectories", filters={"review_status": ["reviewed"]})
+    assert [(row["trajectory_id"], row["label_subject"], row["domain_l1"], row["reviewer"]) for row in rows] == [
+        (own.trajectory_id, "trajectory", "data_science", reviewer.username)]

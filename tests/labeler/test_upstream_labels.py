@@ -9,8 +9,10 @@ from dataplatform.exports import services as export_services
 from dataplatform.jobs.models import JobState
 from dataplatform.jobs.services import execute_job
 from labeler import services
-from labeler.importers import UPSTREAM_MODEL_ID, import_tasks
-from labeler.models import Label, LabelOrigin, LabelStatus, SweTask
+from labeler.importers import UPSTREAM_MODEL_ID, import_tasks, import_trajectories
+from labeler.models import Label, LabelOrigin, LabelStatus, SweTask, Trajectory
+
+from ..doubles import RecordingProgress
 
 pytestmark = pytest.mark.django_db
 
@@ -98,3 +100,38 @@ def test_labels_round_trip_through_the_upstream_shape(project, other_project, me
     back = {label.task.instance_id: label for label in Label.objects.filter(task__project=other_project)}
     assert back["django__django-3"].values["scope"] == "multi_file_same_module"
     assert back["django__django-1"].values == {name: LABELS[name] for name in v2.definition.fields()}
+
+
+# The published trajectory pipeline's input and output lines (examples/trajectories/, and
+# scripts/run_trajectory_full_label.py: the record, its `labels`, its `l1_source`).
+TRAJECTORY_MESSAGES = [{"role": "user", "content": "Make the parser accept an empty file."},
+                       {"role": "assistant", "content": "Added a guard and a regression test."}]
+L1_ONLY = {name: LABELS[name] for name in ("code_language", "task_type_l1", "domain_l1", "task_spec_type",
+                                           "dependency_context")}
+
+
+def trajectory_line(trajectory_id: str, **fields) -> str:
+    return json.dumps({"trajectory_id": trajectory_id, "model": "example-model", "scaffold": "example-agent",
+                       "messages": TRAJECTORY_MESSAGES, **fields})
+
+
+def test_upstream_trajectories_import_with_their_level_one_or_complete_labels(project, v2, scripted):
+    report = import_trajectories(project=project, file="trajectories.jsonl", lines=[
+        trajectory_line("raw-1"), trajectory_line("l1-2", labels=L1_ONLY),
+        trajectory_line("full-3", labels={**LABELS, "raw_response": ""}, l1_source="generated")])
+    assert report.ok, report.errors
+    raw, l1, full = (Trajectory.objects.get(trajectory_id=name) for name in ("raw-1", "l1-2", "full-3"))
+    assert raw.task is None and raw.instance_id == "raw-1" and l1.extra["labels"] == L1_ONLY
+    assert not Label.objects.filter(trajectory__in=[raw, l1]).exists()  # level-1 labels alone: kept for the job
+    label = Label.objects.get(trajectory=full)
+    assert (label.origin, label.model_id, label.l1_source, label.values["domain_l2"]) == (
+        LabelOrigin.MODEL, UPSTREAM_MODEL_ID, "generated", ["django_python"])
+
+    # The job keeps l1-2's level-1 labels (stage two only) and asks raw-1 both stages.
+    stage_two = {"task_type_l2": ["logic_error"], "domain_l2": ["django_python"], "scope": "single_file",
+                 "cognitive_complexity": "local_reasoning", "time_estimate": "trivial_15min"}
+    backend = scripted({"stage1": [json.dumps(L1_ONLY)], "stage2": [json.dumps(stage_two)] * 2})
+    result = services.autolabel_project(project=project, progress=RecordingProgress(), subjects=services.TRAJECTORIES)
+    assert result == {"labeled": 2, "errors": 0} and [call["prompts"] for call in backend.calls] == [1, 2]
+    assert Label.objects.get(trajectory=l1).l1_source == "preserved"
+    assert Label.objects.get(trajectory=raw).l1_source == "generated"
