@@ -68,9 +68,12 @@ def _curator_context(request, project) -> dict:
     settings = services.settings_for(project)
     taxonomy = settings.taxonomy
     tasks = selectors.tasks_visible_to(request.user, project)
-    trajectories = selectors.with_review_state(selectors.trajectories_visible_to(request.user, project), taxonomy)
-    trajectory_page = Paginator(trajectories.order_by("id").only("id", "trajectory_id", "instance_id", "model",
-                                                                 "task_id"),
+    trajectories = selectors.trajectories_visible_to(request.user, project)
+    trajectory_state = request.GET.get("tstate", "").strip()
+    listed_trajectories = selectors.filter_by_state(
+        trajectories, taxonomy, trajectory_state if trajectory_state in selectors.REVIEW_STATES else "")
+    trajectory_page = Paginator(listed_trajectories.order_by("id").only("id", "trajectory_id", "instance_id", "model",
+                                                                        "task_id"),
                                 PAGE_SIZE).get_page(request.GET.get("tpage"))
     filters = {key: request.GET.get(key, "").strip() for key in ("state", "field", "value", "q")}
     try:
@@ -89,6 +92,7 @@ def _curator_context(request, project) -> dict:
         "counts": _state_counts(tasks, taxonomy),
         "trajectory_counts": _state_counts(trajectories, taxonomy),
         "trajectory_page": trajectory_page,
+        "trajectory_state": trajectory_state,
         "settings": settings,
         "taxonomy": taxonomy,
         "taxonomy_counts": taxonomy.definition.counts(),

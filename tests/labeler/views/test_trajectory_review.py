@@ -108,3 +108,14 @@ def test_the_overview_lists_trajectories_and_starts_their_labeling(client, membe
         page = client.post(reverse("labeler-autolabel", args=["alpha"]), {"subjects": "tasks and more"},
                            follow=True).content.decode()
     assert "subjects:" in page and "is not a valid choice" in page
+
+
+def test_the_overview_filters_trajectories_by_review_state(client, members, project, labeled_runs,
+                                                          make_trajectories):
+    unlabeled, = make_trajectories(1)
+    client.force_login(members["curator"])
+    page = client.get(reverse("labeler-overview", args=["alpha"]), {"tstate": "unlabeled"}).content.decode()
+    assert "1 matching trajectory." in page and unlabeled.trajectory_id in page
+    assert labeled_runs[0].trajectory_id not in page
+    page = client.get(reverse("labeler-overview", args=["alpha"]), {"tstate": "auto"}).content.decode()
+    assert "2 matching trajectories." in page and unlabeled.trajectory_id not in page
