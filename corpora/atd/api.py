@@ -18,7 +18,7 @@ from dataplatform.jobs.api import JobSerializer
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from . import importers, selectors, services
-from .models import AtdPrompt, ScoringMethod, ScoringRun, Selection, TeacherRun
+from .models import AtdPrompt, ScoringMethod, ScoringRun, Selection, TeacherMode, TeacherRun
 
 MAX_EPSILONS = 50
 
@@ -33,6 +33,16 @@ def parse_epsilon(value) -> float:
     if not 0 <= epsilon <= 0.5:  # also false for NaN
         raise ValueError("epsilon must be between 0 and 0.5.")
     return epsilon
+
+
+def parse_bias_threshold(value) -> float:
+    try:
+        threshold = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"the position-bias threshold must be a number, got {value!r}") from None
+    if not 0 <= threshold <= 1:  # also false for NaN
+        raise ValueError("the position-bias threshold must be between 0 and 1.")
+    return threshold
 
 
 # --- serializers --------------------------------------------------------------------------------
@@ -76,13 +86,17 @@ class AtdScoringRunCreateSerializer(serializers.Serializer):
 class AtdSelectionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Selection
-        fields = ["id", "run", "name", "version", "epsilon", "size", "created_at"]
+        fields = ["id", "run", "name", "version", "epsilon", "bias_threshold", "include_biased", "excluded_biased",
+                  "size", "recipe", "created_at"]
 
 
 class AtdSelectionCreateSerializer(serializers.Serializer):
     run = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     name = serializers.SlugField(max_length=100)
     epsilon = serializers.FloatField(min_value=0, max_value=0.5)
+    bias_threshold = serializers.FloatField(min_value=0, max_value=1, default=selectors.DEFAULT_BIAS_THRESHOLD,
+                                            help_text="near ties whose two orders disagree by more are position-biased")
+    include_biased = serializers.BooleanField(default=False, help_text="keep position-biased near ties too")
 
 
 class AtdTeacherRunSerializer(serializers.ModelSerializer):
@@ -90,7 +104,8 @@ class AtdTeacherRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TeacherRun
-        fields = ["id", "selection", "model_name", "base_url", "debias", "budget", "model_id", "job", "created_at"]
+        fields = ["id", "selection", "mode", "model_name", "base_url", "debias", "budget", "model_id", "job",
+                  "created_at"]
 
 
 class AtdTeacherRunDetailSerializer(AtdTeacherRunSerializer):
@@ -107,8 +122,10 @@ class AtdTeacherCreateSerializer(serializers.Serializer):
     model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     base_url = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
                                     help_text="another vLLM endpoint, one of ATD_TEACHER_ENDPOINTS; empty = the platform's")
-    debias = serializers.BooleanField(default=True)
+    debias = serializers.BooleanField(default=True, help_text="logprobs mode: ask both orders")
     budget = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False, allow_null=True, default=None)
+    mode = serializers.ChoiceField(choices=TeacherMode.choices, required=False, default="",
+                                   help_text="default: one_word for a judged selection, likelihood otherwise")
 
     def validate_base_url(self, value: str) -> str:
         try:
@@ -120,7 +137,9 @@ class AtdTeacherCreateSerializer(serializers.Serializer):
 class AtdTieCountsSerializer(serializers.Serializer):
     run = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     scored = serializers.IntegerField(min_value=0, max_value=MAX_INT)
-    kept = serializers.ListField(child=serializers.DictField())
+    bias_threshold = serializers.FloatField()
+    kept = serializers.ListField(child=serializers.DictField(), help_text="per epsilon: kept, fraction, and "
+                                 "position_biased (near ties by q left out)")
     histogram = serializers.ListField(child=serializers.DictField())
 
 
@@ -185,9 +204,13 @@ class AtdRunDetailApi(APIView):
 
 
 class AtdTieCountsApi(APIView):
-    """Kept count per epsilon (|q - 0.5| <= epsilon, repeat `epsilon`) and the histogram of q (20 bins)."""
+    """Kept count per epsilon (|q - 0.5| <= epsilon, repeat `epsilon`; position-biased near ties, past
+    `bias_threshold`, left out and counted) and the histogram (20 bins) of `histogram`: q, q_ab, q_ba or
+    position_bias."""
 
-    @extend_schema(parameters=[OpenApiParameter("epsilon", float, many=True)], responses=AtdTieCountsSerializer)
+    @extend_schema(parameters=[OpenApiParameter("epsilon", float, many=True), OpenApiParameter("bias_threshold", float),
+                               OpenApiParameter("histogram", str, enum=list(selectors.HISTOGRAM_VALUES))],
+                   responses=AtdTieCountsSerializer)
     def get(self, request, slug: str, run_id: int):
         project = _curated_project(request, slug)
         run = selectors.run_for(request.user, project, run_id, token=request_token(request))
@@ -198,12 +221,22 @@ class AtdTieCountsApi(APIView):
             epsilons = [parse_epsilon(value) for value in values]
         except ValueError as exc:  # a query parameter that is not a number: an error on that parameter
             raise ValidationError({"epsilon": [str(exc)]}) from exc
+        try:
+            threshold = parse_bias_threshold(request.query_params.get("bias_threshold",
+                                                                      selectors.DEFAULT_BIAS_THRESHOLD))
+        except ValueError as exc:
+            raise ValidationError({"bias_threshold": [str(exc)]}) from exc
+        value = request.query_params.get("histogram", "q")
+        if value not in selectors.HISTOGRAM_VALUES:
+            raise ValidationError({"histogram": [f"Must be one of {', '.join(selectors.HISTOGRAM_VALUES)}."]})
         scored = selectors.scored_count(run)
         kept = []
         for epsilon in epsilons:
-            n = selectors.kept_count(run, epsilon)
-            kept.append({"epsilon": epsilon, "kept": n, "fraction": n / scored if scored else 0.0})
-        return Response({"run": run.pk, "scored": scored, "kept": kept, "histogram": selectors.q_histogram(run)})
+            n = selectors.kept_count(run, epsilon, threshold)
+            kept.append({"epsilon": epsilon, "kept": n, "fraction": n / scored if scored else 0.0,
+                         "position_biased": selectors.biased_count(run, epsilon, threshold)})
+        return Response({"run": run.pk, "scored": scored, "bias_threshold": threshold, "kept": kept,
+                         "histogram": selectors.q_histogram(run, value=value)})
 
 
 class AtdSelectionListApi(APIView):
@@ -224,8 +257,8 @@ class AtdSelectionListApi(APIView):
         run = runs.filter(pk=data.validated_data["run"]).first()
         if run is None:
             raise ValidationError({"run": ["No such scoring run in this project."]})
-        selection = services.freeze_selection(run=run, name=data.validated_data["name"],
-                                              epsilon=data.validated_data["epsilon"], user=request.user)
+        selection = services.freeze_selection(run=run, user=request.user, **{
+            key: data.validated_data[key] for key in ("name", "epsilon", "bias_threshold", "include_biased")})
         return Response(AtdSelectionSerializer(selection).data, status=status.HTTP_201_CREATED)
 
 

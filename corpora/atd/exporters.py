@@ -1,8 +1,9 @@
 """ATD record kinds: DPO pairs from the teacher's bits, and every scored prompt for analysis.
 
 - `atd.dpo`: one row per teacher answer with a bit: TRL's `prompt` / `chosen` / `rejected` (chosen =
-  the candidate the teacher picked), with q, epsilon, the scoring method and both model ids.
-  Ties and invalid answers are not pairs and are left out.
+  the candidate the teacher picked), with q in both orders and its position bias, and the selection's recipe
+  (method, orders, judge template, epsilon, bias threshold, models, the teacher's mode), also written once
+  per selection into the manifest's notes. Ties and invalid answers are not pairs and are left out.
 - `atd.scored`: one row per score of a scoring run (all runs, or the one named by `run`).
 Both read in keyset pages and are bounded by the highest row id at the start (the data version).
 """
@@ -29,11 +30,13 @@ DPO_SCHEMA = pa.schema([
     ("scoring_method", pa.string()), ("debiased", pa.bool_()), ("template_version", pa.string()),
     ("ancestor_model", pa.string()), ("teacher_model", pa.string()), ("selection", pa.string()),
     ("teacher_logprob_a", pa.float64()), ("teacher_logprob_b", pa.float64()),
+    ("q_ab", pa.float64()), ("q_ba", pa.float64()), ("position_bias", pa.float64()),
+    ("bias_threshold", pa.float64()), ("teacher_mode", pa.string()), ("recipe_json", pa.string()),
 ])
 SCORED_SCHEMA = pa.schema([
     ("id", pa.string()), ("prompt_id", pa.string()), ("messages", MESSAGES), ("candidate_a", pa.string()),
     ("candidate_b", pa.string()), ("q", pa.float64()), ("q_ab", pa.float64()), ("q_ba", pa.float64()),
-    ("distance", pa.float64()), ("method", pa.string()), ("debiased", pa.bool_()), ("model_id", pa.string()),
+    ("distance", pa.float64()), ("position_bias", pa.float64()), ("method", pa.string()), ("debiased", pa.bool_()), ("model_id", pa.string()),
     ("template_version", pa.string()), ("run_id", pa.int64()), ("logprobs_json", pa.string()),
 ])
 
@@ -64,15 +67,24 @@ def dpo_rows(query: ExportQuery) -> Iterator[list[dict]]:
         answers = answers.filter(run__selection_id=query.filters["selection"])
     if query.filters.get("teacher_run"):
         answers = answers.filter(run_id=query.filters["teacher_run"])
+    recipes = query.notes.setdefault("recipes", {})
     for page in keyset_pages(answers, batch_size=query.batch_size):
-        scores = dict(Score.objects.filter(run__in={a.run.selection.run_id for a in page},
-                                           prompt__in=[a.prompt_id for a in page])
-                      .values_list("prompt_id", "q"))
-        yield [_dpo_row(answer, scores.get(answer.prompt_id)) for answer in page]
+        scores = {(run_id, prompt_id): row for run_id, prompt_id, *row in Score.objects.filter(
+            run__in={a.run.selection.run_id for a in page}, prompt__in=[a.prompt_id for a in page])
+            .values_list("run_id", "prompt_id", "q", "q_ab", "q_ba", "position_bias")}
+        for answer in page:
+            recipes.setdefault(_selection_name(answer.run.selection), answer.run.selection.recipe)
+        yield [_dpo_row(answer, scores.get((answer.run.selection.run_id, answer.prompt_id), [None] * 4))
+               for answer in page]
 
 
-def _dpo_row(answer: TeacherAnswer, q: float | None) -> dict:
+def _selection_name(selection) -> str:
+    return f"{selection.name} v{selection.version}"
+
+
+def _dpo_row(answer: TeacherAnswer, score: list) -> dict:
     prompt, selection = answer.prompt, answer.run.selection
+    q, q_ab, q_ba, bias = score
     picked, other = (prompt.candidate_a, prompt.candidate_b) if answer.bit == "A" else (prompt.candidate_b,
                                                                                       prompt.candidate_a)
     return {
@@ -81,8 +93,12 @@ def _dpo_row(answer: TeacherAnswer, q: float | None) -> dict:
         "prompt_id": prompt.external_id, "teacher_bit": answer.bit, "q": q, "epsilon": selection.epsilon,
         "scoring_method": selection.run.method, "debiased": selection.run.debias,
         "template_version": selection.run.template_version, "ancestor_model": selection.run.model_id,
-        "teacher_model": answer.run.model_id, "selection": f"{selection.name} v{selection.version}",
+        "teacher_model": answer.run.model_id, "selection": _selection_name(selection),
         "teacher_logprob_a": answer.logprob_a, "teacher_logprob_b": answer.logprob_b,
+        "q_ab": q_ab, "q_ba": q_ba, "position_bias": bias, "bias_threshold": selection.bias_threshold,
+        "teacher_mode": answer.run.mode,
+        "recipe_json": json.dumps({**selection.recipe, "teacher_mode": answer.run.mode,
+                                   "teacher_model": answer.run.model_id}, sort_keys=True),
     }
 
 
@@ -98,15 +114,15 @@ def scored_rows(query: ExportQuery) -> Iterator[list[dict]]:
     for page in keyset_pages(scores, batch_size=query.batch_size):
         yield [{"id": f"score-{s.pk}", "prompt_id": s.prompt.external_id, "messages": _messages(s.prompt.messages),
                 "candidate_a": s.prompt.candidate_a, "candidate_b": s.prompt.candidate_b, "q": s.q, "q_ab": s.q_ab,
-                "q_ba": s.q_ba, "distance": s.distance, "method": s.run.method, "debiased": s.run.debias,
+                "q_ba": s.q_ba, "distance": s.distance, "position_bias": s.position_bias, "method": s.run.method, "debiased": s.run.debias,
                 "model_id": s.run.model_id, "template_version": s.run.template_version, "run_id": s.run_id,
                 "logprobs_json": json.dumps(s.logprobs, sort_keys=True)} for s in page]
 
 
-register(ExportKind(name="atd.dpo", version=1, label="ATD DPO pairs", schema=DPO_SCHEMA, rows=dpo_rows,
+register(ExportKind(name="atd.dpo", version=2, label="ATD DPO pairs", schema=DPO_SCHEMA, rows=dpo_rows,
                     data_version=dpo_version, filters=DpoFilters, key_field="id",
                     description="prompt/chosen/rejected (TRL) from the teacher's one-bit answers on near-tie prompts, "
-                                "with q, epsilon, methods and model ids."))
-register(ExportKind(name="atd.scored", version=1, label="ATD scored prompts", schema=SCORED_SCHEMA,
+                                "with q in both orders, the position bias and the selection's recipe."))
+register(ExportKind(name="atd.scored", version=2, label="ATD scored prompts", schema=SCORED_SCHEMA,
                     rows=scored_rows, data_version=scored_version, filters=ScoredFilters, key_field="id",
                     description="Every scored prompt with q, both orders and the raw logprobs, for analysis."))

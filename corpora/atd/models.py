@@ -40,7 +40,8 @@ class AtdPrompt(models.Model):
 
 class ScoringMethod(models.TextChoices):
     JUDGE = "judge", "Judge (P(A) vs P(B) at the verdict)"
-    LIKELIHOOD = "likelihood", "Likelihood (mean token logprob of A vs B)"
+    LIKELIHOOD = "likelihood", "Likelihood (P(A) vs P(B) of the whole candidates: summed token logprobs)"
+    LIKELIHOOD_MEAN = "likelihood_mean", "Length-normalized likelihood (mean token logprob of A vs B)"
 
 
 class ScoringRun(models.Model):
@@ -66,6 +67,8 @@ class Score(models.Model):
     q = models.FloatField()  # P(A preferred) after debiasing, in [0, 1]
     q_ab = models.FloatField()  # raw, A shown first
     q_ba = models.FloatField(null=True, blank=True)  # raw q of the swapped order (B shown first), judge + debias
+    # |q_ab - (1 - q_ba)|: how far the two orders disagree about the original A (null with one order).
+    position_bias = models.FloatField(null=True, blank=True)
     logprobs = models.JSONField(default=dict)  # the raw numbers each q came from
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -82,7 +85,13 @@ class Selection(models.Model):
     name = models.SlugField(max_length=100)
     version = models.PositiveIntegerField()
     epsilon = models.FloatField()
+    # Near ties whose orders disagree by more than this are position-biased: left out unless include_biased.
+    bias_threshold = models.FloatField(default=0.2)
+    include_biased = models.BooleanField(default=False)
+    excluded_biased = models.PositiveIntegerField(default=0)  # near ties by q left out as position-biased
     size = models.PositiveIntegerField(default=0)
+    # What made it: method, orders, judge template and version, epsilon, bias rule, ancestor model.
+    recipe = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -100,8 +109,15 @@ class SelectionItem(models.Model):
         constraints = [models.UniqueConstraint(fields=["selection", "prompt"], name="one_item_per_selection_prompt")]
 
 
+class TeacherMode(models.TextChoices):
+    ONE_WORD = "one_word", "One word (one query per prompt, the answer constrained to A or B, greedy)"
+    LOGPROBS = "logprobs", "Verdict logprobs (P(A) vs P(B) as the next token; both orders when debiased)"
+    LIKELIHOOD = "likelihood", "Likelihood of each candidate (for a selection scored by likelihood)"
+
+
 class TeacherRun(models.Model):
     selection = models.ForeignKey(Selection, on_delete=models.PROTECT, related_name="teacher_runs")
+    mode = models.CharField(max_length=16, choices=TeacherMode.choices, default=TeacherMode.ONE_WORD)
     model_name = models.CharField(max_length=200, blank=True)  # the teacher; empty = the platform default
     base_url = models.CharField(max_length=500, blank=True)  # another vLLM endpoint, if the teacher lives there
     debias = models.BooleanField(default=True)

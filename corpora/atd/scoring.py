@@ -105,15 +105,37 @@ def debiased_q(q_ab: float, q_ba: float) -> float:
     return (q_ab + (1.0 - q_ba)) / 2.0
 
 
-def likelihood_q(lps_a: list[float], lps_b: list[float]) -> float:
-    """q = σ(mean(lps_a) - mean(lps_b)), σ(x) = 1 / (1 + exp(-x)).
+def likelihood_q(lps_a: list[float], lps_b: list[float], *, normalize: bool = False) -> float:
+    """q = P(A) / (P(A) + P(B)) = σ(sum(lps_a) - sum(lps_b)) over the whole candidates, σ(x) = 1 / (1 + exp(-x)).
 
-    lps_a / lps_b: the per-token logprobs of candidate A / B as a continuation of the prompt. The means
-    (not sums) keep a longer answer from losing just for its length. ValueError for an empty list.
+    lps_a / lps_b: the per-token logprobs of candidate A / B as a continuation of the prompt, so their sums are
+    the log-probabilities of the two sequences. With `normalize` (the length-normalized variant, method
+    "likelihood_mean"), the means instead of the sums: a longer answer does not lose just for its length, but
+    the result is no longer a ratio of the two sequences' probabilities. ValueError for an empty list.
     """
     if not lps_a or not lps_b:
         raise ValueError("likelihood_q needs at least one token logprob for each candidate")
-    return q_from_logprobs(math.fsum(lps_a) / len(lps_a), math.fsum(lps_b) / len(lps_b))
+    if normalize:
+        return q_from_logprobs(math.fsum(lps_a) / len(lps_a), math.fsum(lps_b) / len(lps_b))
+    return q_from_logprobs(math.fsum(lps_a), math.fsum(lps_b))
+
+
+def position_bias(q_ab: float, q_ba: float) -> float:
+    """|q_ab - (1 - q_ba)|: how much the two orders disagree about the original A, in [0, 1].
+
+    0 when the judge gives the original A the same preference wherever it is shown; a judge that always picks
+    the first answer (q_ab = q_ba = 1) scores 1, and its debiased q is exactly 0.5, a tie it does not mean."""
+    return abs(q_ab - (1.0 - q_ba))
+
+
+WORDS = ("A", "B")  # the one-word teacher's answers, each naming the answer shown first or second
+
+
+def one_word_bit(text: str) -> tuple[str, str]:
+    """(bit, status) of a one-word teacher answer in the AB order: the word ("A" or "B", surrounding space
+    ignored) names the original candidate; anything else is ("", "invalid")."""
+    word = (text or "").strip()
+    return (word, STATUS_OK) if word in WORDS else ("", STATUS_INVALID)
 
 
 def _usable(lp) -> bool:

@@ -5,8 +5,10 @@ the projects where they curate, so anyone else gets nothing from the lists and a
 lookups. The scoping is a subquery of the same statement, so it costs no query of its own.
 
 The near-tie rule is defined here, once: a score is a near tie at epsilon when |q - 0.5| <= epsilon,
-up to NEAR_TIE_TOLERANCE. The tie counts, their sample and the frozen selections all read
-`near_ties`, and the scored export's `distance` column is `tie_distance`.
+up to NEAR_TIE_TOLERANCE, and, scored in both orders, its position bias |q_ab - (1 - q_ba)| is at most the
+bias threshold (a judge that always prefers one position gives q = 0.5 without meaning a tie). The tie
+counts, their sample and the frozen selections all read `near_ties`, and the scored export's `distance`
+column is `tie_distance`.
 """
 
 from django.db.models import Count, F, IntegerField, Prefetch, Q, QuerySet
@@ -22,6 +24,9 @@ from .models import AtdPrompt, Score, ScoringRun, Selection, TeacherAnswer, Teac
 # 0.020000000000000018; q = 0.5200001 is not.
 NEAR_TIE_TOLERANCE = 1e-12
 HISTOGRAM_BINS = 20
+DEFAULT_BIAS_THRESHOLD = 0.2
+HISTOGRAM_VALUES = {"q": "q (both orders, debiased)", "q_ab": "q_ab (A shown first)",
+                    "q_ba": "q_ba (B shown first)", "position_bias": "position bias |q_ab − (1 − q_ba)|"}
 
 
 def _curated_by(user, token: ApiToken | None) -> QuerySet[Project]:
@@ -84,31 +89,53 @@ def tie_distance() -> Abs:
     return Abs(F("q") - 0.5)
 
 
-def near_ties(scores: QuerySet[Score], epsilon: float) -> QuerySet[Score]:
-    """The scores with |q - 0.5| <= epsilon (up to NEAR_TIE_TOLERANCE): the near-tie rule.
-
-    Written as a range of q so that the (run, q) index finds them. ValueError for a negative epsilon."""
+def _close_by_q(scores: QuerySet[Score], epsilon: float) -> QuerySet[Score]:
     if epsilon < 0:
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     limit = epsilon + NEAR_TIE_TOLERANCE
     return scores.filter(q__gte=0.5 - limit, q__lte=0.5 + limit)
 
 
-def kept_count(run: ScoringRun, epsilon: float) -> int:
+def _unbiased(bias_threshold: float) -> Q:
+    """Scored in one order (no bias known), or both orders agreeing within the threshold."""
+    return Q(position_bias__isnull=True) | Q(position_bias__lte=bias_threshold + NEAR_TIE_TOLERANCE)
+
+
+def near_ties(scores: QuerySet[Score], epsilon: float, bias_threshold: float | None = DEFAULT_BIAS_THRESHOLD
+              ) -> QuerySet[Score]:
+    """The scores with |q - 0.5| <= epsilon (up to NEAR_TIE_TOLERANCE) whose position bias is at most
+    `bias_threshold` (None: whatever their bias): the near-tie rule.
+
+    Written as a range of q so that the (run, q) index finds them. ValueError for a negative epsilon."""
+    close = _close_by_q(scores, epsilon)
+    return close if bias_threshold is None else close.filter(_unbiased(bias_threshold))
+
+
+def kept_count(run: ScoringRun, epsilon: float, bias_threshold: float | None = DEFAULT_BIAS_THRESHOLD) -> int:
     """How many scores of the run are near ties at epsilon, counted by the database."""
-    return near_ties(Score.objects.filter(run=run), epsilon).count()
+    return near_ties(Score.objects.filter(run=run), epsilon, bias_threshold).count()
 
 
-def near_tie_sample(run: ScoringRun, epsilon: float, size: int) -> list[Score]:
+def biased_count(run: ScoringRun, epsilon: float, bias_threshold: float) -> int:
+    """How many scores are near ties by q alone but left out as position-biased."""
+    return _close_by_q(Score.objects.filter(run=run), epsilon).exclude(_unbiased(bias_threshold)).count()
+
+
+def near_tie_sample(run: ScoringRun, epsilon: float, size: int,
+                    bias_threshold: float | None = DEFAULT_BIAS_THRESHOLD) -> list[Score]:
     """The first `size` near ties of the run by q, with their prompts."""
-    return list(near_ties(Score.objects.filter(run=run), epsilon).select_related("prompt").order_by("q", "id")[:size])
+    return list(near_ties(Score.objects.filter(run=run), epsilon, bias_threshold).select_related("prompt")
+                .order_by("q", "id")[:size])
 
 
-def q_histogram(run: ScoringRun, bins: int = HISTOGRAM_BINS) -> list[dict]:
-    """[{lo, hi, count}] over [0, 1] in `bins` bins (edges i / bins; the last also holds q = 1), in SQL."""
-    bucket = Least(Cast(Floor(F("q") * float(bins)), IntegerField()), bins - 1)
-    counts = dict(Score.objects.filter(run=run).order_by().annotate(bucket=bucket).values_list("bucket")
-                  .annotate(n=Count("pk")).values_list("bucket", "n"))
+def q_histogram(run: ScoringRun, bins: int = HISTOGRAM_BINS, value: str = "q") -> list[dict]:
+    """[{lo, hi, count}] of `value` (HISTOGRAM_VALUES: q, either order's raw q, or the position bias) over [0, 1]
+    in `bins` bins (edges i / bins; the last also holds 1), in SQL; scores without the value are not counted."""
+    if value not in HISTOGRAM_VALUES:
+        raise ValueError(f"value must be one of {', '.join(HISTOGRAM_VALUES)}, got {value!r}")
+    bucket = Least(Cast(Floor(F(value) * float(bins)), IntegerField()), bins - 1)
+    counts = dict(Score.objects.filter(run=run, **{f"{value}__isnull": False}).order_by().annotate(bucket=bucket)
+                  .values_list("bucket").annotate(n=Count("pk")).values_list("bucket", "n"))
     return [{"lo": i / bins, "hi": (i + 1) / bins, "count": counts.get(i, 0)} for i in range(bins)]
 
 

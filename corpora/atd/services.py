@@ -6,6 +6,8 @@ with conflicts ignored. A job resumed after a crash asks only for the prompts th
 and a prompt can never get two rows (unique per run), so every prompt is done exactly once.
 """
 
+import math
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -17,7 +19,17 @@ from dataplatform.jobs import services as job_services
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 
 from . import scoring, selectors
-from .models import AtdPrompt, Score, ScoringMethod, ScoringRun, Selection, SelectionItem, TeacherAnswer, TeacherRun
+from .models import (
+    AtdPrompt,
+    Score,
+    ScoringMethod,
+    ScoringRun,
+    Selection,
+    SelectionItem,
+    TeacherAnswer,
+    TeacherMode,
+    TeacherRun,
+)
 
 FREEZE_BATCH = 5000
 
@@ -110,7 +122,8 @@ def score_prompts(*, run: ScoringRun, progress, backend: Backend | None = None) 
         if not batch:
             return {"scored": done, "total": total, "scored_in_this_attempt": done - already}
         last = batch[-1].pk
-        rows = judge_scores(backend, batch, run.debias, verdict) if verdict else likelihood_scores(backend, batch)
+        rows = (judge_scores(backend, batch, run.debias, verdict) if verdict else
+                likelihood_scores(backend, batch, normalize=run.method == ScoringMethod.LIKELIHOOD_MEAN))
         Score.objects.bulk_create([Score(run=run, prompt=prompt, **row) for prompt, row in zip(batch, rows,
                                                                                              strict=True)],
                                   ignore_conflicts=True)
@@ -120,7 +133,7 @@ def score_prompts(*, run: ScoringRun, progress, backend: Backend | None = None) 
 
 def judge_scores(backend: Backend, prompts: list[AtdPrompt], debias: bool, verdict: tuple[int, int]) -> list[dict]:
     """q = P(A) / (P(A) + P(B)) at the verdict tokens `verdict` (the ids of "A" and "B"); with debias,
-    also the swapped order, averaged."""
+    also the swapped order, averaged, and how much the two orders disagree (the position bias)."""
     sequences = [backend.chat_prompt_ids(scoring.judge_messages(p.messages, p.candidate_a, p.candidate_b))
                  for p in prompts]
     if debias:
@@ -131,19 +144,21 @@ def judge_scores(backend: Backend, prompts: list[AtdPrompt], debias: bool, verdi
     for n, _ in enumerate(prompts):
         ab = logprobs[n]
         q_ab = scoring.q_from_logprobs(ab[verdict[0]], ab[verdict[1]])
-        row = {"q": q_ab, "q_ab": q_ab, "q_ba": None,
+        row = {"q": q_ab, "q_ab": q_ab, "q_ba": None, "position_bias": None,
                "logprobs": {"ab": {"A": ab[verdict[0]], "B": ab[verdict[1]]}}}
         if debias:
             ba = logprobs[len(prompts) + n]
             row["q_ba"] = scoring.q_from_logprobs(ba[verdict[0]], ba[verdict[1]])
             row["q"] = scoring.debiased_q(q_ab, row["q_ba"])
+            row["position_bias"] = scoring.position_bias(q_ab, row["q_ba"])
             row["logprobs"]["ba"] = {"A": ba[verdict[0]], "B": ba[verdict[1]]}
         rows.append(row)
     return rows
 
 
-def likelihood_scores(backend: Backend, prompts: list[AtdPrompt]) -> list[dict]:
-    """q = sigmoid(mean token logprob of A - mean token logprob of B), both given the prompt."""
+def likelihood_scores(backend: Backend, prompts: list[AtdPrompt], *, normalize: bool = False) -> list[dict]:
+    """q = P(A) / (P(A) + P(B)) of the two candidates as continuations of the prompt (summed token logprobs;
+    with `normalize`, their means: scoring.likelihood_q)."""
     pairs = []
     for p in prompts:
         prefix = backend.chat_prompt_ids(p.messages)
@@ -152,21 +167,40 @@ def likelihood_scores(backend: Backend, prompts: list[AtdPrompt]) -> list[dict]:
     rows = []
     for n, _ in enumerate(prompts):
         lps_a, lps_b = logprobs[2 * n], logprobs[2 * n + 1]
-        q = scoring.likelihood_q(lps_a, lps_b)
+        q = scoring.likelihood_q(lps_a, lps_b, normalize=normalize)
         rows.append({"q": q, "q_ab": q, "q_ba": None, "logprobs": {"a": lps_a, "b": lps_b}})
     return rows
 
 
-def freeze_selection(*, run: ScoringRun, name: str, epsilon: float, user) -> Selection:
-    """Freeze the near ties of `run` at epsilon (`selectors.near_ties`) as the next version of `name`."""
+def recipe(run: ScoringRun, *, epsilon: float, bias_threshold: float, include_biased: bool) -> dict:
+    """Everything that decided a selection, as it goes into the selection, the atd.dpo manifest and its rows."""
+    judged = run.method == ScoringMethod.JUDGE
+    return {"method": run.method, "orders": ["ab", "ba"] if judged and run.debias else ["ab"],
+            "template_version": run.template_version if judged else None,
+            "judge_template": {"system": scoring.JUDGE_SYSTEM, "question": scoring.JUDGE_QUESTION} if judged else None,
+            "epsilon": epsilon, "bias_threshold": bias_threshold, "include_biased": include_biased,
+            "ancestor_model": run.model_id, "scoring_run": run.pk}
+
+
+def freeze_selection(*, run: ScoringRun, name: str, epsilon: float, user,
+                     bias_threshold: float = selectors.DEFAULT_BIAS_THRESHOLD, include_biased: bool = False) -> Selection:
+    """Freeze the near ties of `run` at epsilon (`selectors.near_ties`: position-biased ones left out unless
+    `include_biased`) as the next version of `name`, with its recipe."""
     if not 0 <= epsilon <= 0.5:
         raise AtdError("epsilon must be between 0 and 0.5.")
+    if not 0 <= bias_threshold <= 1:
+        raise AtdError("the position-bias threshold must be between 0 and 1.")
     with transaction.atomic():
+        run = ScoringRun.objects.select_related("project").get(pk=run.pk)  # the model id its job recorded
         version = (Selection.objects.select_for_update().filter(project=run.project, name=name)
                    .aggregate(top=Max("version"))["top"] or 0) + 1
-        selection = Selection.objects.create(project=run.project, run=run, name=name, version=version,
-                                             epsilon=epsilon, created_by=user)
-        kept = selectors.near_ties(Score.objects.filter(run=run), epsilon).values_list("prompt_id", "q")
+        selection = Selection.objects.create(
+            project=run.project, run=run, name=name, version=version, epsilon=epsilon, bias_threshold=bias_threshold,
+            include_biased=include_biased, created_by=user,
+            excluded_biased=0 if include_biased else selectors.biased_count(run, epsilon, bias_threshold),
+            recipe=recipe(run, epsilon=epsilon, bias_threshold=bias_threshold, include_biased=include_biased))
+        kept = selectors.near_ties(Score.objects.filter(run=run), epsilon,
+                                   None if include_biased else bias_threshold).values_list("prompt_id", "q")
         items, size = [], 0
         for prompt_id, q in kept.iterator(chunk_size=FREEZE_BATCH):
             items.append(SelectionItem(selection=selection, prompt_id=prompt_id, q=q))
@@ -190,14 +224,29 @@ def check_teacher_endpoint(base_url: str) -> str:
         raise AtdError(f"The teacher endpoint: {exc} Use the server's root URL, e.g. http://vllm:8000.") from None
 
 
+def teacher_modes(selection: Selection) -> list[str]:
+    """The ways the teacher may be asked about a selection: with the method it was scored with, so a judged
+    selection gets the judge prompt (one word by default, or its verdict logprobs), a selection scored by
+    likelihood the likelihood of each candidate. The first is the default."""
+    if selection.run.method == ScoringMethod.JUDGE:
+        return [TeacherMode.ONE_WORD, TeacherMode.LOGPROBS]
+    return [TeacherMode.LIKELIHOOD]
+
+
 def start_teacher(*, selection: Selection, model_name: str = "", base_url: str = "", debias: bool = True,
-                  budget: int | None = None, user, publish: bool = True) -> TeacherRun:
+                  budget: int | None = None, mode: str = "", user, publish: bool = True) -> TeacherRun:
+    modes = teacher_modes(selection)
+    mode = mode or modes[0]
+    if mode not in modes:
+        raise AtdError(f"A selection scored by {selection.run.get_method_display().lower()} is asked as "
+                       f"{' or '.join(modes)}, not {mode}.")
     base_url = check_teacher_endpoint(base_url)
     if not base_url:  # a teacher on another server serves models of its own
         _check_served(model_name)
     with transaction.atomic():
-        run = TeacherRun.objects.create(selection=selection, model_name=model_name, base_url=base_url, debias=debias,
-                                        budget=budget, created_by=user)
+        run = TeacherRun.objects.create(selection=selection, model_name=model_name, base_url=base_url,
+                                        debias=debias and mode == TeacherMode.LOGPROBS, mode=mode, budget=budget,
+                                        created_by=user)
         job = job_services.enqueue_job(project=selection.project, kind="atd.teacher", params={"run": run.pk},
                                        user=user, publish=publish)
         TeacherRun.objects.filter(pk=run.pk).update(job=job)
@@ -225,9 +274,17 @@ def teacher_backend(run: TeacherRun) -> Backend:
 
 
 def ask_teacher(*, run: TeacherRun, progress, backend: Backend | None = None, batch_size: int = 32) -> dict:
-    """One bit per selected prompt: the more likely of "A" and "B" as the teacher's next token (both
-    orders when debiased). Ties and invalid answers are recorded, not guessed. Stops after the run's
-    budget of queries in this job; a later job resumes with the prompts still unanswered."""
+    """One bit per selected prompt, asked as the run's mode says (`teacher_modes`):
+
+    - one_word: one query per prompt (the judge prompt, A shown first), the answer constrained to the two
+      words "A" and "B" and decoded greedily (a backend that cannot constrain is read the same way: any
+      other text is an invalid answer);
+    - logprobs: the more likely of "A" and "B" as the teacher's next token (both orders when debiased);
+    - likelihood: the more likely candidate as a continuation of the prompt (the selection's own likelihood
+      method: summed or mean token logprobs).
+
+    Ties and invalid answers are recorded, not guessed. Stops after the run's budget of queries in this job;
+    a later job resumes with the prompts still unanswered."""
     backend = backend or teacher_backend(run)
     TeacherRun.objects.filter(pk=run.pk).update(model_id=backend.model_id)
     answered = TeacherAnswer.objects.filter(run=run, prompt=OuterRef("prompt_id"))
@@ -236,24 +293,52 @@ def ask_teacher(*, run: TeacherRun, progress, backend: Backend | None = None, ba
     todo = pending.count() if run.budget is None else min(run.budget, pending.count())
     progress.set_total(todo)
     done, last = 0, 0
-    verdict = scoring.verdict_token_ids(backend.tokenize)
+    ask = {TeacherMode.ONE_WORD: _one_word_answers, TeacherMode.LOGPROBS: _verdict_answers,
+           TeacherMode.LIKELIHOOD: _likelihood_answers}[run.mode]
     while done < todo:
         batch = list(pending.filter(id__gt=last)[:min(batch_size, todo - done)])
         if not batch:
             break
         last = batch[-1].pk
         prompts = [item.prompt for item in batch]
-        rows = judge_scores(backend, prompts, run.debias, verdict)
-        answers = []
-        for prompt, row in zip(prompts, rows, strict=True):
-            ab = row["logprobs"]["ab"]
-            ba = row["logprobs"].get("ba")
-            # The swapped (B-first) order's own verdict-token logprobs; teacher_bit maps them back.
-            swapped = (ba["A"], ba["B"]) if ba else None
-            bit, status = scoring.teacher_bit(ab["A"], ab["B"], swapped=swapped)
-            answers.append(TeacherAnswer(run=run, prompt=prompt, bit=bit, status=status, logprob_a=ab["A"],
-                                         logprob_b=ab["B"], swapped=ba or {}, raw=bit))
-        TeacherAnswer.objects.bulk_create(answers, ignore_conflicts=True)
+        TeacherAnswer.objects.bulk_create([TeacherAnswer(run=run, prompt=prompt, **answer) for prompt, answer
+                                           in zip(prompts, ask(backend, run, prompts), strict=True)],
+                                          ignore_conflicts=True)
         done += len(batch)
         progress.report(done, message=f"{done:,} of {todo:,} teacher queries")
     return {"asked": done, "remaining": pending.count()}
+
+
+def _one_word_answers(backend: Backend, run: TeacherRun, prompts: list[AtdPrompt]) -> list[dict]:
+    ids = [backend.chat_prompt_ids(scoring.judge_messages(p.messages, p.candidate_a, p.candidate_b)) for p in prompts]
+    # Two tokens: a tokenizer may spell the word with a leading space; the choice constraint ends it there.
+    answers = backend.generate(ids, max_tokens=2, temperature=0.0, seed=0, choice=list(scoring.WORDS))
+    rows = []
+    for answer in answers:
+        bit, status = scoring.one_word_bit(answer.text)
+        rows.append({"bit": bit, "status": status, "raw": answer.text[:100]})
+    return rows
+
+
+def _verdict_answers(backend: Backend, run: TeacherRun, prompts: list[AtdPrompt]) -> list[dict]:
+    rows = []
+    for row in judge_scores(backend, prompts, run.debias, scoring.verdict_token_ids(backend.tokenize)):
+        ab = row["logprobs"]["ab"]
+        ba = row["logprobs"].get("ba")
+        # The swapped (B-first) order's own verdict-token logprobs; teacher_bit maps them back.
+        bit, status = scoring.teacher_bit(ab["A"], ab["B"], swapped=(ba["A"], ba["B"]) if ba else None)
+        rows.append({"bit": bit, "status": status, "logprob_a": ab["A"], "logprob_b": ab["B"], "swapped": ba or {},
+                     "raw": bit})
+    return rows
+
+
+def _likelihood_answers(backend: Backend, run: TeacherRun, prompts: list[AtdPrompt]) -> list[dict]:
+    normalize = run.selection.run.method == ScoringMethod.LIKELIHOOD_MEAN
+    rows = []
+    for row in likelihood_scores(backend, prompts, normalize=normalize):
+        lps = row["logprobs"]
+        a, b = (math.fsum(lps["a"]) / len(lps["a"]), math.fsum(lps["b"]) / len(lps["b"])) if normalize else (
+            math.fsum(lps["a"]), math.fsum(lps["b"]))
+        bit, status = scoring.teacher_bit(a, b)
+        rows.append({"bit": bit, "status": status, "logprob_a": a, "logprob_b": b, "raw": bit})
+    return rows

@@ -24,8 +24,8 @@ from dataplatform.imports import page_import
 from dataplatform.pagination import parse_id
 
 from . import importers, selectors, services
-from .api import parse_epsilon
-from .models import ScoringMethod, ScoringRun
+from .api import parse_bias_threshold, parse_epsilon
+from .models import ScoringMethod, ScoringRun, TeacherMode
 
 DEFAULT_EPSILON = 0.02
 MAX_RUNS_SHOWN = 20
@@ -47,12 +47,22 @@ def _last_user_text(messages_) -> str:
     return ""
 
 
-def _tie_context(run: ScoringRun, epsilon: float) -> dict:
+def _tie_rule(query) -> tuple[float, float, bool]:
+    """(epsilon, bias threshold, include biased) from a query or form (ValueError: one out of range)."""
+    return (parse_epsilon(query.get("epsilon", DEFAULT_EPSILON)),
+            parse_bias_threshold(query.get("bias_threshold", selectors.DEFAULT_BIAS_THRESHOLD)),
+            bool(query.get("include_biased")))
+
+
+def _tie_context(run: ScoringRun, epsilon: float, bias_threshold: float = selectors.DEFAULT_BIAS_THRESHOLD,
+                 include_biased: bool = False) -> dict:
+    threshold = None if include_biased else bias_threshold
     scored = selectors.scored_count(run)
-    kept = selectors.kept_count(run, epsilon)
-    sample = selectors.near_tie_sample(run, epsilon, SAMPLE_SIZE)
-    return {"run": run, "epsilon": epsilon, "scored": scored, "kept": kept,
-            "fraction": f"{kept / scored:.1%}" if scored else "—",
+    kept = selectors.kept_count(run, epsilon, threshold)
+    sample = selectors.near_tie_sample(run, epsilon, SAMPLE_SIZE, threshold)
+    return {"run": run, "epsilon": epsilon, "bias_threshold": bias_threshold, "include_biased": include_biased,
+            "scored": scored, "kept": kept, "fraction": f"{kept / scored:.1%}" if scored else "—",
+            "biased": selectors.biased_count(run, epsilon, bias_threshold),
             "sample": [{"score": s, "prompt": s.prompt, "text": _last_user_text(s.prompt.messages)} for s in sample]}
 
 
@@ -70,18 +80,21 @@ def _render_overview(request, project, *, import_report=None):
         run = runs.filter(pk=run_id).first()
     run = run or (shown[0] if shown else None)
     try:
-        epsilon = parse_epsilon(request.GET.get("epsilon", DEFAULT_EPSILON))
+        rule = _tie_rule(request.GET)
     except ValueError:
-        epsilon = DEFAULT_EPSILON
+        rule = (DEFAULT_EPSILON, selectors.DEFAULT_BIAS_THRESHOLD, False)
+    shown_value = request.GET.get("histogram", "q")
+    shown_value = shown_value if shown_value in selectors.HISTOGRAM_VALUES else "q"
     chart = None
     if run is not None:
-        bins = selectors.q_histogram(run)
+        bins = selectors.q_histogram(run, value=shown_value)
         chart = bar_chart([f"{b['lo']:.2f}–{b['hi']:.2f}" for b in bins], [b["count"] for b in bins],
-                          title=f"q under scoring run {run.pk}")
+                          title=f"{selectors.HISTOGRAM_VALUES[shown_value]} under scoring run {run.pk}")
     selections = []
     for selection in selectors.selections_with_teacher_runs(request.user, project)[:MAX_SELECTIONS_SHOWN]:
         teachers = [{"run": t, "counts": selectors.teacher_counts(t)} for t in selection.teacher_runs.all()]
-        selections.append({"selection": selection, "teachers": teachers})
+        modes = [(mode, TeacherMode(mode).label) for mode in services.teacher_modes(selection)]
+        selections.append({"selection": selection, "teachers": teachers, "modes": modes})
     return render(request, "corpora/atd/overview.html", {
         "project": project,
         "import_report": import_report,
@@ -90,7 +103,9 @@ def _render_overview(request, project, *, import_report=None):
         "run": run,
         "methods": ScoringMethod.choices,
         "chart": chart,
-        "tie": _tie_context(run, epsilon) if run is not None else None,
+        "tie": _tie_context(run, *rule) if run is not None else None,
+        "histogram_values": selectors.HISTOGRAM_VALUES,
+        "shown_value": shown_value,
         "selections": selections,
         "default_name": "near-ties",
         "teacher_endpoints": settings.ATD_TEACHER_ENDPOINTS,
@@ -150,10 +165,10 @@ def tie_counts(request, slug: str, run_id: int):
     project = _project(request, slug)
     run = selectors.run_for(request.user, project, run_id)
     try:
-        epsilon = parse_epsilon(request.GET.get("epsilon", DEFAULT_EPSILON))
+        rule = _tie_rule(request.GET)
     except ValueError as exc:
         return render(request, "corpora/atd/_tie_counts.html", {"error": str(exc)}, status=400)
-    return render(request, "corpora/atd/_tie_counts.html", _tie_context(run, epsilon))
+    return render(request, "corpora/atd/_tie_counts.html", _tie_context(run, *rule))
 
 
 @login_required
@@ -166,15 +181,19 @@ def freeze(request, slug: str):
         raise Http404("No such scoring run.")
     name = request.POST.get("name", "").strip()
     try:
-        epsilon = parse_epsilon(request.POST.get("epsilon"))
+        epsilon = parse_epsilon(request.POST.get("epsilon"))  # required here: no default
+        _, bias_threshold, include_biased = _tie_rule(request.POST)
         if not name or len(name) > 100 or not SLUG.fullmatch(name):
             raise services.AtdError("Name the selection with letters, digits, - and _ only (at most 100).")
-        selection = services.freeze_selection(run=run, name=name, epsilon=epsilon, user=request.user)
-    except (ValueError, PlatformError) as exc:  # ValueError: an epsilon that is not a number in range
+        selection = services.freeze_selection(run=run, name=name, epsilon=epsilon, bias_threshold=bias_threshold,
+                                              include_biased=include_biased, user=request.user)
+    except (ValueError, PlatformError) as exc:  # ValueError: an epsilon or threshold not a number in range
         messages.error(request, str(exc))
         return _back(slug, run.pk)
+    left_out = (f", {selection.excluded_biased} position-biased left out (bias > {selection.bias_threshold:g})"
+                if selection.excluded_biased else "")
     messages.success(request, f"Froze {selection.name} v{selection.version}: {selection.size} prompts "
-                              f"with |q − 0.5| ≤ {selection.epsilon:g}.")
+                              f"with |q − 0.5| ≤ {selection.epsilon:g}{left_out}.")
     return _back(slug, run.pk, epsilon)
 
 
@@ -188,6 +207,7 @@ def teacher(request, slug: str, selection_id: int):
         budget = request.POST.get("budget", "").strip()
         run = services.start_teacher(selection=selection, model_name=request.POST.get("model_name", "").strip()[:200],
                                      base_url=base_url[:500], debias=bool(request.POST.get("debias")),
+                                     mode=request.POST.get("mode", ""),
                                      budget=_int(budget, "Budget", low=1, high=MAX_INT) if budget else None,
                                      user=request.user)
     except PlatformError as exc:

@@ -475,7 +475,7 @@ def test_atd_page(browse, members, hostile_project):
     tabs = browse(members["admin"])
     page = tabs.visit(reverse("atd-overview", args=[project.slug]))
     shown = HOSTILE[:150]  # the sample cuts text at 200 characters
-    for column in (3, 4, 5):
+    for column in (6, 7, 8):  # the last user message, candidates A and B (after q, q_ab, q_ba, the bias)
         shows(page, f".atd-sample td:nth-child({column})", shown)
     shows(page, ".atd-sample td:nth-child(1)", SHORT)
     shows(page, ".atd-runs", SHORT)
@@ -487,7 +487,7 @@ def test_atd_page(browse, members, hostile_project):
     # Moving epsilon swaps in a new count and sample through htmx.
     page.locator("#id_epsilon").fill("0.3")
     expect(page.locator("#tie-counts")).to_contain_text("≤ 0.3")
-    shows(page, ".atd-sample td:nth-child(3)", shown)
+    shows(page, ".atd-sample td:nth-child(6)", shown)
     tabs.assert_nothing_ran("ATD page after an htmx swap")
 
 

@@ -208,3 +208,23 @@ def test_prompt_list_is_cursor_paginated(project, members):
     second = client.get(first["next"]).json()
     assert len(second["results"]) == 2
     assert not {p["id"] for p in first["results"]} & {p["id"] for p in second["results"]}
+
+
+def test_tie_counts_and_selections_leave_out_position_biased_near_ties(project, members):
+    run = make_run(project, [0.5, 0.5, 0.51])
+    biased = Score.objects.filter(run=run).order_by("id").first()
+    Score.objects.filter(pk=biased.pk).update(q_ab=0.9, q_ba=0.9, position_bias=0.8)
+    client = api_client_for(members["curator"])
+    url = f"/api/v1/projects/alpha/atd/runs/{run.pk}/tie-counts/"
+    data = client.get(url, {"epsilon": 0.02, "histogram": "position_bias"}).json()
+    assert data["bias_threshold"] == 0.2
+    assert [(k["kept"], k["position_biased"]) for k in data["kept"]] == [(2, 1)]
+    assert sum(b["count"] for b in data["histogram"]) == 1 and data["histogram"][16]["count"] == 1  # 0.8
+    assert client.get(url, {"bias_threshold": "x"}).status_code == 400
+    assert client.get(url, {"histogram": "nope"}).status_code == 400
+    frozen = client.post("/api/v1/projects/alpha/atd/selections/", {"run": run.pk, "name": "ties", "epsilon": 0.02},
+                         format="json").json()
+    assert (frozen["size"], frozen["excluded_biased"], frozen["recipe"]["orders"]) == (2, 1, ["ab", "ba"])
+    kept = client.post("/api/v1/projects/alpha/atd/selections/", {"run": run.pk, "name": "ties", "epsilon": 0.02,
+                                                                   "include_biased": True}, format="json").json()
+    assert (kept["size"], kept["include_biased"]) == (3, True)

@@ -29,18 +29,37 @@ def test_ancestor_scores_twenty_prompts_then_the_teacher_answers(project, member
         assert 0.0 <= score.q <= 1.0 and 0.0 <= score.q_ab <= 1.0 and score.q_ba is not None  # both orders
         assert math.isclose(score.q, (score.q_ab + 1 - score.q_ba) / 2, abs_tol=1e-12)
         assert set(score.logprobs) == {"ab", "ba"} and all(v <= 0 for v in score.logprobs["ab"].values())
+        assert math.isclose(score.position_bias, abs(score.q_ab - (1 - score.q_ba)), abs_tol=1e-12)
     run.refresh_from_db()
     assert run.model_id == local_backend.model_id and run.template_version == "judge-v1"
-    # epsilon 0.5 keeps every prompt: the teacher must then answer each of them.
-    selection = services.freeze_selection(run=run, name="all", epsilon=0.5, user=members["curator"])
+    # epsilon 0.5 and no bias rule keep every prompt: the teacher must then answer each of them.
+    selection = services.freeze_selection(run=run, name="all", epsilon=0.5, include_biased=True,
+                                          user=members["curator"])
     assert selection.size == 20
-    teacher = services.start_teacher(selection=selection, user=members["curator"], publish=False)
+    teacher = services.start_teacher(selection=selection, mode="logprobs", user=members["curator"], publish=False)
     execute_job(job_id=teacher.job_id)
     answers = list(TeacherAnswer.objects.filter(run=teacher))
     assert len(answers) == 20
     assert all((a.bit in ("A", "B") and a.status == "ok") or (a.bit == "" and a.status in ("tie", "invalid"))
                for a in answers)
     assert all(a.swapped for a in answers if a.status == "ok")  # both orders asked (debiased)
+
+    # The one-word teacher (the default): one query per prompt, the answer constrained to "A" or "B" (8 prompts
+    # of the 20: the budget keeps this quick).
+    one_word = services.start_teacher(selection=selection, budget=8, user=members["curator"], publish=False)
+    calls = []
+    generate = local_backend.generate
+
+    def counted(prompts, **options):
+        calls.append({"sequences": len(prompts), "choice": options.get("choice")})
+        return generate(prompts, **options)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(local_backend, "generate", counted)
+        execute_job(job_id=one_word.job_id)
+    assert sum(call["sequences"] for call in calls) == 8 and all(call["choice"] == ["A", "B"] for call in calls)
+    words = list(TeacherAnswer.objects.filter(run=one_word))
+    assert len(words) == 8 and all(a.status == "ok" and a.bit in ("A", "B") and a.raw == a.bit for a in words)
 
 
 def test_likelihood_scoring_and_candidate_sampling_with_the_cpu_model(project, members, local_backend):
@@ -56,8 +75,8 @@ def test_likelihood_scoring_and_candidate_sampling_with_the_cpu_model(project, m
     execute_job(job_id=run.job_id)
     scores = list(Score.objects.filter(run=run).select_related("prompt"))
     assert len(scores) == len(filled)
-    for score in scores:
+    for score in scores:  # q = P(A) / (P(A) + P(B)) of the whole candidates, from the stored logprobs
         lps_a, lps_b = score.logprobs["a"], score.logprobs["b"]
         assert len(lps_a) == len(local_backend.tokenize(score.prompt.candidate_a)) and all(lp <= 0 for lp in lps_a)
-        mean_gap = sum(lps_a) / len(lps_a) - sum(lps_b) / len(lps_b)
-        assert math.isclose(score.q, 1 / (1 + math.exp(-mean_gap)), rel_tol=1e-9) and score.q_ba is None
+        p_a, p_b = math.exp(sum(lps_a)), math.exp(sum(lps_b))
+        assert math.isclose(score.q, p_a / (p_a + p_b), rel_tol=1e-9) and score.q_ba is None

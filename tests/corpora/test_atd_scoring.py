@@ -9,6 +9,8 @@ from corpora.atd.scoring import (
     debiased_q,
     judge_messages,
     likelihood_q,
+    one_word_bit,
+    position_bias,
     q_from_logprobs,
     teacher_bit,
     verdict_token_ids,
@@ -66,14 +68,32 @@ def test_debiased_q_rejects_non_probabilities(q_ab, q_ba):
 # --- likelihood scoring --------------------------------------------------------------------------
 
 
-def test_likelihood_q_compares_mean_token_logprobs():
+def test_likelihood_q_is_the_ratio_of_the_whole_sequences_probabilities():
+    # sum(A) = -1 - 2 - 3 = -6, sum(B) = -2 - 4 = -6: P(A) = P(B), q = 0.5
+    assert likelihood_q([-1.0, -2.0, -3.0], [-2.0, -4.0]) == 0.5
+    # sum(A) = -1.5, sum(B) = -2.5: q = e^-1.5 / (e^-1.5 + e^-2.5) = 1 / (1 + e^-1) = 0.7310585786300049
+    assert likelihood_q([-0.5, -1.0], [-2.5]) == pytest.approx(0.7310585786300049, abs=1e-15)
+    # the whole sequences: a longer answer with the same per-token logprob is less likely, sum -5 vs -1:
+    # sigma(-4) = 1 / (1 + e^4) = 0.01798620996209156
+    assert likelihood_q([-0.5] * 10, [-0.5] * 2) == pytest.approx(0.01798620996209156, abs=1e-15)
+
+
+def test_the_length_normalized_variant_compares_mean_token_logprobs():
     # mean(A) = (-1 - 2 - 3) / 3 = -2, mean(B) = (-2 - 4) / 2 = -3, difference 1:
     # sigma(1) = 1 / (1 + e^-1) = 1 / 1.3678794411714423 = 0.7310585786300049
-    assert likelihood_q([-1.0, -2.0, -3.0], [-2.0, -4.0]) == pytest.approx(0.7310585786300049, abs=1e-15)
+    assert likelihood_q([-1.0, -2.0, -3.0], [-2.0, -4.0], normalize=True) == pytest.approx(0.7310585786300049,
+                                                                                         abs=1e-15)
     # means, not sums: a longer answer with the same per-token logprob ties
-    assert likelihood_q([-0.5] * 10, [-0.5] * 2) == pytest.approx(0.5)
+    assert likelihood_q([-0.5] * 10, [-0.5] * 2, normalize=True) == pytest.approx(0.5)
     # mean(A) = -0.1, mean(B) = -5.1, difference 5: sigma(5) = 1 / (1 + e^-5) = 0.9933071490757153
-    assert likelihood_q([-0.1], [-0.2, -10.0]) == pytest.approx(0.9933071490757153, abs=1e-15)
+    assert likelihood_q([-0.1], [-0.2, -10.0], normalize=True) == pytest.approx(0.9933071490757153, abs=1e-15)
+
+
+def test_position_bias_and_the_one_word_answer():
+    assert position_bias(0.8, 0.2) == pytest.approx(0.0)  # both orders prefer the original A by 0.8
+    assert position_bias(0.9, 0.9) == pytest.approx(0.8)  # always the first shown: q = 0.5, bias 0.8
+    assert one_word_bit(" A") == ("A", "ok") and one_word_bit("B\n") == ("B", "ok")
+    assert one_word_bit("A.") == ("", "invalid") and one_word_bit("") == ("", "invalid")
 
 
 @pytest.mark.parametrize("lps_a, lps_b", [([], [-1.0]), ([-1.0], []), ([], [])])

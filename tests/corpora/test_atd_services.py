@@ -1,11 +1,12 @@
 """ATD services with a test-double backend: scoring in batches, resume without double work, freezing a
 selection at the epsilon boundary, and the teacher's bits (the real model runs in test_atd_model.py)."""
 
+import json
 import math
 
 import pytest
 
-from corpora.atd import services
+from corpora.atd import scoring, services
 from corpora.atd.models import AtdPrompt, Score, TeacherAnswer
 
 from ..doubles import RecordingProgress
@@ -22,6 +23,7 @@ class JudgeDouble:
 
     def __init__(self):
         self.batches = []
+        self.generated = []
 
     def tokenize(self, text):
         return {"A": [A], "B": [B]}.get(text, [ord(c) for c in text])
@@ -34,6 +36,22 @@ class JudgeDouble:
     def next_token_logprobs(self, prompts, candidates):
         self.batches.append(len(prompts))
         return [{A: math.log(p[0] / 100), B: math.log(1 - p[0] / 100)} for p in prompts]
+
+    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
+        """The one-word teacher: the first-shown answer's word when it wins with P > 0.5, else the other's."""
+        from dataplatform.inference import Generation
+
+        self.generated.append({"sequences": len(prompts), "choice": choice, "max_tokens": max_tokens,
+                               "temperature": temperature})
+        return [Generation(text="A" if p[0] > 50 else "B", token_ids=[], finish_reason="stop") for p in prompts]
+
+
+class FirstPositionJudge(JudgeDouble):
+    """A judge that prefers whichever answer is shown first, with P = 0.9, whatever the answers say."""
+
+    def next_token_logprobs(self, prompts, candidates):
+        self.batches.append(len(prompts))
+        return [{A: math.log(0.9), B: math.log(0.1)} for _ in prompts]
 
 
 def make_prompts(project, percents):
@@ -78,13 +96,57 @@ def test_teacher_bits_with_budget_and_resume(project, members):
     run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
     services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
     selection = services.freeze_selection(run=run, name="ties", epsilon=0.05, user=members["curator"])
-    teacher = services.start_teacher(selection=selection, budget=3, user=members["curator"], publish=False)
+    teacher = services.start_teacher(selection=selection, budget=3, mode="logprobs", user=members["curator"],
+                                     publish=False)
     assert services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble()) == \
         {"asked": 3, "remaining": 1}
     teacher.budget = None
     assert services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble())["asked"] == 1
     answers = {a.prompt.external_id: (a.bit, a.status) for a in TeacherAnswer.objects.filter(run=teacher)}
     assert answers == {"p0": ("", "tie"), "p1": ("A", "ok"), "p2": ("B", "ok"), "p3": ("B", "ok")}
+
+
+def test_the_one_word_teacher_asks_once_per_prompt_for_one_of_the_two_words(project, members):
+    make_prompts(project, [50, 51, 49, 48])
+    run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
+    services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    selection = services.freeze_selection(run=run, name="ties", epsilon=0.05, user=members["curator"])
+    teacher = services.start_teacher(selection=selection, user=members["curator"], publish=False)
+    assert teacher.mode == "one_word" and teacher.debias is False  # the default for a judged selection
+    backend = JudgeDouble()
+    assert services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=backend, batch_size=3) == \
+        {"asked": 4, "remaining": 0}
+    assert [call["sequences"] for call in backend.generated] == [3, 1] and backend.batches == []  # one query each
+    assert all(call["choice"] == ["A", "B"] and call["temperature"] == 0.0 for call in backend.generated)
+    answers = {a.prompt.external_id: (a.bit, a.status, a.raw) for a in TeacherAnswer.objects.filter(run=teacher)}
+    assert answers == {"p0": ("B", "ok", "B"), "p1": ("A", "ok", "A"), "p2": ("B", "ok", "B"), "p3": ("B", "ok", "B")}
+    likelihood_run = services.start_scoring(project=project, method="likelihood", user=members["curator"],
+                                            publish=False)
+    other = services.freeze_selection(run=likelihood_run, name="lik", epsilon=0.5, user=members["curator"])
+    with pytest.raises(services.AtdError, match="is asked as likelihood, not one_word"):
+        services.start_teacher(selection=other, mode="one_word", user=members["curator"], publish=False)
+    assert services.start_teacher(selection=other, user=members["curator"], publish=False).mode == "likelihood"
+
+
+def test_a_judge_that_always_prefers_the_first_position_is_not_a_tie(project, members):
+    make_prompts(project, [50, 51, 80, 90])
+    run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
+    services.score_prompts(run=run, progress=RecordingProgress(), backend=FirstPositionJudge())
+    scores = Score.objects.filter(run=run)
+    # q_ab = q_ba = 0.9: debiased, q = (0.9 + 0.1) / 2 = 0.5 exactly, but the orders disagree by |0.9 - 0.1| = 0.8.
+    assert all(s.q == pytest.approx(0.5) and s.position_bias == pytest.approx(0.8) for s in scores)
+    selection = services.freeze_selection(run=run, name="ties", epsilon=0.02, user=members["curator"])
+    assert (selection.size, selection.excluded_biased) == (0, 4)
+    assert selection.recipe == {"method": "judge", "orders": ["ab", "ba"], "template_version": "judge-v1",
+                                "judge_template": {"system": scoring.JUDGE_SYSTEM, "question": scoring.JUDGE_QUESTION},
+                                "epsilon": 0.02, "bias_threshold": 0.2, "include_biased": False,
+                                "ancestor_model": "judge-double", "scoring_run": run.pk}
+    kept = services.freeze_selection(run=run, name="ties", epsilon=0.02, include_biased=True, user=members["curator"])
+    assert (kept.size, kept.excluded_biased, kept.recipe["include_biased"]) == (4, 0, True)
+    loose = services.freeze_selection(run=run, name="ties", epsilon=0.02, bias_threshold=0.8, user=members["curator"])
+    assert loose.size == 4  # at the threshold is not past it
+    with pytest.raises(services.AtdError, match="between 0 and 1"):
+        services.freeze_selection(run=run, name="ties", epsilon=0.02, bias_threshold=1.5, user=members["curator"])
 
 
 def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in_tmp):
@@ -94,15 +156,20 @@ def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in
     run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
     services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
     selection = services.freeze_selection(run=run, name="ties", epsilon=0.05, user=members["curator"])
-    teacher = services.start_teacher(selection=selection, user=members["curator"], publish=False)
+    teacher = services.start_teacher(selection=selection, mode="logprobs", user=members["curator"], publish=False)
     services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble())
-    _, rows = export_rows(project, members["curator"], export_storage_in_tmp, "atd.dpo", validation_ratio=0)
+    export, rows = export_rows(project, members["curator"], export_storage_in_tmp, "atd.dpo", validation_ratio=0)
     by_prompt = {row["prompt_id"]: row for row in rows}
     assert sorted(by_prompt) == ["p1", "p2", "p3"]  # p0 was a tie: no pair
     assert by_prompt["p1"]["chosen"][0]["content"] == "a51" and by_prompt["p1"]["rejected"][0]["content"] == "b49"
     assert by_prompt["p2"]["chosen"][0]["content"] == "b51" and by_prompt["p2"]["rejected"][0]["content"] == "a49"
     assert by_prompt["p1"]["epsilon"] == 0.05 and by_prompt["p1"]["scoring_method"] == "judge"
     assert by_prompt["p1"]["teacher_model"] == "judge-double" and by_prompt["p1"]["q"] == pytest.approx(0.51)
+    assert (by_prompt["p1"]["q_ab"], by_prompt["p1"]["q_ba"]) == (pytest.approx(0.51), pytest.approx(0.49))
+    assert by_prompt["p1"]["position_bias"] == pytest.approx(0.0, abs=1e-12) and by_prompt["p1"]["bias_threshold"] == 0.2
+    recipe = json.loads(by_prompt["p1"]["recipe_json"])
+    assert recipe == {**selection.recipe, "teacher_mode": "logprobs", "teacher_model": "judge-double"}
+    assert export.manifest["notes"]["recipes"] == {"ties v1": selection.recipe}
     _, scored = export_rows(project, members["curator"], export_storage_in_tmp, "atd.scored", validation_ratio=0)
     assert len(scored) == 4 and all(0 <= row["q"] <= 1 for row in scored)
     assert all(row["distance"] == abs(row["q"] - 0.5) for row in scored)

@@ -96,7 +96,7 @@ def test_page_shows_histogram_live_input_and_forms(client, members, atd):
     TeacherAnswer.objects.create(run=teacher, prompt=AtdPrompt.objects.get(external_id="p0"), bit="", status="tie")
     client.force_login(members["admin"])
     html = client.get("/projects/alpha/atd/").content.decode()
-    assert "<svg" in html and f"q under scoring run {atd['run'].pk}" in html
+    assert "<svg" in html and f"q (both orders, debiased) under scoring run {atd['run'].pk}" in html
     assert f'hx-get="/projects/alpha/atd/runs/{atd["run"].pk}/tie-counts"' in html
     assert 'hx-trigger="input changed delay:250ms, change"' in html
     assert "ties v1" in html and "t-model" in html
@@ -164,3 +164,34 @@ def test_import_form(client, members, project):
     skipped = client.post("/projects/alpha/atd/import", {"file": SimpleUploadedFile("pool.jsonl", lines.encode()),
                                                          "skip_bad_lines": "1"})
     assert "1 created" in skipped.content.decode() and AtdPrompt.objects.get().external_id == "ok"
+
+
+def test_position_biased_near_ties_are_counted_left_out_and_kept_on_request(client, members, project):
+    run = make_run(project, [0.5, 0.5, 0.51])
+    scores = list(Score.objects.filter(run=run).order_by("id"))
+    for score, (q_ab, q_ba) in zip(scores, [(0.9, 0.9), (0.5, 0.5), (0.52, 0.5)], strict=True):
+        score.q_ab, score.q_ba, score.position_bias = q_ab, q_ba, abs(q_ab - (1 - q_ba))
+        score.save()
+    client.force_login(members["curator"])
+    url = f"/projects/alpha/atd/runs/{run.pk}/tie-counts"
+    html = client.get(url, {"epsilon": "0.02"}).content.decode()
+    assert '<strong class="kept-count">2</strong> of 3' in html and "<strong>1</strong> more" in html
+    assert "left out" in html and "0.8000" not in html  # the biased one is not in the sample
+    kept = client.get(url, {"epsilon": "0.02", "include_biased": "1"}).content.decode()
+    assert '<strong class="kept-count">3</strong> of 3' in kept and "0.8000" in kept
+    loose = client.get(url, {"epsilon": "0.02", "bias_threshold": "0.9"}).content.decode()
+    assert '<strong class="kept-count">3</strong>' in loose
+    assert client.get(url, {"epsilon": "0.02", "bias_threshold": "2"}).status_code == 400
+
+    page = client.get("/projects/alpha/atd/", {"run": run.pk, "histogram": "position_bias"}).content.decode()
+    assert f"position bias |q_ab − (1 − q_ba)| under scoring run {run.pk}" in page
+    assert 'id="id_bias_threshold"' in page and 'hx-include="#id_epsilon, #id_include_biased"' in page
+    response = client.post("/projects/alpha/atd/freeze", {"run": run.pk, "name": "ties", "epsilon": "0.02",
+                                                          "bias_threshold": "0.2"}, follow=True)
+    assert "Froze ties v1: 2 prompts with |q − 0.5| ≤ 0.02, 1 position-biased left out (bias &gt; 0.2)." in \
+        response.content.decode()
+    selection = Selection.objects.get(project=project, name="ties")
+    assert (selection.size, selection.excluded_biased, selection.recipe["bias_threshold"]) == (2, 1, 0.2)
+    page = client.get("/projects/alpha/atd/").content.decode()
+    assert "position-biased near ties (bias &gt; 0.2): 1 left out" in page
+    assert '<option value="one_word">One word' in page and '<option value="logprobs">' in page
