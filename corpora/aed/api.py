@@ -13,8 +13,8 @@ from dataplatform.jobs.api import JobSerializer
 from dataplatform.openapi import STALE_VERSION
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
-from . import importers, selectors, services, stats
-from .models import Case, Proposal, Replay, Trace
+from . import importers, selectors, services
+from .models import Case, GradingEvidence, Proposal, Replay, Trace
 
 
 class TraceSerializer(serializers.ModelSerializer):
@@ -65,7 +65,7 @@ class CaseSerializer(serializers.ModelSerializer):
                   "updated_at"]
 
     def get_grade(self, case: Case) -> str | None:
-        return selectors.grade_of(case)
+        return selectors.grade_of(case, selectors.grading_of(case.trace.project))
 
 
 class CaseEditSerializer(serializers.Serializer):
@@ -154,8 +154,34 @@ class SummaryApi(APIView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request, slug: str):
         project = _curated_project(request, slug)
-        return Response({**selectors.corpus_summary(project),
-                         "grade_rules": [{"grade": g, "rule": text} for g, text in stats.GRADE_RULES]})
+        return Response({**selectors.corpus_summary(project), "grade_rules": [
+            {"grade": g, "rule": text} for g, text in selectors.grading_of(project).rules()]})
+
+
+class GradingSerializer(serializers.Serializer):
+    evidence = serializers.ChoiceField(choices=GradingEvidence.choices, required=False,
+                                       help_text="first: the case's first proposal (the paper's); best: the best one")
+    min_pairs = serializers.IntegerField(min_value=1, max_value=services.MAX_REPLAY_PAIRS, required=False)
+    alpha = serializers.FloatField(min_value=0.0001, max_value=0.5, required=False,
+                                   help_text="the exact McNemar test's significance level for grade A")
+
+
+class GradingApi(APIView):
+    """The project's grading rules; PUT any of them (curators)."""
+
+    @extend_schema(responses=GradingSerializer)
+    def get(self, request, slug: str):
+        grading = selectors.grading_of(_curated_project(request, slug))
+        return Response({"evidence": grading.evidence, "min_pairs": grading.min_pairs, "alpha": grading.alpha,
+                         "rules": grading.rules()})
+
+    @extend_schema(request=GradingSerializer, responses=GradingSerializer)
+    def put(self, request, slug: str):
+        project = _curated_project(request, slug)
+        data = GradingSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.update_grading(project=project, **data.validated_data)
+        return self.get(request, slug)
 
 
 class CaseApi(APIView):

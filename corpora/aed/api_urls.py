@@ -10,6 +10,7 @@ urlpatterns = [
     path("projects/<slug:slug>/aed/traces/<int:trace_id>/", api.TraceDetailApi.as_view(), name="api-aed-trace"),
     path("projects/<slug:slug>/aed/traces/<int:trace_id>/case/", api.TraceCaseApi.as_view(), name="api-aed-trace-case"),
     path("projects/<slug:slug>/aed/summary/", api.SummaryApi.as_view(), name="api-aed-summary"),
+    path("projects/<slug:slug>/aed/grading/", api.GradingApi.as_view(), name="api-aed-grading"),
     path("aed/cases/<int:case_id>/", api.CaseApi.as_view(), name="api-aed-case"),
     path("aed/cases/<int:case_id>/submit/", api.CaseSubmitApi.as_view(), name="api-aed-case-submit"),
     path("aed/cases/<int:case_id>/draft/", api.CaseDraftApi.as_view(), name="api-aed-case-draft"),

@@ -18,6 +18,8 @@ from django.db import models
 from dataplatform.accounts.models import Project
 from dataplatform.imports import ImportedFile
 
+from . import stats
+
 
 class ErrorTaxonomy(models.Model):
     """One immutable version of the agent-error category list (`corpora/aed/taxonomies/*.yaml`)."""
@@ -193,3 +195,21 @@ class ReplayRun(models.Model):
     class Meta:
         ordering = ["pair", "arm"]
         constraints = [models.UniqueConstraint(fields=["replay", "pair", "arm"], name="one_run_per_pair_arm")]
+
+
+class GradingEvidence(models.TextChoices):
+    FIRST = "first", "The first proposal of each case (as the paper reports)"
+    BEST = "best", "The best of the proposals (the highest net gain)"
+
+
+class AedSettings(models.Model):
+    """A project's grading rules: which proposal's replay grades a case and the thresholds of grade A."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="aed_settings")
+    evidence = models.CharField(max_length=8, choices=GradingEvidence.choices, default=GradingEvidence.FIRST)
+    min_pairs = models.PositiveIntegerField(default=stats.MIN_PAIRS)
+    alpha = models.FloatField(default=stats.ALPHA)  # the significance level of the exact McNemar test
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def grading(self) -> stats.Grading:
+        return stats.Grading(evidence=self.evidence, min_pairs=self.min_pairs, alpha=self.alpha)

@@ -8,6 +8,7 @@ urlpatterns = [
     path("projects/<slug:slug>/aed/", overview.overview, name="aed-overview"),
     path("projects/<slug:slug>/aed/import", overview.import_file, name="aed-import"),
     path("projects/<slug:slug>/aed/dashboard/", dashboard.dashboard, name="aed-dashboard"),
+    path("projects/<slug:slug>/aed/grading", dashboard.update_grading, name="aed-grading"),
     path("projects/<slug:slug>/aed/traces/<int:trace_id>/", curation.trace_page, name="aed-trace"),
     path("projects/<slug:slug>/aed/cases/<int:case_id>/edit", curation.case_edit, name="aed-case-edit"),
     path("projects/<slug:slug>/aed/cases/<int:case_id>/submit", curation.case_submit, name="aed-case-submit"),

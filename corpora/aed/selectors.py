@@ -12,7 +12,7 @@ from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_CURATE, visible_projects
 
 from . import stats
-from .models import Case, Proposal, ProposalStatus, Replay, Trace
+from .models import AedSettings, Case, Proposal, ProposalStatus, Replay, Trace
 
 
 def traces_visible_to(user, project: Project, *, token: ApiToken | None = None) -> QuerySet[Trace]:
@@ -65,14 +65,23 @@ def replay_for(user, replay_id: int, *, token: ApiToken | None = None) -> Replay
 
 # --- grading --------------------------------------------------------------------------------------
 
-def evidence_of(case: Case) -> tuple[Proposal | None, Replay | None]:
-    """The proposal and replay that grade the case: among proposals not rejected, the latest replay
-    with runs, preferring the highest net gain."""
+def grading_of(project: Project) -> stats.Grading:
+    """The project's grading rules (the defaults until a curator changes them)."""
+    found = AedSettings.objects.filter(project=project).first()
+    return found.grading() if found is not None else stats.DEFAULT_GRADING
+
+
+def evidence_of(case: Case, grading: stats.Grading = stats.DEFAULT_GRADING) -> tuple[Proposal | None, Replay | None]:
+    """The proposal and replay that grade the case, among proposals not rejected, each with its latest replay
+    with runs: the first proposal (grading.evidence "first", as the paper reports), or the one whose replay has
+    the highest net gain ("best")."""
     best = (None, None)
-    for proposal in case.proposals.all():
+    for proposal in case.proposals.all():  # in id order: the first one first
         if proposal.status == ProposalStatus.REJECTED:
             continue
         replay = next((r for r in proposal.replays.all() if r.stats.get("pairs")), None)
+        if grading.evidence == "first":
+            return proposal, replay
         if replay is None:
             best = best if best[0] else (proposal, None)
             continue
@@ -81,9 +90,9 @@ def evidence_of(case: Case) -> tuple[Proposal | None, Replay | None]:
     return best
 
 
-def grade_of(case: Case) -> str | None:
-    _, replay = evidence_of(case)
-    return stats.grade(case.evidence_check, replay.stats if replay else None)
+def grade_of(case: Case, grading: stats.Grading = stats.DEFAULT_GRADING) -> str | None:
+    _, replay = evidence_of(case, grading)
+    return stats.grade(case.evidence_check, replay.stats if replay else None, grading)
 
 
 # --- dashboard ------------------------------------------------------------------------------------
@@ -97,12 +106,13 @@ def corpus_summary(project: Project) -> dict:
     arms = {"C": [0, 0], "R": [0, 0]}  # passes, runs
     by = {"environment": defaultdict(list), "harness": defaultdict(list), "policy_model": defaultdict(list)}
     cases = list(cases_of(project))
+    grading = grading_of(project)
     for case in cases:
-        grade = grade_of(case)
+        grade = grade_of(case, grading)
         grades[grade or "ungraded"] += 1
         if case.category:
             categories[case.category] += 1
-        _, replay = evidence_of(case)
+        _, replay = evidence_of(case, grading)
         gain = replay.stats["net_gain"] if replay else None
         if replay:
             gains.append(gain)
@@ -116,6 +126,7 @@ def corpus_summary(project: Project) -> dict:
     mean = statistics.fmean(gains) if gains else None
     half = 1.96 * statistics.stdev(gains) / math.sqrt(len(gains)) if len(gains) > 1 else None
     return {
+        "grading": grading.describe(),
         "cases": len(cases),
         "grades": {g: grades.get(g, 0) for g in [*stats.GRADE_ORDER, "ungraded"]},
         "mean_gain": mean,

@@ -14,8 +14,20 @@ from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import backend_for_model
 from dataplatform.jobs import services as job_services
 
-from . import runners, stats
-from .models import Case, CaseEvent, CaseStatus, EvidenceCheck, Proposal, ProposalStatus, Replay, ReplayRun, Trace
+from . import runners, selectors, stats
+from .models import (
+    AedSettings,
+    Case,
+    CaseEvent,
+    CaseStatus,
+    EvidenceCheck,
+    GradingEvidence,
+    Proposal,
+    ProposalStatus,
+    Replay,
+    ReplayRun,
+    Trace,
+)
 from .taxonomy import shipped_error_taxonomy
 
 DRAFT_MAX_TOKENS = 256
@@ -267,6 +279,7 @@ def run_replay(*, replay: Replay, progress) -> dict:
     proposal = replay.proposal
     case, trace = proposal.case, proposal.case.trace
     done = set(ReplayRun.objects.filter(replay=replay).values_list("pair", "arm"))
+    alpha = selectors.grading_of(trace.project).alpha
     progress.set_total(replay.pairs * 2)
     progress.report(len(done))
     for pair in range(replay.pairs):
@@ -282,16 +295,38 @@ def run_replay(*, replay: Replay, progress) -> dict:
                 defaults={"seed": replay.seed + pair, "passed": result.passed, "score": result.score,
                           "steps": result.steps})
             done.add((pair, arm))
-            refresh_table(replay)
+            refresh_table(replay, alpha=alpha)
             progress.report(len(done), message=f"{len(done)} of {replay.pairs * 2} runs")
-    replay = refresh_table(replay)
+    replay = refresh_table(replay, alpha=alpha)
     return {"replay": replay.pk, "table": [replay.n11, replay.n10, replay.n01, replay.n00], **replay.stats}
 
 
-def refresh_table(replay: Replay) -> Replay:
-    """The 2x2 table and its statistics, computed from the recorded runs (never incremented)."""
+def refresh_table(replay: Replay, *, alpha: float | None = None) -> Replay:
+    """The 2x2 table and its statistics (at the project's significance level unless `alpha` is given),
+    computed from the recorded runs (never incremented)."""
+    if alpha is None:
+        alpha = selectors.grading_of(replay.proposal.case.trace.project).alpha
     runs = ReplayRun.objects.filter(replay=replay).values_list("pair", "arm", "passed")
     replay.n11, replay.n10, replay.n01, replay.n00 = stats.table_from_runs(runs)
-    replay.stats = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00)
+    replay.stats = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00, alpha=alpha)
     replay.save(update_fields=["n11", "n10", "n01", "n00", "stats"])
     return replay
+
+
+# --- grading ----------------------------------------------------------------------------------------
+
+def update_grading(*, project, evidence: str | None = None, min_pairs: int | None = None,
+                   alpha: float | None = None) -> AedSettings:
+    """Change how the project grades its cases; grades are computed when read, so every page follows."""
+    if evidence is not None and evidence not in GradingEvidence.values:
+        raise CurationError(f"evidence must be one of {', '.join(GradingEvidence.values)}.")
+    if min_pairs is not None and not 1 <= min_pairs <= MAX_REPLAY_PAIRS:
+        raise CurationError(f"min_pairs must be between 1 and {MAX_REPLAY_PAIRS}.")
+    if alpha is not None and not 0 < alpha < 1:  # also false for NaN
+        raise CurationError("alpha must be between 0 and 1.")
+    settings, _ = AedSettings.objects.get_or_create(project=project)
+    for name, value in (("evidence", evidence), ("min_pairs", min_pairs), ("alpha", alpha)):
+        if value is not None:
+            setattr(settings, name, value)
+    settings.save()
+    return settings

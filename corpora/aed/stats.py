@@ -8,20 +8,47 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from statistics import NormalDist
 
 ALPHA = 0.05
-DOUBLE_PASS_HIGH = 0.5  # n11/N at or above this: the retry alone already passes too often
+# A grade A needs at least this many pairs. Six is where the two-sided exact McNemar test can first reach
+# p < 0.05 (6 discordant pairs of 6: p = 0.031), so the default only makes that floor explicit; a project
+# that wants more evidence raises it.
+MIN_PAIRS = 6
+# n11 / (n11 + n10) at or above this: when the correction passes, the retry mostly passes too.
+DOUBLE_PASS_HIGH = 0.5
 
 GRADE_ORDER = ["A", "B", "C", "D"]
-GRADE_RULES = [
-    ("A", "Replayed: the correction beats a plain retry significantly (McNemar p < 0.05) "
-          f"and fewer than {DOUBLE_PASS_HIGH:.0%} of pairs pass in both arms."),
-    ("B", "Replayed with a positive net gain, but not significant, or the retry also passes "
-          f"(both arms pass in at least {DOUBLE_PASS_HIGH:.0%} of pairs)."),
-    ("C", "Not replayed yet; the evidence check found the diagnosis supported."),
-    ("D", "The evidence is unsupported or contradicted, or the replay shows no net gain over a plain retry."),
-]
+
+
+@dataclass(frozen=True)
+class Grading:
+    """How a project grades: which proposal's replay counts ("first": the case's first proposal not rejected,
+    as the paper reports; "best": the replay with the highest net gain among them), and the thresholds."""
+
+    evidence: str = "first"
+    min_pairs: int = MIN_PAIRS
+    alpha: float = ALPHA
+
+    def rules(self) -> list[tuple[str, str]]:
+        return [
+            ("A", f"Replayed with at least {self.min_pairs} pairs: the correction beats the retry significantly "
+                  f"(exact McNemar p < {self.alpha:g}), and in fewer than {DOUBLE_PASS_HIGH:.0%} of the pairs where "
+                  "the correction passes does the retry pass too."),
+            ("B", "Replayed with a positive net gain, but not significant, too few pairs, or the retry also passes "
+                  f"in at least {DOUBLE_PASS_HIGH:.0%} of the pairs where the correction passes."),
+            ("C", "Not replayed yet; the evidence check found the diagnosis supported."),
+            ("D", "The evidence is unsupported or contradicted, or the replay shows no net gain over the retry."),
+        ]
+
+    def describe(self) -> str:
+        which = "the first proposal" if self.evidence == "first" else "the best of the proposals"
+        return f"graded on {which}; A needs p < {self.alpha:g} with at least {self.min_pairs} pairs"
+
+
+DEFAULT_GRADING = Grading()
+GRADE_RULES = DEFAULT_GRADING.rules()
 
 
 def table_from_runs(runs: Iterable[tuple[int, str, bool]]) -> tuple[int, int, int, int]:
@@ -110,12 +137,14 @@ def paired_difference_ci(n11: int, n10: int, n01: int, n00: int, confidence: flo
     return max(-1.0, d - delta), min(1.0, d + eps)
 
 
-def replay_stats(n11: int, n10: int, n01: int, n00: int) -> dict:
+def replay_stats(n11: int, n10: int, n01: int, n00: int, *, alpha: float = ALPHA) -> dict:
     """Summary of one replay's 2x2 table, N = n11 + n10 + n01 + n00.
 
     pass_rate_c = (n11 + n10)/N, pass_rate_r = (n11 + n01)/N, net_gain = (n10 - n01)/N,
-    double_pass_share = n11/N, (ci_low, ci_high) = paired_difference_ci, mcnemar_p = mcnemar_exact_p(n10, n01),
-    significant = mcnemar_p < 0.05 and n10 != n01. N = 0 gives {"pairs": 0} only.
+    double_pass_share = n11 / (n11 + n10), the share of the correction's passes where the retry passed too
+    (None when the correction never passed), (ci_low, ci_high) = paired_difference_ci,
+    mcnemar_p = mcnemar_exact_p(n10, n01), significant = mcnemar_p < alpha and n10 != n01.
+    N = 0 gives {"pairs": 0} only.
     """
     n = n11 + n10 + n01 + n00
     if n == 0:
@@ -127,20 +156,21 @@ def replay_stats(n11: int, n10: int, n01: int, n00: int) -> dict:
         "pass_rate_c": (n11 + n10) / n,
         "pass_rate_r": (n11 + n01) / n,
         "net_gain": (n10 - n01) / n,
-        "double_pass_share": n11 / n,
+        "double_pass_share": n11 / (n11 + n10) if n11 + n10 else None,
         "ci_low": low,
         "ci_high": high,
         "mcnemar_p": p,
-        "significant": p < ALPHA and n10 != n01,
+        "significant": p < alpha and n10 != n01,
     }
 
 
-def grade(evidence_check: str, stats: dict | None) -> str | None:
-    """Grade a case by GRADE_RULES, first match wins.
+def grade(evidence_check: str, stats: dict | None, grading: Grading = DEFAULT_GRADING) -> str | None:
+    """Grade a case by `grading.rules()`, first match wins.
 
     D: evidence unsupported/contradicted, or replayed (stats["pairs"] > 0) with net_gain <= 0;
-    A: replayed, net_gain > 0, significant, double_pass_share < DOUBLE_PASS_HIGH;
-    B: replayed, net_gain > 0, not significant or double_pass_share >= DOUBLE_PASS_HIGH;
+    A: replayed with pairs >= grading.min_pairs, net_gain > 0, mcnemar_p < grading.alpha,
+       double_pass_share < DOUBLE_PASS_HIGH;
+    B: replayed, net_gain > 0, otherwise;
     C: not replayed and evidence supported; otherwise None (ungraded).
     """
     if evidence_check in ("unsupported", "contradicted"):
@@ -149,7 +179,8 @@ def grade(evidence_check: str, stats: dict | None) -> str | None:
     if replayed:
         if stats["net_gain"] <= 0:
             return "D"
-        if stats["significant"] and stats["double_pass_share"] < DOUBLE_PASS_HIGH:
+        if (stats["pairs"] >= grading.min_pairs and stats["mcnemar_p"] < grading.alpha
+                and stats["double_pass_share"] < DOUBLE_PASS_HIGH):
             return "A"
         return "B"
     if evidence_check == "supported":

@@ -347,11 +347,11 @@ def test_recovery_from_a_replay_run_by_the_builtin_runner(project, members, scri
 
 
 def test_a_page_costs_the_same_queries_whatever_its_cases(corpus, project, django_assert_num_queries):
-    """Per page: cases (with traces), proposals, replays, runs; recovery adds its runs' keys and steps.
-    Then one query finds the next page empty."""
+    """The project's grading rules, then per page: cases (with traces), proposals, replays, runs; recovery adds
+    its runs' keys and steps. Then one query finds the next page empty."""
     version = cases.data_version(project)
     for name in KINDS:
-        with django_assert_num_queries(7 if name == "aed.recovery" else 5):
+        with django_assert_num_queries(8 if name == "aed.recovery" else 6):
             read_rows(project, name, version, min_grade="D")
 
 

@@ -8,9 +8,11 @@ import pytest
 from scipy.stats import binomtest
 
 from corpora.aed.stats import (
+    ALPHA,
     DOUBLE_PASS_HIGH,
     GRADE_ORDER,
     GRADE_RULES,
+    Grading,
     grade,
     grade_at_least,
     mcnemar_exact_p,
@@ -212,7 +214,8 @@ def test_replay_stats_all_pass():
 
 def test_replay_stats_none_pass():
     s = replay_stats(0, 0, 0, 10)
-    assert (s["pass_rate_c"], s["pass_rate_r"], s["net_gain"], s["double_pass_share"]) == (0.0, 0.0, 0.0, 0.0)
+    assert (s["pass_rate_c"], s["pass_rate_r"], s["net_gain"]) == (0.0, 0.0, 0.0)
+    assert s["double_pass_share"] is None  # the correction never passed: no share of its passes
     assert s["mcnemar_p"] == 1.0 and s["significant"] is False
 
 
@@ -227,7 +230,8 @@ def test_replay_stats_strongly_positive():
     s = replay_stats(5, 9, 0, 6)
     assert s["pairs"] == 20
     assert s["pass_rate_c"] == 14 / 20 and s["pass_rate_r"] == 5 / 20
-    assert s["net_gain"] == 9 / 20 and s["double_pass_share"] == 5 / 20
+    # double pass: of the 14 pairs where the correction passed, the retry passed too in 5
+    assert s["net_gain"] == 9 / 20 and s["double_pass_share"] == 5 / 14
     assert s["mcnemar_p"] == 2 / 512 and s["significant"] is True
     assert 0 < s["ci_low"] < 0.45 < s["ci_high"] <= 1
     assert (s["ci_low"], s["ci_high"]) == paired_difference_ci(5, 9, 0, 6)
@@ -241,7 +245,7 @@ def test_replay_stats_is_json_friendly():
 
 # --- grades ----------------------------------------------------------------------------------------
 
-GOOD = replay_stats(5, 9, 0, 6)  # significant, double-pass 0.25
+GOOD = replay_stats(5, 9, 0, 6)  # significant, double-pass 5/14
 WEAK = replay_stats(5, 2, 1, 6)  # positive gain, not significant
 EVEN = replay_stats(3, 4, 4, 5)  # net gain 0
 WORSE = replay_stats(5, 0, 9, 6)  # negative gain, significant
@@ -286,7 +290,19 @@ def test_grade_double_pass_boundary():
     base = dict(GOOD)
     assert grade("supported", {**base, "double_pass_share": DOUBLE_PASS_HIGH}) == "B"
     assert grade("supported", {**base, "double_pass_share": 0.49}) == "A"
-    assert grade("supported", {**base, "significant": False}) == "B"
+    assert grade("supported", {**base, "mcnemar_p": ALPHA}) == "B"  # p must be below the level
+
+
+def test_the_grading_thresholds_are_the_projects():
+    # 7 pairs, 6 of them only with the correction: p = 2 / 2^6 = 0.03125
+    seven = replay_stats(0, 6, 0, 1)
+    assert seven["mcnemar_p"] == 0.03125 and seven["double_pass_share"] == 0.0
+    assert grade("supported", seven) == "A"  # the defaults: at least 6 pairs, p < 0.05
+    assert grade("supported", seven, Grading(min_pairs=8)) == "B"  # too few pairs
+    assert grade("supported", seven, Grading(alpha=0.01)) == "B"  # not significant at 1%
+    assert grade("supported", seven, Grading(alpha=0.04, min_pairs=7)) == "A"
+    rules = dict(Grading(min_pairs=12, alpha=0.01).rules())
+    assert "at least 12 pairs" in rules["A"] and "p < 0.01" in rules["A"]
 
 
 def test_grade_at_least():

@@ -87,7 +87,7 @@ class Graded:
     replay: Replay | None  # its replay, with the table and statistics of the runs up to the data version
 
 
-def _bound_replays(page: list[Case], run_bound: int) -> None:
+def _bound_replays(page: list[Case], run_bound: int, alpha: float) -> None:
     """Give every prefetched replay of the page the table and statistics of its runs up to `run_bound`.
     In memory only (nothing is saved): the selectors then grade each case as of the data version."""
     replays = {replay.pk: replay for case in page for proposal in case.proposals.all()
@@ -98,7 +98,7 @@ def _bound_replays(page: list[Case], run_bound: int) -> None:
         runs[replay_id].append((pair, arm, passed))
     for pk, replay in replays.items():
         replay.n11, replay.n10, replay.n01, replay.n00 = stats.table_from_runs(runs[pk])
-        replay.stats = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00)
+        replay.stats = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00, alpha=alpha)
 
 
 def graded_pages(query: ExportQuery, *, with_steps: bool = True) -> Iterator[list[Graded]]:
@@ -106,13 +106,15 @@ def graded_pages(query: ExportQuery, *, with_steps: bool = True) -> Iterator[lis
     bound = Bound.parse(query.data_version)
     minimum = query.filters.get("min_grade") or DEFAULT_MIN_GRADE
     cases = _cases(query) if with_steps else _cases(query).defer("trace__steps")
+    grading = selectors.grading_of(query.project)
+    query.notes["grading"] = grading.describe()
     for page in keyset_pages(cases, batch_size=max(1, min(CASE_PAGE, query.batch_size))):
-        _bound_replays(page, bound.runs)
+        _bound_replays(page, bound.runs, grading.alpha)
         graded = []
         for case in page:
-            grade = selectors.grade_of(case)
+            grade = selectors.grade_of(case, grading)
             if stats.grade_at_least(grade, minimum):
-                graded.append(Graded(case, grade, *selectors.evidence_of(case)))
+                graded.append(Graded(case, grade, *selectors.evidence_of(case, grading)))
         yield graded
 
 

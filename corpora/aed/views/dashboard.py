@@ -1,21 +1,27 @@
 """The AED corpus dashboard: cases by grade and by error category, the mean gain with its confidence
 interval, pooled pass rates by arm, and breakdowns by environment, harness and policy model."""
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.charts import bar_chart
+from dataplatform.errors import PlatformError, show_error
 
-from .. import selectors, stats
+from .. import selectors, services
+from ..models import GradingEvidence
 from ..taxonomy import shipped_error_taxonomy
-from .panels import GRADE_TEXT, percent, signed
+from .panels import percent, signed
 
 
 @login_required
 def dashboard(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
     summary = selectors.corpus_summary(project)
+    grading = selectors.grading_of(project)
+    rules = grading.rules()
     names = {c["slug"]: c["name"] for c in shipped_error_taxonomy().categories}
     grades = summary["grades"]
     ci = summary["mean_gain_ci"]
@@ -26,14 +32,17 @@ def dashboard(request, slug: str):
         "mean_gain_ci": f"[{signed(ci[0])}, {signed(ci[1])}]" if ci else "",
         "pass_rate_c": percent(summary["pass_rate"]["C"]),
         "pass_rate_r": percent(summary["pass_rate"]["R"]),
-        "grade_rows": [{"grade": g, "n": n, "rule": GRADE_TEXT.get(g, "No rule applies yet.")}
+        "grade_rows": [{"grade": g, "n": n, "rule": dict(rules).get(g, "No rule applies yet.")}
                        for g, n in grades.items()],
         "category_rows": [{"slug": slug_, "name": names.get(slug_, ""), "n": n}
                           for slug_, n in summary["categories"].items()],
         "breakdowns": [{"field": field.replace("_", " "), "rows": [
             {"name": name, **row, "mean_gain": signed(row["mean_gain"])} for name, row in groups.items()]}
             for field, groups in summary["breakdowns"].items()],
-        "grade_rules": stats.GRADE_RULES,
+        "grade_rules": rules,
+        "grading": grading,
+        "evidence_choices": GradingEvidence.choices,
+        "max_pairs": services.MAX_REPLAY_PAIRS,
         "grade_chart": bar_chart(list(grades), list(grades.values()), title="Cases by grade"),
         "category_chart": bar_chart(list(summary["categories"]), list(summary["categories"].values()),
                                     title="Cases by error category"),
@@ -41,3 +50,21 @@ def dashboard(request, slug: str):
                                [summary["pass_rate"]["C"], summary["pass_rate"]["R"]],
                                title="Pooled pass rate by arm", value_format=lambda v: f"{v:.0%}"),
     })
+
+
+@login_required
+@require_POST
+def update_grading(request, slug: str):
+    """Save the project's grading rules (which replay grades a case, grade A's minimum pairs and level)."""
+    project, _ = project_for(request.user, slug, CAN_CURATE)
+    try:
+        services.update_grading(project=project, evidence=request.POST.get("evidence") or None,
+                                min_pairs=int(request.POST.get("min_pairs") or 0) or None,
+                                alpha=float(request.POST.get("alpha") or "nan"))
+    except ValueError:
+        messages.error(request, "min_pairs must be a whole number and alpha a number.")
+    except PlatformError as exc:
+        show_error(request, exc)
+    else:
+        messages.success(request, f"Grading rules saved: {selectors.grading_of(project).describe()}.")
+    return redirect("aed-dashboard", slug=slug)

@@ -41,10 +41,11 @@ def _render_overview(request, project, *, import_report=None):
         listed = listed.filter(~Exists(cases))
     elif filters["case"] == "submitted":
         listed = listed.filter(Exists(cases.filter(status=CaseStatus.SUBMITTED)))
+    grading = selectors.grading_of(project)
     if filters["grade"] in GRADE_FILTERS:
         # Grades are computed from replay statistics in Python; a project's hand-curated cases are few.
         graded = {case.trace_id for case in selectors.cases_of(project)
-                  if (selectors.grade_of(case) or "ungraded") == filters["grade"]}
+                  if (selectors.grade_of(case, grading) or "ungraded") == filters["grade"]}
         listed = listed.filter(pk__in=sorted(graded))
     listed = (listed.defer("steps", "meta").order_by("id")
               .annotate(n_steps=Func(F("steps"), function="jsonb_array_length", output_field=IntegerField())))
@@ -52,7 +53,7 @@ def _render_overview(request, project, *, import_report=None):
     by_trace: dict[int, list] = {}
     if page.object_list:
         for case in selectors.cases_of(project).filter(trace__in=[t.pk for t in page]):
-            by_trace.setdefault(case.trace_id, []).append({"case": case, "grade": selectors.grade_of(case)})
+            by_trace.setdefault(case.trace_id, []).append({"case": case, "grade": selectors.grade_of(case, grading)})
     statuses = dict(selectors.cases_of(project).prefetch_related(None).order_by()
                     .values_list("status").annotate(n=Count("pk")))
     return render(request, "corpora/aed/overview.html", {

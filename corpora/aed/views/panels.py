@@ -19,7 +19,7 @@ from ..models import EvidenceCheck
 DRAFT_KIND = "aed.draft"
 REPLAY_DEFAULTS = {"pairs": 10, "seed": 0, "max_steps": 6, "temperature": 0.7}
 MAX_REPLAY_STEPS = 50
-GRADE_TEXT = dict(stats.GRADE_RULES)
+NO_RULE = "No rule applies yet: check the evidence or replay a proposal."
 
 
 # --- whose case ------------------------------------------------------------------------------------
@@ -91,18 +91,20 @@ def draft_context(project, case, *, draft_error: str = "") -> dict:
 def case_extras(project, case, *, proposal_error: str = "") -> dict:
     """The proposals with their replays, the grade and the history of a case."""
     graded = selectors.cases_of(project).get(pk=case.pk)
-    grade = selectors.grade_of(graded)
-    best_proposal, best_replay = selectors.evidence_of(graded)
+    grading = selectors.grading_of(project)
+    grade = selectors.grade_of(graded, grading)
+    best_proposal, best_replay = selectors.evidence_of(graded, grading)
     proposals = list(graded.proposals.all())
     replays = [replay for proposal in proposals for replay in proposal.replays.all()]
     jobs = Job.objects.in_bulk([r.job_id for r in replays if r.job_id])
     return {
         "grade": grade,
-        "grade_text": GRADE_TEXT.get(grade, "No rule applies yet: check the evidence or replay a proposal."),
-        "grade_rules": stats.GRADE_RULES,
+        "grade_text": dict(grading.rules()).get(grade, NO_RULE),
+        "grade_rules": grading.rules(),
+        "grading": grading.describe(),
         "grade_proposal": best_proposal,
         "grade_replay": best_replay,
-        "proposals": [{"proposal": p, "replays": [replay_view(project, r, jobs.get(r.job_id))
+        "proposals": [{"proposal": p, "replays": [replay_view(project, r, jobs.get(r.job_id), grading.alpha)
                                                   for r in p.replays.all()]} for p in proposals],
         "proposal_error": proposal_error,
         "proposal_add_url": reverse("aed-proposal-add", args=[project.slug, case.pk]),
@@ -115,8 +117,9 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
     }
 
 
-def replay_view(project, replay, job) -> dict:
-    s = replay.stats or {}
+def replay_view(project, replay, job, alpha: float) -> dict:
+    """What the page shows of a replay: its statistics recomputed from the table at the project's `alpha`."""
+    s = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00, alpha=alpha) if replay.stats else {}
     return {
         "replay": replay,
         "job": job,

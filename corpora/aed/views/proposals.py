@@ -106,7 +106,7 @@ def replay_detail(request, slug: str, replay_id: int):
     case = replay.proposal.case
     if case.trace.project_id != project.pk:
         raise Http404("No such replay.")
-    view = replay_view(project, replay, replay.job)
+    view = replay_view(project, replay, replay.job, selectors.grading_of(project).alpha)
     context = {"project": project, "r": view}
     if replay.job is None or replay.job.is_terminal:
         context |= {"refresh": True, **case_extras(project, case)}
