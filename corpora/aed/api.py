@@ -14,7 +14,7 @@ from dataplatform.openapi import STALE_VERSION
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from . import importers, selectors, services
-from .models import Case, GradingEvidence, Proposal, Replay, Trace
+from .models import Case, GradingEvidence, Proposal, Replay, RetryDesign, Trace
 
 
 class TraceSerializer(serializers.ModelSerializer):
@@ -32,8 +32,8 @@ class TraceDetailSerializer(TraceSerializer):
 class ReplaySerializer(serializers.ModelSerializer):
     class Meta:
         model = Replay
-        fields = ["id", "proposal", "runner", "pairs", "seed", "options", "job", "n11", "n10", "n01", "n00", "stats",
-                  "created_at"]
+        fields = ["id", "proposal", "runner", "retry", "pairs", "seed", "options", "job", "n11", "n10", "n01", "n00",
+                  "stats", "created_at"]
 
     def to_representation(self, replay: Replay) -> dict:
         # Webhook headers usually carry the runner's credentials: write-only, their names shown, never values.
@@ -90,6 +90,8 @@ class ReplayCreateSerializer(serializers.Serializer):
     pairs = serializers.IntegerField(min_value=1, max_value=services.MAX_REPLAY_PAIRS)
     runner = serializers.ChoiceField(choices=["builtin", "webhook"], default="builtin")
     seed = serializers.IntegerField(default=0, min_value=0, max_value=MAX_SEED)
+    retry = serializers.ChoiceField(choices=RetryDesign.choices, default=RetryDesign.RESAMPLE,
+                                    help_text="arm R: resample the error step, or execute the original one again")
     options = serializers.DictField(required=False, default=dict,
                                     help_text="max_steps, max_tokens, temperature, model; url, timeout for webhook")
 

@@ -157,13 +157,19 @@ class CaseEvent(models.Model):
         ordering = ["id"]
 
 
+class RetryDesign(models.TextChoices):
+    RESAMPLE = "resample", "Resample: the policy samples the error step again"
+    ORIGINAL = "original", "Original-action retry: the original step is executed again, then the policy continues"
+
+
 class Replay(models.Model):
     """N paired runs from the checkpoint before the error step: arm C applies the proposal's corrected
-    action then lets the policy continue; arm R resamples the original step. Pair i uses the same seed
-    in both arms."""
+    action then lets the policy continue; arm R, the retry, resamples the step or executes the original one
+    again (`retry`), then the policy continues. Pair i uses the same seed in both arms."""
 
     proposal = models.ForeignKey(Proposal, on_delete=models.CASCADE, related_name="replays")
     runner = models.CharField(max_length=32, default="builtin")  # builtin | webhook
+    retry = models.CharField(max_length=16, choices=RetryDesign.choices, default=RetryDesign.RESAMPLE)
     pairs = models.PositiveIntegerField()
     seed = models.BigIntegerField(default=0)  # pair i runs with seed + i in both arms
     options = models.JSONField(default=dict, blank=True)  # temperature, max_steps, webhook url, ...

@@ -1,14 +1,18 @@
 """Replay runners: run one arm of one replay pair from a trace's checkpoint (the steps before the
 error step) and report a checkable outcome.
 
-Arm "C" executes the corrected action at the error step, arm "R" lets the policy resample it; in
-both the policy then continues. Pair i uses the same seed in both arms.
+Arm "C" executes the corrected action at the error step. Arm "R", the retry, is one of two designs,
+chosen per replay: `resample` lets the policy sample the step again; `original` executes the trace's
+original (erroneous) action again from the same checkpoint. In every arm the policy then continues.
+Pair i uses the same seed in both arms.
 
-- `builtin`: the calc-v1 environment (`calc_env.py`) run in process, with the platform's model as
-  the policy. Each policy step samples with seed `seed * 1000 + step index`, so both arms of a pair
-  draw the same seed at the same step.
+- `builtin`: the environments of `ENVIRONMENTS`, run in process: calc-v1 (`calc_env.py`, stateless
+  arithmetic) and kv-v1 (`kv_env.py`, a key-value store, whose state an erroneous step changes), with
+  the platform's model as the policy. Each policy step samples with seed `seed * 1000 + step index`, so
+  both arms of a pair draw the same seed at the same step.
 - `webhook`: environments outside the platform. POSTs JSON `{trace_id, task_id, environment,
-  harness, policy_model, prefix_steps, error_step, arm, corrected_action, seed, options}` to
+  harness, policy_model, prefix_steps, error_step, arm, retry, corrected_action, original_action, seed,
+  options}` to
   `options["url"]` (`options["headers"]` are sent as HTTP headers; url, headers and timeout are not
   echoed in the body) and expects `{passed: bool, score?: number | null, steps?: [object]}`.
 
@@ -16,6 +20,7 @@ Errors: `RunnerError` (bad payload or configuration) is final; `RunnerUnavailabl
 connection error, 5xx) is a `Transient` error, which the job machinery retries with backoff.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
@@ -26,8 +31,39 @@ from dataplatform.errors import Transient
 from dataplatform.inference import BackendError, BackendUnavailable, backend_for_model
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 
-from .calc_env import ENVIRONMENT as CALC_ENVIRONMENT
-from .calc_env import CalcEnv, CalcTaskError, action_line, calc_messages, task_for_trace
+from . import calc_env, kv_env
+from .calc_env import action_line
+
+RETRY_DESIGNS = ("resample", "original")  # what arm R does at the error step
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A builtin environment: its task from a trace, an episode of it, and the chat its policy is shown."""
+
+    task: Callable  # (trace) -> task dict; raises `task_error`
+    episode: Callable  # (task, max_steps) -> an object with step(action) -> (observation, done, passed) and done
+    messages: Callable  # (task, [{action, observation}], max_steps) -> chat messages
+    task_error: type[Exception]
+    max_steps: int
+
+
+ENVIRONMENTS = {
+    calc_env.ENVIRONMENT: Environment(
+        task=calc_env.task_for_trace, episode=lambda task, n: calc_env.CalcEnv(task, max_steps=n),
+        messages=lambda task, steps, n: calc_env.calc_messages(task, steps, max_steps=n),
+        task_error=calc_env.CalcTaskError, max_steps=calc_env.DEFAULT_MAX_STEPS),
+    kv_env.ENVIRONMENT: Environment(
+        task=kv_env.task_for_trace, episode=lambda task, n: kv_env.KvEnv(task, max_steps=n),
+        messages=lambda task, steps, n: kv_env.kv_messages(task, steps, max_steps=n),
+        task_error=kv_env.KvTaskError, max_steps=kv_env.DEFAULT_MAX_STEPS),
+}
+
+
+def original_action(trace, error_step: int) -> str:
+    """The trace's own action at the error step (its `action`, else its text)."""
+    step = trace.steps[error_step]
+    return step.get("action") or step.get("content") or ""
 
 
 @dataclass
@@ -46,19 +82,22 @@ class RunnerUnavailable(Transient):
 
 
 class BuiltinRunner:
-    """calc-v1 in process; the policy is `backend_for_model(options["model"])` unless a backend is given."""
+    """The builtin environments in process; the policy is `backend_for_model(options["model"])` unless a
+    backend is given."""
 
     def __init__(self, backend=None):
         self.backend = backend
 
     def run(self, *, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
-            options: dict) -> RunResult:
-        if trace.environment != CALC_ENVIRONMENT:
-            raise RunnerError(f"the builtin runner runs only {CALC_ENVIRONMENT}, not {trace.environment!r}")
-        max_steps = int(options.get("max_steps", 6))
+            options: dict, retry: str = "resample") -> RunResult:
+        environment = ENVIRONMENTS.get(trace.environment)
+        if environment is None:
+            raise RunnerError(f"the builtin runner runs {', '.join(ENVIRONMENTS)}, not {trace.environment!r}")
+        max_steps = int(options.get("max_steps", environment.max_steps))
         try:
-            env = CalcEnv(task_for_trace(trace), max_steps=max_steps)
-        except CalcTaskError as exc:
+            task = environment.task(trace)
+            env = environment.episode(task, max_steps)
+        except environment.task_error as exc:
             raise RunnerError(str(exc)) from exc
         history, result_steps = [], []
         for step in trace.steps[:error_step]:
@@ -75,13 +114,14 @@ class BuiltinRunner:
             raise RunnerError(f"the episode ended before the error step {error_step}")
 
         backend = self.backend or self._backend(options.get("model", ""))
-        task = {"expression": env.expression}
         index, passed = error_step, False
         while not env.done:
             if arm == "C" and index == error_step:
                 content, origin = corrected_action, "corrected"
+            elif arm == "R" and retry == "original" and index == error_step:
+                content, origin = original_action(trace, error_step), "original"
             else:
-                content, origin = self._policy(backend, calc_messages(task, history, max_steps=max_steps),
+                content, origin = self._policy(backend, environment.messages(task, history, max_steps),
                                                seed * 1000 + index, options), "policy"
             action = action_line(content)
             observation, _, outcome = env.step(action)
@@ -149,13 +189,14 @@ class WebhookRunner:
     LOCAL_OPTIONS = ("url", "headers", "timeout")
 
     def run(self, *, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
-            options: dict) -> RunResult:
+            options: dict, retry: str = "resample") -> RunResult:
         url = webhook_url(options)
         safe, timeout = _safe_url(url), float(options.get("timeout", 30))
         payload = {"trace_id": trace.trace_id, "task_id": trace.task_id, "environment": trace.environment,
                    "harness": trace.harness, "policy_model": trace.policy_model,
                    "prefix_steps": list(trace.steps[:error_step]), "error_step": error_step, "arm": arm,
-                   "corrected_action": corrected_action, "seed": seed,
+                   "retry": retry, "corrected_action": corrected_action,
+                   "original_action": original_action(trace, error_step), "seed": seed,
                    "options": {k: v for k, v in options.items() if k not in self.LOCAL_OPTIONS}}
         try:
             response = httpx.post(url, json=payload, headers=options.get("headers") or {}, timeout=timeout)
@@ -197,15 +238,17 @@ RUNNERS = {"builtin": BuiltinRunner, "webhook": WebhookRunner}
 
 
 def run_arm(*, runner: str, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
-            options: dict | None = None) -> RunResult:
-    """Run one arm of one pair with the named runner ("builtin" or "webhook")."""
+            options: dict | None = None, retry: str = "resample") -> RunResult:
+    """Run one arm of one pair with the named runner ("builtin" or "webhook"); `retry`: arm R's design."""
     if runner not in RUNNERS:
         raise RunnerError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNERS)}")
     if arm not in ("C", "R"):
         raise RunnerError(f"arm must be 'C' or 'R', not {arm!r}")
+    if retry not in RETRY_DESIGNS:
+        raise RunnerError(f"retry must be one of {', '.join(RETRY_DESIGNS)}, not {retry!r}")
     if arm == "C" and not (isinstance(corrected_action, str) and corrected_action.strip()):
         raise RunnerError("arm C needs a corrected action")
     if not isinstance(error_step, int) or not 0 <= error_step < len(trace.steps):
         raise RunnerError(f"error_step {error_step!r} is not a step of this trace (0..{len(trace.steps) - 1})")
     return RUNNERS[runner]().run(trace=trace, error_step=error_step, arm=arm, corrected_action=corrected_action,
-                                 seed=seed, options=options or {})
+                                 seed=seed, options=options or {}, retry=retry)

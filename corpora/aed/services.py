@@ -26,6 +26,7 @@ from .models import (
     ProposalStatus,
     Replay,
     ReplayRun,
+    RetryDesign,
     Trace,
 )
 from .taxonomy import shipped_error_taxonomy
@@ -244,8 +245,9 @@ def start_draft(*, case: Case, user):
 # --- replays --------------------------------------------------------------------------------------
 
 def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", seed: int = 0,
-                 options: dict | None = None, user, publish: bool = True) -> Replay:
-    """Schedule N paired runs of both arms from the checkpoint before the case's error step."""
+                 options: dict | None = None, retry: str = RetryDesign.RESAMPLE, user, publish: bool = True) -> Replay:
+    """Schedule N paired runs of both arms from the checkpoint before the case's error step; `retry` is arm R's
+    design (RetryDesign)."""
     case = proposal.case
     if case.error_step is None:
         raise CurationError("Mark the error step before replaying.")
@@ -257,20 +259,23 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
         raise CurationError(f"seed must be between 0 and {MAX_SEED}.")
     if runner not in runners.RUNNERS:
         raise CurationError(f"Unknown runner {runner!r}.")
+    if retry not in RetryDesign.values:
+        raise CurationError(f"retry must be one of {', '.join(RetryDesign.values)}.")
     if runner == "webhook":
         try:
             runners.webhook_url(options or {})
         except runners.RunnerError as exc:
             raise CurationError(f"Cannot replay on {exc}.") from None
     with transaction.atomic():
-        replay = Replay.objects.create(proposal=proposal, runner=runner, pairs=pairs, seed=seed,
+        replay = Replay.objects.create(proposal=proposal, runner=runner, pairs=pairs, seed=seed, retry=retry,
                                        options=options or {}, created_by=user)
         job = job_services.enqueue_job(project=case.trace.project, kind="aed.replay", params={"replay": replay.pk},
                                        user=user, publish=publish)
         Replay.objects.filter(pk=replay.pk).update(job=job)
         replay.job = job
         CaseEvent.objects.create(case=case, kind="replay", actor=user,
-                                 payload={"replay": replay.pk, "proposal": proposal.pk, "pairs": pairs, "runner": runner})
+                                 payload={"replay": replay.pk, "proposal": proposal.pk, "pairs": pairs, "runner": runner,
+                                          "retry": retry})
     return replay
 
 
@@ -288,7 +293,7 @@ def run_replay(*, replay: Replay, progress) -> dict:
                 continue
             result = runners.run_arm(runner=replay.runner, trace=trace, error_step=case.error_step, arm=arm,
                                      corrected_action=proposal.corrected_action, seed=replay.seed + pair,
-                                     options=replay.options)
+                                     options=replay.options, retry=replay.retry)
             # update_or_create on the (replay, pair, arm) key: a retried task overwrites, never adds.
             ReplayRun.objects.update_or_create(
                 replay=replay, pair=pair, arm=arm,

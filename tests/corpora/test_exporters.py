@@ -251,6 +251,7 @@ def test_pair_records_carry_the_replay_evidence(corpus, run):
     for column in ("pass_rate_c", "pass_rate_r", "net_gain", "ci_low", "ci_high", "mcnemar_p"):
         assert a[column] == pytest.approx(expected[column]), column
     assert a["significant"] is True and a["grade"] == "A" and a["replay_id"] == corpus["a_replay"].pk
+    assert a["double_pass_share"] == 0.0 and a["retry_arm"] == "resample"  # n11 / (n11 + n10) = 0 / 6
     assert (a["proposal_id"], a["corrected_action"], a["proposal_status"]) == (corpus["a_fix"].pk, "calc 391 - 45",
                                                                                "accepted")
     assert a["task_id"] == "calc:(17 * 23) - 45" and a["curator"] == "curator" and a["model_authored"] is False
@@ -260,6 +261,7 @@ def test_pair_records_carry_the_replay_evidence(corpus, run):
     assert b["proposal_id"] == corpus["b_fix"].pk and b["grade"] == "B" and b["net_gain"] == 0.5
     # C: a proposal, no replay: every replay column is null
     assert c["grade"] == "C" and c["proposal_id"] == corpus["c_fix"].pk and c["proposal_status"] == "proposed"
+    assert c["retry_arm"] is None
     assert all(c[column] is None for column in ("replay_id", "replay_pairs", "n11", "n10", "n01", "n00",
                                                 *STAT_COLUMNS))
 

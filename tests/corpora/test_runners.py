@@ -21,7 +21,7 @@ from corpora.aed.runners import BuiltinRunner, RunnerError, RunnerUnavailable, R
 from dataplatform.errors import Transient
 from dataplatform.inference import Generation
 
-from ..calc_traces import make_demo_trace
+from ..calc_traces import make_demo_trace, make_kv_trace
 
 TASK = {"expression": "(17 * 23) - 45"}  # 346
 
@@ -183,6 +183,42 @@ def test_builtin_runner_marks_recomputed_prefix_and_refuses_bad_input():
             run_arm(**kw)
 
 
+def kv_failure() -> Trace:
+    # Step 1 deletes the port the goal keeps (the decisive error); the agent then sets the host and submits.
+    return trace_from(make_kv_trace({"host": "db1", "port": "5432"}, {"host": "db2", "port": "5432"},
+                                    ["get host", "delete port", "set host db2", "submit"], trace_id="kv-demo-1"))
+
+
+def test_on_a_stateful_environment_the_original_action_retry_differs_from_resampling():
+    trace = kv_failure()
+    assert trace.passed is False
+    kw = {"trace": trace, "error_step": 1, "seed": 5, "options": {"max_steps": 6}}
+    # The same policy answers in every arm: set the host, then submit.
+    resampled = BuiltinRunner(ScriptedBackend(["set host db2", "submit"])).run(arm="R", corrected_action=None, **kw)
+    original = BuiltinRunner(ScriptedBackend(["set host db2", "submit"])).run(arm="R", corrected_action=None,
+                                                                             retry="original", **kw)
+    corrected = BuiltinRunner(ScriptedBackend(["submit"])).run(arm="C", corrected_action="set host db2", **kw)
+    assert [(s["origin"], s["action"]) for s in resampled.steps] == [("policy", "set host db2"), ("policy", "submit")]
+    assert resampled.passed is True  # the policy never deleted the port
+    assert [(s["origin"], s["action"], s["observation"]) for s in original.steps] == [
+        ("original", "delete port", "ok"), ("policy", "set host db2", "ok"),
+        ("policy", "submit", "the store differs from the goal")]
+    assert original.passed is False  # the port is gone: the erroneous step's effect stays
+    assert corrected.passed is True and corrected.steps[0]["origin"] == "corrected"
+
+
+def test_on_calc_the_original_action_retry_executes_the_error_again():
+    backend = ScriptedBackend(["calc 544 - 45", "answer 499"])
+    trace = trace_from(make_demo_trace("(17 * 23) - 45", ["calc 17 * 23", "calc 17 * 32", "answer 499"],
+                                       trace_id="t"))
+    result = BuiltinRunner(backend).run(trace=trace, error_step=1, arm="R", corrected_action=None, seed=1,
+                                        options={}, retry="original")
+    assert [(s["origin"], s["observation"]) for s in result.steps][:1] == [("original", "544")]
+    assert [c["seed"] for c in backend.calls] == [1002, 1003]  # the policy resumes after the error step
+    with pytest.raises(RunnerError, match="retry must be one of"):
+        run_arm(runner="builtin", trace=trace, error_step=1, arm="R", corrected_action=None, seed=0, retry="again")
+
+
 def test_runner_unavailable_is_retryable():
     assert issubclass(RunnerUnavailable, Transient)  # what the job task retries with backoff
 
@@ -205,6 +241,18 @@ def test_builtin_runner_with_real_model(local_backend):
                           "observation": "391", "origin": "corrected"}
     assert all(s["origin"] == "policy" for s in r.steps)
     assert [s["content"] for s in again.steps] == [s["content"] for s in r.steps]  # same seed, same text
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("trace", [failed_trace, kv_failure], ids=["calc-v1", "kv-v1"])
+def test_both_retry_designs_on_both_environments_with_the_real_model(local_backend, trace):
+    kw = {"runner": "builtin", "trace": trace(), "error_step": 1, "seed": 3, "arm": "R", "corrected_action": None,
+          "options": {"max_steps": 3, "max_tokens": 12}}
+    resampled, original = run_arm(**kw), run_arm(**kw, retry="original")
+    assert resampled.steps[0]["origin"] == "policy" and original.steps[0]["origin"] == "original"
+    assert original.steps[0]["action"] == kw["trace"].steps[1]["action"]  # the error, executed again
+    for result in (resampled, original):
+        assert isinstance(result.passed, bool) and all(s["observation"] for s in result.steps)
 
 
 # --- the webhook runner --------------------------------------------------------------------------

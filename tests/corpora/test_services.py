@@ -5,11 +5,12 @@ import json
 import jsonschema
 import pytest
 
-from corpora.aed import runners, selectors, services
-from corpora.aed.models import CaseEvent, ProposalStatus, Replay, ReplayRun
+from corpora.aed import importers, runners, selectors, services
+from corpora.aed.models import CaseEvent, ProposalStatus, Replay, ReplayRun, Trace
 from dataplatform.apiutils import MAX_SEED
 from dataplatform.inference import Generation
 
+from ..calc_traces import make_kv_trace
 from ..doubles import RecordingProgress
 
 pytestmark = pytest.mark.django_db
@@ -173,3 +174,29 @@ def test_model_draft_is_marked_model_authored(case, members, monkeypatch):
     # A human edit clears the mark.
     case = edit(case, members["curator"], diagnosis="It used 32 instead of 23 (checked).")
     assert not case.model_authored
+
+
+def test_the_retry_design_is_stored_and_changes_the_table_on_a_stateful_environment(project, members,
+                                                                                     scripted_policy):
+    record = make_kv_trace({"host": "db1", "port": "5432"}, {"host": "db2", "port": "5432"},
+                           ["get host", "delete port", "set host db2", "submit"], trace_id="kv-1")
+    report = importers.import_traces(project=project, lines=[json.dumps(record)], file="kv.jsonl")
+    assert report.ok, report.errors
+    curator = members["curator"]
+    case = services.open_case(trace=Trace.objects.get(project=project, trace_id="kv-1"), curator=curator)
+    case = edit(case, curator, error_step=1, category="plan-error", diagnosis="It deleted the port.")
+    proposal = services.add_proposal(case=case, actor=curator, corrected_action="set host db2")
+    tables = {}
+    for retry in ("resample", "original"):
+        replay = services.start_replay(proposal=proposal, pairs=2, retry=retry, user=curator, publish=False,
+                                       options={"max_steps": 6})
+        # Each pair: arm C submits after the correction; arm R's policy sets the host and submits.
+        scripted_policy(["submit", "set host db2", "submit"] * 2)
+        services.run_replay(replay=replay, progress=RecordingProgress())
+        replay.refresh_from_db()
+        tables[retry] = (replay.retry, replay.n11, replay.n10, replay.n01, replay.n00)
+    # Resampled, the policy never deletes the port: both arms pass. Executing the original step again deletes it,
+    # and setting the host no longer suffices: only the correction passes.
+    assert tables == {"resample": ("resample", 2, 0, 0, 0), "original": ("original", 0, 2, 0, 0)}
+    with pytest.raises(services.CurationError, match="retry must be one of"):
+        services.start_replay(proposal=proposal, pairs=1, retry="twice", user=curator, publish=False)

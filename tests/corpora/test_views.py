@@ -348,17 +348,18 @@ def test_the_replay_form_creates_a_replay_and_its_job(client, members, trace, dj
     with django_capture_on_commit_callbacks(execute=False) as published:  # nothing reaches a broker
         html = client.post(reverse("aed-replay-start", args=["alpha", proposal.pk]),
                            {"pairs": "4", "runner": "builtin", "seed": "7", "max_steps": "5", "temperature": "0.3",
-                            "url": "https://ignored.example"}, **HX).content.decode()
+                            "url": "https://ignored.example", "retry": "original"}, **HX).content.decode()
     replay = Replay.objects.get()
-    assert (replay.pairs, replay.runner, replay.seed, replay.options, replay.created_by) == (
-        4, "builtin", 7, {"max_steps": 5, "temperature": 0.3}, curator)
+    assert (replay.pairs, replay.runner, replay.seed, replay.options, replay.created_by, replay.retry) == (
+        4, "builtin", 7, {"max_steps": 5, "temperature": 0.3}, curator, "original")
+    assert "arm R: original" in html
     job = Job.objects.get(pk=replay.job_id)
     assert (job.kind, job.params, job.state) == ("aed.replay", {"replay": replay.pk}, "queued") and len(published) == 1
     url = reverse("aed-replay", args=["alpha", replay.pk])
     assert f'id="replay-{replay.pk}" class="replay" hx-get="{url}" hx-trigger="every 1s"' in html
     assert f'id="job-progress-{job.pk}"' in html and f"Replay {replay.pk} started (4 pairs)." in html
     assert case.events.filter(kind="replay").get().payload == {"replay": replay.pk, "proposal": proposal.pk,
-                                                                "pairs": 4, "runner": "builtin"}
+                                                                "pairs": 4, "runner": "builtin", "retry": "original"}
 
     html = client.get(url, **HX).content.decode()  # still running: it keeps polling, no table yet
     assert "hx-get" in html and "table-2x2" not in html

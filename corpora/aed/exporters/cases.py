@@ -4,6 +4,7 @@ of that version, a page at a time; and the fields every kind registers with."""
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa
 from django.db.models import Max, QuerySet
 from rest_framework import serializers
 
@@ -122,6 +123,15 @@ def graded_pages(query: ExportQuery, *, with_steps: bool = True) -> Iterator[lis
 
 def row_key(case: Case) -> str:
     return f"case-{case.pk}"
+
+
+# Every kind says which retry its evidence was measured against: arm R's design in the replay that grades the
+# case (RetryDesign: resample or original), null when the case was not replayed.
+RETRY_ARM = ("retry_arm", pa.string())
+
+
+def retry_arm(graded: Graded) -> dict:
+    return {"retry_arm": graded.replay.retry if graded.replay is not None else None}
 
 
 def trace_columns(case: Case) -> dict:

@@ -10,7 +10,7 @@ from dataplatform.conversations.training import messages_cell, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
 from ..models import Case
-from .cases import COMMON, graded_pages, row_key, trace_columns
+from .cases import COMMON, RETRY_ARM, graded_pages, retry_arm, row_key, trace_columns
 from .rendering import MESSAGES, chat_message, error_step_end, task_text, transcript
 
 DIAGNOSIS_SYSTEM = "You find the first decisive error in an agent's run and diagnose it."
@@ -31,6 +31,7 @@ DIAGNOSIS_SCHEMA = pa.schema([
     ("environment", pa.string()),
     ("harness", pa.string()),
     ("policy_model", pa.string()),
+    RETRY_ARM,
 ])
 
 
@@ -50,12 +51,12 @@ def diagnosis_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
             "error_step": g.case.error_step, "category": g.case.category, "diagnosis": g.case.diagnosis,
             "evidence_json": json.dumps(g.case.evidence, sort_keys=True), "evidence_check": g.case.evidence_check,
             "grade": g.grade, "taxonomy": g.case.taxonomy.name, "taxonomy_version": g.case.taxonomy.version,
-            **trace_columns(g.case),
+            **trace_columns(g.case), **retry_arm(g),
         } for g in page], DIAGNOSIS_SCHEMA)
 
 
 register(ExportKind(
-    name="aed.diagnosis_sft", version=2, schema=DIAGNOSIS_SCHEMA, label="AED diagnosis SFT",
+    name="aed.diagnosis_sft", version=3, schema=DIAGNOSIS_SCHEMA, label="AED diagnosis SFT",
     description="One row per submitted case: the run up to and including the error step, answered with the error "
                 "step, its category and the diagnosis (chat messages), plus the case's structured fields.",
     rows=diagnosis_rows, dedup_ignore=("id", "case_id", "trace_id"), **COMMON))

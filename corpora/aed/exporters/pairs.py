@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
-from .cases import COMMON, graded_pages, row_key, trace_columns
+from .cases import COMMON, RETRY_ARM, graded_pages, retry_arm, row_key, trace_columns
 
 PAIRS_SCHEMA = pa.schema([
     ("id", pa.string()),
@@ -47,6 +47,7 @@ PAIRS_SCHEMA = pa.schema([
     ("mcnemar_p", pa.float64()),
     ("significant", pa.bool_()),
     ("grade", pa.string()),
+    RETRY_ARM,
 ])
 STAT_COLUMNS = ("pass_rate_c", "pass_rate_r", "net_gain", "double_pass_share", "ci_low", "ci_high", "mcnemar_p",
                 "significant")
@@ -72,13 +73,13 @@ def pair_rows(query: ExportQuery) -> Iterator[list[dict]]:
                 "replay_id": replay.pk if replay else None, "replay_pairs": evidence.get("pairs"),
                 **{cell: getattr(replay, cell) if replay else None for cell in ("n11", "n10", "n01", "n00")},
                 **{column: evidence.get(column) for column in STAT_COLUMNS},
-                "grade": g.grade,
+                "grade": g.grade, **retry_arm(g),
             })
         yield rows
 
 
 register(ExportKind(
-    name="aed.pairs", version=1, schema=PAIRS_SCHEMA, label="AED error-diagnosis pairs",
+    name="aed.pairs", version=2, schema=PAIRS_SCHEMA, label="AED error-diagnosis pairs",
     description="The full error-diagnosis record of each submitted case with its proposal and replay evidence "
                 "(2x2 table, pass rates, net gain with Newcombe's 95% CI, McNemar p, grade).",
     rows=pair_rows, dedup_ignore=("id", "case_id", "trace_id", "curator", "proposal_id", "replay_id"), **COMMON))

@@ -9,7 +9,7 @@ from dataplatform.conversations.training import TOOLS, messages_cell, record_bat
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
 from ..models import Case, Proposal, ProposalStatus
-from .cases import COMMON, graded_pages, row_key
+from .cases import COMMON, RETRY_ARM, graded_pages, retry_arm, row_key
 from .rendering import MESSAGES, chat_message, prefix_messages, step_messages
 
 PREFERENCE_SCHEMA = pa.schema([
@@ -25,6 +25,7 @@ PREFERENCE_SCHEMA = pa.schema([
     ("proposal_status", pa.string()),
     ("grade", pa.string()),
     ("category", pa.string()),
+    RETRY_ARM,
 ])
 
 
@@ -54,13 +55,13 @@ def preference_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
                 "rejected": messages_cell([rejected]), "tools": tools_cell(g.case.trace.tools), "case_id": g.case.pk,
                 "trace_id": g.case.trace.trace_id, "error_step": g.case.error_step,
                 "proposal_id": proposal.pk, "proposal_status": proposal.status, "grade": g.grade,
-                "category": g.case.category,
+                "category": g.case.category, **retry_arm(g),
             })
         yield record_batch(rows, PREFERENCE_SCHEMA)
 
 
 register(ExportKind(
-    name="aed.preference", version=2, schema=PREFERENCE_SCHEMA, label="AED preference pairs",
+    name="aed.preference", version=3, schema=PREFERENCE_SCHEMA, label="AED preference pairs",
     description="TRL preference rows at the checkpoint before the error step: the corrected action (chosen) "
                 "against the original error step (rejected), with the shared prompt.",
     rows=preference_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"), **COMMON))

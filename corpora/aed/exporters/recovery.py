@@ -9,7 +9,7 @@ from dataplatform.conversations.training import TOOLS, messages_cell, record_bat
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
 from ..models import Case, ReplayRun
-from .cases import COMMON, Bound, graded_pages, row_key, trace_columns
+from .cases import COMMON, RETRY_ARM, Bound, graded_pages, retry_arm, row_key, trace_columns
 from .rendering import MESSAGES, error_step_end, prefix_messages, step_messages
 
 RECOVERY_SCHEMA = pa.schema([
@@ -30,6 +30,7 @@ RECOVERY_SCHEMA = pa.schema([
     ("environment", pa.string()),
     ("harness", pa.string()),
     ("policy_model", pa.string()),
+    RETRY_ARM,
 ])
 
 
@@ -72,12 +73,13 @@ def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
                 "error_step": g.case.error_step, "category": g.case.category, "grade": g.grade,
                 "proposal_id": g.proposal.pk, "corrected_action": g.proposal.corrected_action,
                 "replay_id": g.replay.pk, "run_pair": run.pair, "run_seed": run.seed, **trace_columns(g.case),
+                **retry_arm(g),
             })
         yield record_batch(rows, RECOVERY_SCHEMA)
 
 
 register(ExportKind(
-    name="aed.recovery", version=2, schema=RECOVERY_SCHEMA, label="AED recovery (AREX-style)",
+    name="aed.recovery", version=3, schema=RECOVERY_SCHEMA, label="AED recovery (AREX-style)",
     description="The run with its error kept in context, continued by a passing corrected replay; loss_mask "
                 "(per message) is 1 only on the recovery's assistant turns.",
     rows=recovery_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "replay_id", "run_pair",

@@ -14,7 +14,7 @@ from dataplatform.jobs.models import Job
 from dataplatform.jobs.views import stalled_reason
 
 from .. import runners, selectors, services, stats
-from ..models import EvidenceCheck
+from ..models import EvidenceCheck, RetryDesign
 
 DRAFT_KIND = "aed.draft"
 REPLAY_DEFAULTS = {"pairs": 10, "seed": 0, "max_steps": 6, "temperature": 0.7}
@@ -109,6 +109,7 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
         "proposal_error": proposal_error,
         "proposal_add_url": reverse("aed-proposal-add", args=[project.slug, case.pk]),
         "runners": list(runners.RUNNERS),
+        "retry_designs": RetryDesign.choices,
         "replay_defaults": REPLAY_DEFAULTS,
         "max_pairs": services.MAX_REPLAY_PAIRS,
         "max_replay_steps": MAX_REPLAY_STEPS,
