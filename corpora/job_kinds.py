@@ -16,7 +16,7 @@ class ReplayParams(serializers.Serializer):
 
 
 class DraftParams(serializers.Serializer):
-    case = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="the case to draft a diagnosis for")
+    case = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="the case to draft or to check")
     model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
                                        validators=[validate_served_model_name])
 
@@ -35,6 +35,15 @@ def run_draft(job, progress) -> dict:
     return result
 
 
+def run_check_evidence(job, progress) -> dict:
+    case = Case.objects.select_related("trace").get(pk=job.params["case"], trace__project=job.project)
+    progress.set_total(1)
+    result = aed.check_evidence(case=case, model_name=job.params.get("model_name", ""))
+    progress.report(1, message=f"the model found it {result['verdict']}" if result["checked"]
+                    else "the model's answers were invalid; see the result")
+    return result
+
+
 register(JobKind(
     name="aed.replay",
     label="Two-arm controlled replay",
@@ -50,6 +59,14 @@ register(JobKind(
                 "action; the draft is marked as model-authored for the curator to edit.",
     params_serializer=DraftParams,
     run=run_draft,
+))
+register(JobKind(
+    name="aed.check_evidence",
+    label="Check a diagnosis against its evidence with the model",
+    description="The model answers whether the case's diagnosis is supported, unsupported or contradicted by the "
+                "evidence quoted from the run, with a rationale; the curator confirms or overrides it.",
+    params_serializer=DraftParams,
+    run=run_check_evidence,
 ))
 
 

@@ -61,8 +61,9 @@ class CaseSerializer(serializers.ModelSerializer):
     class Meta:
         model = Case
         fields = ["id", "trace", "curator", "taxonomy", "error_step", "category", "diagnosis", "evidence",
-                  "evidence_check", "status", "model_authored", "version", "grade", "proposals", "created_at",
-                  "updated_at"]
+                  "evidence_check", "model_evidence_check", "model_evidence_rationale", "model_evidence_model_id",
+                  "status", "model_authored", "diagnosed_by", "diagnosis_model_id", "diagnosis_prompt_version",
+                  "version", "grade", "proposals", "created_at", "updated_at"]
 
     def get_grade(self, case: Case) -> str | None:
         return selectors.grade_of(case, selectors.grading_of(case.trace.project))
@@ -221,6 +222,17 @@ class CaseDraftApi(APIView):
     def post(self, request, case_id: int):
         case = selectors.case_for(request.user, case_id, token=request_token(request))
         job = services.start_draft(case=case, user=request.user)
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class CaseCheckEvidenceApi(APIView):
+    """Ask the model whether the diagnosis is supported by its evidence (a job); its verdict and rationale are
+    stored beside your evidence_check, which confirms or overrides it."""
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    def post(self, request, case_id: int):
+        case = selectors.case_for(request.user, case_id, token=request_token(request))
+        job = services.start_evidence_check(case=case, user=request.user)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

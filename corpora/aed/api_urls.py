@@ -14,6 +14,7 @@ urlpatterns = [
     path("aed/cases/<int:case_id>/", api.CaseApi.as_view(), name="api-aed-case"),
     path("aed/cases/<int:case_id>/submit/", api.CaseSubmitApi.as_view(), name="api-aed-case-submit"),
     path("aed/cases/<int:case_id>/draft/", api.CaseDraftApi.as_view(), name="api-aed-case-draft"),
+    path("aed/cases/<int:case_id>/check-evidence/", api.CaseCheckEvidenceApi.as_view(), name="api-aed-case-check"),
     path("aed/cases/<int:case_id>/proposals/", api.ProposalListApi.as_view(), name="api-aed-proposals"),
     path("aed/proposals/<int:proposal_id>/status/", api.ProposalStatusApi.as_view(), name="api-aed-proposal-status"),
     path("aed/proposals/<int:proposal_id>/replays/", api.ReplayCreateApi.as_view(), name="api-aed-replays"),

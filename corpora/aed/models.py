@@ -110,6 +110,16 @@ class Case(models.Model):
     status = models.CharField(max_length=16, choices=CaseStatus.choices, default=CaseStatus.DRAFT)
     # The draft came from a model (the LLM drafting job) and no human has edited it since.
     model_authored = models.BooleanField(default=False)
+    # Who diagnosed (the error step, category and diagnosis as they stand): "model" (its id and the drafting
+    # prompt's version beside it) or "curator"; empty before anyone did.
+    diagnosed_by = models.CharField(max_length=8, blank=True)
+    diagnosis_model_id = models.CharField(max_length=200, blank=True)
+    diagnosis_prompt_version = models.CharField(max_length=50, blank=True)
+    # The model's evidence check (the aed.check_evidence job), beside the curator's `evidence_check`, which
+    # confirms or overrides it.
+    model_evidence_check = models.CharField(max_length=16, choices=EvidenceCheck.choices, blank=True)
+    model_evidence_rationale = models.TextField(blank=True)
+    model_evidence_model_id = models.CharField(max_length=200, blank=True)
     version = models.PositiveIntegerField(default=0)  # bumped by every write; stale writes get 409
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

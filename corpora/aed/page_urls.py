@@ -13,6 +13,7 @@ urlpatterns = [
     path("projects/<slug:slug>/aed/cases/<int:case_id>/edit", curation.case_edit, name="aed-case-edit"),
     path("projects/<slug:slug>/aed/cases/<int:case_id>/submit", curation.case_submit, name="aed-case-submit"),
     path("projects/<slug:slug>/aed/cases/<int:case_id>/draft", curation.case_draft, name="aed-case-draft"),
+    path("projects/<slug:slug>/aed/cases/<int:case_id>/check-evidence", curation.case_check, name="aed-case-check"),
     path("projects/<slug:slug>/aed/cases/<int:case_id>/draft/status", curation.case_draft_status,
          name="aed-case-draft-status"),
     path("projects/<slug:slug>/aed/cases/<int:case_id>/proposals", proposals.proposal_add, name="aed-proposal-add"),

@@ -12,7 +12,7 @@ from corpora.aed.exporters import cases, rendering
 from corpora.aed.exporters.diagnosis import DIAGNOSIS_SYSTEM
 from corpora.aed.exporters.pairs import STAT_COLUMNS
 from corpora.aed.importers import import_traces
-from corpora.aed.models import ReplayRun, Trace
+from corpora.aed.models import Case, ReplayRun, Trace
 from dataplatform.exports.registry import ExportQuery, get_kind
 
 from .. import trace_fixtures
@@ -252,6 +252,8 @@ def test_pair_records_carry_the_replay_evidence(corpus, run):
         assert a[column] == pytest.approx(expected[column]), column
     assert a["significant"] is True and a["grade"] == "A" and a["replay_id"] == corpus["a_replay"].pk
     assert a["double_pass_share"] == 0.0 and a["retry_arm"] == "resample"  # n11 / (n11 + n10) = 0 / 6
+    assert (a["diagnosed_by"], a["diagnosis_model_id"], a["evidence_check"], a["model_evidence_check"]) == (
+        "curator", None, "supported", None)
     assert (a["proposal_id"], a["corrected_action"], a["proposal_status"]) == (corpus["a_fix"].pk, "calc 391 - 45",
                                                                                "accepted")
     assert a["task_id"] == "calc:(17 * 23) - 45" and a["curator"] == "curator" and a["model_authored"] is False
@@ -426,3 +428,16 @@ def test_a_step_is_its_message_when_it_reads_as_one_and_never_an_empty_turn():
     assert rendering.step_messages({"role": "assistant", "content": None, "tool_calls": unreadable}) == [
         assistant(json.dumps(unreadable, sort_keys=True))]
     assert rendering.step_messages({"role": "tool", "content": "ok"}) == [observation("ok")]  # no call answered
+
+
+def test_the_exports_record_who_diagnosed_and_both_evidence_checks(corpus, run):
+    Case.objects.filter(pk=corpus["a"].pk).update(model_evidence_check="contradicted", model_evidence_model_id="m",
+                                                  model_evidence_rationale="The quote shows an addition.",
+                                                  diagnosed_by="model", diagnosis_model_id="m",
+                                                  diagnosis_prompt_version="aed-draft-v1")
+    for kind in ("aed.pairs", "aed.diagnosis_sft"):
+        row = run(kind)[corpus["a"].pk]
+        assert (row["evidence_check"], row["model_evidence_check"], row["model_evidence_rationale"]) == (
+            "supported", "contradicted", "The quote shows an addition."), kind
+        assert (row["diagnosed_by"], row["diagnosis_model_id"], row["diagnosis_prompt_version"]) == (
+            "model", "m", "aed-draft-v1"), kind

@@ -507,3 +507,30 @@ def test_the_project_page_links_to_aed_for_curators_only(client, members, projec
     client.force_login(members["annotator"])
     assert reverse("aed-overview", args=["alpha"]) not in client.get(
         reverse("project-detail", args=["alpha"])).content.decode()
+
+
+def test_the_model_checks_the_evidence_and_the_curator_confirms_or_overrides(client, members, trace,
+                                                                            django_capture_on_commit_callbacks):
+    curator = members["curator"]
+    case = complete(services.open_case(trace=trace, curator=curator), curator)
+    client.force_login(curator)
+    with django_capture_on_commit_callbacks(execute=False) as published:
+        html = client.post(reverse("aed-case-check", args=["alpha", case.pk]), **HX).content.decode()
+    job = Job.objects.get(kind="aed.check_evidence")
+    assert job.params["case"] == case.pk and len(published) == 1 and "Evidence check job" in html
+    # What the job stores when the model answers (the service with its model is tested in test_services).
+    Case.objects.filter(pk=case.pk).update(model_evidence_check="contradicted", model_evidence_model_id="m-1",
+                                           model_evidence_rationale=HOSTILE)
+    page = client.get(reverse("aed-trace", args=["alpha", trace.pk])).content.decode()
+    assert "m-1 finds it <strong>contradicted</strong>" in page and ESCAPED in page and HOSTILE not in page
+    assert 'id="confirm-check"' in page and 'id="diagnosed-by">Diagnosed by the curator.' in page
+    case.refresh_from_db()
+    html = client.post(reverse("aed-case-edit", args=["alpha", case.pk]),
+                       {"field": "evidence_check", "value": "contradicted", "version": case.version},
+                       **HX).content.decode()
+    assert "(you confirmed it)" in html and 'id="confirm-check"' not in html
+    case.refresh_from_db()
+    html = client.post(reverse("aed-case-edit", args=["alpha", case.pk]),
+                       {"field": "evidence_check", "value": "supported", "version": case.version},
+                       **HX).content.decode()
+    assert "(you overrode it)" in html and 'id="confirm-check"' in html

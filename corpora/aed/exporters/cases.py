@@ -134,6 +134,17 @@ def retry_arm(graded: Graded) -> dict:
     return {"retry_arm": graded.replay.retry if graded.replay is not None else None}
 
 
+# Who diagnosed, and both evidence checks: the curator's `evidence_check` (which the kinds already carry) and the
+# model's verdict beside it, so a trainer can keep only human diagnoses or only confirmed checks.
+WHO_COLUMNS = [("diagnosed_by", pa.string()), ("diagnosis_model_id", pa.string()),
+               ("diagnosis_prompt_version", pa.string()), ("model_evidence_check", pa.string()),
+               ("model_evidence_rationale", pa.string()), ("model_evidence_model_id", pa.string())]
+
+
+def who_columns(case: Case) -> dict:
+    return {name: getattr(case, name) or None for name, _ in WHO_COLUMNS}
+
+
 def trace_columns(case: Case) -> dict:
     trace = case.trace
     return {"trace_id": trace.trace_id, "environment": trace.environment, "harness": trace.harness,

@@ -10,7 +10,7 @@ from dataplatform.conversations.training import messages_cell, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
 from ..models import Case
-from .cases import COMMON, RETRY_ARM, graded_pages, retry_arm, row_key, trace_columns
+from .cases import COMMON, RETRY_ARM, WHO_COLUMNS, graded_pages, retry_arm, row_key, trace_columns, who_columns
 from .rendering import MESSAGES, chat_message, error_step_end, task_text, transcript
 
 DIAGNOSIS_SYSTEM = "You find the first decisive error in an agent's run and diagnose it."
@@ -32,6 +32,7 @@ DIAGNOSIS_SCHEMA = pa.schema([
     ("harness", pa.string()),
     ("policy_model", pa.string()),
     RETRY_ARM,
+    *WHO_COLUMNS,
 ])
 
 
@@ -51,7 +52,7 @@ def diagnosis_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
             "error_step": g.case.error_step, "category": g.case.category, "diagnosis": g.case.diagnosis,
             "evidence_json": json.dumps(g.case.evidence, sort_keys=True), "evidence_check": g.case.evidence_check,
             "grade": g.grade, "taxonomy": g.case.taxonomy.name, "taxonomy_version": g.case.taxonomy.version,
-            **trace_columns(g.case), **retry_arm(g),
+            **trace_columns(g.case), **retry_arm(g), **who_columns(g.case),
         } for g in page], DIAGNOSIS_SCHEMA)
 
 

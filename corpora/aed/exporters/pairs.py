@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
-from .cases import COMMON, RETRY_ARM, graded_pages, retry_arm, row_key, trace_columns
+from .cases import COMMON, RETRY_ARM, WHO_COLUMNS, graded_pages, retry_arm, row_key, trace_columns, who_columns
 
 PAIRS_SCHEMA = pa.schema([
     ("id", pa.string()),
@@ -48,6 +48,7 @@ PAIRS_SCHEMA = pa.schema([
     ("significant", pa.bool_()),
     ("grade", pa.string()),
     RETRY_ARM,
+    *WHO_COLUMNS,
 ])
 STAT_COLUMNS = ("pass_rate_c", "pass_rate_r", "net_gain", "double_pass_share", "ci_low", "ci_high", "mcnemar_p",
                 "significant")
@@ -73,7 +74,7 @@ def pair_rows(query: ExportQuery) -> Iterator[list[dict]]:
                 "replay_id": replay.pk if replay else None, "replay_pairs": evidence.get("pairs"),
                 **{cell: getattr(replay, cell) if replay else None for cell in ("n11", "n10", "n01", "n00")},
                 **{column: evidence.get(column) for column in STAT_COLUMNS},
-                "grade": g.grade, **retry_arm(g),
+                "grade": g.grade, **retry_arm(g), **who_columns(case),
             })
         yield rows
 

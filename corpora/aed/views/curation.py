@@ -138,6 +138,22 @@ def case_draft(request, slug: str, case_id: int):
 
 
 @login_required
+@require_POST
+def case_check(request, slug: str, case_id: int):
+    """Start the model's evidence check; the model box then polls `case_draft_status` (the latest model job)."""
+    project, case = own_case(request, slug, case_id)
+    error = ""
+    try:
+        services.start_evidence_check(case=case, user=request.user)
+    except PlatformError as exc:
+        error = str(exc)
+    if not is_htmx(request):
+        return back_to_trace(request, project, case, error=error, notice="The model is checking the evidence.")
+    return render(request, "corpora/aed/_draft.html",
+                  {"project": project, "case": case, **draft_context(project, case, draft_error=error)})
+
+
+@login_required
 def case_draft_status(request, slug: str, case_id: int):
     """htmx poll of the latest draft job; once it ends, the case, proposals, grade and history follow (oob)."""
     project, case = own_case(request, slug, case_id)

@@ -16,7 +16,7 @@ from dataplatform.jobs.views import stalled_reason
 from .. import runners, selectors, services, stats
 from ..models import EvidenceCheck, RetryDesign
 
-DRAFT_KIND = "aed.draft"
+MODEL_JOB_KINDS = ("aed.draft", "aed.check_evidence")  # what the case's model box starts and follows
 REPLAY_DEFAULTS = {"pairs": 10, "seed": 0, "max_steps": 6, "temperature": 0.7}
 MAX_REPLAY_STEPS = 50
 NO_RULE = "No rule applies yet: check the evidence or replay a proposal."
@@ -82,9 +82,10 @@ def case_context(project, case, *, error: str = "", notice: str = "") -> dict:
 
 
 def draft_context(project, case, *, draft_error: str = "") -> dict:
-    job = Job.objects.filter(project=project, kind=DRAFT_KIND, params__case=case.pk).order_by("-id").first()
+    job = Job.objects.filter(project=project, kind__in=MODEL_JOB_KINDS, params__case=case.pk).order_by("-id").first()
     return {"draft_job": job, "draft_error": draft_error, "stalled_reason": stalled_reason(job),
             "draft_url": reverse("aed-case-draft", args=[project.slug, case.pk]),
+            "check_url": reverse("aed-case-check", args=[project.slug, case.pk]),
             "draft_status_url": reverse("aed-case-draft-status", args=[project.slug, case.pk])}
 
 
