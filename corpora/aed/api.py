@@ -14,7 +14,7 @@ from dataplatform.openapi import STALE_VERSION
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from . import importers, selectors, services
-from .models import Case, GradingEvidence, Proposal, Replay, RetryDesign, Trace
+from .models import Case, GradingEvidence, Proposal, Replay, ReplayMode, RetryDesign, Trace
 
 
 class TraceSerializer(serializers.ModelSerializer):
@@ -32,7 +32,7 @@ class TraceDetailSerializer(TraceSerializer):
 class ReplaySerializer(serializers.ModelSerializer):
     class Meta:
         model = Replay
-        fields = ["id", "proposal", "runner", "retry", "pairs", "seed", "options", "job", "n11", "n10", "n01", "n00",
+        fields = ["id", "proposal", "runner", "mode", "retry", "pairs", "seed", "options", "job", "n11", "n10", "n01", "n00",
                   "stats", "created_at"]
 
     def to_representation(self, replay: Replay) -> dict:
@@ -93,6 +93,9 @@ class ReplayCreateSerializer(serializers.Serializer):
     seed = serializers.IntegerField(default=0, min_value=0, max_value=MAX_SEED)
     retry = serializers.ChoiceField(choices=RetryDesign.choices, default=RetryDesign.RESAMPLE,
                                     help_text="arm R: resample the error step, or execute the original one again")
+    mode = serializers.ChoiceField(choices=ReplayMode.choices, default=ReplayMode.PAIRED,
+                                   help_text="paired (C against R) or recovery (N runs with the error kept)")
+    hint = serializers.BooleanField(default=False, help_text="recovery: show the diagnosis after the error")
     options = serializers.DictField(required=False, default=dict,
                                     help_text="max_steps, max_tokens, temperature, model; url, timeout for webhook")
 

@@ -122,5 +122,6 @@ def calc_messages(task: dict, steps: list[dict], *, max_steps: int = DEFAULT_MAX
                 {"role": "user", "content": f"Task: compute {task['expression']}"}]
     for step in steps:
         messages.append({"role": "assistant", "content": step.get("action") or ""})
-        messages.append({"role": "user", "content": f"Observation: {step.get('observation') or ''}"})
+        hint = f"\nHint: {step['hint']}" if step.get("hint") else ""  # recovery in context, with the diagnosis
+        messages.append({"role": "user", "content": f"Observation: {step.get('observation') or ''}{hint}"})
     return messages

@@ -62,6 +62,12 @@ class KvEnv:
         self.steps = 0
         self.done = False
 
+    def score(self) -> float:
+        """How close the store is to the goal, in [0, 1]: the keys holding their goal value, over the keys of
+        the goal and the store together (1 exactly when they are equal)."""
+        keys = set(self.goal) | set(self.store)
+        return sum(self.store.get(key) == value for key, value in self.goal.items()) / len(keys) if keys else 1.0
+
     def step(self, action_text: str) -> tuple[str, bool, bool | None]:
         """(observation, done, passed); passed is None until the episode ends."""
         if self.done:
@@ -113,5 +119,6 @@ def kv_messages(task: dict, steps: list[dict], *, max_steps: int = DEFAULT_MAX_S
                                             f"Goal: {json.dumps(task['goal'], sort_keys=True)}"}]
     for step in steps:
         messages.append({"role": "assistant", "content": step.get("action") or ""})
-        messages.append({"role": "user", "content": f"Observation: {step.get('observation') or ''}"})
+        hint = f"\nHint: {step['hint']}" if step.get("hint") else ""  # recovery in context, with the diagnosis
+        messages.append({"role": "user", "content": f"Observation: {step.get('observation') or ''}{hint}"})
     return messages

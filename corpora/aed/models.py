@@ -172,14 +172,22 @@ class RetryDesign(models.TextChoices):
     ORIGINAL = "original", "Original-action retry: the original step is executed again, then the policy continues"
 
 
+class ReplayMode(models.TextChoices):
+    PAIRED = "paired", "Paired: the correction (arm C) against the retry (arm R)"
+    RECOVERY = "recovery", "Recovery in context: the error and its observation kept, then the policy continues"
+
+
 class Replay(models.Model):
     """N paired runs from the checkpoint before the error step: arm C applies the proposal's corrected
     action then lets the policy continue; arm R, the retry, resamples the step or executes the original one
-    again (`retry`), then the policy continues. Pair i uses the same seed in both arms."""
+    again (`retry`), then the policy continues. Pair i uses the same seed in both arms. A recovery replay
+    (`mode`) runs N times arm E instead: the erroneous step executed with its real observation, then the
+    policy continues with the failure in its context (the diagnosis as a hint when `options["hint"]`)."""
 
     proposal = models.ForeignKey(Proposal, on_delete=models.CASCADE, related_name="replays")
     runner = models.CharField(max_length=32, default="builtin")  # builtin | webhook
     retry = models.CharField(max_length=16, choices=RetryDesign.choices, default=RetryDesign.RESAMPLE)
+    mode = models.CharField(max_length=16, choices=ReplayMode.choices, default=ReplayMode.PAIRED)
     pairs = models.PositiveIntegerField()
     seed = models.BigIntegerField(default=0)  # pair i runs with seed + i in both arms
     options = models.JSONField(default=dict, blank=True)  # temperature, max_steps, webhook url, ...
@@ -200,7 +208,7 @@ class Replay(models.Model):
 class ReplayRun(models.Model):
     replay = models.ForeignKey(Replay, on_delete=models.CASCADE, related_name="runs")
     pair = models.PositiveIntegerField()
-    arm = models.CharField(max_length=1)  # "C" (corrected) or "R" (plain retry)
+    arm = models.CharField(max_length=1)  # "C" (corrected), "R" (the retry) or "E" (error kept: recovery)
     seed = models.BigIntegerField()
     passed = models.BooleanField()
     score = models.FloatField(null=True, blank=True)

@@ -4,7 +4,13 @@ error step) and report a checkable outcome.
 Arm "C" executes the corrected action at the error step. Arm "R", the retry, is one of two designs,
 chosen per replay: `resample` lets the policy sample the step again; `original` executes the trace's
 original (erroneous) action again from the same checkpoint. In every arm the policy then continues.
-Pair i uses the same seed in both arms.
+Pair i uses the same seed in both arms. Arm "E" (a recovery replay, AREX-style) executes the erroneous
+step and its real observation, then lets the policy continue with the failure in its context, the
+diagnosis shown after the observation when `options["hint"]` holds it.
+
+Each step the builtin runner takes records the environment's `score` after it; a policy step after the
+error step is `progress` when it passes, or raises the score over the best so far (the decisions a
+recovery trains on; never the error itself).
 
 - `builtin`: the environments of `ENVIRONMENTS`, run in process: calc-v1 (`calc_env.py`, stateless
   arithmetic) and kv-v1 (`kv_env.py`, a key-value store, whose state an erroneous step changes), with
@@ -35,6 +41,7 @@ from . import calc_env, kv_env
 from .calc_env import action_line
 
 RETRY_DESIGNS = ("resample", "original")  # what arm R does at the error step
+ARMS = ("C", "R", "E")  # corrected, retry, error kept (recovery in context)
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,8 @@ class Environment:
 
     task: Callable  # (trace) -> task dict; raises `task_error`
     episode: Callable  # (task, max_steps) -> an object with step(action) -> (observation, done, passed) and done
-    messages: Callable  # (task, [{action, observation}], max_steps) -> chat messages
+    messages: Callable  # (task, [{action, observation, hint?}], max_steps) -> chat messages
+    score: Callable  # (episode, passed) -> how far the episode is, in [0, 1]
     task_error: type[Exception]
     max_steps: int
 
@@ -52,10 +60,12 @@ ENVIRONMENTS = {
     calc_env.ENVIRONMENT: Environment(
         task=calc_env.task_for_trace, episode=lambda task, n: calc_env.CalcEnv(task, max_steps=n),
         messages=lambda task, steps, n: calc_env.calc_messages(task, steps, max_steps=n),
+        score=lambda episode, passed: 1.0 if passed else 0.0,  # one answer: no partial credit
         task_error=calc_env.CalcTaskError, max_steps=calc_env.DEFAULT_MAX_STEPS),
     kv_env.ENVIRONMENT: Environment(
         task=kv_env.task_for_trace, episode=lambda task, n: kv_env.KvEnv(task, max_steps=n),
         messages=lambda task, steps, n: kv_env.kv_messages(task, steps, max_steps=n),
+        score=lambda episode, passed: episode.score(),
         task_error=kv_env.KvTaskError, max_steps=kv_env.DEFAULT_MAX_STEPS),
 }
 
@@ -115,20 +125,27 @@ class BuiltinRunner:
 
         backend = self.backend or self._backend(options.get("model", ""))
         index, passed = error_step, False
+        best = environment.score(env, None)
         while not env.done:
             if arm == "C" and index == error_step:
                 content, origin = corrected_action, "corrected"
-            elif arm == "R" and retry == "original" and index == error_step:
+            elif index == error_step and (arm == "E" or (arm == "R" and retry == "original")):
                 content, origin = original_action(trace, error_step), "original"
             else:
                 content, origin = self._policy(backend, environment.messages(task, history, max_steps),
                                                seed * 1000 + index, options), "policy"
             action = action_line(content)
             observation, _, outcome = env.step(action)
+            score = environment.score(env, outcome)
             history.append({"action": action, "observation": observation})
-            result_steps.append({"index": index, "role": "assistant", "content": content, "action": action,
-                                 "observation": observation, "origin": origin})
-            passed, index = bool(outcome), index + 1
+            if arm == "E" and index == error_step and options.get("hint"):
+                history[-1]["hint"] = str(options["hint"])
+            step = {"index": index, "role": "assistant", "content": content, "action": action,
+                    "observation": observation, "origin": origin, "score": score}
+            if origin == "policy":
+                step["progress"] = bool(outcome) or score > best
+            result_steps.append(step)
+            best, passed, index = max(best, score), bool(outcome), index + 1
         return RunResult(passed=passed, score=1.0 if passed else 0.0, steps=result_steps)
 
     @staticmethod
@@ -242,8 +259,8 @@ def run_arm(*, runner: str, trace, error_step: int, arm: str, corrected_action: 
     """Run one arm of one pair with the named runner ("builtin" or "webhook"); `retry`: arm R's design."""
     if runner not in RUNNERS:
         raise RunnerError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNERS)}")
-    if arm not in ("C", "R"):
-        raise RunnerError(f"arm must be 'C' or 'R', not {arm!r}")
+    if arm not in ARMS:
+        raise RunnerError(f"arm must be one of {', '.join(ARMS)}, not {arm!r}")
     if retry not in RETRY_DESIGNS:
         raise RunnerError(f"retry must be one of {', '.join(RETRY_DESIGNS)}, not {retry!r}")
     if arm == "C" and not (isinstance(corrected_action, str) and corrected_action.strip()):

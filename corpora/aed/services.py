@@ -25,6 +25,7 @@ from .models import (
     Proposal,
     ProposalStatus,
     Replay,
+    ReplayMode,
     ReplayRun,
     RetryDesign,
     Trace,
@@ -342,9 +343,11 @@ def start_evidence_check(*, case: Case, user):
 # --- replays --------------------------------------------------------------------------------------
 
 def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", seed: int = 0,
-                 options: dict | None = None, retry: str = RetryDesign.RESAMPLE, user, publish: bool = True) -> Replay:
+                 options: dict | None = None, retry: str = RetryDesign.RESAMPLE, mode: str = ReplayMode.PAIRED,
+                 hint: bool = False, user, publish: bool = True) -> Replay:
     """Schedule N paired runs of both arms from the checkpoint before the case's error step; `retry` is arm R's
-    design (RetryDesign)."""
+    design (RetryDesign). A recovery replay (`mode`) schedules N runs of arm E instead, with the case's diagnosis
+    shown to the policy after the error's observation when `hint`."""
     case = proposal.case
     if case.error_step is None:
         raise CurationError("Mark the error step before replaying.")
@@ -358,6 +361,13 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
         raise CurationError(f"Unknown runner {runner!r}.")
     if retry not in RetryDesign.values:
         raise CurationError(f"retry must be one of {', '.join(RetryDesign.values)}.")
+    if mode not in ReplayMode.values:
+        raise CurationError(f"mode must be one of {', '.join(ReplayMode.values)}.")
+    options = dict(options or {})
+    if mode == ReplayMode.RECOVERY and hint:
+        if not case.diagnosis.strip():
+            raise CurationError("Write a diagnosis before giving it to the policy as a hint.")
+        options["hint"] = case.diagnosis
     if runner == "webhook":
         try:
             runners.webhook_url(options or {})
@@ -365,14 +375,14 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
             raise CurationError(f"Cannot replay on {exc}.") from None
     with transaction.atomic():
         replay = Replay.objects.create(proposal=proposal, runner=runner, pairs=pairs, seed=seed, retry=retry,
-                                       options=options or {}, created_by=user)
+                                       mode=mode, options=options, created_by=user)
         job = job_services.enqueue_job(project=case.trace.project, kind="aed.replay", params={"replay": replay.pk},
                                        user=user, publish=publish)
         Replay.objects.filter(pk=replay.pk).update(job=job)
         replay.job = job
         CaseEvent.objects.create(case=case, kind="replay", actor=user,
                                  payload={"replay": replay.pk, "proposal": proposal.pk, "pairs": pairs, "runner": runner,
-                                          "retry": retry})
+                                          "retry": retry, **({"mode": mode} if mode != ReplayMode.PAIRED else {})})
     return replay
 
 
@@ -382,10 +392,11 @@ def run_replay(*, replay: Replay, progress) -> dict:
     case, trace = proposal.case, proposal.case.trace
     done = set(ReplayRun.objects.filter(replay=replay).values_list("pair", "arm"))
     alpha = selectors.grading_of(trace.project).alpha
-    progress.set_total(replay.pairs * 2)
+    arms = ("E",) if replay.mode == ReplayMode.RECOVERY else ("C", "R")
+    progress.set_total(replay.pairs * len(arms))
     progress.report(len(done))
     for pair in range(replay.pairs):
-        for arm in ("C", "R"):
+        for arm in arms:
             if (pair, arm) in done:
                 continue
             result = runners.run_arm(runner=replay.runner, trace=trace, error_step=case.error_step, arm=arm,
@@ -398,7 +409,7 @@ def run_replay(*, replay: Replay, progress) -> dict:
                           "steps": result.steps})
             done.add((pair, arm))
             refresh_table(replay, alpha=alpha)
-            progress.report(len(done), message=f"{len(done)} of {replay.pairs * 2} runs")
+            progress.report(len(done), message=f"{len(done)} of {replay.pairs * len(arms)} runs")
     replay = refresh_table(replay, alpha=alpha)
     return {"replay": replay.pk, "table": [replay.n11, replay.n10, replay.n01, replay.n00], **replay.stats}
 
@@ -406,6 +417,12 @@ def run_replay(*, replay: Replay, progress) -> dict:
 def refresh_table(replay: Replay, *, alpha: float | None = None) -> Replay:
     """The 2x2 table and its statistics (at the project's significance level unless `alpha` is given),
     computed from the recorded runs (never incremented)."""
+    if replay.mode == ReplayMode.RECOVERY:  # no arms to compare: how often the policy recovered
+        passes = list(ReplayRun.objects.filter(replay=replay).values_list("passed", flat=True))
+        replay.stats = {"runs": len(passes), "recovered": sum(passes),
+                        "recovery_rate": sum(passes) / len(passes) if passes else None}
+        replay.save(update_fields=["stats"])
+        return replay
     if alpha is None:
         alpha = selectors.grading_of(replay.proposal.case.trace.project).alpha
     runs = ReplayRun.objects.filter(replay=replay).values_list("pair", "arm", "passed")

@@ -122,6 +122,11 @@ class VllmBackend:
             return frozenset()
         return frozenset([tokenizer.eos_token_id])
 
+    @property
+    def tokenizer(self):
+        """The copy of the served model's tokenizer (VLLM_TOKENIZER_DIR), or None without one."""
+        return self._tokenizer
+
     def load_tokenizer(self) -> None:
         """Load the tokenizer copy now (a second or more) rather than in the first request that needs it."""
         _ = self._tokenizer

@@ -23,7 +23,7 @@ from ..trace_fixtures import OPENHANDS
 
 pytestmark = pytest.mark.django_db
 
-KINDS = ["aed.diagnosis_sft", "aed.recovery", "aed.preference", "aed.pairs"]
+KINDS = ["aed.diagnosis_sft", "aed.recovery", "aed.preference", "aed.pairs", "aed.repair"]
 # A passing corrected run of case "a" (error step 1): a note about the replayed prefix, the corrected
 # action, then the policy's own answer.
 RECOVERY_STEPS = [
@@ -34,6 +34,21 @@ RECOVERY_STEPS = [
     {"index": 2, "role": "assistant", "content": "answer 346\nThat is the result.", "action": "answer 346",
      "observation": "answer 346 is correct", "origin": "policy"},
 ]
+# A recovery run of case "a" (arm E): the error executed again with its real observation, a step that makes no
+# progress, then the one that passes.
+IN_CONTEXT_STEPS = [
+    {"index": 0, "role": "assistant", "content": "calc 17 * 23", "action": "calc 17 * 23", "observation": "391",
+     "stored_observation": "390", "origin": "prefix", "replayed": True},
+    {"index": 1, "role": "assistant", "content": "calc 391 + 45", "action": "calc 391 + 45", "observation": "436",
+     "origin": "original", "score": 0.0},
+    {"index": 2, "role": "assistant", "content": "calc 436 - 90", "action": "calc 436 - 90", "observation": "346",
+     "origin": "policy", "score": 0.0, "progress": False},
+    {"index": 3, "role": "assistant", "content": "answer 346", "action": "answer 346",
+     "observation": "answer 346 is correct", "origin": "policy", "score": 1.0, "progress": True},
+]
+NO_PROGRESS = [{**IN_CONTEXT_STEPS[1]}, {"index": 2, "role": "assistant", "content": "answer 436", "action": "answer 436",
+                                        "observation": "answer 436 is wrong", "origin": "policy", "score": 0.0,
+                                        "progress": False}]
 
 
 def trace_record(trace_id, expression, actions, **overrides):
@@ -52,6 +67,15 @@ def curate(trace, curator, *, submit=True, **changes):
     if submit:
         case = services.submit_case(case=case, version=case.version, actor=curator)
     return case
+
+
+def recovery_with(proposal, user, runs, *, hint=False):
+    """A recovery replay without a model: its arm-E runs written directly, (passed, steps) per run."""
+    replay = services.start_replay(proposal=proposal, pairs=len(runs), mode="recovery", hint=hint, user=user,
+                                   publish=False)
+    for pair, (passed, steps) in enumerate(runs):
+        ReplayRun.objects.create(replay=replay, pair=pair, arm="E", seed=pair, passed=passed, steps=steps)
+    return services.refresh_table(replay)
 
 
 def replay_with(proposal, user, outcomes, steps=None, first_pair=0, replay=None):
@@ -89,6 +113,8 @@ def corpus(project, members):
     services.set_proposal_status(proposal=a_fix, status="accepted", actor=curator)
     # pair 0: both arms fail; pairs 1-6: only the correction passes -> n10 = 6, p = 0.031 -> A
     a_replay = replay_with(a_fix, curator, [(False, False)] + [(True, False)] * 6, steps={1: RECOVERY_STEPS})
+    # recovery in context: a run that gets nowhere (left out), then one that recovers
+    a_recovery = recovery_with(a_fix, curator, [(False, NO_PROGRESS), (True, IN_CONTEXT_STEPS)], hint=True)
 
     b = curate(traces["t-b"], curator, error_step=0, category="tool-misuse", diagnosis="It added 8 and 9.",
                evidence_check="supported")
@@ -115,10 +141,11 @@ def corpus(project, members):
     draft_fix = services.add_proposal(case=draft, actor=curator, corrected_action="calc 7 * 7")
     replay_with(draft_fix, curator, [(True, False)] * 6)
     return {"a": a, "b": b, "c": c, "d": d, "u": u, "draft": draft, "a_fix": a_fix, "a_replay": a_replay,
+            "a_recovery": a_recovery,
             "b_fix": b_fix, "b_accepted": b_accepted, "b_replay": b_replay, "c_fix": c_fix, "traces": traces}
 
 
-CHAT_COLUMNS = ("messages", "prompt", "chosen", "rejected")
+CHAT_COLUMNS = ("messages", "prompt", "chosen", "rejected", "completion")
 
 
 @pytest.fixture
@@ -186,34 +213,29 @@ def test_diagnosis_rows_show_the_run_up_to_the_error_step(corpus, run):
     assert rows[b.pk]["grade"] == "B" and "[0] assistant: calc 8 + 9" in rows[b.pk]["messages"][1]["content"]
 
 
-def test_recovery_trains_only_the_recovery(corpus, run):
+def test_recovery_keeps_the_error_in_context_and_trains_only_the_progress(corpus, run, local_backend):
     rows = run("aed.recovery")
-    a, b = corpus["a"], corpus["b"]
-    assert set(rows) == {a.pk, b.pk}
+    a = corpus["a"]
+    assert set(rows) == {a.pk}  # only A has a recovery replay; its run without progress is left out
     row = rows[a.pk]
     expected = [task("(17 * 23) - 45"),
                 assistant("calc 17 * 23"), observation("391"),  # prefix
-                assistant("calc 391 + 45"), observation("436"),  # the original error step stays in context
-                assistant("calc 391 - 45"), observation("346"),  # the corrected action
-                assistant("answer 346\nThat is the result."), observation("answer 346 is correct")]  # the policy
+                assistant("calc 391 + 45"),  # the error, executed again, and the observation it really got,
+                {"role": "user", "content": f"Observation: 436\nHint: {a.diagnosis}"},  # with the hint it was shown
+                assistant("calc 436 - 90"), observation("346"),  # no progress: no loss
+                assistant("answer 346"), observation("answer 346 is correct")]  # passes: the loss is here
     assert row["messages"] == expected
-    assert row["loss_mask"] == [0, 0, 0, 0, 0, 1, 0, 1, 0]
-    recovery_start = 5
-    for i, (message, mask) in enumerate(zip(row["messages"], row["loss_mask"], strict=True)):
-        assert mask == int(i >= recovery_start and message["role"] == "assistant"), i
-    error_at = row["messages"].index(assistant("calc 391 + 45"))
-    assert row["loss_mask"][error_at] == 0 and row["loss_mask"][error_at + 1] == 0
+    assert row["loss_mask"] == [0, 0, 0, 0, 0, 0, 0, 1, 0]
     assert "390" not in json.dumps(row["messages"])  # the "prefix" note of the run is not a message
-    # the first passing arm-C run by pair: pair 0 failed, so pair 1
-    assert (row["run_pair"], row["replay_id"], row["proposal_id"]) == (1, corpus["a_replay"].pk, corpus["a_fix"].pk)
-    assert row["corrected_action"] == "calc 391 - 45" and row["grade"] == "A"
-
-    row = rows[b.pk]  # error at step 0: the context is the task and the error step only
-    assert row["messages"] == [task("(8 * 9) + 10"), assistant("calc 8 + 9"), observation("17"),
-                               assistant("calc 8 * 9"), observation("72"),
-                               assistant("calc 72 + 10"), observation("82"),  # empty content: the action
-                               assistant("answer 82"), observation("answer 82 is correct")]
-    assert row["loss_mask"] == [0, 0, 0, 1, 0, 1, 0, 1, 0] and row["run_pair"] == 0
+    assert (row["run_pair"], row["replay_id"], row["passed"], row["hint"]) == (1, corpus["a_recovery"].pk, True, True)
+    assert row["grade"] == "A" and row["retry_arm"] == "resample"  # graded by its paired replay
+    # Per token, under the model's chat template: the loss covers the passing step's turn and nothing else.
+    tokenizer = local_backend.tokenizer
+    ids = tokenizer.apply_chat_template(expected, tokenize=True, add_generation_prompt=False, return_dict=False)
+    assert row["input_ids"] == list(ids) and len(row["completion_mask"]) == len(ids)
+    trained = tokenizer.decode([t for t, m in zip(row["input_ids"], row["completion_mask"], strict=True) if m])
+    assert trained.startswith("answer 346") and "391 + 45" not in trained and "436 - 90" not in trained
+    assert row["template_model"] == local_backend.model_id and len(row["template_sha256"]) == 64
 
 
 def test_preference_prompt_is_the_shared_prefix(corpus, run):
@@ -228,8 +250,10 @@ def test_preference_prompt_is_the_shared_prefix(corpus, run):
     assert (row["proposal_id"], row["proposal_status"], row["grade"], row["category"]) == (
         corpus["a_fix"].pk, "accepted", "A", "plan-error")  # the rejected proposal is never chosen
 
-    # The same prefix, byte for byte, starts the recovery row; the diagnosis row states it as text.
+    # The same prefix, byte for byte, starts the recovery and repair rows; the diagnosis row states it as text.
     recovery, diagnosis = run("aed.recovery")[a.pk], run("aed.diagnosis_sft")[a.pk]
+    repair = run("aed.repair")[a.pk]
+    assert repair["prompt"] == row["prompt"] and repair["completion"] == row["chosen"]
     prompt_json = json.dumps(row["prompt"])
     assert json.dumps(recovery["messages"][:len(row["prompt"])]) == prompt_json
     assert recovery["messages"][len(row["prompt"])] == row["rejected"][0]  # then the original error step
@@ -281,7 +305,7 @@ def test_min_grade_and_filters(corpus, run):
     assert set(run("aed.pairs", min_grade="D", harness=["swe-agent"])) == {c}
     assert set(run("aed.pairs", min_grade="D", policy_model=["toy"])) == {a, b, d}
     assert set(run("aed.preference", min_grade="C", environment=["other-env"])) == {c}
-    assert set(run("aed.recovery", min_grade="D")) == {a, b}  # only replayed cases with a passing arm C
+    assert set(run("aed.recovery", min_grade="D")) == {a}  # only cases whose recovery runs made progress
     form = cases.AedFilters(data={"min_grade": "E"})
     assert not form.is_valid() and "min_grade" in form.errors
 
@@ -302,10 +326,9 @@ def test_rows_are_bounded_by_the_data_version(corpus, project, members):
     # Later: two pairs where only the retry passes turn B's gain negative (D); a new replay of A's fix
     # whose first pair passes with other steps; a new submitted case.
     replay_with(corpus["b_fix"], curator, [(False, True), (False, True)], first_pair=2, replay=corpus["b_replay"])
-    other = [{"index": 1, "role": "assistant", "content": "calc 391 - 45", "observation": "346", "origin": "corrected"},
-             {"index": 2, "role": "assistant", "content": "answer 346", "observation": "answer 346 is correct",
-              "origin": "policy"}]
-    replay_with(corpus["a_fix"], curator, [(True, False)] * 7, steps={0: other})
+    replay_with(corpus["a_fix"], curator, [(True, False)] * 7)
+    # and a second recovery replay of A, whose first run recovers
+    recovery_with(corpus["a_fix"], curator, [(True, IN_CONTEXT_STEPS)])
     traces = import_all(project, trace_record("t-new", "(3 * 3) + 3", ["calc 3 + 3", "answer 6"]))
     new = curate(traces["t-new"], curator, error_step=0, category="plan-error", diagnosis="It added.",
                  evidence_check="supported")
@@ -316,9 +339,9 @@ def test_rows_are_bounded_by_the_data_version(corpus, project, members):
     pairs = {row["case_id"]: row for row in flat(read_rows(project, "aed.pairs", after, min_grade="D"))}
     assert pairs[corpus["b"].pk]["grade"] == "D" and pairs[corpus["b"].pk]["n01"] == 2 and new.pk in pairs
     assert {row["case_id"]: row["grade"] for row in flat(old["aed.pairs"])}[corpus["b"].pk] == "B"
-    recovery = {row["case_id"]: row for row in flat(read_rows(project, "aed.recovery", after))}
-    assert recovery[corpus["a"].pk]["run_pair"] == 0  # the newer replay is A's evidence now
-    assert {row["case_id"]: row for row in flat(old["aed.recovery"])}[corpus["a"].pk]["run_pair"] == 1
+    recovery = [(row["case_id"], row["run_pair"]) for row in flat(read_rows(project, "aed.recovery", after))]
+    assert recovery == [(corpus["a"].pk, 1), (corpus["a"].pk, 0)]  # the newer replay's run joins
+    assert [(row["case_id"], row["run_pair"]) for row in flat(old["aed.recovery"])] == [(corpus["a"].pk, 1)]
 
 
 def test_cases_are_read_in_keyset_pages(corpus, project):
@@ -340,14 +363,16 @@ def test_recovery_from_a_replay_run_by_the_builtin_runner(project, members, scri
     case = curate(traces["t-run"], curator, error_step=1, category="plan-error", diagnosis="It added.",
                   evidence_check="supported")
     fix = services.add_proposal(case=case, actor=curator, corrected_action="calc 391 - 45")
-    replay = services.start_replay(proposal=fix, pairs=1, user=curator, publish=False)
-    # arm C: the corrected action, then the policy answers; arm R: the policy repeats the error and answers
-    scripted_policy(["answer 346", "calc 391 + 45", "answer 436"])
+    replay = services.start_replay(proposal=fix, pairs=1, mode="recovery", user=curator, publish=False)
+    # arm E: the error is executed again (436), then the policy subtracts twice the 45 and answers
+    scripted_policy(["calc 436 - 90", "answer 346"])
     services.run_replay(replay=replay, progress=RecordingProgress())
-    row = run("aed.recovery")[case.pk]
-    assert row["messages"][-4:] == [assistant("calc 391 - 45"), observation("346"), assistant("answer 346"),
-                                    observation("answer 346 is correct")]
-    assert row["loss_mask"] == [0, 0, 0, 0, 0, 1, 0, 1, 0] and row["grade"] == "B"
+    replay.refresh_from_db()
+    assert replay.stats == {"runs": 1, "recovered": 1, "recovery_rate": 1.0}
+    row = run("aed.recovery", min_grade="C")[case.pk]
+    assert row["messages"][-6:] == [assistant("calc 391 + 45"), observation("436"), assistant("calc 436 - 90"),
+                                    observation("346"), assistant("answer 346"), observation("answer 346 is correct")]
+    assert row["loss_mask"] == [0, 0, 0, 0, 0, 0, 0, 1, 0] and row["grade"] == "C" and not row["hint"]
 
 
 def test_a_page_costs_the_same_queries_whatever_its_cases(corpus, project, django_assert_num_queries):
@@ -355,7 +380,7 @@ def test_a_page_costs_the_same_queries_whatever_its_cases(corpus, project, djang
     its runs' keys and steps. Then one query finds the next page empty."""
     version = cases.data_version(project)
     for name in KINDS:
-        with django_assert_num_queries(8 if name == "aed.recovery" else 6):
+        with django_assert_num_queries(7 if name == "aed.recovery" else 6):
             read_rows(project, name, version, min_grade="D")
 
 
@@ -371,12 +396,15 @@ def tool_case(project, members):
     case = curate(trace, curator, error_step=5, category="tool-misuse", diagnosis="It edited before testing.",
                   evidence_check="supported")
     fix = services.add_proposal(case=case, actor=curator, corrected_action="Run the test first.")
-    recovery = [{"role": "assistant", "content": "", "origin": "policy", "tool_calls": [
+    replay_with(fix, curator, [(True, False)] * 6)
+    # A harness's recovery run: the edit call and its result as they happened, then the agent runs the tests.
+    recovery = [{**trace.steps[5], "origin": "original"}, {**trace.steps[6], "origin": "original"},
+                {"role": "assistant", "content": "", "origin": "policy", "progress": True, "tool_calls": [
                     {"id": "r1", "type": "function", "function": {"name": "execute_bash",
                                                                   "arguments": '{"command": "pytest -q"}'}}]},
                 {"role": "tool", "tool_call_id": "r1", "name": "execute_bash", "content": "1 failed",
                  "origin": "policy"}]
-    replay_with(fix, curator, [(True, False)] * 6, steps={0: recovery})
+    recovery_with(fix, curator, [(False, recovery)])
     return case
 
 

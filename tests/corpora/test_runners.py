@@ -207,6 +207,21 @@ def test_on_a_stateful_environment_the_original_action_retry_differs_from_resamp
     assert corrected.passed is True and corrected.steps[0]["origin"] == "corrected"
 
 
+def test_recovery_in_context_keeps_the_error_and_marks_the_steps_that_make_progress():
+    backend = ScriptedBackend(["set port 5432", "set host db2", "submit"])
+    result = BuiltinRunner(backend).run(trace=kv_failure(), error_step=1, arm="E", corrected_action=None, seed=2,
+                                        options={"max_steps": 6, "hint": "It deleted the port the goal keeps."})
+    # The store's score: 0.5 before the error (the port matches), 0 after it; restoring the port only gets
+    # back to the best so far, setting the host raises it, submitting passes.
+    assert [(s["origin"], s["action"], s["score"], s.get("progress")) for s in result.steps] == [
+        ("original", "delete port", 0.0, None), ("policy", "set port 5432", 0.5, False),
+        ("policy", "set host db2", 1.0, True), ("policy", "submit", 1.0, True)]
+    assert result.passed is True
+    # The policy saw the error's real observation, and the diagnosis after it.
+    assert backend.calls[0]["messages"][-1] == {"role": "user", "content": "Observation: ok\nHint: It deleted the "
+                                                                           "port the goal keeps."}
+
+
 def test_on_calc_the_original_action_retry_executes_the_error_again():
     backend = ScriptedBackend(["calc 544 - 45", "answer 499"])
     trace = trace_from(make_demo_trace("(17 * 23) - 45", ["calc 17 * 23", "calc 17 * 32", "answer 499"],
@@ -238,7 +253,7 @@ def test_builtin_runner_with_real_model(local_backend):
         assert result.score == (1.0 if result.passed else 0.0)
         assert 1 <= len(result.steps) <= 2 and all(s["observation"] for s in result.steps)
     assert c.steps[0] == {"index": 0, "role": "assistant", "content": "calc 17 * 23", "action": "calc 17 * 23",
-                          "observation": "391", "origin": "corrected"}
+                          "observation": "391", "origin": "corrected", "score": 0.0}
     assert all(s["origin"] == "policy" for s in r.steps)
     assert [s["content"] for s in again.steps] == [s["content"] for s in r.steps]  # same seed, same text
 
@@ -249,10 +264,13 @@ def test_both_retry_designs_on_both_environments_with_the_real_model(local_backe
     kw = {"runner": "builtin", "trace": trace(), "error_step": 1, "seed": 3, "arm": "R", "corrected_action": None,
           "options": {"max_steps": 3, "max_tokens": 12}}
     resampled, original = run_arm(**kw), run_arm(**kw, retry="original")
+    recovering = run_arm(**{**kw, "arm": "E", "options": {**kw["options"], "hint": "Check the operator."}})
     assert resampled.steps[0]["origin"] == "policy" and original.steps[0]["origin"] == "original"
     assert original.steps[0]["action"] == kw["trace"].steps[1]["action"]  # the error, executed again
-    for result in (resampled, original):
+    assert recovering.steps[0]["action"] == kw["trace"].steps[1]["action"]
+    for result in (resampled, original, recovering):
         assert isinstance(result.passed, bool) and all(s["observation"] for s in result.steps)
+        assert all(isinstance(s["progress"], bool) for s in result.steps if s["origin"] == "policy")
 
 
 # --- the webhook runner --------------------------------------------------------------------------

@@ -2,9 +2,12 @@
 
 - `aed.diagnosis_sft` (`diagnosis`): learn to find and diagnose the first decisive error (the run up to and
   including it -> "Error step / Category / Diagnosis").
-- `aed.recovery` (`recovery`): AREX-style recovery. The run keeps its error in context (the prefix, the error
-  step and its observation), then continues with a passing corrected replay; `loss_mask` is 1 only on the
-  recovery's assistant turns.
+- `aed.recovery` (`recovery`): AREX-2 recovery in context, from the runs of recovery replays. The run keeps its
+  error and the observation it really got in context, then the policy continues; loss falls only on the
+  decisions after the failure that make progress, per message (`loss_mask`) and per token (`input_ids`,
+  `completion_mask` under the model's chat template).
+- `aed.repair` (`repair`): TRL `prompt` / `completion`: the context up to the error step, then the corrected
+  action alone.
 - `aed.preference` (`preference`): TRL `prompt` / `chosen` / `rejected`: at the checkpoint before the error
   step, the corrected action is preferred to the original one.
 - `aed.pairs` (`pairs`): the full error-diagnosis record with its proposal and the replay evidence (2x2 table,
@@ -28,7 +31,7 @@ export writes the same evidence however many runs were recorded since. The case'
 status, proposals) are read as they are when the rows are read.
 
 Cases are read a page at a time (keyset on the case id, `cases.graded_pages`), with their proposals and
-replays; a page's runs are read in one query (pair, arm and outcome only; the steps of the recovery run alone).
+replays; a page's runs are read in one query (pair, arm and outcome only; the recovery runs with their steps).
 """
 
-from . import diagnosis, pairs, preference, recovery  # noqa: F401  (importing a kind's module registers it)
+from . import diagnosis, pairs, preference, recovery, repair  # noqa: F401  (importing a kind's module registers it)

@@ -13,7 +13,7 @@ from dataplatform.exports.registry import ExportFilters, ExportQuery
 from dataplatform.exports.sources import keyset_pages
 
 from .. import selectors, stats
-from ..models import Case, CaseStatus, Proposal, Replay, ReplayRun
+from ..models import Case, CaseStatus, Proposal, Replay, ReplayMode, ReplayRun
 
 # A page of cases carries their traces' steps; keep pages small whatever the export's batch size.
 CASE_PAGE = 200
@@ -92,7 +92,7 @@ def _bound_replays(page: list[Case], run_bound: int, alpha: float) -> None:
     """Give every prefetched replay of the page the table and statistics of its runs up to `run_bound`.
     In memory only (nothing is saved): the selectors then grade each case as of the data version."""
     replays = {replay.pk: replay for case in page for proposal in case.proposals.all()
-               for replay in proposal.replays.all()}
+               for replay in proposal.replays.all() if replay.mode == ReplayMode.PAIRED}
     runs: dict[int, list[tuple[int, str, bool]]] = {pk: [] for pk in replays}
     for replay_id, pair, arm, passed in (ReplayRun.objects.filter(replay_id__in=list(replays), id__lte=run_bound)
                                          .values_list("replay_id", "pair", "arm", "passed")):

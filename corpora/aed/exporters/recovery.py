@@ -1,32 +1,49 @@
-"""`aed.recovery` (AREX-style): the run with its error kept in context, continued by a passing corrected
-replay; `loss_mask` is 1 only on the recovery's assistant turns."""
+"""`aed.recovery` (AREX-2, recovery in context): one row per run of a recovery replay (arm E). The failure stays
+in the prompt: the task, the steps before the error, the erroneous step with the observation it really got
+(and the diagnosis after it when the policy was shown it as a hint); then the policy's continuation. Loss falls
+only on the continuation's decisions that make progress (steps marked `progress` by the runner: the step that
+passes, or raises the environment's score over the best so far), never on the error:
+
+- `loss_mask`, per message (1 on those assistant messages);
+- `input_ids` and `completion_mask`, per token, under the platform model's chat template (the trainer-ready
+  form TRL's SFT trainer reads), with the template's identity in every row and in the manifest's notes. They
+  are null when the backend has no tokenizer here or its template is not prefix-stable (counted in the notes).
+
+A run whose continuation makes no progress has nothing to train on and is left out."""
 
 from collections.abc import Iterator
 
 import pyarrow as pa
 
+from dataplatform.conversations.token_masks import NotPrefixStable, completion_mask, template_identity
 from dataplatform.conversations.training import TOOLS, messages_cell, record_batch, tools_cell
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.inference import backend_for_model
 
-from ..models import Case, ReplayRun
+from ..models import Case, Replay, ReplayMode, ReplayRun
 from .cases import COMMON, RETRY_ARM, Bound, graded_pages, retry_arm, row_key, trace_columns
-from .rendering import MESSAGES, error_step_end, prefix_messages, step_messages
+from .rendering import MESSAGES, prefix_messages, step_messages
 
 RECOVERY_SCHEMA = pa.schema([
     ("id", pa.string()),
-    ("messages", MESSAGES),  # task, steps before the error, the error step and its observation, the recovery
-    ("loss_mask", pa.list_(pa.int64())),  # per message: 1 on the recovery's assistant turns, else 0
+    ("messages", MESSAGES),  # task, steps before the error, the error step and its real observation, the recovery
+    ("loss_mask", pa.list_(pa.int64())),  # per message: 1 on the recovery's assistant turns that make progress
+    ("input_ids", pa.list_(pa.int64())),  # the messages under the chat template of `template_model`
+    ("completion_mask", pa.list_(pa.int64())),  # per token: 1 on the tokens of the messages with loss
+    ("template_model", pa.string()),
+    ("template_sha256", pa.string()),  # sha256 of the chat template the ids belong to
     ("tools", TOOLS),  # the function schemas the trace's agent was offered; null when none
     ("case_id", pa.int64()),
     ("trace_id", pa.string()),
     ("error_step", pa.int64()),
     ("category", pa.string()),
     ("grade", pa.string()),
-    ("proposal_id", pa.int64()),
-    ("corrected_action", pa.string()),
-    ("replay_id", pa.int64()),
-    ("run_pair", pa.int64()),  # the passing arm-C run the recovery comes from
+    ("replay_id", pa.int64()),  # the recovery replay the run belongs to
+    ("run_id", pa.int64()),
+    ("run_pair", pa.int64()),
     ("run_seed", pa.int64()),
+    ("passed", pa.bool_()),  # the run recovered all the way (progress may also be partial)
+    ("hint", pa.bool_()),  # the policy was shown the diagnosis after the error
     ("environment", pa.string()),
     ("harness", pa.string()),
     ("policy_model", pa.string()),
@@ -34,53 +51,84 @@ RECOVERY_SCHEMA = pa.schema([
 ])
 
 
-def _first_passing_corrected_runs(replay_ids: list[int], run_bound: int) -> dict[int, ReplayRun]:
-    """replay id -> its passing arm-C run of the lowest pair, among the runs up to the bound."""
-    first: dict[int, int] = {}
-    for replay_id, run_id in (ReplayRun.objects.filter(replay_id__in=replay_ids, arm="C", passed=True,
-                                                       id__lte=run_bound)
-                              .order_by("replay_id", "pair").values_list("replay_id", "id")):
-        first.setdefault(replay_id, run_id)
-    return {run.replay_id: run for run in ReplayRun.objects.filter(id__in=list(first.values()))}
+def _recovery_runs(cases: list[Case], run_bound: int) -> dict[int, list[tuple[Replay, ReplayRun]]]:
+    """case id -> (replay, run) of its recovery replays' runs up to the bound, in replay and pair order."""
+    replays = {replay.pk: (case.pk, replay) for case in cases for proposal in case.proposals.all()
+               for replay in proposal.replays.all() if replay.mode == ReplayMode.RECOVERY}
+    runs: dict[int, list[tuple[Replay, ReplayRun]]] = {}
+    for run in (ReplayRun.objects.filter(replay_id__in=list(replays), arm="E", id__lte=run_bound)
+                .order_by("replay_id", "pair")):
+        case_id, replay = replays[run.replay_id]
+        runs.setdefault(case_id, []).append((replay, run))
+    return runs
 
 
-def recovery_messages(case: Case, run: ReplayRun) -> tuple[list[dict], list[int]]:
-    """(messages, loss_mask): the error stays in context (mask 0), only the recovery's decisions are trained."""
-    context = prefix_messages(case) + [message for step in case.trace.steps[case.error_step:error_step_end(case)]
-                                       for message in step_messages(step)]
-    recovery = [message for step in run.steps if isinstance(step, dict) and step.get("origin") != "prefix"
-                for message in step_messages(step)]
-    mask = [0] * len(context) + [int(message["role"] == "assistant") for message in recovery]
-    return context + recovery, mask
+def recovery_messages(case: Case, run: ReplayRun, hint: str = "") -> tuple[list[dict], list[int]]:
+    """(messages, loss_mask): the context and the error with its observation (mask 0), then the continuation,
+    whose assistant messages carry loss where their step made progress."""
+    messages, mask = list(prefix_messages(case)), [0] * len(prefix_messages(case))
+    for step in run.steps:
+        if not isinstance(step, dict) or step.get("origin") == "prefix":
+            continue
+        rendered = step_messages(step)
+        if hint and step.get("origin") == "original" and len(rendered) > 1:  # as the policy saw it
+            rendered[-1] = {**rendered[-1], "content": f"{rendered[-1]['content']}\nHint: {hint}"}
+        messages += rendered
+        mask += [int(bool(step.get("progress")) and message["role"] == "assistant") for message in rendered]
+    return messages, mask
+
+
+class _Tokens:
+    """The platform model's tokenizer for the token columns, looked up once per export."""
+
+    def __init__(self, query: ExportQuery):
+        self.query = query
+        self.backend = backend_for_model("")
+        self.identity = template_identity(self.backend)
+        query.notes["template"] = self.identity or "no tokenizer here: input_ids and completion_mask are null"
+
+    def columns(self, messages: list[dict], tools, mask: list[int]) -> dict:
+        empty = {"input_ids": None, "completion_mask": None, "template_model": None, "template_sha256": None}
+        if self.identity is None:
+            return empty
+        try:
+            ids, token_mask = completion_mask(self.backend.tokenizer, messages, list(tools) or None, mask)
+        except NotPrefixStable:
+            self.query.notes["rows_without_tokens"] = self.query.notes.get("rows_without_tokens", 0) + 1
+            return empty
+        return {"input_ids": ids, "completion_mask": token_mask, "template_model": self.identity["model_id"],
+                "template_sha256": self.identity["chat_template_sha256"]}
 
 
 def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     bound = Bound.parse(query.data_version)
+    tokens = None
     for page in graded_pages(query):
-        replayed = [g for g in page if g.replay is not None]
-        runs = _first_passing_corrected_runs([g.replay.pk for g in replayed], bound.runs)
+        runs = _recovery_runs([g.case for g in page], bound.runs)
         rows = []
-        for g in replayed:
-            run = runs.get(g.replay.pk)
-            if run is None:
-                continue
-            messages, mask = recovery_messages(g.case, run)
-            if not any(mask):  # the run recorded no decision of its own: nothing to train on
-                continue
-            rows.append({
-                "id": row_key(g.case), "messages": messages_cell(messages), "loss_mask": mask,
-                "tools": tools_cell(g.case.trace.tools), "case_id": g.case.pk,
-                "error_step": g.case.error_step, "category": g.case.category, "grade": g.grade,
-                "proposal_id": g.proposal.pk, "corrected_action": g.proposal.corrected_action,
-                "replay_id": g.replay.pk, "run_pair": run.pair, "run_seed": run.seed, **trace_columns(g.case),
-                **retry_arm(g),
-            })
+        for g in page:
+            for replay, run in runs.get(g.case.pk, []):
+                hint = str(replay.options.get("hint") or "")
+                messages, mask = recovery_messages(g.case, run, hint)
+                if not any(mask):  # no decision after the failure made progress: nothing to train on
+                    continue
+                tokens = tokens or _Tokens(query)
+                training = [{key: value for key, value in message.items() if value is not None} for message in messages]
+                rows.append({
+                    # Keyed on the case, as every AED kind: all runs of a case fall in the same split.
+                    "id": row_key(g.case), "run_id": run.pk, "messages": messages_cell(messages), "loss_mask": mask,
+                    **tokens.columns(training, g.case.trace.tools, mask),
+                    "tools": tools_cell(g.case.trace.tools), "case_id": g.case.pk, "error_step": g.case.error_step,
+                    "category": g.case.category, "grade": g.grade, "replay_id": replay.pk, "run_pair": run.pair,
+                    "run_seed": run.seed, "passed": run.passed, "hint": bool(hint), **trace_columns(g.case),
+                    **retry_arm(g),
+                })
         yield record_batch(rows, RECOVERY_SCHEMA)
 
 
 register(ExportKind(
-    name="aed.recovery", version=3, schema=RECOVERY_SCHEMA, label="AED recovery (AREX-style)",
-    description="The run with its error kept in context, continued by a passing corrected replay; loss_mask "
-                "(per message) is 1 only on the recovery's assistant turns.",
-    rows=recovery_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "replay_id", "run_pair",
-                                      "run_seed"), **COMMON))
+    name="aed.recovery", version=3, schema=RECOVERY_SCHEMA, label="AED recovery in context (AREX-2)",
+    description="One row per run of a recovery replay: the error and its real observation kept in the prompt, the "
+                "policy's continuation after it; loss only on the decisions that make progress (per message, and "
+                "per token as input_ids + completion_mask under the model's chat template).",
+    rows=recovery_rows, **COMMON))

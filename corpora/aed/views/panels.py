@@ -14,7 +14,7 @@ from dataplatform.jobs.models import Job
 from dataplatform.jobs.views import stalled_reason
 
 from .. import runners, selectors, services, stats
-from ..models import EvidenceCheck, RetryDesign
+from ..models import EvidenceCheck, ReplayMode, RetryDesign
 
 MODEL_JOB_KINDS = ("aed.draft", "aed.check_evidence")  # what the case's model box starts and follows
 REPLAY_DEFAULTS = {"pairs": 10, "seed": 0, "max_steps": 6, "temperature": 0.7}
@@ -111,6 +111,7 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
         "proposal_add_url": reverse("aed-proposal-add", args=[project.slug, case.pk]),
         "runners": list(runners.RUNNERS),
         "retry_designs": RetryDesign.choices,
+        "replay_modes": ReplayMode.choices,
         "replay_defaults": REPLAY_DEFAULTS,
         "max_pairs": services.MAX_REPLAY_PAIRS,
         "max_replay_steps": MAX_REPLAY_STEPS,
@@ -121,7 +122,9 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
 
 def replay_view(project, replay, job, alpha: float) -> dict:
     """What the page shows of a replay: its statistics recomputed from the table at the project's `alpha`."""
-    s = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00, alpha=alpha) if replay.stats else {}
+    recovery = replay.mode == ReplayMode.RECOVERY
+    s = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00, alpha=alpha) if (
+        replay.stats and not recovery) else {}
     return {
         "replay": replay,
         "job": job,
@@ -130,6 +133,10 @@ def replay_view(project, replay, job, alpha: float) -> dict:
         "options": ", ".join(f"{k}={v}" for k, v in sorted(replay.options.items()) if k not in ("url", "headers")),
         "webhook": replay.options.get("url", "") if replay.runner == "webhook" else "",
         "has_stats": bool(s.get("pairs")),
+        "recovery": recovery,
+        "recovery_runs": replay.stats.get("runs", 0) if recovery else 0,
+        "recovered": replay.stats.get("recovered", 0) if recovery else 0,
+        "recovery_rate": percent(replay.stats.get("recovery_rate")) if recovery else "",
         "pairs_done": s.get("pairs", 0),
         "pass_rate_c": percent(s.get("pass_rate_c")),
         "pass_rate_r": percent(s.get("pass_rate_r")),

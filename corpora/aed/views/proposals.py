@@ -89,7 +89,8 @@ def replay_start(request, slug: str, proposal_id: int):
         replay = services.start_replay(
             proposal=proposal, pairs=whole_number(request.POST.get("pairs") or REPLAY_DEFAULTS["pairs"], "pairs"),
             runner=runner, seed=whole_number(request.POST.get("seed") or 0, "seed"),
-            retry=request.POST.get("retry") or "resample",
+            retry=request.POST.get("retry") or "resample", mode=request.POST.get("mode") or "paired",
+            hint=bool(request.POST.get("hint")),
             options=_replay_options(request.POST, runner), user=request.user)
     # Shown in the proposals box. Broker down: the replay and its job exist, the job is marked failed;
     # queue full: nothing was written.
