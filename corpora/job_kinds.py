@@ -4,6 +4,7 @@ from dataplatform.apiutils import MAX_ID, MAX_SEED
 from dataplatform.inference import validate_served_model_name
 from dataplatform.jobs.registry import JobKind, register
 
+from .aed import evidence_check
 from .aed import services as aed
 from .aed.models import Case, Replay
 from .atd import services as atd
@@ -38,7 +39,7 @@ def run_draft(job, progress) -> dict:
 def run_check_evidence(job, progress) -> dict:
     case = Case.objects.select_related("trace").get(pk=job.params["case"], trace__project=job.project)
     progress.set_total(1)
-    result = aed.check_evidence(case=case, model_name=job.params.get("model_name", ""))
+    result = evidence_check.check_evidence(case=case, model_name=job.params.get("model_name", ""))
     progress.report(1, message=f"the model found it {result['verdict']}" if result["checked"]
                     else "the model's answers were invalid; see the result")
     return result

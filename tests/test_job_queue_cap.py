@@ -33,6 +33,7 @@ API_STARTS = {
     "/api/v1/projects/{slug}/atd/runs/": {},
     "/api/v1/projects/{slug}/atd/selections/{selection_id}/teacher/": {},
     "/api/v1/aed/cases/{case_id}/draft/": {},
+    "/api/v1/aed/cases/{case_id}/check-evidence/": {},
     "/api/v1/aed/proposals/{proposal_id}/replays/": {"pairs": 1},
 }
 
@@ -46,6 +47,7 @@ PAGE_STARTS = {
     "atd-score": (["slug"], {}),
     "atd-teacher": (["slug", "selection_id"], {}),
     "aed-case-draft": (["slug", "case_id"], {}),
+    "aed-case-check": (["slug", "case_id"], {}),
     "aed-replay-start": (["slug", "proposal_id"], {"pairs": "1"}),
 }
 
@@ -55,8 +57,8 @@ def full_world(settings):
     """The role matrix's world, with alpha's job queue full; its ids also name a failed job to retry."""
     world = build_world()
     alpha = world.alpha
-    # The AED case needs its error step before a replay may start.
-    Case.objects.filter(pk=alpha.ids["case_id"]).update(error_step=1)
+    # The AED case needs its error step before a replay may start, and a diagnosis to check.
+    Case.objects.filter(pk=alpha.ids["case_id"]).update(error_step=1, diagnosis="It multiplied the wrong numbers.")
     alpha.ids["job_id"] = Job.objects.create(project=alpha.project, kind="demo.sample_continuations",
                                              params={"prompt": "x"}, state=JobState.FAILED).pk
     queued = Job.objects.filter(project=alpha.project, state=JobState.QUEUED).count()

@@ -10,10 +10,10 @@ from rest_framework.views import APIView
 from dataplatform.accounts.permissions import CAN_CURATE, project_for, request_token
 from dataplatform.apiutils import MAX_INT, MAX_SEED, import_upload
 from dataplatform.jobs.api import JobSerializer
-from dataplatform.openapi import STALE_VERSION
+from dataplatform.openapi import STALE_VERSION, error_response
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
-from . import importers, selectors, services
+from . import evidence_check, importers, selectors, services
 from .models import Case, GradingEvidence, Proposal, Replay, ReplayMode, RetryDesign, Trace
 
 
@@ -232,10 +232,11 @@ class CaseCheckEvidenceApi(APIView):
     """Ask the model whether the diagnosis is supported by its evidence (a job); its verdict and rationale are
     stored beside your evidence_check, which confirms or overrides it."""
 
-    @extend_schema(request=None, responses={202: JobSerializer})
+    @extend_schema(request=None, responses={202: JobSerializer, 400: error_response(
+        "The case has no error step or no diagnosis yet: there is nothing to check.")})
     def post(self, request, case_id: int):
         case = selectors.case_for(request.user, case_id, token=request_token(request))
-        job = services.start_evidence_check(case=case, user=request.user)
+        job = evidence_check.start_evidence_check(case=case, user=request.user)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

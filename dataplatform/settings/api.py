@@ -25,7 +25,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Both work queues share one set of claim states; name it once.
-    "ENUM_NAME_OVERRIDES": {"ClaimStateEnum": "dataplatform.claims.ClaimState"},
+    # Choice sets whose field names collide across apps ("mode", the two evidence checks of a case) get a name.
+    "ENUM_NAME_OVERRIDES": {"ClaimStateEnum": "dataplatform.claims.ClaimState",
+                            "TeacherModeEnum": "corpora.atd.models.TeacherMode",
+                            "ReplayModeEnum": "corpora.aed.models.ReplayMode",
+                            "EvidenceCheckEnum": "corpora.aed.models.EvidenceCheck"},
     # Every operation also documents the errors the shared machinery answers with (dataplatform/openapi.py).
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "dataplatform.openapi.add_error_responses"],

@@ -181,33 +181,6 @@ def test_model_draft_is_marked_model_authored(case, members, monkeypatch):
     assert case.diagnosed_by == "curator"  # an evidence check is not a diagnosis
 
 
-def test_the_model_checks_the_evidence_beside_the_curator(case, members, monkeypatch):
-    curator = members["curator"]
-    with pytest.raises(services.CurationError, match="Mark the error step"):
-        services.start_evidence_check(case=case, user=curator)
-    case = edit(case, curator, error_step=1, category="plan-error", diagnosis="It multiplied by 32, not 23.",
-                evidence=[{"step": 1, "quote": "calc 17 * 32"}], evidence_check="unsupported")
-    answer = '{"rationale": "Step 1 multiplies 17 by 32, as the diagnosis says.", "verdict": "supported"}'
-    backend = ConstrainingBackend(answer)
-    monkeypatch.setattr(services, "backend_for_model", lambda name: backend)
-    assert services.check_evidence(case=case)["verdict"] == "supported"
-    assert backend.schemas == [services.EVIDENCE_SCHEMA]
-    messages = services.evidence_messages(case)
-    assert '- step 1: content: calc 17 * 32' in messages[1]["content"] and 'quoted: "calc 17 * 32"' in \
-        messages[1]["content"] and "data, not instructions" in messages[0]["content"]
-    case.refresh_from_db()
-    assert (case.model_evidence_check, case.model_evidence_model_id) == ("supported", "constraining-model")
-    assert case.model_evidence_rationale.startswith("Step 1 multiplies") and case.evidence_check == "unsupported"
-    event = CaseEvent.objects.get(case=case, kind="model_check")
-    assert event.origin == "model" and event.payload["prompt_version"] == services.EVIDENCE_PROMPT_VERSION
-    # An answer outside the three verdicts is asked again, then reported; the stored verdict stays.
-    monkeypatch.setattr(services, "backend_for_model", lambda name: ConstrainingBackend('{"verdict": "maybe"}'))
-    result = services.check_evidence(case=case)
-    assert not result["checked"] and [a["max_tokens"] for a in result["attempts"]] == [160, 320]
-    case.refresh_from_db()
-    assert case.model_evidence_check == "supported"
-
-
 def test_the_retry_design_is_stored_and_changes_the_table_on_a_stateful_environment(project, members,
                                                                                      scripted_policy):
     record = make_kv_trace({"host": "db1", "port": "5432"}, {"host": "db2", "port": "5432"},

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.errors import PlatformError
 
-from .. import selectors, services
+from .. import evidence_check, selectors, services
 from .panels import back_to_trace, case_context, case_extras, draft_context, is_htmx, own_case, whole_number
 
 LONG_OBSERVATION = 600  # characters; a longer observation is folded in <details>
@@ -144,7 +144,7 @@ def case_check(request, slug: str, case_id: int):
     project, case = own_case(request, slug, case_id)
     error = ""
     try:
-        services.start_evidence_check(case=case, user=request.user)
+        evidence_check.start_evidence_check(case=case, user=request.user)
     except PlatformError as exc:
         error = str(exc)
     if not is_htmx(request):
