@@ -26,7 +26,7 @@ from dataplatform.openapi import error_response
 from . import selectors, services
 from .models import Export
 from .ranges import file_response
-from .registry import all_kinds
+from .registry import all_kinds, describe_filters
 from .storage import export_storage, is_local
 
 CONTENT_TYPES = {
@@ -182,7 +182,10 @@ class ExportKindSerializer(serializers.Serializer):
     label = serializers.CharField()
     description = serializers.CharField()
     schema = ExportKindFieldSerializer(many=True)
-    filters = serializers.ListField(child=serializers.CharField())
+    filters = serializers.ListField(child=serializers.CharField(), help_text="the filters' names")
+    filter_fields = serializers.ListField(child=serializers.DictField(), help_text=(
+        "each filter: name, type (boolean, integer, number, datetime, choice, list, string), item_type (a list's item "
+        "type), required, default, choices, min_value, max_value, help"))
 
 
 def _starts_a_download(request) -> bool:
@@ -204,6 +207,7 @@ class ExportKindsApi(APIView):
                 "description": kind.description,
                 "schema": [{"name": f.name, "type": str(f.type)} for f in kind.schema],
                 "filters": list(kind.filters().fields),
+                "filter_fields": describe_filters(kind),
             }
             for kind in all_kinds()
         ])

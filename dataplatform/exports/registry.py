@@ -11,10 +11,48 @@ from dataplatform.registry import KindRegistry
 
 
 class ExportFilters(serializers.Serializer):
-    """Filters every kind accepts. Kinds subclass it to add their own (status, tags, ...)."""
+    """Filters every kind accepts. Kinds subclass it to add their own (status, tags, ...). A value outside a
+    filter's choices is refused with the valid ones named."""
 
     created_after = serializers.DateTimeField(required=False)
     created_before = serializers.DateTimeField(required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for field_ in self.fields.values():
+            choice = field_.child if isinstance(field_, serializers.ListField) else field_
+            if isinstance(choice, serializers.ChoiceField):
+                valid = ", ".join(str(value) for value in choice.choices)
+                choice.error_messages["invalid_choice"] = f'"{{input}}" is not a valid choice; choose one of: {valid}.'
+
+
+def _filter_type(field_: serializers.Field) -> str:
+    for kind, name in ((serializers.BooleanField, "boolean"), (serializers.IntegerField, "integer"),
+                       (serializers.FloatField, "number"), (serializers.DateTimeField, "datetime"),
+                       (serializers.ChoiceField, "choice"), (serializers.ListField, "list")):
+        if isinstance(field_, kind):
+            return name
+    return "string"
+
+
+def describe_filters(kind: "ExportKind") -> list[dict]:
+    """Each filter of a kind as a client needs it: name, type (a list's item type beside it), choices, bounds,
+    default (None when there is none) and meaning."""
+    described = []
+    for name, field_ in kind.filters().fields.items():
+        value = field_.child if isinstance(field_, serializers.ListField) else field_
+        default = None if field_.default is serializers.empty else field_.default
+        entry = {"name": name, "type": _filter_type(field_), "required": field_.required,
+                 "default": default() if callable(default) else default, "help": str(field_.help_text or "")}
+        if isinstance(field_, serializers.ListField):
+            entry["item_type"] = _filter_type(value)
+        if isinstance(value, serializers.ChoiceField):
+            entry["choices"] = [str(choice) for choice in value.choices]
+        for bound in ("min_value", "max_value"):
+            if getattr(value, bound, None) is not None:
+                entry[bound] = getattr(value, bound)
+        described.append(entry)
+    return described
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataplatform.pagination import parse_id
 from . import selectors, services
 from .cards import load_snippets
 from .models import ExportFormat
-from .registry import all_kinds
+from .registry import all_kinds, describe_filters
 
 PAGE_SIZE = 25
 
@@ -31,7 +31,7 @@ def export_list(request, slug: str):
         "exports": page[:PAGE_SIZE],
         "older_than": page[PAGE_SIZE - 1].pk if len(page) > PAGE_SIZE else None,
         "can_create": role in CAN_CREATE_EXPORTS,
-        "kinds": [(kind, list(kind.filters().fields)) for kind in all_kinds()],
+        "kinds": [(kind, describe_filters(kind)) for kind in all_kinds()],
         "formats": ExportFormat.choices,
     })
 

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -210,3 +212,19 @@ def test_list_query_count_does_not_grow_with_exports(members, run_export, django
         run_export(filters={"n": n})
     with django_assert_max_num_queries(len(few.captured_queries)):
         assert len(client.get(BASE).json()["results"]) == 7
+
+
+def test_export_kinds_describe_each_filter_and_a_bad_choice_names_the_valid_ones(members):
+    kinds = {k["name"]: k for k in api_client_for(members["trainer"]).get("/api/v1/export-kinds/").json()}
+    balanced = {f["name"]: f for f in kinds["swe.balanced"]["filter_fields"]}
+    assert balanced["allocation"] == {"name": "allocation", "type": "choice", "required": False, "default": "equal",
+                                      "choices": ["equal", "fill"], "help": balanced["allocation"]["help"]}
+    assert balanced["review_status"]["type"] == "list" and balanced["review_status"]["item_type"] == "choice"
+    assert balanced["review_status"]["choices"] == ["reviewed", "auto", "error", "unlabeled"]
+    assert (balanced["seed"]["type"], balanced["seed"]["default"], balanced["seed"]["min_value"]) == ("integer", 0, 0)
+    assert balanced["include_unassigned"]["type"] == "boolean" and balanced["created_after"]["type"] == "datetime"
+    curator = api_client_for(members["curator"])
+    response = curator.post("/api/v1/projects/alpha/exports/", {"kind": "swe.balanced",
+                                                                 "filters": {"allocation": "random"}}, format="json")
+    assert response.status_code == 400
+    assert 'choose one of: equal, fill' in json.dumps(response.json())

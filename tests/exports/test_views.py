@@ -71,3 +71,11 @@ def test_datasets_snippet_names_only_splits_that_have_files(client, members, run
     html = client.get(reverse("export-detail", args=["alpha", export.pk])).content.decode()
     assert f"&#x27;train&#x27;: &#x27;./export-{export.pk}/train-*&#x27;" in html
     assert "validation-*" not in html
+
+
+def test_the_form_lists_each_kinds_filters_with_choices_and_defaults(client, members, project):
+    client.force_login(members["curator"])
+    page = client.get(reverse("export-list", args=[project.slug])).content.decode()
+    row = " ".join(page[page.index("<code>allocation</code>"):].split("</tr>")[0].split())
+    assert 'id="filter-help"' in page
+    assert row.startswith("<code>allocation</code></td><td>choice</td> <td>equal, fill</td><td><code>equal</code></td>")
