@@ -25,7 +25,7 @@ def test_create_an_export_and_watch_it_finish(page, live_server, project, member
     page.get_by_label("Validation share").fill("0")
     page.get_by_role("button", name="Create export").click()
 
-    row = page.locator("tbody tr").first
+    row = page.locator("section[aria-labelledby=export-table] tbody tr").first  # not the filter table above
     expect(row.locator(".state")).to_have_text("Succeeded", timeout=60_000)
     expect(row).to_contain_text("3 shards")
     row.get_by_role("link", name="files & snippets").click()
