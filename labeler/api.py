@@ -254,6 +254,14 @@ class AutolabelApi(APIView):
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
+def _review_state(params) -> str:
+    """The `state` filter of the task and trajectory lists ("" for any), or a 400 naming the valid ones."""
+    state = params.get("state", "")
+    if state and state not in selectors.REVIEW_STATES:
+        raise ValidationError({"state": [f"Must be one of {', '.join(selectors.REVIEW_STATES)}."]})
+    return state
+
+
 class TaskListApi(APIView):
     """Tasks you may see, newest first, cursor-paginated. Filters: `state` (unlabeled, auto, error,
     reviewed), `field` + `value` (a label field and a slug or tag), `search` (instance id or repo)."""
@@ -266,10 +274,8 @@ class TaskListApi(APIView):
         token = request_token(request)
         project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=token)
         params = request.query_params
-        if params.get("state") and params["state"] not in selectors.REVIEW_STATES:
-            raise ValidationError({"state": [f"Must be one of {', '.join(selectors.REVIEW_STATES)}."]})
         tasks = selectors.filter_tasks(selectors.tasks_visible_to(request.user, project, token=token),
-                                       services.settings_for(project).taxonomy, state=params.get("state", ""),
+                                       services.settings_for(project).taxonomy, state=_review_state(params),
                                        field=params.get("field", ""), value=params.get("value", ""),
                                        search=params.get("search", ""))
         paginator = CreatedCursorPagination()
@@ -298,11 +304,9 @@ class TrajectoryListApi(APIView):
         token = request_token(request)
         project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=token)
         params = request.query_params
-        if params.get("state") and params["state"] not in selectors.REVIEW_STATES:
-            raise ValidationError({"state": [f"Must be one of {', '.join(selectors.REVIEW_STATES)}."]})
         trajectories = selectors.filter_by_state(
             selectors.trajectories_visible_to(request.user, project, token=token),
-            services.settings_for(project).taxonomy, params.get("state", ""))
+            services.settings_for(project).taxonomy, _review_state(params))
         if params.get("search"):
             trajectories = trajectories.filter(Q(trajectory_id__icontains=params["search"])
                                                | Q(instance_id__icontains=params["search"]))

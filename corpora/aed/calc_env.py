@@ -118,10 +118,16 @@ def calc_system_prompt(max_steps: int = DEFAULT_MAX_STEPS) -> str:
 
 def calc_messages(task: dict, steps: list[dict], *, max_steps: int = DEFAULT_MAX_STEPS) -> list[dict]:
     """The chat the policy sees: the rules, the task, then each prior action and its observation."""
-    messages = [{"role": "system", "content": calc_system_prompt(max_steps)},
-                {"role": "user", "content": f"Task: compute {task['expression']}"}]
+    return [{"role": "system", "content": calc_system_prompt(max_steps)},
+            {"role": "user", "content": f"Task: compute {task['expression']}"}, *history_messages(steps)]
+
+
+def history_messages(steps: list[dict]) -> list[dict]:
+    """Each prior action and what the agent observed after it (and the diagnosis, when a recovery shows it),
+    as every builtin environment's policy sees them."""
+    messages = []
     for step in steps:
         messages.append({"role": "assistant", "content": step.get("action") or ""})
-        hint = f"\nHint: {step['hint']}" if step.get("hint") else ""  # recovery in context, with the diagnosis
+        hint = f"\nHint: {step['hint']}" if step.get("hint") else ""
         messages.append({"role": "user", "content": f"Observation: {step.get('observation') or ''}{hint}"})
     return messages

@@ -21,7 +21,7 @@ another store than letting the policy choose the step again.
 import json
 import re
 
-from .calc_env import action_line
+from .calc_env import action_line, history_messages
 
 ENVIRONMENT = "kv-v1"
 DEFAULT_MAX_STEPS = 8
@@ -114,11 +114,7 @@ def kv_system_prompt(max_steps: int = DEFAULT_MAX_STEPS) -> str:
 def kv_messages(task: dict, steps: list[dict], *, max_steps: int = DEFAULT_MAX_STEPS) -> list[dict]:
     """The chat the policy sees: the rules, the task (the starting store and the goal), then each prior action
     and its observation."""
-    messages = [{"role": "system", "content": kv_system_prompt(max_steps)},
-                {"role": "user", "content": f"Starting store: {json.dumps(task['initial'], sort_keys=True)}\n"
-                                            f"Goal: {json.dumps(task['goal'], sort_keys=True)}"}]
-    for step in steps:
-        messages.append({"role": "assistant", "content": step.get("action") or ""})
-        hint = f"\nHint: {step['hint']}" if step.get("hint") else ""  # recovery in context, with the diagnosis
-        messages.append({"role": "user", "content": f"Observation: {step.get('observation') or ''}{hint}"})
-    return messages
+    return [{"role": "system", "content": kv_system_prompt(max_steps)},
+            {"role": "user", "content": f"Starting store: {json.dumps(task['initial'], sort_keys=True)}\n"
+                                        f"Goal: {json.dumps(task['goal'], sort_keys=True)}"},
+            *history_messages(steps)]
