@@ -439,7 +439,7 @@ def trajectory_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
         yield record_batch(rows, TRAJECTORY_SCHEMA)
 
 
-register(ExportKind(name="swe.trajectories", version=2, label="SWE trajectories, with their labels",
+register(ExportKind(name="swe.trajectories", version=2, trl_format="language_modeling", label="SWE trajectories, with their labels",
                     rows=trajectory_rows, schema=TRAJECTORY_SCHEMA, data_version=trajectory_data_version,
                     filters=LabelFilters, key_field="trajectory_id", dedup_ignore=("task_id",),
                     count=lambda query: _bounded(Trajectory, query).count(),

@@ -175,6 +175,7 @@ def _pair_row(pair: Pair, backend) -> dict:
 
 register(ExportKind(
     name="onpanda.pairs",
+    trl_format="preference",
     # 2: the prompt carries reasoning_content, tool_calls and tool results; the tools column. 3: chosen and
     # rejected carry their reasoning and tool calls; pairs only between answers to the same conversation.
     version=3,

@@ -1,5 +1,7 @@
-"""onpanda.sft: one row per accepted session, the prompt and the accepted response as chat messages (TRL's
-conversational language-modeling format: `messages`, and the prompt's `tools`)."""
+"""onpanda.sft: one row per accepted session, the prompt and the accepted response as chat messages, in TRL's
+conversational prompt-completion format (`prompt`, `completion`, and the prompt's `tools`), which its SFT
+trainer trains with loss on the completion only; `messages` (the two joined, the language-modeling format)
+beside them for trainers that read that."""
 
 from collections.abc import Iterator
 
@@ -7,6 +9,7 @@ import pyarrow as pa
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from rest_framework import serializers
 
+from dataplatform.conversations.token_masks import IDENTITY_COLUMNS, identity_columns, note_identity
 from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.exports.sources import keyset_values
@@ -33,6 +36,8 @@ SFT_SCHEMA = pa.schema([
     # The conversation the accepted response answers (earlier rounds, reasoning, tool calls and results too)
     # plus the response, reasoning and tool calls included.
     ("messages", MESSAGES),
+    ("prompt", MESSAGES),  # the conversation the response answers: `messages` without the response
+    ("completion", MESSAGES),  # the accepted response: one assistant message (reasoning and tool calls included)
     ("tools", TOOLS),
     ("response_token_ids", pa.list_(pa.int64())),  # exactly as generated, with the model's stop token if it stopped
     ("origins", pa.list_(pa.string())),  # per token: model / candidate / typed
@@ -42,6 +47,7 @@ SFT_SCHEMA = pa.schema([
     ("annotator", pa.string()),
     ("accepted_at", TIMESTAMP),
     ("review", pa.string()),  # the latest review's decision, null if not reviewed
+    *IDENTITY_COLUMNS,  # the tokenizer and chat template of response_token_ids
 ])
 
 
@@ -64,6 +70,7 @@ def _sft_sessions(query: ExportQuery) -> QuerySet[Session]:
 
 def sft_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     backend = services.backend_for(query.project)
+    identity = note_identity(query.notes, backend)
 
     def row(values: dict) -> dict:
         ids = values["current_node__token_ids"]
@@ -71,14 +78,15 @@ def sft_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
             ids, origins=values["current_node__origins"], finish_reason=values["current_node__finish_reason"],
             locked_until=values["current_node__locked_until"]))
         prompt, tools = prompt_cells(values["current_node__context"], values["current_node__tools"])
+        completion = answer(values["current_node__message"], text)
         return {
             "id": values["id"], "item_id": values["item_id"], "external_id": values["item__external_id"],
-            "messages": prompt + answer(values["current_node__message"], text), "tools": tools,
+            "messages": prompt + completion, "prompt": prompt, "completion": completion, "tools": tools,
             "response_token_ids": ids, "origins": values["current_node__origins"],
             "candidate_ranks": values["current_node__candidate_ranks"],
             "finish_reason": values["current_node__finish_reason"], "model_id": values["current_node__model_id"],
             "annotator": values["annotator__username"], "accepted_at": values["accepted_at"],
-            "review": values["review"],
+            "review": values["review"], **identity_columns(identity),
         }
 
     fields = ["id", "item_id", "item__external_id", "current_node__context", "current_node__tools",
@@ -91,13 +99,15 @@ def sft_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 register(ExportKind(
     name="onpanda.sft",
+    trl_format="prompt_completion",
     # 2: messages carry reasoning_content, tool_calls and tool results; the tools column. 3: the response's own
-    # reasoning and tool calls, and the earlier rounds of a multi-turn session.
-    version=3,
+    # reasoning and tool calls, and the earlier rounds of a multi-turn session. 4: prompt and completion (TRL's
+    # prompt-completion format, loss on the completion only); the tokenizer identity.
+    version=4,
     schema=SFT_SCHEMA,
     label="onPanda SFT",
     description="One row per accepted session: the prompt (with its tools) and the accepted response as chat "
-                "messages, with the response's token ids, per-token origins (model / candidate / typed) and "
+                "messages (prompt and completion, and joined as messages), with the response's token ids, per-token origins (model / candidate / typed) and "
                 "candidate ranks.",
     rows=sft_rows,
     data_version=data_version,

@@ -119,7 +119,7 @@ def scored_rows(query: ExportQuery) -> Iterator[list[dict]]:
                 "logprobs_json": json.dumps(s.logprobs, sort_keys=True)} for s in page]
 
 
-register(ExportKind(name="atd.dpo", version=2, label="ATD DPO pairs", schema=DPO_SCHEMA, rows=dpo_rows,
+register(ExportKind(name="atd.dpo", version=2, trl_format="preference", label="ATD DPO pairs", schema=DPO_SCHEMA, rows=dpo_rows,
                     data_version=dpo_version, filters=DpoFilters, key_field="id",
                     description="prompt/chosen/rejected (TRL) from the teacher's one-bit answers on near-tie prompts, "
                                 "with q in both orders, the position bias and the selection's recipe."))

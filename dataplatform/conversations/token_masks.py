@@ -10,21 +10,80 @@ the reasoning of past turns) is refused with `NotPrefixStable`, and the caller l
 """
 
 import hashlib
+import json
+
+import pyarrow as pa
 
 
 class NotPrefixStable(ValueError):
     """The template renders a message differently once later messages follow it."""
 
 
+# The columns that name the tokenizer and chat template a row's token ids belong to (null when it has none).
+IDENTITY_COLUMNS = [
+    pa.field("template_model", pa.string()),  # the model whose tokenizer made the ids
+    pa.field("tokenizer_sha256", pa.string()),  # sha256 of the tokenizer's serialized vocabulary and rules
+    pa.field("template_sha256", pa.string()),  # sha256 of the chat template the ids were rendered with
+]
+
+
 def template_identity(backend) -> dict | None:
-    """{model_id, tokenizer, chat_template_sha256} of the backend's tokenizer, or None when the backend has no
-    tokenizer of its own here (a vLLM server without VLLM_TOKENIZER_DIR)."""
+    """{model_id, tokenizer, tokenizer_sha256, chat_template_sha256} of the backend's tokenizer, or None when
+    the backend has no tokenizer of its own here (a vLLM server without VLLM_TOKENIZER_DIR)."""
     tokenizer = getattr(backend, "tokenizer", None)
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         return None
     template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else repr(tokenizer.chat_template)
     return {"model_id": backend.model_id, "tokenizer": str(getattr(tokenizer, "name_or_path", "")),
-            "chat_template_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest()}
+            "tokenizer_sha256": _sha256(_serialized(tokenizer)),
+            "chat_template_sha256": _sha256(template)}
+
+
+# The pre-tokenized form TRL's SFT trainer reads as it is: `labels` (-100 where `completion_mask` is 0) beside
+# the mask, because the trainer folds `completion_mask` into its labels only with completion_only_loss on,
+# which it turns on by itself only for prompt/completion rows; a `labels` column it always uses.
+TOKEN_COLUMNS = [
+    pa.field("input_ids", pa.list_(pa.int64())),
+    pa.field("completion_mask", pa.list_(pa.int64())),  # 1 on the tokens that get loss
+    pa.field("labels", pa.list_(pa.int64())),  # input_ids, with -100 where completion_mask is 0
+]
+IGNORE_INDEX = -100  # what PyTorch's cross-entropy (and so every HF trainer) skips
+
+
+def token_columns(input_ids: list[int] | None, mask: list[int] | None) -> dict:
+    """The TOKEN_COLUMNS cells of a row (all null when it has no ids)."""
+    if input_ids is None or mask is None:
+        return {field.name: None for field in TOKEN_COLUMNS}
+    return {"input_ids": input_ids, "completion_mask": mask,
+            "labels": [token if bit else IGNORE_INDEX for token, bit in zip(input_ids, mask, strict=True)]}
+
+
+def note_identity(notes: dict, backend) -> dict | None:
+    """The backend's template identity, recorded in an export's notes under "tokenizer" (the export engine
+    puts it in the manifest), or why its rows have no token ids."""
+    identity = template_identity(backend)
+    notes["tokenizer"] = identity or {"model_id": backend.model_id,
+                                      "note": "no tokenizer here: the token columns are null"}
+    return identity
+
+
+def identity_columns(identity: dict | None) -> dict:
+    """The IDENTITY_COLUMNS cells of a row whose ids belong to `identity` (all null for None)."""
+    if identity is None:
+        return {field.name: None for field in IDENTITY_COLUMNS}
+    return {"template_model": identity["model_id"], "tokenizer_sha256": identity["tokenizer_sha256"],
+            "template_sha256": identity["chat_template_sha256"]}
+
+
+def _serialized(tokenizer) -> str:
+    backend = getattr(tokenizer, "backend_tokenizer", None)  # a fast tokenizer: its whole tokenizer.json
+    if backend is not None:
+        return backend.to_str()
+    return json.dumps(tokenizer.get_vocab(), sort_keys=True)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _ids(tokenizer, messages: list[dict], tools, *, generation: bool) -> list[int]:

@@ -72,6 +72,29 @@ Batch = pa.RecordBatch | list[dict]
 
 
 @dataclass(frozen=True)
+class TrlFormat:
+    """A dataset format TRL's trainers read as it is (TRL's "dataset formats" guide), and the columns it needs."""
+
+    name: str
+    columns: tuple[str, ...]
+    trainer: str  # the TRL trainer that reads it, as the card's snippet uses it
+    meaning: str
+
+
+TRL_FORMATS = {f.name: f for f in (
+    TrlFormat("language_modeling", ("messages",), "SFTTrainer",
+              "conversational language modeling: `messages`; loss on every token unless assistant_only_loss"),
+    TrlFormat("prompt_completion", ("prompt", "completion"), "SFTTrainer",
+              "conversational prompt-completion: `prompt` and `completion`; loss on the completion only"),
+    TrlFormat("preference", ("prompt", "chosen", "rejected"), "DPOTrainer",
+              "conversational preference: `prompt`, `chosen` and `rejected`"),
+    TrlFormat("tokenized", ("input_ids", "completion_mask", "labels"), "SFTTrainer",
+              "pre-tokenized: `input_ids` with `labels` (-100 where `completion_mask` is 0), used as they are; "
+              "the conversational form beside them; the ids belong to the tokenizer the row names"),
+)}
+
+
+@dataclass(frozen=True)
 class ExportKind:
     name: str  # e.g. "platform.jobs", "onpanda.sft"
     version: int  # bump when the schema or the meaning of a field changes
@@ -92,6 +115,8 @@ class ExportKind:
     dedup_ignore: tuple[str, ...] = field(default=("id",))
     # Write one shard set per value of this column (e.g. a routing category), named "<value>-<split>-NNNNN".
     partition_field: str | None = None
+    # The TRL_FORMATS entry its rows are in; None: records to analyse, not rows to train on.
+    trl_format: str | None = None
 
 
 _KINDS: KindRegistry[ExportKind] = KindRegistry("export kind")
@@ -101,6 +126,10 @@ def register(kind: ExportKind) -> ExportKind:
     for role, name in (("key_field", kind.key_field), ("partition_field", kind.partition_field)):
         if name is not None and name not in kind.schema.names:
             raise ValueError(f"Export kind {kind.name!r}: {role} {name!r} is not in its schema.")
+    if kind.trl_format is not None:
+        missing = [name for name in TRL_FORMATS[kind.trl_format].columns if name not in kind.schema.names]
+        if missing:
+            raise ValueError(f"Export kind {kind.name!r}: TRL format {kind.trl_format!r} needs the columns {missing}.")
     return _KINDS.register(kind)
 
 

@@ -157,6 +157,8 @@ def write_export(*, export: Export, progress) -> dict:
         shards = [info for key in sorted(writers, key=lambda k: (k[0] or "", SPLITS.index(k[1])))
                   for info in writers[key].close()]
         manifest = build_manifest(export, kind, shards, dedup_removed=dedup.removed if dedup else 0)
+        # A kind whose rows carry token ids names their tokenizer and chat template (token_masks.note_identity).
+        manifest["tokenizer"] = query.notes.pop("tokenizer", None)
         if query.notes:
             manifest["notes"] = query.notes
         _publish_text(storage, work_dir, f"{export.location}/{CARD_NAME}", cards.dataset_card(export, kind, manifest))

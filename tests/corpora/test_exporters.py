@@ -206,6 +206,7 @@ def test_diagnosis_rows_show_the_run_up_to_the_error_step(corpus, run):
                                                f"{categories}"}
     assert "answer 436" not in user["content"]  # steps after the error step are not shown
     assert answer == assistant("Error step: 1\nCategory: plan-error\nDiagnosis: It added 45 instead of subtracting it.")
+    assert row["prompt"] == [system, user] and row["completion"] == [answer]  # TRL's prompt-completion form
     assert row["id"] == f"case-{a.pk}" and row["trace_id"] == "t-a" and row["grade"] == "A"
     assert (row["error_step"], row["category"], row["evidence_check"]) == (1, "plan-error", "supported")
     assert json.loads(row["evidence_json"]) == [{"step": 1, "quote": "436"}]
@@ -235,7 +236,9 @@ def test_recovery_keeps_the_error_in_context_and_trains_only_the_progress(corpus
     assert row["input_ids"] == list(ids) and len(row["completion_mask"]) == len(ids)
     trained = tokenizer.decode([t for t, m in zip(row["input_ids"], row["completion_mask"], strict=True) if m])
     assert trained.startswith("answer 346") and "391 + 45" not in trained and "436 - 90" not in trained
+    assert row["labels"] == [t if m else -100 for t, m in zip(row["input_ids"], row["completion_mask"], strict=True)]
     assert row["template_model"] == local_backend.model_id and len(row["template_sha256"]) == 64
+    assert len(row["tokenizer_sha256"]) == 64
 
 
 def test_preference_prompt_is_the_shared_prefix(corpus, run):

@@ -1,5 +1,7 @@
 """`aed.diagnosis_sft`: the run up to and including the error step (and, in a trajectory, the tool results
-answering it), answered with the error step, its category and the diagnosis."""
+answering it), answered with the error step, its category and the diagnosis: as `messages` (TRL's conversational
+language modeling) and as `prompt` / `completion` (its prompt-completion format, loss on the diagnosis only,
+which its SFT trainer picks by itself when both are there)."""
 
 import json
 from collections.abc import Iterator
@@ -18,6 +20,8 @@ DIAGNOSIS_SYSTEM = "You find the first decisive error in an agent's run and diag
 DIAGNOSIS_SCHEMA = pa.schema([
     ("id", pa.string()),  # "case-<case id>"
     ("messages", MESSAGES),  # system, user (task + steps up to and including the error step), assistant (diagnosis)
+    ("prompt", MESSAGES),  # the system and user messages
+    ("completion", MESSAGES),  # the assistant's diagnosis
     ("case_id", pa.int64()),
     ("trace_id", pa.string()),
     ("error_step", pa.int64()),
@@ -48,7 +52,7 @@ def diagnosis_messages(case: Case) -> list[dict]:
 def diagnosis_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     for page in graded_pages(query):
         yield record_batch([{
-            "id": row_key(g.case), "messages": messages_cell(diagnosis_messages(g.case)), "case_id": g.case.pk,
+            "id": row_key(g.case), **_conversation(diagnosis_messages(g.case)), "case_id": g.case.pk,
             "error_step": g.case.error_step, "category": g.case.category, "diagnosis": g.case.diagnosis,
             "evidence_json": json.dumps(g.case.evidence, sort_keys=True), "evidence_check": g.case.evidence_check,
             "grade": g.grade, "taxonomy": g.case.taxonomy.name, "taxonomy_version": g.case.taxonomy.version,
@@ -56,8 +60,15 @@ def diagnosis_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
         } for g in page], DIAGNOSIS_SCHEMA)
 
 
+def _conversation(messages: list[dict]) -> dict:
+    cell = messages_cell(messages)
+    return {"messages": cell, "prompt": cell[:-1], "completion": cell[-1:]}
+
+
 register(ExportKind(
-    name="aed.diagnosis_sft", version=3, schema=DIAGNOSIS_SCHEMA, label="AED diagnosis SFT",
+    # 4: prompt and completion beside messages.
+    name="aed.diagnosis_sft", version=4, trl_format="prompt_completion", schema=DIAGNOSIS_SCHEMA, label="AED diagnosis SFT",
     description="One row per submitted case: the run up to and including the error step, answered with the error "
-                "step, its category and the diagnosis (chat messages), plus the case's structured fields.",
+                "step, its category and the diagnosis (chat messages, and as prompt / completion), plus the case's "
+                "structured fields.",
     rows=diagnosis_rows, dedup_ignore=("id", "case_id", "trace_id"), **COMMON))

@@ -61,7 +61,7 @@ def preference_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 
 register(ExportKind(
-    name="aed.preference", version=3, schema=PREFERENCE_SCHEMA, label="AED preference pairs",
+    name="aed.preference", version=3, trl_format="preference", schema=PREFERENCE_SCHEMA, label="AED preference pairs",
     description="TRL preference rows at the checkpoint before the error step: the corrected action (chosen) "
                 "against the original error step (rejected), with the shared prompt.",
     rows=preference_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"), **COMMON))

@@ -5,8 +5,8 @@ only on the continuation's decisions that make progress (steps marked `progress`
 passes, or raises the environment's score over the best so far), never on the error:
 
 - `loss_mask`, per message (1 on those assistant messages);
-- `input_ids` and `completion_mask`, per token, under the platform model's chat template (the trainer-ready
-  form TRL's SFT trainer reads), with the template's identity in every row and in the manifest's notes. They
+- `input_ids`, `completion_mask` and `labels` (-100 off the mask), per token, under the platform model's chat template (the trainer-ready
+  form TRL's SFT trainer reads), with the tokenizer's and template's identity in every row and in the manifest. They
   are null when the backend has no tokenizer here or its template is not prefix-stable (counted in the notes).
 
 A run whose continuation makes no progress has nothing to train on and is left out."""
@@ -15,7 +15,15 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from dataplatform.conversations.token_masks import NotPrefixStable, completion_mask, template_identity
+from dataplatform.conversations.token_masks import (
+    IDENTITY_COLUMNS,
+    TOKEN_COLUMNS,
+    NotPrefixStable,
+    completion_mask,
+    identity_columns,
+    note_identity,
+    token_columns,
+)
 from dataplatform.conversations.training import TOOLS, messages_cell, record_batch, tools_cell
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.inference import backend_for_model
@@ -28,10 +36,9 @@ RECOVERY_SCHEMA = pa.schema([
     ("id", pa.string()),
     ("messages", MESSAGES),  # task, steps before the error, the error step and its real observation, the recovery
     ("loss_mask", pa.list_(pa.int64())),  # per message: 1 on the recovery's assistant turns that make progress
-    ("input_ids", pa.list_(pa.int64())),  # the messages under the chat template of `template_model`
-    ("completion_mask", pa.list_(pa.int64())),  # per token: 1 on the tokens of the messages with loss
-    ("template_model", pa.string()),
-    ("template_sha256", pa.string()),  # sha256 of the chat template the ids belong to
+    # The messages under the chat template of `template_model`; per token 1 on the messages with loss.
+    *TOKEN_COLUMNS,
+    *IDENTITY_COLUMNS,  # the tokenizer and chat template the ids belong to
     ("tools", TOOLS),  # the function schemas the trace's agent was offered; null when none
     ("case_id", pa.int64()),
     ("trace_id", pa.string()),
@@ -84,11 +91,10 @@ class _Tokens:
     def __init__(self, query: ExportQuery):
         self.query = query
         self.backend = backend_for_model("")
-        self.identity = template_identity(self.backend)
-        query.notes["template"] = self.identity or "no tokenizer here: input_ids and completion_mask are null"
+        self.identity = note_identity(query.notes, self.backend)
 
     def columns(self, messages: list[dict], tools, mask: list[int]) -> dict:
-        empty = {"input_ids": None, "completion_mask": None, "template_model": None, "template_sha256": None}
+        empty = {**token_columns(None, None), **identity_columns(None)}
         if self.identity is None:
             return empty
         try:
@@ -96,8 +102,7 @@ class _Tokens:
         except NotPrefixStable:
             self.query.notes["rows_without_tokens"] = self.query.notes.get("rows_without_tokens", 0) + 1
             return empty
-        return {"input_ids": ids, "completion_mask": token_mask, "template_model": self.identity["model_id"],
-                "template_sha256": self.identity["chat_template_sha256"]}
+        return {**token_columns(ids, token_mask), **identity_columns(self.identity)}
 
 
 def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
@@ -127,7 +132,8 @@ def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 
 register(ExportKind(
-    name="aed.recovery", version=3, schema=RECOVERY_SCHEMA, label="AED recovery in context (AREX-2)",
+    # 4: labels beside completion_mask; the tokenizer's hash beside the template's; the identity in the manifest.
+    name="aed.recovery", version=4, trl_format="tokenized", schema=RECOVERY_SCHEMA, label="AED recovery in context (AREX-2)",
     description="One row per run of a recovery replay: the error and its real observation kept in the prompt, the "
                 "policy's continuation after it; loss only on the decisions that make progress (per message, and "
                 "per token as input_ids + completion_mask under the model's chat template).",

@@ -47,7 +47,7 @@ def repair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 
 register(ExportKind(
-    name="aed.repair", version=1, schema=REPAIR_SCHEMA, label="AED repair (context to the corrected action)",
+    name="aed.repair", version=1, trl_format="prompt_completion", schema=REPAIR_SCHEMA, label="AED repair (context to the corrected action)",
     description="TRL prompt/completion rows: the run up to the error step, completed by the corrected action "
                 "alone (the accepted proposal, else the one that grades the case).",
     rows=repair_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"), **COMMON))

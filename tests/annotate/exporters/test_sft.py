@@ -20,6 +20,9 @@ def test_sft_rows(run_export, trees, chars):
     row = rows[0]
     assert row["id"] == session.pk and row["item_id"] == session.item_id
     assert trained(row["messages"]) == PROMPT + [{"role": "assistant", "content": "The dog sat."}]
+    # TRL's prompt-completion form of the same conversation: loss falls on the completion only.
+    assert trained(row["prompt"]) == PROMPT and trained(row["completion"]) == [{"role": "assistant",
+                                                                              "content": "The dog sat."}]
     assert row["tools"] is None
     # The ids are as generated, the stop token included; the text is made without it.
     assert row["response_token_ids"] == node.token_ids == chars.tokenize("The dog sat.") + [EOS]
@@ -60,9 +63,10 @@ TOOL_TEMPLATE = (
 
 def test_an_agentic_prompt_is_written_in_the_training_shape_with_its_tools(run_export, agentic_session):
     export, rows = run_export("onpanda.sft")
-    assert export.manifest["kind_version"] == 3 and [row["id"] for row in rows] == [agentic_session.pk]
+    assert export.manifest["kind_version"] == 4 and [row["id"] for row in rows] == [agentic_session.pk]
     # The tool-call turn keeps its tool calls (its content is empty), and the tool result names its call.
     assert trained(rows[0]["messages"]) == agentic.TRAINING_MESSAGES + [ANSWER]
+    assert trained(rows[0]["prompt"]) == agentic.TRAINING_MESSAGES and trained(rows[0]["completion"]) == [ANSWER]
     assert tools_of(rows[0]["tools"]) == agentic.STORED_TOOLS
 
 
@@ -72,6 +76,10 @@ def test_an_exported_row_goes_into_the_embedded_tokenizers_chat_template(run_exp
     export, _ = run_export("onpanda.sft")
     row = load_shards(export_storage_in_tmp, export)[0]  # as a trainer loads it: no conversion code
     tokenizer = local_backend.tokenizer
+    # The one-character backend has no tokenizer to name: the identity is null, and the manifest says why.
+    assert (row["template_model"], row["tokenizer_sha256"], row["template_sha256"]) == (None, None, None)
+    assert export.manifest["tokenizer"] == {"model_id": "char-model",
+                                            "note": "no tokenizer here: the token columns are null"}
     text = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
     # SmolLM2's own template renders each message's content, and nothing of tools or tool calls.
     assert text.endswith("<|im_start|>assistant\nYes, it rains.<|im_end|>\n") and "Is it raining in Paris?" in text

@@ -2,7 +2,11 @@
 
 import pytest
 
+from annotate.exporters.token_supervision import chosen_tokens
+from annotate.supervision import token_supervision
+
 from .. import agentic
+from ..test_supervision import EOS, CharBackend
 from ..trees import PROMPT
 from .rows import tools_of, trained
 
@@ -27,11 +31,24 @@ def test_token_supervision_rows(run_export, trees, chars):
     # The chunks' ids make up the response without the model's stop token.
     chosen_ids = [i for chunk in row["chosen_chunks"] for i in chunk["token_ids"]]
     assert chosen_ids == session.current_node.token_ids[:-1]
+    # For TRL's SFT trainer as is: the prompt's ids then the chosen response's, loss on the patch "d" only.
+    assert row["input_ids"] == row["prompt_token_ids"] + chosen_ids
+    prompt_length = len(row["prompt_token_ids"])
+    assert row["completion_mask"] == [0] * (prompt_length + 4) + [1] + [0] * 7
+    assert [token for token in row["labels"] if token != -100] == [ord("d")]
+    assert trained(row["completion"]) == [{"role": "assistant", "content": "The dog sat."}]
+
+
+def test_a_chosen_stop_at_the_fork_puts_the_loss_on_the_end_of_turn_token():
+    backend = CharBackend()
+    supervision = token_supervision(backend.tokenize("Yes, because"), backend.tokenize("Yes"), backend)
+    ids, mask = chosen_tokens([60, 62], supervision, backend)
+    assert ids == [60, 62, *backend.tokenize("Yes"), EOS] and mask == [0, 0, 0, 0, 0, 1]
 
 
 def test_an_agentic_prompt_and_its_tools_go_with_each_row(run_export, agentic_session, chars):
     export, rows = run_export("onpanda.token_supervision")
-    assert export.manifest["kind_version"] == 3 and len(rows) == 1
+    assert export.manifest["kind_version"] == 4 and len(rows) == 1
     row = rows[0]
     assert trained(row["prompt"]) == agentic.TRAINING_MESSAGES and tools_of(row["tools"]) == agentic.STORED_TOOLS
     # The ids the rollout continued: the model's template applied to the same messages and tools.
