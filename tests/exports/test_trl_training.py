@@ -1,0 +1,184 @@
+"""TRL trains on the exports as a trainer pulls them: each kind is pulled over the API, loaded with `datasets`
+and handed to SFTTrainer or DPOTrainer with no conversion code, on the embedded model's converted folder.
+
+Before the 3 steps, one collated batch shows where the loss falls: labels are -100 on every token the kind's
+mask leaves out (the prompt, the on-policy context around a patch, the error in context), and a DPO batch's
+completion mask covers the answers only. The expectations are derived independently of TRL, from the
+tokenizer's own chat template."""
+
+import math
+
+import pytest
+from datasets import load_dataset
+
+from annotate import corrections, streaming
+from annotate import services as annotate_services
+from annotate.models import Item
+from corpora.atd import services as atd_services
+from dataplatform.exports.registry import get_kind
+from dataplatform.exports.writers import file_sha256
+from dataplatform.inference.checkpoint import converted_dir
+
+from ..conftest import api_client_for
+from ..corpora.test_atd_services import JudgeDouble, make_prompts
+from ..corpora.test_exporters import corpus  # noqa: F401  (the AED cases fixture)
+from ..doubles import RecordingProgress
+from ..exporting import export_rows
+
+pytestmark = [pytest.mark.model, pytest.mark.django_db]
+trl = pytest.importorskip("trl")
+
+IGNORE = -100
+# 3 steps on CPU inside the CI budget: plain SGD (no Adam moments to allocate for 135M weights); what is
+# tested is where the loss falls and that the trainers take the rows, not how well they optimise.
+TRAINING = {"max_steps": 3, "per_device_train_batch_size": 2, "learning_rate": 1e-5, "optim": "sgd", "logging_steps": 1,
+            "save_strategy": "no", "report_to": "none", "use_cpu": True, "gradient_checkpointing": False,
+            "max_length": 256, "dataloader_num_workers": 0, "seed": 0}
+
+
+@pytest.fixture
+def pull(project, members, export_storage_in_tmp, tmp_path):
+    """Export a kind, pull its manifest and shards over the API with a trainer's token (checking each shard's
+    sha256 against the manifest) and load the train split with `datasets`."""
+    client = api_client_for(members["trainer"], read_only=True)
+
+    def go(kind: str):
+        export, _ = export_rows(project, members["curator"], export_storage_in_tmp, kind, validation_ratio=0)
+        base = f"/api/v1/projects/{project.slug}/exports/{export.pk}"
+        manifest = client.get(f"{base}/manifest").json()
+        folder = tmp_path / f"pulled-{export.pk}"
+        folder.mkdir()
+        for shard in manifest["shards"]:
+            response = client.get(f"{base}/shards/{shard['name']}")
+            assert response.status_code == 200
+            (folder / shard["name"]).write_bytes(b"".join(response.streaming_content))
+            assert file_sha256(folder / shard["name"]) == shard["sha256"]
+        assert manifest["shards"], f"{kind} exported no rows"
+        return load_dataset("parquet", data_files={"train": str(folder / "train-*.parquet")},
+                            cache_dir=str(tmp_path / "hf-cache"))["train"]
+
+    return go
+
+
+@pytest.fixture
+def checkpoint(local_backend):
+    """The converted folder, as a trainer points TRL at it (a fresh model per trainer: training changes it)."""
+    return str(converted_dir(local_backend.data_dir))
+
+
+@pytest.fixture
+def corrected_sessions(project, members, local_backend):
+    """Two prompts answered by the real model, each corrected at its second token with the model's own
+    runner-up, continued and accepted: SFT rows, fork pairs and token-level patches on real token ids."""
+    config = annotate_services.config_for(project)
+    config.max_tokens, config.top_k, config.temperature = 10, 5, 0.0
+    config.save()
+    for number, question in enumerate(["Name two planets.", "Say hello to Ada."]):
+        Item.objects.create(project=project, messages=[{"role": "user", "content": question}],
+                            source_sha256=f"{number:064d}")
+    annotate_services.generate_rollouts(project=project, progress=RecordingProgress())
+    annotator = members["annotator"]
+    for _ in range(2):
+        session = annotate_services.open_session(claim=annotate_services.claim_next(project=project,
+                                                                                    annotator=annotator))
+        root = session.current_node
+        runner_up = next(token for token, _ in root.top[1] if token != root.token_ids[1])
+        child = corrections.correct(session=session, version=0, node_id=root.pk, position=1, token_id=runner_up,
+                                    actor=annotator)
+        list(streaming.continue_node(node=child))
+        annotate_services.finish(session=session, version=1, actor=annotator, accept=True)
+
+
+def trained_three_steps(trainer) -> None:
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert trainer.state.global_step == 3 and len(losses) == 3 and all(math.isfinite(loss) for loss in losses)
+
+
+def prompt_length(tokenizer, prompt: list[dict]) -> int:
+    return len(tokenizer.apply_chat_template(clean(prompt), add_generation_prompt=True, tokenize=True,
+                                             return_dict=False))
+
+
+def clean(messages: list[dict]) -> list[dict]:
+    return [{key: value for key, value in message.items() if value is not None} for message in messages]
+
+
+def loss_tokens(batch, row: int) -> list[int]:
+    return [int(token) for token, label in zip(batch["input_ids"][row], batch["labels"][row], strict=True)
+            if label != IGNORE]
+
+
+def test_sft_on_onpanda_sft_puts_the_loss_on_the_completion_only(pull, checkpoint, corrected_sessions, tmp_path,
+                                                                  local_backend):
+    dataset = pull("onpanda.sft")
+    trainer = trl.SFTTrainer(model=checkpoint, train_dataset=dataset,
+                             args=trl.SFTConfig(output_dir=str(tmp_path / "sft"), **TRAINING))
+    tokenizer = local_backend.tokenizer
+    batch = trainer.data_collator([trainer.train_dataset[index] for index in range(len(dataset))])
+    for index, row in enumerate(dataset):
+        start = prompt_length(tokenizer, row["prompt"])
+        assert all(label == IGNORE for label in batch["labels"][index][:start].tolist())  # the prompt, system too
+        assert tokenizer.decode(loss_tokens(batch, index)).startswith(row["completion"][0]["content"])
+    trained_three_steps(trainer)
+
+
+def test_sft_on_token_supervision_trains_the_patch_only(pull, checkpoint, corrected_sessions, tmp_path,
+                                                        local_backend):
+    dataset = pull("onpanda.token_supervision")
+    assert len(dataset) == 2 and {row["template_model"] for row in dataset} == {local_backend.model_id}
+    trainer = trl.SFTTrainer(model=checkpoint, train_dataset=dataset,
+                             args=trl.SFTConfig(output_dir=str(tmp_path / "sft"), **TRAINING))
+    batch = trainer.data_collator([trainer.train_dataset[index] for index in range(len(dataset))])
+    for index, row in enumerate(dataset):
+        patch = [token for chunk in row["chosen_chunks"] if not chunk["ignore_loss"] for token in chunk["token_ids"]]
+        assert loss_tokens(batch, index) == patch  # nothing of the prompt or of the model's own tokens around it
+        assert batch["input_ids"][index][:len(row["input_ids"])].tolist() == row["input_ids"]
+    trained_three_steps(trainer)
+
+
+def test_sft_on_aed_recovery_never_trains_the_error(pull, checkpoint, corpus, tmp_path, local_backend):  # noqa: F811
+    dataset = pull("aed.recovery")
+    trainer = trl.SFTTrainer(model=checkpoint, train_dataset=dataset,
+                             args=trl.SFTConfig(output_dir=str(tmp_path / "sft"), **TRAINING))
+    batch = trainer.data_collator([trainer.train_dataset[0]])
+    row = dataset[0]
+    assert loss_tokens(batch, 0) == [token for token, bit in zip(row["input_ids"], row["completion_mask"],
+                                                                 strict=True) if bit]
+    trained = local_backend.tokenizer.decode(loss_tokens(batch, 0))
+    assert trained.startswith("answer 346") and "391 + 45" not in trained  # the error step is context only
+    trained_three_steps(trainer)
+
+
+@pytest.mark.parametrize("kind", ["onpanda.pairs", "atd.dpo"])
+def test_dpo_masks_the_prompt_and_trains(kind, pull, checkpoint, project, members, tmp_path, local_backend,
+                                         request):
+    if kind == "onpanda.pairs":
+        request.getfixturevalue("corrected_sessions")
+    else:
+        near_ties(project, members)
+    dataset = pull(kind)
+    assert get_kind(kind).trl_format == "preference"
+    trainer = trl.DPOTrainer(model=checkpoint, train_dataset=dataset,
+                             args=trl.DPOConfig(output_dir=str(tmp_path / "dpo"), beta=0.1, **TRAINING))
+    tokenizer = local_backend.tokenizer
+    batch = trainer.data_collator([trainer.train_dataset[0]])  # rows: the chosen, then the rejected
+    row = dataset[0]
+    start = prompt_length(tokenizer, row["prompt"])
+    for side, answer in enumerate((row["chosen"], row["rejected"])):
+        mask = batch["completion_mask"][side].tolist()
+        assert not any(mask[:start])
+        scored = [int(token) for token, bit in zip(batch["input_ids"][side], mask, strict=True) if bit]
+        assert tokenizer.decode(scored).startswith(answer[0]["content"])
+    trained_three_steps(trainer)
+
+
+def near_ties(project, members) -> None:
+    """Four near-tie prompts scored and answered by the one-word teacher (a double: the model is not the point
+    here, the rows are): three DPO pairs."""
+    make_prompts(project, [50, 51, 49, 48])
+    run = atd_services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
+    atd_services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    selection = atd_services.freeze_selection(run=run, name="ties", epsilon=0.05, user=members["curator"])
+    teacher = atd_services.start_teacher(selection=selection, mode="logprobs", user=members["curator"], publish=False)
+    atd_services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble())
