@@ -9,6 +9,7 @@ tokenizer's own chat template."""
 import math
 
 import pytest
+import trl
 from datasets import load_dataset
 
 from annotate import corrections, streaming
@@ -26,7 +27,7 @@ from ..doubles import RecordingProgress
 from ..exporting import export_rows
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db]
-trl = pytest.importorskip("trl")
+
 
 IGNORE = -100
 # 3 steps on CPU inside the CI budget: plain SGD (no Adam moments to allocate for 135M weights); what is
