@@ -27,6 +27,24 @@ MESSAGES = pa.list_(pa.struct([
 # The function schemas the conversation offers; null when it offers none (some templates announce an empty list).
 TOOLS = pa.list_(JSON)
 
+# What the chat columns mean, in the words of a dataset card's "Fields" table; a kind whose conversation says more
+# (what its prompt holds, which answer is chosen) gives its own meaning beside these (`chat_meanings`).
+CHAT_MEANINGS = {
+    "messages": "The whole conversation as chat messages (role, content, reasoning_content, tool_calls, "
+                "tool_call_id, name; null where a message has none).",
+    "prompt": "The conversation the answer continues, as chat messages (the completion's or both answers' context).",
+    "completion": "The answer trained on: the assistant message(s) that follow the prompt; the loss falls here.",
+    "chosen": "The preferred answer to the prompt, as assistant message(s).",
+    "rejected": "The dispreferred answer to the same prompt, as assistant message(s).",
+    "tools": "The function schemas (JSON) the model was offered, for apply_chat_template(tools=...); "
+             "null when it was offered none.",
+}
+
+
+def chat_meanings(*names: str, **own: str) -> dict[str, str]:
+    """The CHAT_MEANINGS of `names`, and a kind's own meanings of its other chat columns (`own`)."""
+    return {name: CHAT_MEANINGS[name] for name in names} | own
+
 
 def messages_cell(messages: list[dict]) -> list[dict]:
     """`for_training()` messages as a cell of MESSAGES, their tool calls as JSON text (see `record_batch`)."""
@@ -44,8 +62,13 @@ def record_batch(rows: list[dict], schema: pa.Schema) -> pa.RecordBatch:
 
     pyarrow builds no JSON-typed column from Python values: the batch is built with text in their place, then
     cast (the text is the JSON's storage, so nothing is converted)."""
-    return pa.RecordBatch.from_pylist(rows, schema=pa.schema(
-        [field.with_type(_as_text(field.type)) for field in schema])).cast(schema)
+    return pa.RecordBatch.from_pylist(rows, schema=text_schema(schema)).cast(schema)
+
+
+def text_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` with each JSON value as its text: the types a JSONL shard parses with (JSON values are written
+    there as JSON text), before a cast back to `schema`."""
+    return pa.schema([field.with_type(_as_text(field.type)) for field in schema])
 
 
 def _json_text(value) -> str:

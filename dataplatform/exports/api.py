@@ -26,7 +26,7 @@ from dataplatform.openapi import error_response
 from . import selectors, services
 from .models import Export
 from .ranges import file_response
-from .registry import all_kinds, describe_filters
+from .registry import TRL_FORMATS, all_kinds, describe_filters
 from .storage import export_storage, is_local
 
 CONTENT_TYPES = {
@@ -174,6 +174,7 @@ class ExportShardApi(APIView):
 class ExportKindFieldSerializer(serializers.Serializer):
     name = serializers.CharField()
     type = serializers.CharField()
+    meaning = serializers.CharField()
 
 
 class ExportKindSerializer(serializers.Serializer):
@@ -182,6 +183,9 @@ class ExportKindSerializer(serializers.Serializer):
     label = serializers.CharField()
     description = serializers.CharField()
     schema = ExportKindFieldSerializer(many=True)
+    trl_format = serializers.ChoiceField(choices=sorted(TRL_FORMATS), allow_null=True, help_text=(
+        "the TRL dataset format the rows are in as they are (null: records, not training rows)"))
+    trl_trainer = serializers.CharField(allow_null=True, help_text="the TRL trainer that reads that format")
     filters = serializers.ListField(child=serializers.CharField(), help_text="the filters' names")
     filter_fields = serializers.ListField(child=serializers.DictField(), help_text=(
         "each filter: name, type (boolean, integer, number, datetime, choice, list, string), item_type (a list's item "
@@ -205,7 +209,10 @@ class ExportKindsApi(APIView):
                 "version": kind.version,
                 "label": kind.label,
                 "description": kind.description,
-                "schema": [{"name": f.name, "type": str(f.type)} for f in kind.schema],
+                "schema": [{"name": f.name, "type": str(f.type), "meaning": kind.field_meanings.get(f.name, "")}
+                           for f in kind.schema],
+                "trl_format": kind.trl_format,
+                "trl_trainer": TRL_FORMATS[kind.trl_format].trainer if kind.trl_format else None,
                 "filters": list(kind.filters().fields),
                 "filter_fields": describe_filters(kind),
             }

@@ -1,6 +1,7 @@
 """Every write of the export engine: create an export, write its shards, delete it."""
 
 import base64
+import hashlib
 import json
 import shutil
 import tempfile
@@ -16,6 +17,7 @@ from rest_framework import serializers
 from dataplatform.accounts.models import Project
 from dataplatform.apiutils import MAX_ID, MAX_INT
 from dataplatform.audit import services as audit
+from dataplatform.conversations.training import text_schema
 from dataplatform.errors import Conflict, Refused
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import JobState
@@ -161,7 +163,9 @@ def write_export(*, export: Export, progress) -> dict:
         manifest["tokenizer"] = query.notes.pop("tokenizer", None)
         if query.notes:
             manifest["notes"] = query.notes
-        _publish_text(storage, work_dir, f"{export.location}/{CARD_NAME}", cards.dataset_card(export, kind, manifest))
+        card = cards.dataset_card(export, kind, manifest).encode("utf-8")
+        manifest["card"] = {"name": CARD_NAME, "bytes": len(card), "sha256": hashlib.sha256(card).hexdigest()}
+        _publish_text(storage, work_dir, f"{export.location}/{CARD_NAME}", card.decode("utf-8"))
         _publish_text(storage, work_dir, f"{export.location}/{MANIFEST_NAME}", json.dumps(manifest, indent=2))
     except BaseException:
         for writer in writers.values():
@@ -214,7 +218,9 @@ def build_manifest(export: Export, kind: ExportKind, shards: list, *, dedup_remo
         "dedup": {"enabled": export.dedup, "ignored_fields": list(kind.dedup_ignore), "removed_rows": dedup_removed},
         "schema": {
             "fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in kind.schema],
-            "arrow_ipc_base64": base64.b64encode(kind.schema.serialize().to_pybytes()).decode("ascii"),
+            "arrow_ipc_base64": _ipc_base64(kind.schema),
+            # What JSONL shards parse with (pyarrow.json's explicit_schema): JSON values as their text.
+            "jsonl_arrow_ipc_base64": _ipc_base64(text_schema(kind.schema)),
         },
         "shards": [shard.as_manifest_entry() for shard in shards],
         "totals": {"rows": sum(s.rows for s in shards), "bytes": sum(s.bytes for s in shards),
@@ -251,6 +257,10 @@ def manifest_of(export: Export) -> dict:
     if export.job.state != JobState.SUCCEEDED:
         raise ManifestNotReady(f"Export {export.pk} is {export.job.state}; its manifest exists once it succeeds.")
     return export.manifest
+
+
+def _ipc_base64(schema: pa.Schema) -> str:
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
 
 
 def _as_record_batch(batch, kind: ExportKind) -> pa.RecordBatch:

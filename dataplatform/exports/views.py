@@ -73,7 +73,7 @@ def export_row(request, slug: str, export_id: int):
 def export_detail(request, slug: str, export_id: int):
     project, _ = project_for(request.user, slug, CAN_READ_EXPORTS)
     export = selectors.export_for(request.user, project, export_id)
-    manifest_url = request.build_absolute_uri(reverse("api-export-manifest", args=[slug, export.pk]))
+    export_url = request.build_absolute_uri(reverse("api-export", args=[slug, export.pk]))
     return render(request, "exports/export_detail.html", {
-        "project": project, "export": export, "snippets": load_snippets(export, manifest_url),
+        "project": project, "export": export, "snippets": load_snippets(export, export_url),
     })

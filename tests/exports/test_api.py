@@ -198,6 +198,13 @@ def test_export_kinds_lists_schema_and_filters(members):
     kinds = {k["name"]: k for k in api_client_for(members["trainer"]).get("/api/v1/export-kinds/").json()}
     assert "platform.jobs" in kinds and "status" in kinds["platform.jobs"]["filters"]
     assert [f["name"] for f in kinds["test.synthetic"]["schema"]][:2] == ["id", "created_at"]
+    # How each kind trains in TRL as it is, and what its fields mean.
+    assert (kinds["onpanda.sft"]["trl_format"], kinds["onpanda.sft"]["trl_trainer"]) == ("prompt_completion",
+                                                                                         "SFTTrainer")
+    assert (kinds["atd.dpo"]["trl_format"], kinds["atd.dpo"]["trl_trainer"]) == ("preference", "DPOTrainer")
+    assert kinds["platform.jobs"]["trl_format"] is None and kinds["platform.jobs"]["trl_trainer"] is None
+    recovery = {field["name"]: field for field in kinds["aed.recovery"]["schema"]}
+    assert kinds["aed.recovery"]["trl_format"] == "tokenized" and "completion_mask" in recovery
 
 
 def test_list_query_count_does_not_grow_with_exports(members, run_export, django_assert_max_num_queries):

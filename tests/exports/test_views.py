@@ -59,18 +59,18 @@ def test_detail_page_shows_files_and_load_snippets(client, members, run_export):
     client.force_login(members["trainer"])
     export = run_export(filters={"n": 12}, validation_ratio=0.3)
     html = client.get(reverse("export-detail", args=["alpha", export.pk])).content.decode()
-    assert "load_dataset(&#x27;parquet&#x27;" in html and "pd.read_parquet" in html and "pq.read_table" in html
-    assert f"manage.py pull http://testserver/api/v1/projects/alpha/exports/{export.pk}/" in html
+    assert f"load_dataset(&#x27;./export-{export.pk}&#x27;)" in html and "pd.read_parquet" in html
+    assert "pq.read_table" in html
+    assert f"dataplatform_pull.py http://testserver/api/v1/projects/alpha/exports/{export.pk}/" in html
+    assert "export DATAPLATFORM_TOKEN=" in html and "--token" not in html  # never on the command line
     for shard in export.manifest["shards"]:
         assert f"/api/v1/projects/alpha/exports/{export.pk}/shards/{shard['name']}" in html
 
 
-def test_datasets_snippet_names_only_splits_that_have_files(client, members, run_export):
-    client.force_login(members["trainer"])
+def test_the_card_names_only_splits_that_have_files(client, members, run_export, export_storage_in_tmp):
     export = run_export(filters={"n": 12}, validation_ratio=0)
-    html = client.get(reverse("export-detail", args=["alpha", export.pk])).content.decode()
-    assert f"&#x27;train&#x27;: &#x27;./export-{export.pk}/train-*&#x27;" in html
-    assert "validation-*" not in html
+    card = (export_storage_in_tmp / export.location / "README.md").read_text()
+    assert "path: train-*.parquet" in card and "validation-*" not in card  # a glob matching nothing fails
 
 
 def test_the_form_lists_each_kinds_filters_with_choices_and_defaults(client, members, project):

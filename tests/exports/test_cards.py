@@ -1,0 +1,127 @@
+"""The dataset card: a Hugging Face metadata block `load_dataset(folder)` reads, what each field means, the
+filters, the license and the tokenizer; and the snippets, each run here on a pulled multi-shard export."""
+
+import base64
+import hashlib
+import json
+import shutil
+
+import pyarrow as pa
+import pytest
+import yaml
+from datasets import Features, load_dataset
+
+from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch
+from dataplatform.exports import cards
+from dataplatform.exports.registry import ExportFilters, ExportKind, all_kinds, get_kind, register
+
+pytestmark = pytest.mark.django_db
+
+# A kind whose types drift between shards when each shard is read on its own: `note` is null in every row
+# of the first shards and text later, `messages` carry JSON tool calls only from row 30 on.
+DRIFT_SCHEMA = pa.schema([("id", pa.int64()), ("note", pa.string()), ("messages", MESSAGES), ("tools", TOOLS),
+                          ("ids", pa.list_(pa.int64()))])
+CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}
+
+
+def drift_rows(query):
+    yield record_batch([{
+        "id": i, "note": f"note {i}" if i >= 30 else None,
+        "messages": [{"role": "user", "content": f"q{i}"},
+                     {"role": "assistant", "content": f"a{i} | <b>`x`</b>",
+                      "tool_calls": [json.dumps(CALL)] if i >= 30 else None}],
+        "tools": [json.dumps({"type": "function", "function": {"name": "f"}})] if i >= 30 else None,
+        "ids": [i, i + 1],
+    } for i in range(40)], DRIFT_SCHEMA)
+
+
+class DriftFilters(ExportFilters):
+    pass
+
+
+register(ExportKind(name="test.drift", version=1, schema=DRIFT_SCHEMA, label="Drifting rows", rows=drift_rows,
+                    data_version=lambda project: "v1", filters=DriftFilters, trl_format="language_modeling",
+                    field_meanings={"id": "The row.", "note": "A note | with a pipe.", "messages": "The chat.",
+                                    "tools": "Functions.", "ids": "Two ids."}))
+
+
+@pytest.fixture
+def pulled(run_export, export_storage_in_tmp, tmp_path, project):
+    """An export's folder as a pull leaves it: shards, README.md and manifest.json."""
+    def go(**options):
+        project.license = "cc-by-4.0"
+        project.save()
+        export = run_export(**options)
+        folder = tmp_path / f"export-{export.pk}"
+        shutil.copytree(export_storage_in_tmp / export.location, folder)
+        return export, folder
+    return go
+
+
+def front_matter(card: str) -> dict:
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n")[1])
+
+
+@pytest.mark.parametrize("kind", [kind for kind in all_kinds() if not kind.name.startswith("test.")],
+                         ids=lambda kind: kind.name)
+def test_the_features_are_the_ones_datasets_makes_of_the_schema(kind):
+    assert cards.hf_features(kind.schema) == Features.from_arrow_schema(kind.schema)._to_yaml_list()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "jsonl.gz", "parquet"])
+def test_load_dataset_reads_a_multi_shard_folder_by_its_card(pulled, fmt, tmp_path):
+    export, folder = pulled(kind="test.drift", format=fmt, shard_rows=10, validation_ratio=0.2)
+    assert len([s for s in export.manifest["shards"] if s["split"] == "train"]) > 2
+    card = (folder / "README.md").read_text()
+    metadata = front_matter(card)
+    assert metadata["license"] == "cc-by-4.0" and "trl:language_modeling" in metadata["tags"]
+    assert metadata["configs"] == [{"config_name": "default", "data_files": [
+        {"split": "train", "path": f"train-*.{fmt}"}, {"split": "validation", "path": f"validation-*.{fmt}"}]}]
+    dataset = load_dataset(str(folder), cache_dir=str(tmp_path / "cache"))  # nothing but the card
+    by_split = export.manifest["totals"]["by_split"]
+    assert {split: len(rows) for split, rows in dataset.items()} == {s: t["rows"] for s, t in by_split.items()}
+    rows = {row["id"]: row for split in dataset.values() for row in split}
+    assert rows[1]["note"] is None and rows[35]["note"] == "note 35"
+    assert rows[35]["messages"][1]["tool_calls"] == [CALL] and rows[35]["ids"] == [35, 36]
+
+
+def test_the_card_names_fields_filters_license_and_escapes_what_it_shows(pulled):
+    export, folder = pulled(kind="test.synthetic", filters={"n": 30, "duplicate_every": 5}, dedup=True)
+    card = (folder / "README.md").read_text()
+    assert "| license | cc-by-4.0 |" in card and f"`{export.data_version}`" in card
+    assert "| `n` | `30` |" in card and "| `duplicate_every` | `5` |" in card
+    assert "| `created_after` | not set |" in card
+    assert "| tokenizer | none: the rows carry no token ids |" in card
+    assert f"{export.manifest['dedup']['removed_rows']} duplicate rows removed" in card
+
+
+def test_a_field_meaning_and_model_text_cannot_break_the_card():
+    assert cards._text("a | b\n`c` <script>") == "a \\| b 'c' &lt;script&gt;"
+
+
+def test_the_card_is_checksummed_in_the_manifest(pulled):
+    export, folder = pulled(kind="test.drift", shard_rows=10)
+    card = (folder / "README.md").read_bytes()
+    assert export.manifest["card"] == {"name": "README.md", "bytes": len(card),
+                                       "sha256": hashlib.sha256(card).hexdigest()}
+    text = card.decode()
+    assert "| `note` | `string` | A note \\| with a pipe. |" in text  # the meaning, escaped in its cell
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+@pytest.mark.parametrize("kind, filters, rows", [("test.drift", {}, 40), ("test.synthetic", {"n": 30}, 30)])
+def test_the_snippets_run_on_the_pulled_folder(pulled, fmt, kind, filters, rows, tmp_path, monkeypatch):
+    export, folder = pulled(kind=kind, filters=filters, format=fmt, shard_rows=7, validation_ratio=0)
+    snippets = cards.load_snippets(export, f"http://testserver/api/v1/projects/alpha/exports/{export.pk}/")
+    monkeypatch.chdir(folder.parent)
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    for name, result in (("pandas", "df"), ("pyarrow", "table"), ("datasets", "dataset")):
+        scope = {}
+        exec(snippets[name], scope)  # the snippet exactly as the page and the card show it
+        loaded = scope[result]
+        count = len(loaded["train"]) if name == "datasets" else len(loaded)
+        assert count == rows, name
+    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(export.manifest["schema"]["arrow_ipc_base64"])))
+    assert schema.equals(get_kind(kind).schema)
+    assert "DATAPLATFORM_TOKEN=" in snippets["pull"] and "--token" not in snippets["pull"]
