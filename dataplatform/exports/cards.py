@@ -132,6 +132,9 @@ def _training(kind: ExportKind, folder: str) -> list[str]:
         f"    args={config}(output_dir='out'))",
         "trainer.train()",
         "```", "",
+        *([f"For loss on the assistant turns only: `{config}(assistant_only_loss=True, chat_template_path=...)` "
+           "with a chat template that has `{% generation %}` markers (the embedded model's converted folder has "
+           "one: `chat_template_training.jinja`).", ""] if kind.trl_format == "language_modeling" else []),
     ]
 
 

@@ -76,6 +76,7 @@ def test_load_dataset_reads_a_multi_shard_folder_by_its_card(pulled, fmt, tmp_pa
     card = (folder / "README.md").read_text()
     metadata = front_matter(card)
     assert metadata["license"] == "cc-by-4.0" and "trl:language_modeling" in metadata["tags"]
+    assert "SFTTrainer" in card and "assistant_only_loss=True" in card
     assert metadata["configs"] == [{"config_name": "default", "data_files": [
         {"split": "train", "path": f"train-*.{fmt}"}, {"split": "validation", "path": f"validation-*.{fmt}"}]}]
     dataset = load_dataset(str(folder), cache_dir=str(tmp_path / "cache"))  # nothing but the card
@@ -94,6 +95,7 @@ def test_the_card_names_fields_filters_license_and_escapes_what_it_shows(pulled)
     assert "| `created_after` | not set |" in card
     assert "| tokenizer | none: the rows carry no token ids |" in card
     assert f"{export.manifest['dedup']['removed_rows']} duplicate rows removed" in card
+    assert "not a TRL training format" in card  # test.synthetic names no TRL format
 
 
 def test_a_field_meaning_and_model_text_cannot_break_the_card():
