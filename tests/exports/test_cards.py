@@ -127,3 +127,16 @@ def test_the_snippets_run_on_the_pulled_folder(pulled, fmt, kind, filters, rows,
     schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(export.manifest["schema"]["arrow_ipc_base64"])))
     assert schema.equals(get_kind(kind).schema)
     assert "DATAPLATFORM_TOKEN=" in snippets["pull"] and "--token" not in snippets["pull"]
+
+
+def test_the_training_guide_lists_every_kind_with_its_format():
+    from django.conf import settings
+
+    guide = (settings.BASE_DIR / "docs" / "training.md").read_text()
+    for kind in all_kinds():
+        if kind.name.startswith("test."):
+            continue
+        if kind.trl_format:
+            assert f"| `{kind.name}` | `{kind.trl_format}` |" in guide, kind.name
+        else:
+            assert f"`{kind.name}`" in guide and f"| `{kind.name}` |" not in guide, kind.name
