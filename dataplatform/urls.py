@@ -6,6 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from dataplatform.accounts import api as accounts_api
+from dataplatform.accounts import urls as accounts_urls
 from dataplatform.accounts import views as accounts_views
 from dataplatform.audit import urls as audit_urls
 from dataplatform.exports import api as exports_api
@@ -17,6 +18,7 @@ from dataplatform.system import views as system_views
 
 api_v1 = [
     path("projects/", accounts_api.ProjectListApi.as_view(), name="api-projects"),
+    path("", include(accounts_urls.api_urlpatterns)),
     path("projects/<slug:slug>/jobs/", jobs_api.ProjectJobsApi.as_view(), name="api-project-jobs"),
     path("jobs/<int:job_id>/", jobs_api.JobDetailApi.as_view(), name="api-job-detail"),
     path("jobs/<int:job_id>/cancel/", jobs_api.JobCancelApi.as_view(), name="api-job-cancel"),
@@ -43,6 +45,7 @@ urlpatterns = [
     path("accounts/login/", accounts_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("projects/<slug:slug>/", accounts_views.project_detail, name="project-detail"),
+    path("", include(accounts_urls.page_urlpatterns)),
     path("projects/<slug:slug>/jobs/", jobs_views.job_create, name="job-create"),
     path("jobs/<int:job_id>/", jobs_views.job_detail, name="job-detail"),
     path("jobs/<int:job_id>/progress/", jobs_views.job_progress, name="job-progress"),

@@ -37,6 +37,7 @@ from dataplatform.accounts.permissions import (
     CAN_CREATE_EXPORTS,
     CAN_CURATE,
     CAN_DELETE_EXPORTS,
+    CAN_MANAGE_PROJECT,
     CAN_READ_EXPORTS,
     CAN_RUN_JOBS,
     CAN_SEE_JOBS,
@@ -152,6 +153,7 @@ AUDIT_READERS = UserRule("project admins and superusers", frozenset({"admin", "s
 CURATE = members(CAN_CURATE, "CAN_CURATE")
 ANNOTATE = members(CAN_ANNOTATE, "CAN_ANNOTATE")
 READ_EXPORTS = members(CAN_READ_EXPORTS, "CAN_READ_EXPORTS")
+MANAGE = members(CAN_MANAGE_PROJECT, "CAN_MANAGE_PROJECT (project admins)")
 
 # URL name -> method -> rule (or, for a URL whose `action` kwarg picks the operation, action -> rule).
 RULES = {
@@ -169,6 +171,13 @@ RULES = {
     "api-token-revoke": {"POST": SelfRule()},
     "api-system-status": {"GET": AUTHENTICATED},
     "api-audit": {"GET": AUDIT_READERS},
+    # a project's members and license (admins); <username> is a member of the project whose objects are used
+    "project-member-add": {"POST": MANAGE},
+    "project-member-role": {"POST": MANAGE},
+    "project-member-remove": {"POST": MANAGE},
+    "project-license": {"POST": MANAGE},
+    "api-project-members": {"GET": MANAGE, "POST": MANAGE},
+    "api-project-member": {"PATCH": MANAGE, "DELETE": MANAGE},
     ADMIN_CHECKED: {"GET": "admin site", "POST": "admin site"},
     # jobs
     "job-create": {"POST": members(CAN_RUN_JOBS, "CAN_RUN_JOBS")},
@@ -435,6 +444,8 @@ def url_for(world, case: Case, role: str, scope: str) -> str:
             kwargs[name] = "README.md"
         elif name == "token_id":
             kwargs[name] = world.token_ids["beta-user" if scope != "own" or role == "anonymous" else role]
+        elif name == "username":  # the annotator of that side's project (tests/role_matrix_world.py names them)
+            kwargs[name] = "annotator" if object_side is world.alpha else "beta-annotator"
         elif name == "claim_id" and "labeler" in endpoint.name:
             kwargs[name] = object_side.ids["review_claim_id"]
         else:

@@ -1,4 +1,4 @@
-"""API for projects and personal tokens. Thin: parse, call a selector or service, serialize."""
+"""API for projects, their members and personal tokens. Thin: parse, call a selector or service, serialize."""
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
@@ -8,10 +8,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.client_address import client_ip
+from dataplatform.openapi import VALIDATION_ERROR, error_response
 
 from . import selectors, services
-from .models import ApiToken, Project
-from .permissions import request_token, token_project_ids
+from .models import ApiToken, Membership, Project, Role
+from .permissions import CAN_MANAGE_PROJECT, project_for, request_token, token_project_ids
 
 
 class ProjectSerializer(serializers.ModelSerializer):
@@ -20,7 +21,7 @@ class ProjectSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Project
-        fields = ["slug", "name", "description", "created_at", "my_role", "member_count"]
+        fields = ["slug", "name", "description", "license", "created_at", "my_role", "member_count"]
 
 
 class ProjectListApi(generics.ListAPIView):
@@ -34,6 +35,84 @@ class ProjectListApi(generics.ListAPIView):
             return Project.objects.none()
         return selectors.projects_for_user(self.request.user, token=request_token(self.request))
 
+
+# --- members (project admins only) ------------------------------------------------------------------------------
+
+ROLE_CHOICE_ERRORS = {"invalid_choice": f"'{{input}}' is not a role; the roles are {', '.join(Role.values)}."}
+LAST_ADMIN = "the member is the project's last admin (make another member admin first)"
+
+
+class MemberSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["username", "role", "created_at"]
+
+
+class MemberCreateSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    role = serializers.ChoiceField(choices=Role.choices, error_messages=ROLE_CHOICE_ERRORS)
+
+
+class MemberUpdateSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Role.choices, error_messages=ROLE_CHOICE_ERRORS)
+
+
+def _managed_project(request, slug: str) -> Project:
+    return project_for(request.user, slug, CAN_MANAGE_PROJECT, token=request_token(request))[0]
+
+
+class ProjectMembersApi(generics.ListAPIView):
+    """The project's members, newest first (cursor); POST adds one. Project admins only."""
+
+    serializer_class = MemberSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation
+            return Membership.objects.none()
+        return selectors.members_of(_managed_project(self.request, self.kwargs["slug"]))
+
+    @extend_schema(request=MemberCreateSerializer, responses={
+        201: MemberSerializer,
+        400: error_response("No user has that username, or the role is not one.", schema=VALIDATION_ERROR),
+        409: error_response("The user is already a member of the project (change their role instead)."),
+    })
+    def post(self, request, slug: str):
+        project = _managed_project(request, slug)
+        data = MemberCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        membership = services.add_member(project=project, username=data.validated_data["username"],
+                                         role=data.validated_data["role"], actor=request.user,
+                                         client_ip=client_ip(request))
+        return Response(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+
+class ProjectMemberApi(APIView):
+    """One member, by username: PATCH changes their role, DELETE removes them. Project admins only."""
+
+    @extend_schema(request=MemberUpdateSerializer, responses={
+        200: MemberSerializer,
+        400: error_response(f"The role is not one, or {LAST_ADMIN}.", schema=VALIDATION_ERROR),
+    })
+    def patch(self, request, slug: str, username: str):
+        project = _managed_project(request, slug)
+        member = selectors.member_of(project, username)
+        data = MemberUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        membership = services.change_member_role(project=project, user=member.user, role=data.validated_data["role"],
+                                                 actor=request.user, client_ip=client_ip(request))
+        return Response(MemberSerializer(membership).data)
+
+    @extend_schema(request=None, responses={204: None, 400: error_response(f"Not removed: {LAST_ADMIN}.")})
+    def delete(self, request, slug: str, username: str):
+        project = _managed_project(request, slug)
+        member = selectors.member_of(project, username)
+        services.remove_member(project=project, user=member.user, actor=request.user, client_ip=client_ip(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- personal API tokens ------------------------------------------------------------------------------------------
 
 class TokenSerializer(serializers.ModelSerializer):
     projects = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)

@@ -16,6 +16,9 @@ class Project(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    # The data's license as a Hugging Face Hub / SPDX id ("cc-by-4.0", "apache-2.0", "other"), lowercase;
+    # empty: not stated. Dataset cards name it. services.set_project_license checks the shape.
+    license = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,6 +1,7 @@
 """Reads for accounts, always scoped to the requesting user."""
 
 from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.shortcuts import get_object_or_404
 
 from .models import ApiToken, Membership, Project
 from .permissions import visible_projects
@@ -23,3 +24,8 @@ def tokens_for_user(user) -> QuerySet[ApiToken]:
 
 def members_of(project: Project) -> QuerySet[Membership]:
     return Membership.objects.filter(project=project).select_related("user").order_by("role", "user__username")
+
+
+def member_of(project: Project, username: str) -> Membership:
+    """One member of `project` (whose access the caller has checked), by username; a 404 if not a member."""
+    return get_object_or_404(members_of(project), user__username=username)

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from dataplatform.audit import services as audit
+from dataplatform.errors import Conflict, Missing, Refused
 
 from .models import ApiToken, Membership, Project, Role
 
@@ -27,6 +28,21 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 # sanity bound: anything beyond that is "never" in practice and should say so.
 TOKEN_MIN_LIFETIME_DAYS = 1
 TOKEN_MAX_LIFETIME_DAYS = 3650
+# A license id as the Hugging Face Hub and SPDX write them ("cc-by-4.0", "apache-2.0", "other"), stored lowercase
+# (SPDX ids are case-insensitive; the Hub's are lowercase).
+LICENSE_SHAPE = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}")
+
+
+class MembershipRefused(Refused):
+    """An invalid role, an unknown user, or a change that would leave the project without an admin."""
+
+
+class AlreadyMember(Conflict):
+    pass
+
+
+class NotAMember(Missing):
+    pass
 
 
 class TokenExpired(Exception):
@@ -43,12 +59,13 @@ def hash_token_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def create_project(*, slug: str, name: str, description: str = "", admin=None, actor=None,
+def create_project(*, slug: str, name: str, description: str = "", license: str = "", admin=None, actor=None,
                    client_ip: str | None = None) -> Project:
+    license = clean_license(license)
     with transaction.atomic():
-        project = Project.objects.create(slug=slug, name=name, description=description)
+        project = Project.objects.create(slug=slug, name=name, description=description, license=license)
         audit.record(action=audit.Action.PROJECT_CREATED, actor=actor, project=project, target=project,
-                     client_ip=client_ip, detail={"slug": slug, "name": name})
+                     client_ip=client_ip, detail={"slug": slug, "name": name, "license": license})
         if admin is not None:
             set_membership(project=project, user=admin, role=Role.ADMIN, actor=actor, client_ip=client_ip)
     return project
@@ -72,6 +89,120 @@ def remove_membership(*, project: Project, user, actor=None, client_ip: str | No
         if deleted:
             audit.record(action=audit.Action.MEMBERSHIP_REMOVED, actor=actor, project=project,
                          client_ip=client_ip, detail={"user": user.get_username()})
+
+
+def clean_license(value: str) -> str:
+    """`value` as stored: trimmed and lowercase; empty means not stated. Refuses what is not a license id."""
+    license = (value or "").strip().lower()
+    if license and not LICENSE_SHAPE.fullmatch(license):
+        raise Refused(f"'{value[:80]}' is not a license id: use a Hugging Face Hub or SPDX id such as cc-by-4.0, "
+                      "apache-2.0 or mit (letters, digits, '.', '+' and '-', at most 64), 'other', or nothing.",
+                      field="license")
+    return license
+
+
+def set_project_license(*, project: Project, license: str, actor=None, client_ip: str | None = None) -> Project:
+    license = clean_license(license)
+    if license != project.license:
+        with transaction.atomic():
+            previous, project.license = project.license, license
+            project.save(update_fields=["license"])
+            audit.record(action=audit.Action.PROJECT_UPDATED, actor=actor, project=project, target=project,
+                         client_ip=client_ip, detail={"license": license, "previous_license": previous})
+    return project
+
+
+# --- members: add, change the role of, remove. The project keeps at least one admin. --------------------------
+
+def _valid_role(role) -> Role:
+    try:
+        return Role(role)
+    except ValueError:
+        raise MembershipRefused(f"'{str(role)[:40]}' is not a role; the roles are {', '.join(Role.values)}.",
+                                field="role") from None
+
+
+def _the_user(user, username: str | None):
+    if user is not None:
+        return user
+    found = get_user_model().objects.filter(username=username).first() if username else None
+    if found is None:
+        raise MembershipRefused(f"No user named '{str(username or '')[:150]}'.", field="username")
+    return found
+
+
+def _lock_members_of(project: Project) -> None:
+    """Lock the project's row until the transaction ends: membership changes of one project happen one at a
+    time, so two admins demoting each other cannot both pass the last-admin check. FOR NO KEY UPDATE, so rows
+    that only point at the project (jobs, audit events) can still be written meanwhile."""
+    Project.objects.select_for_update(no_key=True).only("pk").get(pk=project.pk)
+
+
+def _locked_membership(project: Project, user) -> Membership:
+    """The user's membership, read under _lock_members_of."""
+    _lock_members_of(project)
+    membership = Membership.objects.filter(project=project, user=user).first()
+    if membership is None:
+        raise NotAMember(f"{user.get_username()} is not a member of {project.slug}.")
+    return membership
+
+
+def _keep_an_admin(project: Project, membership: Membership, doing: str) -> None:
+    if (membership.role == Role.ADMIN
+            and not Membership.objects.filter(project=project, role=Role.ADMIN).exclude(pk=membership.pk).exists()):
+        raise MembershipRefused(f"{membership.user.get_username()} is the last admin of {project.slug}; make "
+                                f"another member admin before {doing} them.")
+
+
+def add_member(*, project: Project, user=None, username: str | None = None, role: Role | str, actor=None,
+               client_ip: str | None = None) -> Membership:
+    """Make `user` (or the user named `username`) a member with `role`. Refuses an invalid role, an unknown
+    user, and someone who is a member already (their role is changed with change_member_role)."""
+    role = _valid_role(role)
+    user = _the_user(user, username)
+    with transaction.atomic():
+        _lock_members_of(project)
+        existing = Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
+        if existing is not None:
+            raise AlreadyMember(f"{user.get_username()} is already a member of {project.slug} (as {existing}); "
+                                "change their role instead.")
+        membership = Membership.objects.create(project=project, user=user, role=role)
+        audit.record(action=audit.Action.MEMBERSHIP_ADDED, actor=actor, project=project, target=membership,
+                     client_ip=client_ip, detail={"user": user.get_username(), "role": role.value})
+    return membership
+
+
+def change_member_role(*, project: Project, user=None, username: str | None = None, role: Role | str, actor=None,
+                       client_ip: str | None = None) -> Membership:
+    """Give a member another role (the same role again changes nothing). The last admin stays an admin."""
+    role = _valid_role(role)
+    user = _the_user(user, username)
+    with transaction.atomic():
+        membership = _locked_membership(project, user)
+        if membership.role == role:
+            return membership
+        if role != Role.ADMIN:
+            _keep_an_admin(project, membership, "demoting")
+        previous, membership.role = membership.role, role
+        membership.save(update_fields=["role"])
+        audit.record(action=audit.Action.MEMBERSHIP_ROLE_CHANGED, actor=actor, project=project, target=membership,
+                     client_ip=client_ip,
+                     detail={"user": user.get_username(), "role": role.value, "previous_role": previous})
+    return membership
+
+
+def remove_member(*, project: Project, user=None, username: str | None = None, actor=None,
+                  client_ip: str | None = None) -> None:
+    """Take a member out of the project. The last admin cannot be removed."""
+    user = _the_user(user, username)
+    with transaction.atomic():
+        membership = _locked_membership(project, user)
+        _keep_an_admin(project, membership, "removing")
+        membership_id, role = membership.pk, membership.role
+        membership.delete()
+        audit.record(action=audit.Action.MEMBERSHIP_REMOVED, actor=actor, project=project,
+                     target_type=Membership._meta.label_lower, target_id=membership_id, client_ip=client_ip,
+                     detail={"user": user.get_username(), "role": role})
 
 
 def token_expiry(expires_in_days: int | None, *, now=None):

@@ -1,4 +1,4 @@
-"""HTML views for projects and personal API tokens. Thin: they call selectors and services."""
+"""HTML views for projects, their members and personal API tokens. Thin: they call selectors and services."""
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -8,13 +8,23 @@ from django.views.decorators.http import require_POST
 
 from dataplatform.audit.selectors import can_read_audit
 from dataplatform.client_address import client_ip
+from dataplatform.errors import PlatformError
 from dataplatform.jobs.registry import get_kind
 from dataplatform.jobs.selectors import jobs_of_project
 from dataplatform.pagination import parse_id
 
 from . import selectors, services
 from .forms import ThrottledAuthenticationForm
-from .permissions import ALL_ROLES, CAN_ANNOTATE, CAN_READ_EXPORTS, CAN_RUN_JOBS, CAN_SEE_JOBS, project_for
+from .models import Role
+from .permissions import (
+    ALL_ROLES,
+    CAN_ANNOTATE,
+    CAN_MANAGE_PROJECT,
+    CAN_READ_EXPORTS,
+    CAN_RUN_JOBS,
+    CAN_SEE_JOBS,
+    project_for,
+)
 
 RECENT_JOBS = 20
 # Lifetimes the token page offers, as GitHub and GitLab do: form value -> days (None: never expires).
@@ -42,13 +52,27 @@ def project_list(request):
     })
 
 
+# License ids the project page suggests (the Hugging Face Hub's; any other id may be typed).
+SUGGESTED_LICENSES = ["apache-2.0", "mit", "cc-by-4.0", "cc-by-sa-4.0", "cc-by-nc-4.0", "cc0-1.0", "odc-by",
+                      "openrail", "other"]
+
+
 @login_required
 def project_detail(request, slug: str):
     project, role = project_for(request.user, slug, ALL_ROLES)
+    return _project_page(request, project, role)
+
+
+def _project_page(request, project, role, *, status: int = 200, **form_state):
+    """The project page. A refused members or license form is shown again, its error beside it, with
+    `form_state`: add_error/add_username/add_role, member_error/error_member, license_error/license_value."""
     context = {
         "project": project, "role": role, "members": selectors.members_of(project),
         "can_read_exports": role in CAN_READ_EXPORTS,
         "can_annotate": role in CAN_ANNOTATE,
+        "can_manage": role in CAN_MANAGE_PROJECT,
+        "roles": Role.choices, "suggested_licenses": SUGGESTED_LICENSES,
+        "license_value": project.license, **form_state,
     }
     if role in CAN_SEE_JOBS:
         jobs = jobs_of_project(request.user, project)
@@ -59,7 +83,69 @@ def project_detail(request, slug: str):
         context["older_than"] = page[RECENT_JOBS - 1].pk if len(page) > RECENT_JOBS else None
     if role in CAN_RUN_JOBS:
         context["demo_kind"] = get_kind("demo.sample_continuations")
-    return render(request, "accounts/project_detail.html", context)
+    return render(request, "accounts/project_detail.html", context, status=status)
+
+
+@login_required
+@require_POST
+def member_add(request, slug: str):
+    project, role = project_for(request.user, slug, CAN_MANAGE_PROJECT)
+    username, new_role = (request.POST.get("username") or "").strip(), request.POST.get("role") or ""
+    try:
+        services.add_member(project=project, username=username, role=new_role, actor=request.user,
+                            client_ip=client_ip(request))
+    except PlatformError as error:
+        return _project_page(request, project, role, status=error.status, add_error=error.detail,
+                             add_username=username, add_role=new_role)
+    messages.success(request, f"Added {username} as {new_role}.")
+    return redirect("project-detail", slug=slug)
+
+
+@login_required
+@require_POST
+def member_role(request, slug: str, username: str):
+    project, role = project_for(request.user, slug, CAN_MANAGE_PROJECT)
+    member = selectors.member_of(project, username)
+    new_role = request.POST.get("role") or ""
+    try:
+        services.change_member_role(project=project, user=member.user, role=new_role, actor=request.user,
+                                    client_ip=client_ip(request))
+    except PlatformError as error:
+        return _project_page(request, project, role, status=error.status, member_error=error.detail,
+                             error_member=username)
+    messages.success(request, f"{username} is now {new_role}.")
+    return redirect("project-detail", slug=slug)
+
+
+@login_required
+@require_POST
+def member_remove(request, slug: str, username: str):
+    project, role = project_for(request.user, slug, CAN_MANAGE_PROJECT)
+    member = selectors.member_of(project, username)
+    try:
+        services.remove_member(project=project, user=member.user, actor=request.user, client_ip=client_ip(request))
+    except PlatformError as error:
+        return _project_page(request, project, role, status=error.status, member_error=error.detail,
+                             error_member=username)
+    messages.success(request, f"Removed {username} from {project.name}.")
+    if member.user == request.user and not request.user.is_superuser:
+        return redirect("project-list")  # no longer a member: the project page would be a 404
+    return redirect("project-detail", slug=slug)
+
+
+@login_required
+@require_POST
+def project_license(request, slug: str):
+    project, role = project_for(request.user, slug, CAN_MANAGE_PROJECT)
+    value = request.POST.get("license") or ""
+    try:
+        services.set_project_license(project=project, license=value, actor=request.user,
+                                     client_ip=client_ip(request))
+    except PlatformError as error:
+        return _project_page(request, project, role, status=error.status, license_error=error.detail,
+                             license_value=value)
+    messages.success(request, f"License set to {project.license}." if project.license else "License cleared.")
+    return redirect("project-detail", slug=slug)
 
 
 @login_required

@@ -6,7 +6,10 @@ from django.db import models
 
 class Action(models.TextChoices):
     PROJECT_CREATED = "project.created", "Project created"
+    PROJECT_UPDATED = "project.updated", "Project details changed"
     MEMBERSHIP_SET = "membership.set", "Membership added or role changed"
+    MEMBERSHIP_ADDED = "membership.added", "Member added"
+    MEMBERSHIP_ROLE_CHANGED = "membership.role_changed", "Member's role changed"
     MEMBERSHIP_REMOVED = "membership.removed", "Membership removed"
     TOKEN_CREATED = "token.created", "API token created"
     TOKEN_REVOKED = "token.revoked", "API token revoked"

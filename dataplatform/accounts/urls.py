@@ -1,0 +1,18 @@
+"""Routes of a project's members and license (the API's and the project page's forms). The older accounts
+routes (projects, tokens, log-in) are still listed in the root URLconf."""
+
+from django.urls import path
+
+from . import api, views
+
+api_urlpatterns = [
+    path("projects/<slug:slug>/members/", api.ProjectMembersApi.as_view(), name="api-project-members"),
+    path("projects/<slug:slug>/members/<str:username>/", api.ProjectMemberApi.as_view(), name="api-project-member"),
+]
+
+page_urlpatterns = [
+    path("projects/<slug:slug>/members/add", views.member_add, name="project-member-add"),
+    path("projects/<slug:slug>/members/<str:username>/role", views.member_role, name="project-member-role"),
+    path("projects/<slug:slug>/members/<str:username>/remove", views.member_remove, name="project-member-remove"),
+    path("projects/<slug:slug>/license", views.project_license, name="project-license"),
+]
