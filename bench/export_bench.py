@@ -110,6 +110,15 @@ SCHEMA = pa.schema([
     ("score", pa.float64()),
 ])
 COLUMNS = "id, created_at, messages, tags, score"
+# A dict literal: tests/exports/test_field_meanings.py reads it (and SCHEMA's names) without importing the bench.
+FIELD_MEANINGS = {
+    "id": "The row's id in bench_chat_rows, 1 to the number of rows generated.",
+    "created_at": "2024-01-01 00:00 UTC plus 2.5 s per id, plus up to about a second of jitter.",
+    "messages": "A synthetic user instruction and assistant answer (about 1 KB of word-like text); every 100th row "
+                "repeats the previous row's content.",
+    "tags": "One to three topic tags (math, code, chat, ...), picked from the row's content key.",
+    "score": "A number in [0, 1] hashed from the row's content key.",
+}
 # The jsonb column as is: through Django's connection it arrives as text, and sql_keyset_batches
 # decodes it for the list<struct> field, as it would for any real app table.
 ROWS_SQL = (
@@ -165,6 +174,7 @@ register(ExportKind(
     count=_count,
     filters=BenchFilters,
     dedup_ignore=("id", "created_at"),
+    field_meanings=FIELD_MEANINGS,
 ))
 
 

@@ -32,6 +32,7 @@ from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery
 from dataplatform.exports.sources import keyset_pages
 
 from . import services
+from .export_fields import TASK_LABEL_MEANINGS, TRAJECTORY_MEANINGS, UPSTREAM_MEANINGS
 from .models import Label, LabelEvent, LabelEventKind, LabelOrigin, SweTask, Taxonomy, Trajectory
 from .taxonomy import UNASSIGNED
 
@@ -360,7 +361,7 @@ def _count(query: ExportQuery) -> int:
 
 
 COMMON = {"schema": SCHEMA, "data_version": data_version, "key_field": "instance_id", "count": _count,
-          "dedup_ignore": ("task_id",)}
+          "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS}
 
 register(ExportKind(name="swe.labels", version=1, label="SWE labels (every task)", rows=label_rows,
                     filters=LabelFilters, description="One row per task with its final label (reviewer's, else "
@@ -373,7 +374,7 @@ register(ExportKind(name="swe.routed", version=1, label="SWE labels, routed by c
                     "per category (A, B, C, unassigned) for category experts.", **COMMON))
 register(ExportKind(name="swe.upstream", version=1, label="SWE labels, in the published labeler's output shape",
                     rows=upstream_rows, filters=LabelFilters, schema=UPSTREAM_SCHEMA, data_version=data_version,
-                    key_field="instance_id", count=_count, dedup_ignore=("task_id",),
+                    key_field="instance_id", count=_count, dedup_ignore=("task_id",), field_meanings=UPSTREAM_MEANINGS,
                     description="Labeled tasks as the published SWE Labeler (alibaba/AgenticBigBang) writes its "
                     "output: the task's fields and `labels` (values and rationales), for its tools; import it "
                     "back as tasks to review its labels here."))
@@ -442,7 +443,7 @@ def trajectory_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 register(ExportKind(name="swe.trajectories", version=2, trl_format="language_modeling", label="SWE trajectories, with their labels",
                     rows=trajectory_rows, schema=TRAJECTORY_SCHEMA, data_version=trajectory_data_version,
                     filters=LabelFilters, key_field="trajectory_id", dedup_ignore=("task_id",),
-                    count=lambda query: _bounded(Trajectory, query).count(),
+                    count=lambda query: _bounded(Trajectory, query).count(), field_meanings=TRAJECTORY_MEANINGS,
                     description="One row per trajectory as a training conversation (messages with reasoning_content "
                     "and tool_calls, a tools column) with its own final label (the trajectory mode), else its "
                     "task's (label_subject says which); every review status by default."))

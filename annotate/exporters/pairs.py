@@ -15,14 +15,22 @@ import pyarrow as pa
 from django.db.models import Exists, OuterRef
 from rest_framework import serializers
 
-from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch
+from dataplatform.conversations.training import MESSAGES, TOOLS, TOOLS_MEANINGS, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.exports.sources import keyset_values
 
 from .. import services
 from ..models import Item, Node, NodeStatus, SessionStatus
 from ..supervision import fork_token_idx, pick_fork_pairs, response_ids
-from .sessions import SessionFilters, answer, data_version, finished_sessions, prompt_cells, tree_page
+from .sessions import (
+    SESSION_MEANINGS,
+    SessionFilters,
+    answer,
+    data_version,
+    finished_sessions,
+    prompt_cells,
+    tree_page,
+)
 
 # Node fields a pair reads; `top` (k pairs per token) and `logprobs` are left in the database.
 NODE_FIELDS = ("id", "session_id", "parent_id", "key", "fork_index", "token_ids", "origins", "finish_reason",
@@ -151,6 +159,32 @@ PAIRS_SCHEMA = pa.schema([
     ("rejected_node_key", pa.int64()),
     ("rejected_annotator", pa.string()),
 ])
+# The columns onpanda.token_supervision shares with this kind (its rows are fork pairs too).
+PAIR_MEANINGS = {
+    "id": 'The pair: "<rejected session>.<node key>-<chosen session>.<node key>".',
+    "item_id": SESSION_MEANINGS["item_id"],
+    "prompt": "The conversation both responses answer (the same context and tools): earlier rounds, reasoning, "
+              "tool calls and tool results included.",
+    **TOOLS_MEANINGS,
+    "chosen_node_key": "The chosen response's node (dialog) key in its session, 1, 2, ...",
+    "rejected_node_key": "The rejected response's node (dialog) key in its session, 1, 2, ...",
+}
+PAIRS_MEANINGS = {
+    **PAIR_MEANINGS,
+    "pair_type": "fork (another response in an accepted session against the response on its accepted path) or "
+                 "outcome (a rejected session's response against an accepted session's answer to the same "
+                 "conversation).",
+    "chosen": "The response on an accepted session's path to its accepted answer, as one assistant message "
+              "(reasoning and tool calls included).",
+    "rejected": "The other response to the same conversation, as one assistant message.",
+    "fork_token_idx": "Fork pairs: the 0-based index of the first response token where rejected and chosen differ "
+                      "(stop token excluded); null for outcome pairs.",
+    "chosen_session_id": "The accepted session the chosen response belongs to.",
+    "chosen_annotator": "Username of the chosen session's annotator.",
+    "rejected_session_id": "The session the rejected response belongs to: the same as chosen_session_id for a fork "
+                           "pair, a rejected session for an outcome pair.",
+    "rejected_annotator": "Username of the rejected session's annotator.",
+}
 
 
 def pair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
@@ -189,4 +223,5 @@ register(ExportKind(
     filters=PairFilters,
     dedup_ignore=("id", "item_id", "chosen_session_id", "chosen_node_key", "chosen_annotator", "rejected_session_id",
                   "rejected_node_key", "rejected_annotator"),
+    field_meanings=PAIRS_MEANINGS,
 ))

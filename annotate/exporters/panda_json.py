@@ -13,7 +13,7 @@ from dataplatform.exports.sources import keyset_values
 from .. import services
 from ..models import Event, Node, Session
 from ..panda_json import session_to_panda_json
-from .sessions import FINISHED, Bound, SessionFilters, data_version, finished_sessions, tree_page
+from .sessions import FINISHED, SESSION_MEANINGS, Bound, SessionFilters, data_version, finished_sessions, tree_page
 
 
 class StatusFilters(SessionFilters):
@@ -28,6 +28,12 @@ PANDA_JSON_SCHEMA = pa.schema([
     ("annotator", pa.string()),
     ("panda_json", pa.string()),  # the session as a .panda.json v2 document, readable by onpanda.parser.PandaTree
 ])
+PANDA_JSON_MEANINGS = {
+    **SESSION_MEANINGS,
+    "status": "How the session finished: accepted or rejected.",
+    "panda_json": "The session's whole correction tree as a .panda.json v2 document (JSON text), readable by "
+                  "onpanda.parser.PandaTree.",
+}
 
 
 def panda_json_rows(query: ExportQuery) -> Iterator[list[dict]]:
@@ -60,4 +66,5 @@ register(ExportKind(
     data_version=data_version,
     count=lambda query: finished_sessions(query).count(),
     filters=StatusFilters,
+    field_meanings=PANDA_JSON_MEANINGS,
 ))

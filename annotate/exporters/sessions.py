@@ -19,6 +19,16 @@ TREE_PAGE = 200
 FINISHED = (SessionStatus.ACCEPTED, SessionStatus.REJECTED)
 
 
+# What the session columns of the kinds mean (their dataset card's Fields table).
+SESSION_MEANINGS = {
+    "id": "The session's id: one annotator's work on one item.",
+    "item_id": "The item's id: the prompt the session answers.",
+    "external_id": "The item's id in the file it was imported from; empty when it had none.",
+    "annotator": "Username of the annotator whose session it is.",
+}
+MODEL_MEANING = "The model that generated the response, as its node records it."
+
+
 def tree_page(query: ExportQuery) -> int:
     return max(1, min(TREE_PAGE, query.batch_size))
 

@@ -9,15 +9,24 @@ import pyarrow as pa
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from rest_framework import serializers
 
-from dataplatform.conversations.token_masks import IDENTITY_COLUMNS, identity_columns, note_identity
-from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch
+from dataplatform.conversations.token_masks import IDENTITY_COLUMNS, IDENTITY_MEANINGS, identity_columns, note_identity
+from dataplatform.conversations.training import MESSAGES, TOOLS, TOOLS_MEANINGS, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.exports.sources import keyset_values
 
 from .. import services
 from ..models import Event, EventKind, Review, ReviewDecision, Session, SessionStatus
 from ..supervision import strip_stop_token
-from .sessions import Bound, SessionFilters, answer, data_version, finished_sessions, prompt_cells
+from .sessions import (
+    MODEL_MEANING,
+    SESSION_MEANINGS,
+    Bound,
+    SessionFilters,
+    answer,
+    data_version,
+    finished_sessions,
+    prompt_cells,
+)
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 UNREVIEWED = "unreviewed"
@@ -49,6 +58,26 @@ SFT_SCHEMA = pa.schema([
     ("review", pa.string()),  # the latest review's decision, null if not reviewed
     *IDENTITY_COLUMNS,  # the tokenizer and chat template of response_token_ids
 ])
+SFT_MEANINGS = {
+    **SESSION_MEANINGS,
+    "messages": "The prompt followed by the accepted response: the whole conversation, with earlier rounds, "
+                "reasoning, tool calls and tool results.",
+    "prompt": "The conversation the accepted response answers: messages without the response.",
+    "completion": "The accepted response: one assistant message, its reasoning and tool calls included.",
+    **TOOLS_MEANINGS,
+    "response_token_ids": "The accepted response's token ids exactly as generated, ending with the model's stop "
+                          "token if the model stopped.",
+    "origins": "Per token of response_token_ids: model (generated), candidate (picked from the model's top-k), "
+               "typed (by the annotator) or template (written by the response template).",
+    "candidate_ranks": "Per token of response_token_ids: its 1-based rank in the model's top-k when an annotator "
+                       "picked it as a candidate, else null.",
+    "finish_reason": "How the response ended: stop (the model's stop token, or a stop the annotator chose) or "
+                     "length (it reached its token budget).",
+    "model_id": MODEL_MEANING,
+    "accepted_at": "When the annotator accepted the session (UTC).",
+    "review": "The latest review's decision, approved or rejected; null when the session is not reviewed.",
+    **IDENTITY_MEANINGS,
+}
 
 
 def _sft_sessions(query: ExportQuery) -> QuerySet[Session]:
@@ -114,4 +143,5 @@ register(ExportKind(
     count=lambda query: _sft_sessions(query).count(),
     filters=SftFilters,
     dedup_ignore=("id", "item_id", "annotator", "accepted_at", "review"),
+    field_meanings=SFT_MEANINGS,
 ))

@@ -13,7 +13,9 @@ import pyarrow as pa
 
 from dataplatform.conversations.token_masks import (
     IDENTITY_COLUMNS,
+    IDENTITY_MEANINGS,
     TOKEN_COLUMNS,
+    TOKEN_MEANINGS,
     identity_columns,
     note_identity,
     token_columns,
@@ -25,8 +27,8 @@ from dataplatform.inference import Backend
 from .. import services
 from ..supervision import NothingToSupervise
 from ..supervision import token_supervision as compute_token_supervision
-from .pairs import pairs
-from .sessions import SessionFilters, answer, data_version
+from .pairs import PAIR_MEANINGS, pairs
+from .sessions import MODEL_MEANING, SESSION_MEANINGS, SessionFilters, answer, data_version
 
 CHUNKS = pa.list_(pa.struct([("token_ids", pa.list_(pa.int64())), ("text", pa.string()), ("ignore_loss", pa.bool_())]))
 
@@ -61,6 +63,40 @@ TOKEN_SUPERVISION_SCHEMA = pa.schema([
     *TOKEN_COLUMNS,  # prompt_token_ids + the chosen response's ids; loss on the chosen patch only
     *IDENTITY_COLUMNS,  # the tokenizer and chat template the ids belong to
 ])
+TOKEN_SUPERVISION_MEANINGS = {
+    **PAIR_MEANINGS,
+    "session_id": "The accepted session both responses of the fork pair belong to.",
+    "annotator": SESSION_MEANINGS["annotator"],
+    "model_id": MODEL_MEANING,
+    "prompt_token_ids": "The model's chat template applied to prompt and tools, generation prompt added: the ids "
+                        "both responses continue.",
+    "fork_token_idx": "The 0-based index in the response ids (stop token excluded) of the first token where chosen "
+                      "and rejected differ.",
+    "fork_channel": "What the response template was writing at the fork: reasoning, content, tool_name, "
+                    "tool_arguments or marker (the chosen response's, else the rejected one's); null when neither "
+                    "records one there.",
+    "chosen_token_id": "The chosen response's token at the fork; null when the chosen response ends there (its stop "
+                       "is what was chosen).",
+    "rejected_token_id": "The rejected response's token at the fork; null when the rejected response ended there.",
+    "chosen_ends_at_fork": "The chosen response ends at the fork: stopping there is the correction.",
+    "rejected_ends_at_fork": "The rejected response ended at the fork, where the chosen one goes on.",
+    "chosen_text": "Text of the chosen patch: the smallest span of tokens around the fork that survives "
+                   "decode -> encode; empty when the chosen side is the stop.",
+    "rejected_text": "Text of the rejected patch (as chosen_text); empty when the rejected side is the stop.",
+    "chosen_chunks": "The chosen response as chunks [pre, patch, post] ([pre, patch] when it ends at the fork), each "
+                     "token_ids, text and ignore_loss (false on the patch only); their ids concatenate to the "
+                     "response ids without the stop token.",
+    "rejected_chunks": "The rejected response as chunks, in the form of chosen_chunks; its patch has ignore_loss "
+                       "false only when rejected_loss is true.",
+    "rejected_loss": "The rejected patch is one token (or the stop), so it gets negative loss; false: it gets none.",
+    "completion": "The chosen response as one assistant message: with prompt, TRL's prompt-completion form.",
+    **TOKEN_MEANINGS,
+    "input_ids": "prompt_token_ids, then the chosen response's ids (ending with the end-of-turn token when the "
+                 "chosen response ends at the fork).",
+    "completion_mask": "Per token of input_ids: 1 on the chosen patch only, 0 on the prompt and on the response's "
+                       "tokens before and after the patch.",
+    **IDENTITY_MEANINGS,
+}
 
 
 def token_supervision_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
@@ -136,4 +172,5 @@ register(ExportKind(
     data_version=data_version,
     filters=SessionFilters,
     dedup_ignore=("id", "item_id", "session_id", "chosen_node_key", "rejected_node_key", "annotator"),
+    field_meanings=TOKEN_SUPERVISION_MEANINGS,
 ))

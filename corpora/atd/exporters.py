@@ -40,6 +40,56 @@ SCORED_SCHEMA = pa.schema([
     ("template_version", pa.string()), ("run_id", pa.int64()), ("logprobs_json", pa.string()),
 ])
 
+# What the columns of both kinds mean (their Fields tables); atd.dpo's scores are those of its selection's run.
+SCORE_MEANINGS = {
+    "prompt_id": "The prompt's id in the pool it was imported from.",
+    "messages": "The prompt's chat messages (role and content only).",
+    "q": "The ancestor's probability that candidate A is the better answer, in [0, 1]; debiased, the mean of both "
+         "orders: (q_ab + 1 - q_ba) / 2.",
+    "q_ab": "The raw q with A shown first (as Answer A).",
+    "q_ba": 'The raw P("A") with the candidates swapped (B shown as Answer A); null unless scored in both orders.',
+    "position_bias": "|q_ab - (1 - q_ba)|, in [0, 1]: how far the two orders disagree about A; null with one order.",
+    "method": 'How the ancestor scored: judge (P("A") vs P("B") as its verdict), likelihood (the candidates\' '
+              "summed token logprobs) or likelihood_mean (their mean token logprobs).",
+    "debiased": "The scoring run debiases: the judge method scores both orders and q averages them (a likelihood "
+                "run has one order whatever this says).",
+    "model_id": "The ancestor model that scored the prompt.",
+    "template_version": "The version of the judge prompt the scoring run records (used by the judge method only).",
+}
+DPO_MEANINGS = {
+    "id": 'The teacher\'s answer, "answer-<id>".',
+    "prompt": SCORE_MEANINGS["messages"],
+    "chosen": "The candidate the teacher picked, as one assistant message.",
+    "rejected": "The other candidate, as one assistant message.",
+    **{name: SCORE_MEANINGS[name] for name in ("prompt_id", "q", "q_ab", "q_ba", "position_bias", "debiased",
+                                                "template_version")},
+    "teacher_bit": "The teacher's pick, A or B, naming the original candidate whatever order it was shown in.",
+    "epsilon": "The selection's near-tie width: its prompts have |q - 0.5| <= epsilon.",
+    "scoring_method": SCORE_MEANINGS["method"],
+    "ancestor_model": SCORE_MEANINGS["model_id"],
+    "teacher_model": "The teacher model that gave the bit.",
+    "selection": 'The near-tie selection the prompt is in, "<name> v<version>".',
+    "teacher_logprob_a": 'logprobs mode: the teacher\'s logprob of the verdict "A" (A shown first); likelihood mode: '
+                         "candidate A's summed (or mean) token logprob; null in one_word mode.",
+    "teacher_logprob_b": "The same as teacher_logprob_a, for B.",
+    "bias_threshold": "The selection's position-bias limit: near ties whose position_bias exceeds it are left out "
+                      "unless the selection includes them.",
+    "teacher_mode": "How the teacher was asked: one_word (answer A or B, greedy), logprobs (the verdict's next-token "
+                    "logprobs) or likelihood (each candidate's likelihood).",
+    "recipe_json": "The selection's recipe as JSON (method, orders, judge template, epsilon, bias rule, ancestor "
+                   "model, scoring run), with the teacher's mode and model.",
+}
+SCORED_MEANINGS = {
+    **SCORE_MEANINGS,
+    "id": 'The score, "score-<id>".',
+    "candidate_a": "Candidate A's text.",
+    "candidate_b": "Candidate B's text.",
+    "distance": "|q - 0.5|: how near the prompt is to a tie (0: an exact tie).",
+    "run_id": "The scoring run the score belongs to.",
+    "logprobs_json": 'The raw numbers q came from, as JSON: judge {"ab": {"A", "B"}, "ba"?: ...} verdict logprobs; '
+                     'likelihood {"a": [...], "b": [...]} per-token logprobs of each candidate.',
+}
+
 
 class DpoFilters(ExportFilters):
     selection = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
@@ -120,9 +170,10 @@ def scored_rows(query: ExportQuery) -> Iterator[list[dict]]:
 
 
 register(ExportKind(name="atd.dpo", version=2, trl_format="preference", label="ATD DPO pairs", schema=DPO_SCHEMA, rows=dpo_rows,
-                    data_version=dpo_version, filters=DpoFilters, key_field="id",
+                    data_version=dpo_version, filters=DpoFilters, key_field="id", field_meanings=DPO_MEANINGS,
                     description="prompt/chosen/rejected (TRL) from the teacher's one-bit answers on near-tie prompts, "
                                 "with q in both orders, the position bias and the selection's recipe."))
 register(ExportKind(name="atd.scored", version=2, label="ATD scored prompts", schema=SCORED_SCHEMA,
                     rows=scored_rows, data_version=scored_version, filters=ScoredFilters, key_field="id",
+                    field_meanings=SCORED_MEANINGS,
                     description="Every scored prompt with q, both orders and the raw logprobs, for analysis."))

@@ -25,6 +25,12 @@ IDENTITY_COLUMNS = [
     pa.field("tokenizer_sha256", pa.string()),  # sha256 of the tokenizer's serialized vocabulary and rules
     pa.field("template_sha256", pa.string()),  # sha256 of the chat template the ids were rendered with
 ]
+IDENTITY_MEANINGS = {
+    "template_model": "The model whose tokenizer and chat template the row's token ids belong to; null when the "
+                      "export had no tokenizer here or the row has no token ids.",
+    "tokenizer_sha256": "sha256 of that tokenizer's serialized vocabulary and rules; null as template_model is.",
+    "template_sha256": "sha256 of the chat template the token ids were rendered with; null as template_model is.",
+}
 
 
 def template_identity(backend) -> dict | None:
@@ -47,6 +53,12 @@ TOKEN_COLUMNS = [
     pa.field("completion_mask", pa.list_(pa.int64())),  # 1 on the tokens that get loss
     pa.field("labels", pa.list_(pa.int64())),  # input_ids, with -100 where completion_mask is 0
 ]
+TOKEN_MEANINGS = {
+    "input_ids": "The row's conversation as token ids under the chat template of template_model; null when the "
+                 "row has no token ids.",
+    "completion_mask": "Per token of input_ids: 1 where the loss falls, 0 elsewhere.",
+    "labels": "input_ids with -100 (ignored by the loss) wherever completion_mask is 0.",
+}
 IGNORE_INDEX = -100  # what PyTorch's cross-entropy (and so every HF trainer) skips
 
 

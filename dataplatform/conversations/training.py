@@ -27,23 +27,10 @@ MESSAGES = pa.list_(pa.struct([
 # The function schemas the conversation offers; null when it offers none (some templates announce an empty list).
 TOOLS = pa.list_(JSON)
 
-# What the chat columns mean, in the words of a dataset card's "Fields" table; a kind whose conversation says more
-# (what its prompt holds, which answer is chosen) gives its own meaning beside these (`chat_meanings`).
-CHAT_MEANINGS = {
-    "messages": "The whole conversation as chat messages (role, content, reasoning_content, tool_calls, "
-                "tool_call_id, name; null where a message has none).",
-    "prompt": "The conversation the answer continues, as chat messages (the completion's or both answers' context).",
-    "completion": "The answer trained on: the assistant message(s) that follow the prompt; the loss falls here.",
-    "chosen": "The preferred answer to the prompt, as assistant message(s).",
-    "rejected": "The dispreferred answer to the same prompt, as assistant message(s).",
-    "tools": "The function schemas (JSON) the model was offered, for apply_chat_template(tools=...); "
-             "null when it was offered none.",
-}
-
-
-def chat_meanings(*names: str, **own: str) -> dict[str, str]:
-    """The CHAT_MEANINGS of `names`, and a kind's own meanings of its other chat columns (`own`)."""
-    return {name: CHAT_MEANINGS[name] for name in names} | own
+# The tools column's meaning, for the kinds' field_meanings (their dataset cards' Fields tables); each kind says
+# what its own MESSAGES columns hold.
+TOOLS_MEANINGS = {"tools": "The function schemas (JSON) the model was offered, for apply_chat_template(tools=...); "
+                           "null when it was offered none."}
 
 
 def messages_cell(messages: list[dict]) -> list[dict]:

@@ -22,6 +22,19 @@ SCHEMA = pa.schema([
     ("started_at", pa.timestamp("us", tz="UTC")),
     ("finished_at", pa.timestamp("us", tz="UTC")),
 ])
+MEANINGS = {
+    "id": "The job's id.",
+    "kind": "The job kind's name, e.g. atd.score or labeler.autolabel.",
+    "state": "How the job ended: succeeded, failed or cancelled.",
+    "progress_done": "Units of work done when it ended, in the kind's own unit (rows, prompts, tasks, ...).",
+    "progress_total": "Units of work it expected in all (0 when it did not say).",
+    "attempts": "How many times a worker started it (a retry or a lost worker's requeue adds one).",
+    "error": "Why it failed; empty when it did not.",
+    "created_by": "Username of who started it; null when it has no user (or the account is gone).",
+    "created_at": "When it was created (UTC).",
+    "started_at": "When a worker first started it (UTC); null when it never ran (cancelled before it started).",
+    "finished_at": "When it ended (UTC).",
+}
 
 
 class JobExportFilters(ExportFilters):
@@ -69,4 +82,5 @@ register(ExportKind(
     count=lambda query: _jobs(query).count(),
     filters=JobExportFilters,
     dedup_ignore=("id", "created_at", "started_at", "finished_at"),
+    field_meanings=MEANINGS,
 ))

@@ -15,6 +15,14 @@ SCHEMA = pa.schema([
     ("score", pa.float64()),
 ])
 START = datetime(2026, 1, 1, tzinfo=UTC)
+MEANINGS = {
+    "id": "The row's number, 1 to the filter n.",
+    "created_at": "2026-01-01 00:00 UTC plus id minutes.",
+    "messages": "A made-up user question and assistant answer numbered by the row's content (a duplicate row "
+                "repeats the previous row's).",
+    "tags": '"t<content number mod 3>" and "synthetic".',
+    "score": "The content number divided by 7.",
+}
 
 
 class SyntheticFilters(ExportFilters):
@@ -72,4 +80,5 @@ SYNTHETIC = register(ExportKind(
     count=lambda query: query.filters["n"],
     filters=SyntheticFilters,
     dedup_ignore=("id", "created_at"),
+    field_meanings=MEANINGS,
 ))

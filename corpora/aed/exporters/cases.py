@@ -125,9 +125,39 @@ def row_key(case: Case) -> str:
     return f"case-{case.pk}"
 
 
+# What the columns several kinds share mean (their dataset cards' Fields tables); a kind takes its own
+# (`case_meanings`).
+CASE_MEANINGS = {
+    "id": 'The row\'s key, "case-<case id>": every AED kind keys a case\'s rows on it, so a case falls in the same '
+          "split in each.",
+    "case_id": "The case: one curator's diagnosis of one trace.",
+    "trace_id": "The trace's id as imported: the agent's run the case diagnoses.",
+    "environment": "The environment the traced agent ran in (as imported; empty when unknown).",
+    "harness": "The agent harness of the traced run (as imported; empty when unknown).",
+    "policy_model": "The model that acted as the traced agent (as imported; empty when unknown).",
+    "error_step": "0-based index into the trace's steps of the first decisive error.",
+    "category": "The error category's slug, from the case's error taxonomy.",
+    "diagnosis": "The diagnosis: what goes wrong at the error step and why.",
+    "evidence_json": 'What the diagnosis rests on, as JSON: [{"step": <step index>, "quote"?: "<text>"}].',
+    "evidence_check": "The curator's check of the diagnosis against its evidence: unchecked, supported, "
+                      "unsupported or contradicted.",
+    "taxonomy": "The name of the error taxonomy the category comes from.",
+    "taxonomy_version": "The version of that taxonomy.",
+    "grade": "The case's evidence grade as of the data version, A (best) to D, by the project's grading rules; "
+             "rows are graded at least the export's min_grade.",
+}
+
+
+def case_meanings(*names: str) -> dict[str, str]:
+    return {name: CASE_MEANINGS[name] for name in names}
+
+
 # Every kind says which retry its evidence was measured against: arm R's design in the replay that grades the
 # case (RetryDesign: resample or original), null when the case was not replayed.
 RETRY_ARM = ("retry_arm", pa.string())
+RETRY_ARM_MEANING = {"retry_arm": "Arm R's design in the replay that grades the case: resample (the policy samples "
+                                  "the error step again) or original (the original step runs again); null when the "
+                                  "case was not replayed."}
 
 
 def retry_arm(graded: Graded) -> dict:
@@ -139,10 +169,23 @@ def retry_arm(graded: Graded) -> dict:
 WHO_COLUMNS = [("diagnosed_by", pa.string()), ("diagnosis_model_id", pa.string()),
                ("diagnosis_prompt_version", pa.string()), ("model_evidence_check", pa.string()),
                ("model_evidence_rationale", pa.string()), ("model_evidence_model_id", pa.string())]
+WHO_MEANINGS = {
+    "diagnosed_by": "Who made the diagnosis as it stands (error step, category, diagnosis): model or curator.",
+    "diagnosis_model_id": "The model that drafted the diagnosis; null when the curator made it.",
+    "diagnosis_prompt_version": "The version of the drafting prompt the model was given; null when the curator "
+                                "made the diagnosis.",
+    "model_evidence_check": "A model's check of the diagnosis against its evidence (supported, unsupported or "
+                            "contradicted), beside the curator's evidence_check; null when no model checked it.",
+    "model_evidence_rationale": "The model's reason for its evidence check; null when no model checked it.",
+    "model_evidence_model_id": "The model that made that evidence check; null when none did.",
+}
 
 
 def who_columns(case: Case) -> dict:
     return {name: getattr(case, name) or None for name, _ in WHO_COLUMNS}
+
+
+TRACE_MEANINGS = case_meanings("trace_id", "environment", "harness", "policy_model")  # trace_columns'
 
 
 def trace_columns(case: Case) -> dict:

@@ -12,7 +12,20 @@ from dataplatform.conversations.training import messages_cell, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
 from ..models import Case
-from .cases import COMMON, RETRY_ARM, WHO_COLUMNS, graded_pages, retry_arm, row_key, trace_columns, who_columns
+from .cases import (
+    COMMON,
+    RETRY_ARM,
+    RETRY_ARM_MEANING,
+    TRACE_MEANINGS,
+    WHO_COLUMNS,
+    WHO_MEANINGS,
+    case_meanings,
+    graded_pages,
+    retry_arm,
+    row_key,
+    trace_columns,
+    who_columns,
+)
 from .rendering import MESSAGES, chat_message, error_step_end, task_text, transcript
 
 DIAGNOSIS_SYSTEM = "You find the first decisive error in an agent's run and diagnose it."
@@ -38,6 +51,16 @@ DIAGNOSIS_SCHEMA = pa.schema([
     RETRY_ARM,
     *WHO_COLUMNS,
 ])
+DIAGNOSIS_MEANINGS = {
+    "messages": "Three chat messages: system (find and diagnose the first decisive error), user (the task, the steps "
+                "up to and including the error step, the taxonomy's categories), assistant (error step, category, "
+                "diagnosis).",
+    "prompt": "The system and user messages of messages.",
+    "completion": 'The assistant\'s answer: "Error step: <i>", "Category: <slug>", "Diagnosis: <text>".',
+    **case_meanings("id", "case_id", "error_step", "category", "diagnosis", "evidence_json", "evidence_check",
+                    "grade", "taxonomy", "taxonomy_version"),
+    **TRACE_MEANINGS, **RETRY_ARM_MEANING, **WHO_MEANINGS,
+}
 
 
 def diagnosis_messages(case: Case) -> list[dict]:
@@ -71,4 +94,4 @@ register(ExportKind(
     description="One row per submitted case: the run up to and including the error step, answered with the error "
                 "step, its category and the diagnosis (chat messages, and as prompt / completion), plus the case's "
                 "structured fields.",
-    rows=diagnosis_rows, dedup_ignore=("id", "case_id", "trace_id"), **COMMON))
+    rows=diagnosis_rows, dedup_ignore=("id", "case_id", "trace_id"), field_meanings=DIAGNOSIS_MEANINGS, **COMMON))

@@ -8,7 +8,20 @@ import pyarrow as pa
 
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
-from .cases import COMMON, RETRY_ARM, WHO_COLUMNS, graded_pages, retry_arm, row_key, trace_columns, who_columns
+from .cases import (
+    COMMON,
+    RETRY_ARM,
+    RETRY_ARM_MEANING,
+    TRACE_MEANINGS,
+    WHO_COLUMNS,
+    WHO_MEANINGS,
+    case_meanings,
+    graded_pages,
+    retry_arm,
+    row_key,
+    trace_columns,
+    who_columns,
+)
 
 PAIRS_SCHEMA = pa.schema([
     ("id", pa.string()),
@@ -50,6 +63,36 @@ PAIRS_SCHEMA = pa.schema([
     RETRY_ARM,
     *WHO_COLUMNS,
 ])
+PAIRS_MEANINGS = {
+    **case_meanings("id", "case_id", "taxonomy", "taxonomy_version", "error_step", "category", "diagnosis",
+                    "evidence_json", "evidence_check", "grade"),
+    **TRACE_MEANINGS,
+    "task_id": "The task the traced agent attempted (as imported; empty when unknown).",
+    "curator": "Username of the curator whose case it is; null when that account is gone.",
+    "model_authored": "The case's diagnosis came from a model and no human has edited it since.",
+    "proposal_id": "The proposal that grades the case (a corrected action for the error step); null when none does.",
+    "corrected_action": "That proposal's corrected action for the error step; null without a proposal.",
+    "proposal_status": "That proposal's status: proposed or accepted (a rejected one never grades); null without "
+                       "a proposal.",
+    "proposal_model_authored": "That proposal came from a model; null without a proposal.",
+    "replay_id": "That proposal's latest replay with a complete pair, whose runs grade the case; null when it was "
+                 "not replayed.",
+    "replay_pairs": "Complete pairs (both arms run) of that replay up to the data version; null when not replayed.",
+    "n11": "Pairs where both arms passed: the correction (arm C) and the retry (arm R); null when not replayed.",
+    "n10": "Pairs where only the correction (arm C) passed; null when not replayed.",
+    "n01": "Pairs where only the retry (arm R) passed; null when not replayed.",
+    "n00": "Pairs where neither arm passed; null when not replayed.",
+    "pass_rate_c": "The correction's pass rate, (n11 + n10) / pairs, in [0, 1]; null when not replayed.",
+    "pass_rate_r": "The retry's pass rate, (n11 + n01) / pairs, in [0, 1]; null when not replayed.",
+    "net_gain": "pass_rate_c - pass_rate_r, (n10 - n01) / pairs, in [-1, 1]; null when not replayed.",
+    "double_pass_share": "n11 / (n11 + n10): of the pairs the correction passes, the share the retry passes too; "
+                         "null when the correction never passed.",
+    "ci_low": "Lower end of Newcombe's 95% interval for net_gain (paired data); null when not replayed.",
+    "ci_high": "Upper end of Newcombe's 95% interval for net_gain; null when not replayed.",
+    "mcnemar_p": "Two-sided exact McNemar p of n10 against n01; null when not replayed.",
+    "significant": "mcnemar_p is below the project's alpha and n10 != n01; null when not replayed.",
+    **RETRY_ARM_MEANING, **WHO_MEANINGS,
+}
 STAT_COLUMNS = ("pass_rate_c", "pass_rate_r", "net_gain", "double_pass_share", "ci_low", "ci_high", "mcnemar_p",
                 "significant")
 
@@ -83,4 +126,5 @@ register(ExportKind(
     name="aed.pairs", version=2, schema=PAIRS_SCHEMA, label="AED error-diagnosis pairs",
     description="The full error-diagnosis record of each submitted case with its proposal and replay evidence "
                 "(2x2 table, pass rates, net gain with Newcombe's 95% CI, McNemar p, grade).",
-    rows=pair_rows, dedup_ignore=("id", "case_id", "trace_id", "curator", "proposal_id", "replay_id"), **COMMON))
+    rows=pair_rows, dedup_ignore=("id", "case_id", "trace_id", "curator", "proposal_id", "replay_id"),
+    field_meanings=PAIRS_MEANINGS, **COMMON))

@@ -5,11 +5,11 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from dataplatform.conversations.training import TOOLS, messages_cell, record_batch, tools_cell
+from dataplatform.conversations.training import TOOLS, TOOLS_MEANINGS, messages_cell, record_batch, tools_cell
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
 from ..models import Case, Proposal, ProposalStatus
-from .cases import COMMON, RETRY_ARM, graded_pages, retry_arm, row_key
+from .cases import COMMON, RETRY_ARM, RETRY_ARM_MEANING, case_meanings, graded_pages, retry_arm, row_key
 from .rendering import MESSAGES, chat_message, prefix_messages, step_messages
 
 PREFERENCE_SCHEMA = pa.schema([
@@ -27,6 +27,23 @@ PREFERENCE_SCHEMA = pa.schema([
     ("category", pa.string()),
     RETRY_ARM,
 ])
+# The columns aed.repair shares with this kind: the same checkpoint, and the same proposal.
+CHECKPOINT_MEANINGS = {
+    **case_meanings("id", "case_id", "trace_id", "error_step", "grade", "category"),
+    "prompt": "The context at the checkpoint before the error step: the trace's leading system messages, the task, "
+              "then every step before the error step.",
+    **TOOLS_MEANINGS,
+    "proposal_id": "The proposal whose corrected action the row holds: the case's accepted proposal, else the one "
+                   "that grades the case.",
+    "proposal_status": "That proposal's status: accepted, else proposed (when none of the case's is accepted).",
+    **RETRY_ARM_MEANING,
+}
+PREFERENCE_MEANINGS = {
+    **CHECKPOINT_MEANINGS,
+    "chosen": "The proposal's corrected action, as one assistant message.",
+    "rejected": "The original error step as the agent took it (its reasoning and tool calls included), as one "
+                "assistant message.",
+}
 
 
 def preferred_proposal(case: Case, evidence: Proposal | None) -> Proposal | None:
@@ -64,4 +81,5 @@ register(ExportKind(
     name="aed.preference", version=3, trl_format="preference", schema=PREFERENCE_SCHEMA, label="AED preference pairs",
     description="TRL preference rows at the checkpoint before the error step: the corrected action (chosen) "
                 "against the original error step (rejected), with the shared prompt.",
-    rows=preference_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"), **COMMON))
+    rows=preference_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"),
+    field_meanings=PREFERENCE_MEANINGS, **COMMON))

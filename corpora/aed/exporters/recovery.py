@@ -17,19 +17,32 @@ import pyarrow as pa
 
 from dataplatform.conversations.token_masks import (
     IDENTITY_COLUMNS,
+    IDENTITY_MEANINGS,
     TOKEN_COLUMNS,
+    TOKEN_MEANINGS,
     NotPrefixStable,
     completion_mask,
     identity_columns,
     note_identity,
     token_columns,
 )
-from dataplatform.conversations.training import TOOLS, messages_cell, record_batch, tools_cell
+from dataplatform.conversations.training import TOOLS, TOOLS_MEANINGS, messages_cell, record_batch, tools_cell
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.inference import backend_for_model
 
 from ..models import Case, Replay, ReplayMode, ReplayRun
-from .cases import COMMON, RETRY_ARM, Bound, graded_pages, retry_arm, row_key, trace_columns
+from .cases import (
+    COMMON,
+    RETRY_ARM,
+    RETRY_ARM_MEANING,
+    TRACE_MEANINGS,
+    Bound,
+    case_meanings,
+    graded_pages,
+    retry_arm,
+    row_key,
+    trace_columns,
+)
 from .rendering import MESSAGES, prefix_messages, step_messages
 
 RECOVERY_SCHEMA = pa.schema([
@@ -56,6 +69,30 @@ RECOVERY_SCHEMA = pa.schema([
     ("policy_model", pa.string()),
     RETRY_ARM,
 ])
+RECOVERY_MEANINGS = {
+    "id": 'The case as "case-<case id>", shared by all its runs, so they fall in the same split.',
+    "messages": "The task, the steps before the error, the error step with the observation it really got (and the "
+                "diagnosis as a hint, when the policy was shown it), then the policy's continuation.",
+    **TOOLS_MEANINGS,
+    "loss_mask": "Per message: 1 on the continuation's assistant messages whose step made progress, 0 elsewhere "
+                 "(never on the error).",
+    **TOKEN_MEANINGS,
+    "input_ids": "messages and tools as token ids under the chat template of template_model; null when the export "
+                 "had no tokenizer here or the template is not prefix-stable.",
+    "completion_mask": "Per token of input_ids: 1 on the tokens of the messages loss_mask marks (their end-of-turn "
+                       "included), 0 elsewhere.",
+    **IDENTITY_MEANINGS,
+    **case_meanings("case_id", "error_step", "category", "grade"),
+    **TRACE_MEANINGS,
+    "replay_id": "The recovery replay the run belongs to.",
+    "run_id": "The run: one continuation by the policy, with the error kept in its context (arm E).",
+    "run_pair": "The run's number within its replay.",
+    "run_seed": "The seed the run was sampled with.",
+    "passed": "The run recovered all the way (the environment passed it); a run that did not may still make "
+              "progress.",
+    "hint": "The policy was shown the diagnosis as a hint after the error step's observation.",
+    **RETRY_ARM_MEANING,
+}
 
 
 def _recovery_runs(cases: list[Case], run_bound: int) -> dict[int, list[tuple[Replay, ReplayRun]]]:
@@ -137,4 +174,4 @@ register(ExportKind(
     description="One row per run of a recovery replay: the error and its real observation kept in the prompt, the "
                 "policy's continuation after it; loss only on the decisions that make progress (per message, and "
                 "per token as input_ids + completion_mask under the model's chat template).",
-    rows=recovery_rows, **COMMON))
+    rows=recovery_rows, field_meanings=RECOVERY_MEANINGS, **COMMON))

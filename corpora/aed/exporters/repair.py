@@ -10,7 +10,7 @@ from dataplatform.conversations.training import TOOLS, messages_cell, record_bat
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
 from .cases import COMMON, RETRY_ARM, graded_pages, retry_arm, row_key
-from .preference import preferred_proposal
+from .preference import CHECKPOINT_MEANINGS, preferred_proposal
 from .rendering import MESSAGES, chat_message, prefix_messages
 
 REPAIR_SCHEMA = pa.schema([
@@ -27,6 +27,10 @@ REPAIR_SCHEMA = pa.schema([
     ("category", pa.string()),
     RETRY_ARM,
 ])
+REPAIR_MEANINGS = {
+    **CHECKPOINT_MEANINGS,
+    "completion": "The proposal's corrected action alone, as one assistant message: the loss falls on the repair.",
+}
 
 
 def repair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
@@ -50,4 +54,5 @@ register(ExportKind(
     name="aed.repair", version=1, trl_format="prompt_completion", schema=REPAIR_SCHEMA, label="AED repair (context to the corrected action)",
     description="TRL prompt/completion rows: the run up to the error step, completed by the corrected action "
                 "alone (the accepted proposal, else the one that grades the case).",
-    rows=repair_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"), **COMMON))
+    rows=repair_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"),
+    field_meanings=REPAIR_MEANINGS, **COMMON))
