@@ -118,7 +118,7 @@ class ExportKind:
     # The TRL_FORMATS entry its rows are in; None: records to analyse, not rows to train on.
     trl_format: str | None = None
     # What each column means, for the dataset card and the export-kinds API (every column has one:
-    # tests/exports/test_cards.py checks it).
+    # tests/exports/test_field_meanings.py checks it).
     field_meanings: dict[str, str] = field(default_factory=dict)
 
 
