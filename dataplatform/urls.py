@@ -11,6 +11,7 @@ from dataplatform.accounts import views as accounts_views
 from dataplatform.audit import urls as audit_urls
 from dataplatform.exports import api as exports_api
 from dataplatform.exports import views as exports_views
+from dataplatform.exports.pull_script import api as pull_script_api
 from dataplatform.jobs import api as jobs_api
 from dataplatform.jobs import views as jobs_views
 from dataplatform.system import api as system_api
@@ -30,6 +31,7 @@ api_v1 = [
     path("projects/<slug:slug>/exports/<int:export_id>/shards/<str:name>", exports_api.ExportShardApi.as_view(),
          name="api-export-shard"),
     path("export-kinds/", exports_api.ExportKindsApi.as_view(), name="api-export-kinds"),
+    path("exports/pull-script", pull_script_api.PullScriptApi.as_view(), name="api-export-pull-script"),
     path("", include("annotate.api_urls")),
     path("tokens/", accounts_api.TokenListCreateApi.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/revoke/", accounts_api.TokenRevokeApi.as_view(), name="api-token-revoke"),

@@ -199,6 +199,7 @@ RULES = {
     "api-export-manifest": {"GET": READ_EXPORTS},
     "api-export-shard": {"GET": READ_EXPORTS},
     "api-export-kinds": {"GET": AUTHENTICATED},
+    "api-export-pull-script": {"GET": PUBLIC},  # the stand-alone pull script: the repo's code, no data
     # onPanda
     "annotate-queue": {"GET": ANNOTATE, "POST": ANNOTATE},
     "annotate-claim": {"POST": ANNOTATE},

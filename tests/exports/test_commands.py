@@ -55,7 +55,8 @@ def test_pull_downloads_and_verifies(served_export, tmp_path):
     # A second pull finds everything complete and downloads nothing.
     again = io.StringIO()
     call_command("pull", url, "--token", secret, "--out", str(out), stdout=io.StringIO(), stderr=again)
-    assert again.getvalue().count("already complete") == len(export.manifest["shards"])
+    # The shards, and the dataset card where the manifest lists its sha256.
+    assert again.getvalue().count("already complete") == len(export.manifest["shards"]) + ("card" in export.manifest)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -72,13 +73,26 @@ def test_pull_resumes_a_partial_file_with_range(served_export, tmp_path, export_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_pull_rejects_a_corrupt_partial_file(served_export, tmp_path, export_storage_in_tmp):
+def test_pull_downloads_again_over_a_corrupt_partial_file(served_export, tmp_path):
     export, url, secret = served_export
     shard = export.manifest["shards"][0]
     out = tmp_path / "pulled"
     out.mkdir()
     (out / f"{shard['name']}.part").write_bytes(b"\0" * 100)  # not the start of the real file
-    with pytest.raises(CommandError, match="does not match the manifest"):
+    stderr = io.StringIO()
+    call_command("pull", url, "--token", secret, "--out", str(out), stdout=io.StringIO(), stderr=stderr)
+    assert file_sha256(out / shard["name"]) == shard["sha256"]
+    assert f"{shard['name']}: sha256 does not match the manifest; downloading it again" in stderr.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pull_rejects_a_shard_that_stays_corrupt(served_export, tmp_path, export_storage_in_tmp):
+    export, url, secret = served_export
+    shard = export.manifest["shards"][0]
+    stored = export_storage_in_tmp / export.location / shard["name"]
+    stored.write_bytes(b"\0" * shard["bytes"])  # corrupt on the server: every download fails the check
+    out = tmp_path / "pulled"
+    with pytest.raises(CommandError, match=f"{shard['name']}: sha256 .* does not match the manifest's"):
         call_command("pull", url, "--token", secret, "--out", str(out), stdout=io.StringIO(), stderr=io.StringIO())
     assert not (out / shard["name"]).exists() and not (out / "manifest.json").exists()
 
