@@ -162,9 +162,11 @@ class ExportShardApi(APIView):
         path = f"{export.location}/{name}"
         if not is_local(storage):
             return HttpResponseRedirect(storage.url(path))  # a signed URL; the object store serves ranges
-        shard = next((s for s in export.manifest["shards"] if s["name"] == name), None)
+        # A shard's or the card's sha256 (from the manifest) is its ETag, so If-Range resumes it.
+        listed = next((f for f in [*export.manifest["shards"], export.manifest.get("card") or {}]
+                       if f.get("name") == name), None)
         size = storage.size(path)
-        etag = shard["sha256"] if shard else f"{export.pk}-{name}-{size}"
+        etag = listed["sha256"] if listed else f"{export.pk}-{name}-{size}"
         return file_response(
             request, open_file=lambda: storage.open(path, "rb"), size=size, etag=etag,
             content_type=CONTENT_TYPES[name.rsplit(".", 1)[-1]], filename=f"export-{export.pk}-{name}",

@@ -97,7 +97,9 @@ def dataset_card(export: Export, kind: ExportKind, manifest: dict) -> str:
         *_training(kind, folder),
         "## Load", "",
         "Pull it first (the token comes from the environment, never the command line):", "",
-        "```bash", load_snippets(export, "{server}")["pull"].replace("{server}", "<server>"), "```", "",
+        "```bash", load_snippets(export, "<server>/api/v1/projects/"
+                                 f"{export.project.slug}/exports/{export.pk}/",
+                                 "<server>/api/v1/exports/pull-script")["pull"], "```", "",
         "```python", _datasets_from_folder(folder, manifest), "```", "",
         "## Fields", "",
         "| field | type | meaning |", "|---|---|---|",
@@ -171,19 +173,23 @@ def _text(value) -> str:
 
 # --- the snippets -----------------------------------------------------------------------------------------
 
-def load_snippets(export: Export, export_url: str) -> dict[str, str]:
-    """Copy-paste code that pulls this export and loads it with `datasets`, pandas and pyarrow.
+def load_snippets(export: Export, export_url: str, script_url: str) -> dict[str, str]:
+    """Copy-paste code that pulls this export and loads it with `datasets` (from the pulled folder, or
+    straight over HTTP), pandas and pyarrow.
 
     `export_url` is the export's absolute API URL (…/exports/<id>/); the manifest and shards sit under it.
-    The token is read from the environment variable TOKEN_VARIABLE in every snippet.
+    `script_url` serves the standalone pull script. The token is read from the environment variable
+    TOKEN_VARIABLE in every snippet, never written on a command line.
     """
     base = export_url.rstrip("/")
     folder = f"./export-{export.pk}"
     extension = EXTENSIONS[export.format]
     return {
-        "pull": (f"export {TOKEN_VARIABLE}=...  # a trainer's API token\n"
+        "pull": (f"curl -fsSL -o dataplatform_pull.py {script_url}  # standard library only\n"
+                 f"export {TOKEN_VARIABLE}=...  # a trainer's API token\n"
                  f"python dataplatform_pull.py {base}/ --out {folder}"),
         "datasets": _datasets_from_folder(folder, export.manifest),
+        "datasets_http": _datasets_over_http(base, export),
         "pandas": (
             "import glob\nimport pandas as pd\n\n"
             f"files = sorted(glob.glob('{folder}/train-*.{extension}'))\n"
@@ -200,6 +206,19 @@ def _datasets_from_folder(folder: str, manifest: dict | None) -> str:
             f"dataset = load_dataset({folder!r})  # README.md names the files and their types\n"
             + ("dataset = load_dataset('" + folder + "', '<partition>')  # one partition\n"
                if manifest and manifest["totals"].get("by_partition") else ""))
+
+
+def _datasets_over_http(base: str, export: Export) -> str:
+    """load_dataset straight from the pull API (fsspec's HTTP filesystem: needs aiohttp); no sha256 check."""
+    reader = "parquet" if export.format == "parquet" else "json"
+    return ("import json, os, urllib.request\nfrom datasets import load_dataset\n\n"
+            f"headers = {{\"Authorization\": f\"Bearer {{os.environ[{TOKEN_VARIABLE!r}]}}\"}}\n"
+            f"request = urllib.request.Request({base + '/'!r}, headers=headers)\n"
+            "with urllib.request.urlopen(request) as response:\n"
+            "    shards = json.load(response)['shards']  # each with its url, split, rows and sha256\n"
+            "data_files = {split: [s['url'] for s in shards if s['split'] == split] for split in ('train', 'validation')}\n"
+            f"dataset = load_dataset({reader!r}, data_files={{k: v for k, v in data_files.items() if v}},\n"
+            "                       storage_options={'headers': headers})")
 
 
 def _pyarrow(folder: str, export: Export) -> str:

@@ -10,11 +10,12 @@ from dataplatform.accounts.permissions import CAN_CREATE_EXPORTS, CAN_READ_EXPOR
 from dataplatform.client_address import client_ip
 from dataplatform.errors import PlatformError, show_error
 from dataplatform.pagination import parse_id
+from dataplatform.registry import UnknownKind
 
 from . import selectors, services
 from .cards import load_snippets
 from .models import ExportFormat
-from .registry import all_kinds, describe_filters
+from .registry import TRL_FORMATS, all_kinds, describe_filters, get_kind
 
 PAGE_SIZE = 25
 
@@ -74,6 +75,17 @@ def export_detail(request, slug: str, export_id: int):
     project, _ = project_for(request.user, slug, CAN_READ_EXPORTS)
     export = selectors.export_for(request.user, project, export_id)
     export_url = request.build_absolute_uri(reverse("api-export", args=[slug, export.pk]))
+    script_url = request.build_absolute_uri(reverse("api-export-pull-script"))
     return render(request, "exports/export_detail.html", {
-        "project": project, "export": export, "snippets": load_snippets(export, export_url),
+        "project": project, "export": export, "snippets": load_snippets(export, export_url, script_url),
+        "trl": _trl_format(export.kind),
     })
+
+
+def _trl_format(kind_name: str):
+    """The TRL format of an export's kind, if it still exists and has one."""
+    try:
+        trl_format = get_kind(kind_name).trl_format
+    except UnknownKind:  # an export of a kind this version no longer has
+        return None
+    return TRL_FORMATS.get(trl_format) if trl_format else None

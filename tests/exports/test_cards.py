@@ -115,7 +115,8 @@ def test_the_card_is_checksummed_in_the_manifest(pulled):
 @pytest.mark.parametrize("kind, filters, rows", [("test.drift", {}, 40), ("test.synthetic", {"n": 30}, 30)])
 def test_the_snippets_run_on_the_pulled_folder(pulled, fmt, kind, filters, rows, tmp_path, monkeypatch):
     export, folder = pulled(kind=kind, filters=filters, format=fmt, shard_rows=7, validation_ratio=0)
-    snippets = cards.load_snippets(export, f"http://testserver/api/v1/projects/alpha/exports/{export.pk}/")
+    snippets = cards.load_snippets(export, f"http://testserver/api/v1/projects/alpha/exports/{export.pk}/",
+                                   "http://testserver/api/v1/exports/pull-script")
     monkeypatch.chdir(folder.parent)
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
     for name, result in (("pandas", "df"), ("pyarrow", "table"), ("datasets", "dataset")):

@@ -19,6 +19,7 @@ from werkzeug import Response
 
 from dataplatform.accounts import services as account_services
 from dataplatform.exports import api as exports_api
+from dataplatform.exports import cards
 from dataplatform.exports.pull_script import dataplatform_pull
 from dataplatform.jobs.models import Job, JobState
 
@@ -187,7 +188,8 @@ def test_a_download_cut_mid_file_is_retried_from_where_it_stopped(bare_python, p
     assert server.of(shard["name"]) == [Served(shard["name"], None, 200, size),
                                         Served(shard["name"], f"bytes={size // 2}-", 206, size - size // 2)]
     assert (out / "README.md").read_bytes() == (stored / "README.md").read_bytes()
-    assert [s.status for s in server.of("README.md")] == [200, 200]
+    # The card's ETag is its sha256 from the manifest, so it is resumed like a shard.
+    assert [s.status for s in server.of("README.md")] == [200, 206]
 
 
 @LIVE
@@ -287,25 +289,15 @@ def test_the_token_is_not_sent_on_to_where_a_download_is_redirected(httpserver, 
     assert requests["/store/train-00000.parquet"]["Range"] == "bytes=1000-"
 
 
-# The code the README gives trainers, run as they run it: in a fresh Python process, with its own caches.
-LOAD_DATASET_OVER_HTTP = '''
-import json, os, sys, urllib.request
-from datasets import load_dataset
-
-export_url = sys.argv[1]  # e.g. https://host/api/v1/projects/demo/exports/7/
-headers = {"Authorization": f"Bearer {os.environ['DATAPLATFORM_TOKEN']}"}
-with urllib.request.urlopen(urllib.request.Request(export_url, headers=headers)) as response:
-    shards = json.load(response)["shards"]  # each with its url, split, rows, bytes and sha256
-data_files = {split: [s["url"] for s in shards if s["split"] == split] for split in ("train", "validation")}
-ds = load_dataset("parquet", data_files={split: urls for split, urls in data_files.items() if urls},
-                  storage_options={"headers": headers})
-
-try:  # the same files without the token
+# After the export page's own load_dataset-over-HTTP snippet (run as a trainer runs it: in a fresh Python
+# process, with its own caches): the same files without the token, then what was loaded.
+CHECKS = '''
+try:
     load_dataset("parquet", data_files=data_files["train"], download_mode="force_redownload")
     print(json.dumps({"without_token": "loaded"}))
 except FileNotFoundError as exc:
     print(json.dumps({"without_token": type(exc).__name__}))
-print(json.dumps({split: sorted([row["id"], row["error"]] for row in ds[split]) for split in ds}))
+print(json.dumps({split: sorted([row["id"], row["error"]] for row in dataset[split]) for split in dataset}))
 '''
 
 
@@ -318,10 +310,12 @@ def test_load_dataset_reads_the_shards_straight_from_the_pull_api(live_server, p
     export = run_export(kind="platform.jobs", filters={"status": ["failed"]}, shard_rows=6, validation_ratio=0.25)
     assert len(export.manifest["shards"]) >= 3
     _, secret = account_services.issue_token(user=members["trainer"], name="trainer-node", read_only=True)
+    export_url = f"{live_server.url}/api/v1/projects/alpha/exports/{export.pk}/"
+    snippet = cards.load_snippets(export, export_url, f"{live_server.url}/api/v1/exports/pull-script")
     script = tmp_path / "load.py"
-    script.write_text(LOAD_DATASET_OVER_HTTP)
+    script.write_text(snippet["datasets_http"] + "\n" + CHECKS)
     result = subprocess.run(
-        [sys.executable, str(script), f"{live_server.url}/api/v1/projects/alpha/exports/{export.pk}/"],
+        [sys.executable, str(script)],
         env=_clean_env(DATAPLATFORM_TOKEN=secret, HF_HOME=str(tmp_path / "hf"),
                        HF_DATASETS_CACHE=str(tmp_path / "hf-datasets"), HF_HUB_OFFLINE="0", HF_DATASETS_OFFLINE="0",
                        HF_HUB_DISABLE_TELEMETRY="1"),

@@ -63,6 +63,8 @@ def test_detail_page_shows_files_and_load_snippets(client, members, run_export):
     assert "pq.read_table" in html
     assert f"dataplatform_pull.py http://testserver/api/v1/projects/alpha/exports/{export.pk}/" in html
     assert "export DATAPLATFORM_TOKEN=" in html and "--token" not in html  # never on the command line
+    assert "curl -fsSL -o dataplatform_pull.py http://testserver/api/v1/exports/pull-script" in html
+    assert "storage_options={&#x27;headers&#x27;: headers}" in html  # load_dataset over HTTP, token in a header
     for shard in export.manifest["shards"]:
         assert f"/api/v1/projects/alpha/exports/{export.pk}/shards/{shard['name']}" in html
 
