@@ -61,10 +61,17 @@ def pull(project, members, export_storage_in_tmp, tmp_path):
     return go
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def checkpoint(local_backend):
-    """The converted folder, as a trainer points TRL at it (a fresh model per trainer: training changes it)."""
-    return str(converted_dir(local_backend.data_dir))
+    """The converted folder, loaded as a trainer loads it: the model and its tokenizer from that folder alone.
+    Loaded once for the module's five trainers (each trains on from where the last stopped; what is checked
+    is where the loss falls, which the weights do not change), the tokenizer a copy of its own, not the
+    backend's."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = converted_dir(local_backend.data_dir)
+    return {"model": AutoModelForCausalLM.from_pretrained(folder),
+            "processing_class": AutoTokenizer.from_pretrained(folder)}
 
 
 @pytest.fixture
@@ -113,7 +120,7 @@ def loss_tokens(batch, row: int) -> list[int]:
 def test_sft_on_onpanda_sft_puts_the_loss_on_the_completion_only(pull, checkpoint, corrected_sessions, tmp_path,
                                                                   local_backend):
     dataset = pull("onpanda.sft")
-    trainer = trl.SFTTrainer(model=checkpoint, train_dataset=dataset,
+    trainer = trl.SFTTrainer(**checkpoint, train_dataset=dataset,
                              args=trl.SFTConfig(output_dir=str(tmp_path / "sft"), **TRAINING))
     tokenizer = local_backend.tokenizer
     batch = trainer.data_collator([trainer.train_dataset[index] for index in range(len(dataset))])
@@ -128,7 +135,7 @@ def test_sft_on_token_supervision_trains_the_patch_only(pull, checkpoint, correc
                                                         local_backend):
     dataset = pull("onpanda.token_supervision")
     assert len(dataset) == 2 and {row["template_model"] for row in dataset} == {local_backend.model_id}
-    trainer = trl.SFTTrainer(model=checkpoint, train_dataset=dataset,
+    trainer = trl.SFTTrainer(**checkpoint, train_dataset=dataset,
                              args=trl.SFTConfig(output_dir=str(tmp_path / "sft"), **TRAINING))
     batch = trainer.data_collator([trainer.train_dataset[index] for index in range(len(dataset))])
     for index, row in enumerate(dataset):
@@ -140,7 +147,7 @@ def test_sft_on_token_supervision_trains_the_patch_only(pull, checkpoint, correc
 
 def test_sft_on_aed_recovery_never_trains_the_error(pull, checkpoint, corpus, tmp_path, local_backend):  # noqa: F811
     dataset = pull("aed.recovery")
-    trainer = trl.SFTTrainer(model=checkpoint, train_dataset=dataset,
+    trainer = trl.SFTTrainer(**checkpoint, train_dataset=dataset,
                              args=trl.SFTConfig(output_dir=str(tmp_path / "sft"), **TRAINING))
     batch = trainer.data_collator([trainer.train_dataset[0]])
     row = dataset[0]
@@ -160,7 +167,7 @@ def test_dpo_masks_the_prompt_and_trains(kind, pull, checkpoint, project, member
         near_ties(project, members)
     dataset = pull(kind)
     assert get_kind(kind).trl_format == "preference"
-    trainer = trl.DPOTrainer(model=checkpoint, train_dataset=dataset,
+    trainer = trl.DPOTrainer(**checkpoint, train_dataset=dataset,
                              args=trl.DPOConfig(output_dir=str(tmp_path / "dpo"), beta=0.1, **TRAINING))
     tokenizer = local_backend.tokenizer
     batch = trainer.data_collator([trainer.train_dataset[0]])  # rows: the chosen, then the rejected
