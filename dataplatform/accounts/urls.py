@@ -5,14 +5,16 @@ from django.urls import path
 
 from . import api, views
 
+# <path:username>: a username may hold a "/" where accounts come from elsewhere (SSO, imports) than Django's
+# own forms, whose validator refuses it; reverse() percent-encodes the rest.
 api_urlpatterns = [
     path("projects/<slug:slug>/members/", api.ProjectMembersApi.as_view(), name="api-project-members"),
-    path("projects/<slug:slug>/members/<str:username>/", api.ProjectMemberApi.as_view(), name="api-project-member"),
+    path("projects/<slug:slug>/members/<path:username>/", api.ProjectMemberApi.as_view(), name="api-project-member"),
 ]
 
 page_urlpatterns = [
     path("projects/<slug:slug>/members/add", views.member_add, name="project-member-add"),
-    path("projects/<slug:slug>/members/<str:username>/role", views.member_role, name="project-member-role"),
-    path("projects/<slug:slug>/members/<str:username>/remove", views.member_remove, name="project-member-remove"),
+    path("projects/<slug:slug>/members/<path:username>/role", views.member_role, name="project-member-role"),
+    path("projects/<slug:slug>/members/<path:username>/remove", views.member_remove, name="project-member-remove"),
     path("projects/<slug:slug>/license", views.project_license, name="project-license"),
 ]

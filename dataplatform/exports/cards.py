@@ -82,9 +82,9 @@ def dataset_card(export: Export, kind: ExportKind, manifest: dict) -> str:
         _text(kind.description), "",
         "| | |", "|---|---|",
         f"| kind | `{kind.name}` version {kind.version} |",
-        f"| project | `{_text(export.project.slug)}` |",
+        f"| project | {_code(export.project.slug)} |",
         f"| license | {_text(export.project.license or 'not set by the project')} |",
-        f"| data version | `{_text(export.data_version)}` (rows up to it; the same export again gives the same rows) |",
+        f"| data version | {_code(export.data_version)} (rows up to it; the same export again gives the same rows) |",
         f"| format | {export.format}; {totals['shards']} shards, {totals['rows']:,} rows, {totals['bytes']:,} bytes |",
         f"| split | train {totals['by_split']['train']['rows']:,} rows, validation "
         f"{totals['by_split']['validation']['rows']:,} rows (stable hash of `{kind.key_field}`, ratio "
@@ -157,16 +157,25 @@ def _tokenizer(identity: dict | None) -> str:
 
 def _filter_value(filters: dict, entry: dict) -> str:
     if entry["name"] in filters:
-        return f"`{_text(json.dumps(filters[entry['name']], ensure_ascii=False))}`"
+        return _code(json.dumps(filters[entry["name"]], ensure_ascii=False))
     default = entry["default"]
-    return "not set" if default is None else f"default `{_text(json.dumps(default))}`"
+    return "not set" if default is None else f"default {_code(json.dumps(default))}"
 
 
 def _text(value) -> str:
-    """A value inside a Markdown table cell, inert: no cell breaks, no HTML, no code-span breaks."""
+    """A value as text in a Markdown table cell, inert: no cell breaks, no HTML, no code-span breaks."""
+    return _cell(value).replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _code(value) -> str:
+    """A value verbatim in a code span of a table cell (a user's filter value, a data version): a code span
+    renders no HTML, so only what would end the span or the cell is replaced."""
+    return f"`{_cell(value)}`"
+
+
+def _cell(value) -> str:
     text = str(value or "")
-    for raw, escaped in (("\\", "\\\\"), ("|", "\\|"), ("`", "'"), ("<", "&lt;"), (">", "&gt;"),
-                         ("\r", " "), ("\n", " ")):
+    for raw, escaped in (("|", "\\|"), ("`", "'"), ("\r", " "), ("\n", " ")):
         text = text.replace(raw, escaped)
     return text
 

@@ -171,3 +171,14 @@ def test_a_refused_license_is_shown_beside_its_form(client, members, project):
     assert 'value="&lt;cc by&gt;"' in html
     project.refresh_from_db()
     assert project.license == ""
+
+
+def test_a_member_whose_username_holds_a_slash_can_be_changed_and_removed(client, members, project):
+    odd = UserFactory(username="</script>/x?y#z")
+    Membership.objects.create(project=project, user=odd, role=Role.ANNOTATOR)
+    admin = as_admin(client, members)
+    assert admin.get(reverse("project-detail", args=["alpha"])).status_code == 200
+    assert admin.post(reverse("project-member-role", args=["alpha", odd.username]), {"role": "curator"}).status_code == 302
+    assert Membership.objects.get(user=odd).role == Role.CURATOR
+    assert admin.post(reverse("project-member-remove", args=["alpha", odd.username])).status_code == 302
+    assert not Membership.objects.filter(user=odd).exists()

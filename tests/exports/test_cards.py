@@ -141,3 +141,7 @@ def test_the_training_guide_lists_every_kind_with_its_format():
             assert f"| `{kind.name}` | `{kind.trl_format}` |" in guide, kind.name
         else:
             assert f"`{kind.name}`" in guide and f"| `{kind.name}` |" not in guide, kind.name
+
+
+def test_a_filter_value_is_shown_verbatim_in_a_code_span_that_it_cannot_leave():
+    assert cards._code('["<script>x</script>", "a|b`c"]') == '`["<script>x</script>", "a\\|b\'c"]`'
