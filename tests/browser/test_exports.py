@@ -30,7 +30,8 @@ def test_create_an_export_and_watch_it_finish(page, live_server, project, member
     expect(row).to_contain_text("3 shards")
     row.get_by_role("link", name="files & snippets").click()
     expect(page.get_by_role("heading", name=re.compile(r"Export \d+"))).to_be_visible()
-    expect(page.locator("[data-snippet=datasets]")).to_contain_text("load_dataset('parquet'")
+    expect(page.locator("[data-snippet=datasets]")).to_contain_text("load_dataset('./export-")  # by its card
+    expect(page.locator("[data-snippet=pull]")).to_contain_text("export DATAPLATFORM_TOKEN=")
     expect(page.get_by_role("link", name="train-00002.parquet")).to_be_visible()
     manifest = page.request.get(live_server.url + page.get_by_role("link", name="manifest.json").get_attribute("href"))
     assert manifest.ok and manifest.json()["totals"]["rows"] == 12
