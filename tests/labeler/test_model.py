@@ -10,18 +10,19 @@ from labeler.models import Label, LabelEvent, LabelOrigin, LabelStatus
 pytestmark = [pytest.mark.model, pytest.mark.django_db]
 
 
-def test_autolabel_job_over_two_tasks_with_the_cpu_model(project, members, make_tasks, local_backend):
-    # Two tasks in one batch and a small budget keep this quick on 2 cores (each prompt lists every family
-    # with its definition: ~3k tokens to read); the one retry doubles the budget.
-    tasks = make_tasks(2)
-    services.update_settings(project=project, max_tokens=16, batch_size=2)
+def test_autolabel_job_over_a_task_with_the_cpu_model(project, members, make_tasks, local_backend):
+    # One task and a small budget keep this quick on 2 cores: the prompt lists every family with its definition
+    # (~2k tokens to read, most of the cost), and the one retry, with twice the budget, reads it again. (Batches
+    # of several tasks: test_services.py; several rows in one batch of the real model: inference/test_structured.py.)
+    tasks = make_tasks(1)
+    services.update_settings(project=project, max_tokens=16)
     job = enqueue_job(project=project, kind="labeler.autolabel", params={}, user=members["curator"], publish=False)
     execute_job(job_id=job.pk)
     job.refresh_from_db()
     assert job.state == JobState.SUCCEEDED, job.error
-    assert job.result["labeled"] + job.result["errors"] == 2 and job.progress_done == 2
+    assert job.result["labeled"] + job.result["errors"] == 1 and job.progress_done == 1
     labels = Label.objects.filter(task__in=tasks, origin=LabelOrigin.MODEL)
-    assert labels.count() == 2
+    assert labels.count() == 1
     for label in labels:
         assert label.model_id == local_backend.model_id and label.raw_responses
         assert label.raw_responses[0]["stage"] == "stage 1" and label.raw_responses[0]["max_tokens"] == 16
@@ -42,8 +43,9 @@ def test_a_trajectory_is_labeled_end_to_end_by_the_cpu_model(project, members, m
                                                              monkeypatch):
     # The published trajectory mode on swe_v2 through the job: the trajectory brings its level-1 labels (kept:
     # the paper's default), the model answers stage two under constrained decoding, so the label is valid.
-    # Short rationales keep the answer near 100 tokens: on 2 cores each constrained token costs ~0.1 s.
-    monkeypatch.setattr(autolabel, "MAX_RATIONALE_CHARS", 24)
+    # Short rationales keep the answer near 140 tokens (24 characters: ~190): on 2 cores each constrained token
+    # costs ~0.1 s.
+    monkeypatch.setattr(autolabel, "MAX_RATIONALE_CHARS", 8)
     services.update_settings(project=project, taxonomy=services.builtin_taxonomy("swe_v2"), max_tokens=192)
     level_one = {"code_language": "python", "task_type_l1": "bug-fix", "domain_l1": "web_backend",
                  "task_spec_type": "specific", "dependency_context": "codebase"}
