@@ -1,4 +1,4 @@
-"""ATD with the real CPU model: the ancestor scores 20 prompts, a selection is frozen, the teacher answers."""
+"""ATD with the real CPU model: the ancestor scores 10 prompts, a selection is frozen, the teacher answers."""
 
 import math
 
@@ -14,17 +14,18 @@ from ..doubles import RecordingProgress
 pytestmark = [pytest.mark.model, pytest.mark.django_db]
 
 
-def test_ancestor_scores_twenty_prompts_then_the_teacher_answers(project, members, local_backend):
+def test_ancestor_scores_ten_prompts_then_the_teacher_answers(project, members, local_backend):
+    # Ten prompts, in two batches: each is read in both orders by the ancestor, then again by the teacher.
     AtdPrompt.objects.bulk_create([
         AtdPrompt(project=project, external_id=f"q{n}", messages=[{"role": "user", "content": f"What is {n} + {n}?"}],
                   candidate_a=str(2 * n), candidate_b=str(2 * n + 1), source_sha256=f"{n:064d}")
-        for n in range(20)])
-    run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
+        for n in range(10)])
+    run = services.start_scoring(project=project, batch_size=5, user=members["curator"], publish=False)
     execute_job(job_id=run.job_id)
     run.job.refresh_from_db()
     assert run.job.state == JobState.SUCCEEDED, run.job.error
     scores = list(Score.objects.filter(run=run))
-    assert len(scores) == 20
+    assert len(scores) == 10
     for score in scores:
         assert 0.0 <= score.q <= 1.0 and 0.0 <= score.q_ab <= 1.0 and score.q_ba is not None  # both orders
         assert math.isclose(score.q, (score.q_ab + 1 - score.q_ba) / 2, abs_tol=1e-12)
@@ -35,18 +36,18 @@ def test_ancestor_scores_twenty_prompts_then_the_teacher_answers(project, member
     # epsilon 0.5 and no bias rule keep every prompt: the teacher must then answer each of them.
     selection = services.freeze_selection(run=run, name="all", epsilon=0.5, include_biased=True,
                                           user=members["curator"])
-    assert selection.size == 20
+    assert selection.size == 10
     teacher = services.start_teacher(selection=selection, mode="logprobs", user=members["curator"], publish=False)
     execute_job(job_id=teacher.job_id)
     answers = list(TeacherAnswer.objects.filter(run=teacher))
-    assert len(answers) == 20
+    assert len(answers) == 10
     assert all((a.bit in ("A", "B") and a.status == "ok") or (a.bit == "" and a.status in ("tie", "invalid"))
                for a in answers)
     assert all(a.swapped for a in answers if a.status == "ok")  # both orders asked (debiased)
 
-    # The one-word teacher (the default): one query per prompt, the answer constrained to "A" or "B" (8 prompts
-    # of the 20: the budget keeps this quick).
-    one_word = services.start_teacher(selection=selection, budget=8, user=members["curator"], publish=False)
+    # The one-word teacher (the default): one query per prompt, the answer constrained to "A" or "B" (4 prompts
+    # of the 10: the budget keeps this quick).
+    one_word = services.start_teacher(selection=selection, budget=4, user=members["curator"], publish=False)
     calls = []
     generate = local_backend.generate
 
@@ -57,9 +58,9 @@ def test_ancestor_scores_twenty_prompts_then_the_teacher_answers(project, member
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(local_backend, "generate", counted)
         execute_job(job_id=one_word.job_id)
-    assert sum(call["sequences"] for call in calls) == 8 and all(call["choice"] == ["A", "B"] for call in calls)
+    assert sum(call["sequences"] for call in calls) == 4 and all(call["choice"] == ["A", "B"] for call in calls)
     words = list(TeacherAnswer.objects.filter(run=one_word))
-    assert len(words) == 8 and all(a.status == "ok" and a.bit in ("A", "B") and a.raw == a.bit for a in words)
+    assert len(words) == 4 and all(a.status == "ok" and a.bit in ("A", "B") and a.raw == a.bit for a in words)
 
 
 def test_likelihood_scoring_and_candidate_sampling_with_the_cpu_model(project, members, local_backend):
