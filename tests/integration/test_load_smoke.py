@@ -43,10 +43,11 @@ def server(local_backend, export_storage_in_tmp, tmp_path):
     model = benchlib.Server("model", tmp_path, env=env, model_threads=1)
     web = None
     try:
-        model.wait_ready()
+        # Both start at once: a web process does not call the model server until a request needs the model.
         web = benchlib.Server("asgi", tmp_path, env=env | {
             "MODEL_BACKEND": "vllm", "VLLM_BASE_URL": model.base_url, "MODEL_NAME": "",
             "VLLM_TOKENIZER_DIR": str(tmp_path / "models" / local_backend.model_id)})
+        model.wait_ready()
         web.wait_ready(setup["annotator_secrets"][0])
         yield web, setup
     finally:
