@@ -339,7 +339,16 @@ def model_session(project, members, local_backend):
 
 
 @pytest.mark.model
-def test_real_tree_parses_with_panda_tree(model_session):
+def test_a_real_tree_as_onpanda_reads_it_exports_it_and_round_trips_it(model_session, other_project, members,
+                                                                       export_storage_in_tmp, local_backend):
+    """The checks against onPanda's package share the one tree the real model makes (~3.5 s a tree)."""
+    real_tree_parses_with_panda_tree(model_session)
+    sft_and_pairs_exports_agree_with_panda_tree(model_session, members, export_storage_in_tmp)
+    token_supervision_agrees_with_panda_tree(model_session, members, export_storage_in_tmp, local_backend)
+    real_tree_round_trips_through_another_project(model_session, other_project, members)
+
+
+def real_tree_parses_with_panda_tree(model_session):
     document = as_file(session_to_panda_json(model_session))
     tree = PandaTree(document)
     assert tree.dense_keys == [4] and tree.fork_pairs == [(1, 4), (2, 4), (3, 4)]
@@ -349,8 +358,7 @@ def test_real_tree_parses_with_panda_tree(model_session):
     assert len(document["dialogs"]["4"]["operations"][0]["rejected_token"]["top_logprobs"]) >= 5
 
 
-@pytest.mark.model
-def test_sft_and_pairs_exports_agree_with_panda_tree(model_session, members, export_storage_in_tmp):
+def sft_and_pairs_exports_agree_with_panda_tree(model_session, members, export_storage_in_tmp):
     project = model_session.item.project
     tree = PandaTree(as_file(session_to_panda_json(model_session)))
     legacy = tree.build_legacy_data_v1()
@@ -367,8 +375,7 @@ def test_sft_and_pairs_exports_agree_with_panda_tree(model_session, members, exp
     assert {row["pair_type"] for row in pairs} == {"fork"}
 
 
-@pytest.mark.model
-def test_token_supervision_agrees_with_panda_tree(model_session, members, export_storage_in_tmp, local_backend):
+def token_supervision_agrees_with_panda_tree(model_session, members, export_storage_in_tmp, local_backend):
     project = model_session.item.project
     tree = PandaTree(as_file(session_to_panda_json(model_session)))
     theirs = {tuple(messages[0]["onpanda"]["dialog_pair"]): messages[-1]
@@ -394,8 +401,7 @@ def test_token_supervision_agrees_with_panda_tree(model_session, members, export
     assert compared
 
 
-@pytest.mark.model
-def test_real_tree_round_trips_through_another_project(model_session, other_project, members):
+def real_tree_round_trips_through_another_project(model_session, other_project, members):
     document = as_file(session_to_panda_json(model_session))
     report = import_panda_json(project=other_project, data=copy.deepcopy(document), annotator=members["annotator"],
                                file="planets.panda.json")
