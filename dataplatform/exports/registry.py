@@ -4,6 +4,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+from django.db.models import QuerySet
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
@@ -100,11 +101,16 @@ class ExportKind:
     version: int  # bump when the schema or the meaning of a field changes
     schema: pa.Schema
     label: str
-    # rows(query) yields batches, reading in keyset-paginated queries (one short query per batch),
-    # never the whole result set at once.
-    rows: Callable[[ExportQuery], Iterator[Batch]]
-    # data_version(project) -> an opaque string, e.g. the highest id, that bounds what `rows` returns.
+    # data_version(project) -> an opaque string, e.g. the highest id, that bounds what the kind returns.
     data_version: Callable[[Project], str]
+    # Where the rows come from: one of the two.
+    # - values(query) -> a values() QuerySet whose columns are the schema's (names and all, "id" among them),
+    #   for rows that are plain columns or JSON documents. On PostgreSQL the engine reads it as Arrow
+    #   (arrow_reads.py: no Python object per row); elsewhere through the ORM, in keyset batches.
+    # - rows(query) yields batches, for rows computed in Python, reading in keyset-paginated queries (one short
+    #   query per batch), never the whole result set at once.
+    values: Callable[[ExportQuery], QuerySet] | None = None
+    rows: Callable[[ExportQuery], Iterator[Batch]] | None = None
     filters: type[ExportFilters] = ExportFilters
     description: str = ""
     # count(query) -> expected rows, for the progress bar (None: unknown).
@@ -126,6 +132,11 @@ _KINDS: KindRegistry[ExportKind] = KindRegistry("export kind")
 
 
 def register(kind: ExportKind) -> ExportKind:
+    if (kind.values is None) == (kind.rows is None):
+        raise ValueError(f"Export kind {kind.name!r} needs either values or rows (one, not both).")
+    if kind.values is not None and "id" not in kind.schema.names:
+        raise ValueError(f"Export kind {kind.name!r}: values kinds are read in keyset batches on 'id', "
+                         "which its schema lacks.")
     for role, name in (("key_field", kind.key_field), ("partition_field", kind.partition_field)):
         if name is not None and name not in kind.schema.names:
             raise ValueError(f"Export kind {kind.name!r}: {role} {name!r} is not in its schema.")

@@ -5,6 +5,8 @@ import hashlib
 import json
 import shutil
 import tempfile
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,6 +27,7 @@ from dataplatform.jobs.models import JobState
 from . import cards
 from .models import Export, ExportFormat
 from .registry import ExportKind, ExportQuery, get_kind
+from .sources import read_batches
 from .storage import delete_prefix, export_storage, publish
 from .writers import SPLITS, Deduplicator, SplitWriter, partition_batch, split_batch
 
@@ -32,6 +35,8 @@ WRITE_JOB_KIND = "exports.write"
 MANIFEST_NAME = "manifest.json"
 CARD_NAME = "README.md"
 MANIFEST_FORMAT_VERSION = 1
+# Batches read ahead of the writer thread: enough to keep both busy, few enough to keep memory flat.
+WRITE_AHEAD_BATCHES = 2
 
 
 class _FiltersEncoder(DjangoJSONEncoder):
@@ -145,20 +150,34 @@ def write_export(*, export: Export, progress) -> dict:
         return writers[partition, split]
 
     dedup = Deduplicator(kind.dedup_ignore) if export.dedup else None
+
+    def write_batch(batch: pa.RecordBatch) -> None:
+        if dedup:
+            batch = dedup.filter(batch)
+        for partition, group in partition_batch(batch, kind.partition_field).items():
+            for split, part in split_batch(group, kind.key_field, export.validation_ratio).items():
+                writer(partition, split).write(part)
+
+    read_path, batches = read_batches(kind, query)
     rows_read = 0
+    # Hashing, compression and writing run on a thread of their own while the next batch is read; pyarrow,
+    # polars and the database driver leave the GIL while they work, so the two overlap on two cores.
+    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"export-{export.pk}-writer")
     try:
-        for batch in kind.rows(query):
-            batch = _as_record_batch(batch, kind)
+        pending: deque[Future] = deque()
+        for batch in batches:
             rows_read += batch.num_rows
-            if dedup:
-                batch = dedup.filter(batch)
-            for partition, group in partition_batch(batch, kind.partition_field).items():
-                for split, part in split_batch(group, kind.key_field, export.validation_ratio).items():
-                    writer(partition, split).write(part)
+            pending.append(background.submit(write_batch, batch))
+            while len(pending) > WRITE_AHEAD_BATCHES:
+                pending.popleft().result()  # bounds memory, and raises the writer's error here
             progress.report(rows_read, message=f"{rows_read:,} rows read")
+        while pending:
+            pending.popleft().result()
+        background.shutdown()
         shards = [info for key in sorted(writers, key=lambda k: (k[0] or "", SPLITS.index(k[1])))
                   for info in writers[key].close()]
         manifest = build_manifest(export, kind, shards, dedup_removed=dedup.removed if dedup else 0)
+        manifest["read_path"] = read_path
         # A kind whose rows carry token ids names their tokenizer and chat template (token_masks.note_identity).
         manifest["tokenizer"] = query.notes.pop("tokenizer", None)
         if query.notes:
@@ -168,11 +187,13 @@ def write_export(*, export: Export, progress) -> dict:
         _publish_text(storage, work_dir, f"{export.location}/{CARD_NAME}", card.decode("utf-8"))
         _publish_text(storage, work_dir, f"{export.location}/{MANIFEST_NAME}", json.dumps(manifest, indent=2))
     except BaseException:
+        background.shutdown(cancel_futures=True)  # the writer thread is done before its files are removed
         for writer in writers.values():
             writer.abort()
         delete_prefix(storage, export.location)
         raise
     finally:
+        batches.close()  # ends the read (and its database connection) if it stopped early
         shutil.rmtree(work_dir, ignore_errors=True)
 
     Export.objects.filter(pk=export.pk).update(
@@ -213,7 +234,7 @@ def build_manifest(export: Export, kind: ExportKind, shards: list, *, dedup_remo
         "compression": "zstd" if export.format == "parquet" else ("gzip" if export.format == "jsonl.gz" else None),
         "shard_rows": export.shard_rows,
         "shard_bytes": export.shard_bytes,
-        "split": {"method": "blake2b-64(key) / 2^64 < validation_ratio", "key_field": kind.key_field,
+        "split": {"method": "xxh3_64(utf-8 text of key) / 2^64 < validation_ratio", "key_field": kind.key_field,
                   "validation_ratio": export.validation_ratio},
         "dedup": {"enabled": export.dedup, "ignored_fields": list(kind.dedup_ignore), "removed_rows": dedup_removed},
         "schema": {
@@ -261,14 +282,6 @@ def manifest_of(export: Export) -> dict:
 
 def _ipc_base64(schema: pa.Schema) -> str:
     return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
-
-
-def _as_record_batch(batch, kind: ExportKind) -> pa.RecordBatch:
-    if isinstance(batch, pa.RecordBatch):
-        if not batch.schema.equals(kind.schema):
-            raise TypeError(f"Export kind {kind.name} yielded a batch whose schema is not the kind's schema.")
-        return batch
-    return pa.RecordBatch.from_pylist(batch, schema=kind.schema)
 
 
 def _publish_text(storage, work_dir: Path, name: str, text: str) -> None:

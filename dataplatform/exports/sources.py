@@ -1,16 +1,16 @@
-"""Helpers for a kind's row generator: keyset pagination, one short query per batch.
+"""Where an export's rows come from: keyset pagination, one short query per batch, and the choice of read path.
 
 Each batch is its own query (and, in autocommit, its own transaction), so an
 export never holds a transaction open across the whole run, and only one batch
 is ever in memory.
 """
 
-import json
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
-from django.db import connection
 from django.db.models import QuerySet
+
+from . import arrow_reads
 
 
 def keyset_values(
@@ -46,34 +46,26 @@ def keyset_pages(queryset: QuerySet, *, batch_size: int) -> Iterator[list]:
         yield page
 
 
-def sql_keyset_batches(sql: str, params: dict, schema: pa.Schema, *, batch_size: int) -> Iterator[pa.RecordBatch]:
-    """Yield RecordBatches from raw SQL, paginated on its first column.
+def read_batches(kind, query) -> tuple[str, Iterator[pa.RecordBatch]]:
+    """The kind's rows as RecordBatches in its schema, and the name of the read path they take:
 
-    `sql` selects the schema's columns in order, the first being the key, and
-    contains `%(after)s` (key > after) and `%(limit)s`, e.g.
-    "SELECT id, text FROM t WHERE id > %(after)s ORDER BY id LIMIT %(limit)s".
-    Rows become columns without ever being row dicts, which is what makes this the fast path.
-    JSON columns may arrive as text (Django's PostgreSQL connection leaves jsonb undecoded,
-    SQLite stores JSON as text); for list/struct/map fields such text is decoded here.
+    - "postgresql-arrow": a values kind on PostgreSQL, read as Arrow (arrow_reads.py);
+    - "orm-values": a values kind elsewhere (SQLite, the embedded mode), through the ORM in keyset batches;
+    - "rows": a kind that computes its rows in Python, batch by batch.
     """
-    nested = [_is_nested(field.type) for field in schema]
-    after = -(2**63)
-    while True:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, {**params, "after": after, "limit": batch_size})
-            rows = cursor.fetchall()
-        if not rows:
-            return
-        columns = [
-            [json.loads(value) if isinstance(value, str) else value for value in column] if is_nested else column
-            for column, is_nested in zip(zip(*rows, strict=True), nested, strict=True)
-        ]
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)], schema=schema
-        )
-        after = rows[-1][0]
+    if kind.rows is not None:
+        return "rows", (as_record_batch(batch, kind) for batch in kind.rows(query))
+    queryset = kind.values(query)
+    if arrow_reads.available():
+        reader = arrow_reads.ArrowKeysetReader(queryset, kind.schema, batch_size=query.batch_size)
+        return "postgresql-arrow", reader.batches()
+    pages = keyset_values(queryset, list(kind.schema.names), batch_size=query.batch_size)
+    return "orm-values", (pa.RecordBatch.from_pylist(page, schema=kind.schema) for page in pages)
 
 
-def _is_nested(arrow_type: pa.DataType) -> bool:
-    return pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_struct(
-        arrow_type) or pa.types.is_map(arrow_type)
+def as_record_batch(batch, kind) -> pa.RecordBatch:
+    if isinstance(batch, pa.RecordBatch):
+        if not batch.schema.equals(kind.schema):
+            raise TypeError(f"Export kind {kind.name} yielded a batch whose schema is not the kind's schema.")
+        return batch
+    return pa.RecordBatch.from_pylist(batch, schema=kind.schema)

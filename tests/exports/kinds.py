@@ -82,3 +82,48 @@ SYNTHETIC = register(ExportKind(
     dedup_ignore=("id", "created_at"),
     field_meanings=MEANINGS,
 ))
+
+
+# A values() kind over the job table: plain columns, a joined username and a JSON document, read on the
+# Arrow-native path on PostgreSQL and through the ORM elsewhere.
+JOB_SCHEMA = pa.schema([
+    ("id", pa.int64()),
+    ("kind", pa.string()),
+    ("creator", pa.string()),
+    ("created_at", pa.timestamp("us", tz="UTC")),
+    ("params", pa.struct([("tags", pa.list_(pa.string())),
+                          ("meta", pa.struct([("n", pa.int64()), ("note", pa.string())]))])),
+    ("progress_done", pa.int64()),
+])
+JOB_MEANINGS = {
+    "id": "The job's id.",
+    "kind": "The job's kind.",
+    "creator": "Username of who created it.",
+    "created_at": "When it was created.",
+    "params": "Its parameters' tags and meta.",
+    "progress_done": "Its progress.",
+}
+
+
+def job_values(project):
+    from django.db.models import F
+
+    from dataplatform.jobs.models import Job
+
+    # Columns in another order than the schema's (the annotation comes last in the SELECT): matched by name.
+    # The exports' own jobs are left out: each export of the tests would otherwise see the one before.
+    return Job.objects.filter(project=project).exclude(kind="exports.write").values(
+        "id", "kind", "created_at", "params", "progress_done", creator=F("created_by__username"))
+
+
+JOB_VALUES = register(ExportKind(
+    name="test.job_values",
+    version=1,
+    schema=JOB_SCHEMA,
+    label="Job rows (values kind)",
+    description="The project's jobs as plain columns and a JSON document, for the read-path tests.",
+    values=lambda query: job_values(query.project),
+    data_version=lambda project: "jobs-v1",
+    dedup_ignore=("id", "created_at"),
+    field_meanings=JOB_MEANINGS,
+))

@@ -3,7 +3,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dataplatform.exports.sources import keyset_pages, keyset_values, sql_keyset_batches
+from dataplatform.exports.registry import ExportQuery
+from dataplatform.exports.sources import as_record_batch, keyset_pages, keyset_values, read_batches
 from dataplatform.jobs.models import Job
 
 
@@ -42,24 +43,24 @@ def test_keyset_values_needs_the_id():
 
 
 @pytest.mark.django_db
-def test_sql_keyset_batches_builds_arrow_columns(jobs):
-    schema = pa.schema([("id", pa.int64()), ("kind", pa.string())])
-    table = "jobs_job"
-    batches = list(sql_keyset_batches(
-        f"SELECT id, kind FROM {table} WHERE id > %(after)s ORDER BY id LIMIT %(limit)s", {}, schema, batch_size=8))
-    assert [b.num_rows for b in batches] == [8, 8, 7]
-    assert all(b.schema.equals(schema) for b in batches)
-    assert pa.Table.from_batches(batches).column("kind").to_pylist() == [f"k{i}" for i in range(23)]
+def test_read_batches_takes_the_path_the_kind_declares(project, monkeypatch):
+    from dataplatform.exports import arrow_reads
+
+    from . import kinds
+
+    Job.objects.create(project=project, kind="k", params={"tags": ["x"]})
+    query = ExportQuery(project=project, filters={"n": 3, "duplicate_every": 0}, data_version="v", batch_size=2)
+    path, batches = read_batches(kinds.SYNTHETIC, query)
+    assert path == "rows" and [b.num_rows for b in batches] == [2, 1]
+    monkeypatch.setattr(arrow_reads, "available", lambda: False)  # as on SQLite
+    path, batches = read_batches(kinds.JOB_VALUES, query)
+    rows = pa.Table.from_batches(list(batches)).to_pylist()
+    assert path == "orm-values" and [(r["kind"], r["params"]["tags"]) for r in rows] == [("k", ["x"])]
 
 
-@pytest.mark.django_db
-def test_sql_keyset_batches_decodes_json_columns(project):
-    for i in range(3):
-        Job.objects.create(project=project, kind="k", params={"tags": [f"t{i}", "x"], "meta": {"n": i}})
-    schema = pa.schema([("id", pa.int64()), ("params", pa.struct([("tags", pa.list_(pa.string())),
-                                                                   ("meta", pa.struct([("n", pa.int64())]))]))])
-    batches = list(sql_keyset_batches(
-        "SELECT id, params FROM jobs_job WHERE id > %(after)s ORDER BY id LIMIT %(limit)s", {}, schema,
-        batch_size=10))
-    rows = pa.Table.from_batches(batches).column("params").to_pylist()
-    assert rows == [{"tags": [f"t{i}", "x"], "meta": {"n": i}} for i in range(3)]
+def test_a_generator_batch_in_another_schema_is_refused():
+    from . import kinds
+
+    wrong = pa.RecordBatch.from_pylist([{"id": 1}])
+    with pytest.raises(TypeError, match="not the kind's schema"):
+        as_record_batch(wrong, kinds.SYNTHETIC)
