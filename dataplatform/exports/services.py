@@ -36,7 +36,7 @@ MANIFEST_NAME = "manifest.json"
 CARD_NAME = "README.md"
 MANIFEST_FORMAT_VERSION = 1
 # Batches read ahead of the writer thread: enough to keep both busy, few enough to keep memory flat.
-WRITE_AHEAD_BATCHES = 2
+WRITE_AHEAD_BATCHES = 1
 
 
 class _FiltersEncoder(DjangoJSONEncoder):
