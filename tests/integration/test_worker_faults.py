@@ -21,6 +21,7 @@ from dataplatform.exports import services as export_services
 from dataplatform.exports.models import Export
 from dataplatform.jobs.models import Job, JobState
 
+from ..exports import kinds  # noqa: F401  (registers test.job_values, which the worker imports too)
 from ..worker import QUICK_REAPER
 from .test_jobs_with_worker import wait_for_terminal
 
@@ -69,14 +70,16 @@ def test_jobs_queued_when_redis_restarts_are_sent_again_and_run_once(project, me
     assert "Reaper: requeued [], failed [], re-sent [" in worker.log_path.read_text()
 
 
+# platform.jobs computes its rows in Python; test.job_values is read on the Arrow-native path (ADBC).
+@pytest.mark.parametrize("kind, include", [("platform.jobs", ()), ("test.job_values", ("tests.exports.kinds",))])
 def test_an_export_whose_worker_is_killed_is_rerun_and_written_once(project, members, start_worker,
-                                                                    export_storage_in_tmp):
+                                                                    export_storage_in_tmp, kind, include):
     # 100 shards, as 20,000 rows in shards of 200 made, from a tenth of the rows: the export still runs ~0.5 s,
     # over ten times what the kill takes to land, and the rows take ~0.3 s to make, not ~4 s.
     finished_jobs(project, members["admin"], 2_000)
-    first = start_worker(**QUICK_REAPER)
+    first = start_worker(include=include, **QUICK_REAPER)
     export = export_services.create_export(project=project, user=members["curator"],
-                                           options={"kind": "platform.jobs", "shard_rows": 20, "format": "jsonl"})
+                                           options={"kind": kind, "shard_rows": 20, "format": "jsonl"})
     deadline = time.monotonic() + 120
     while Job.objects.get(pk=export.job_id).state != JobState.RUNNING:
         assert time.monotonic() < deadline, first.log()
@@ -85,7 +88,7 @@ def test_an_export_whose_worker_is_killed_is_rerun_and_written_once(project, mem
     job = Job.objects.get(pk=export.job_id)
     assert job.state == JobState.RUNNING, "the kill must land while the export runs"
 
-    second = start_worker(**QUICK_REAPER)
+    second = start_worker(include=include, **QUICK_REAPER)
     job, _ = wait_for_terminal(export.job_id, second, timeout=180)
     assert job.state == JobState.SUCCEEDED and job.attempts == 2, f"{job.error}\n{second.log()}"
     export.refresh_from_db()
@@ -95,3 +98,4 @@ def test_an_export_whose_worker_is_killed_is_rerun_and_written_once(project, mem
     ids = [json.loads(line)["id"] for shard in export.manifest["shards"]
            for line in (folder / shard["name"]).read_text().splitlines()]
     assert len(ids) == len(set(ids)) == export.manifest["totals"]["rows"] >= 2_000
+    assert export.manifest["read_path"] == ("rows" if kind == "platform.jobs" else "postgresql-arrow")
