@@ -6,6 +6,7 @@ version is refused (the API answers 409), never silently applied.
 """
 
 import hashlib
+from collections.abc import Iterator
 from datetime import timedelta
 
 from django.db import transaction
@@ -102,37 +103,59 @@ def seed_for(config: AnnotationConfig, item: Item, salt: str) -> int | None:
 
 # --- initial rollouts (a job kind) -----------------------------------------------------------------
 
+# Items read, rendered and handed to `backend.rollouts` together. The local model decodes them 32 rows at a time
+# (max_rollout_batch); vLLM keeps up to VLLM_MAX_CONCURRENCY (64) of them in flight, and its slots empty only at a
+# group's end, so a group is several times that. Each answer is saved as it arrives: a killed worker loses only
+# the answers in progress, and its rerun reads what is still unanswered.
+ROLLOUT_BATCH = 256
+
+
 def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -> dict:
-    """Answer every item that has no rollout yet (or all, with regenerate), saving each as it is done."""
+    """Answer every item that has no rollout yet (or all, with regenerate), batch by batch through
+    `backend.rollouts`, saving each item as its answer arrives: a rerun resumes with the items still unanswered."""
     config = config_for(project)
     backend = backend_for(project)
     template = template_of(config, backend)
-    items = Item.objects.filter(project=project).order_by("id")
+    items = Item.objects.filter(project=project)
     if not regenerate:
         items = items.filter(rollout__isnull=True)
     progress.set_total(items.count())
     done = 0
-    for item in items.iterator(chunk_size=100):
-        prompt_ids = render_prompt(backend, stored_prompt(item.messages, item.tools), template)
-        seed = seed_for(config, item, "rollout")
-        steps = list(backend.stream(prompt_ids, max_tokens=config.max_tokens, temperature=config.temperature,
-                                    seed=seed, top_k=config.top_k))
-        token_ids = [s.token_id for s in steps]
-        finish_reason = steps[-1].finish_reason if steps else "length"
-        parsed = template.parse(token_ids, backend=backend, finish_reason=finish_reason or "length")
-        Item.objects.filter(pk=item.pk).update(prompt_ids=prompt_ids, rollout={
-            "token_ids": token_ids,
-            "logprobs": [s.logprob for s in steps],
-            "top": [[list(pair) for pair in s.top] for s in steps],
-            "finish_reason": finish_reason,
-            "model_id": backend.model_id,
-            "seed": seed,
-            "channels": parsed.channels,
-            "message": parsed.message.as_dict(),
-        })
-        done += 1
-        progress.report(done, message=f"{done} of {progress.job.progress_total} items answered")
+    for batch in _item_batches(items.only("id", "messages", "tools")):
+        prompts = [render_prompt(backend, stored_prompt(item.messages, item.tools), template) for item in batch]
+        seeds = [seed_for(config, item, "rollout") for item in batch]
+        for index, steps in backend.rollouts(prompts, max_tokens=config.max_tokens, temperature=config.temperature,
+                                             seeds=seeds, top_k=config.top_k):
+            rollout = rollout_of(steps, seed=seeds[index], backend=backend, template=template)
+            Item.objects.filter(pk=batch[index].pk).update(prompt_ids=prompts[index], rollout=rollout)
+            done += 1
+            progress.report(done, message=f"{done} of {progress.job.progress_total} items answered")
     return {"answered": done}
+
+
+def _item_batches(items) -> Iterator[list[Item]]:
+    """`items` in id order, ROLLOUT_BATCH at a time, one short query each (keyset: no offset, no long transaction)."""
+    last = 0
+    while batch := list(items.filter(id__gt=last).order_by("id")[:ROLLOUT_BATCH]):
+        last = batch[-1].pk
+        yield batch
+
+
+def rollout_of(steps: list, *, seed: int | None, backend, template) -> dict:
+    """An item's stored rollout: the response's tokens with the logprob and top k of each, and its parse."""
+    token_ids = [s.token_id for s in steps]
+    finish_reason = steps[-1].finish_reason if steps else "length"
+    parsed = template.parse(token_ids, backend=backend, finish_reason=finish_reason or "length")
+    return {
+        "token_ids": token_ids,
+        "logprobs": [s.logprob for s in steps],
+        "top": [[list(pair) for pair in s.top] for s in steps],
+        "finish_reason": finish_reason,
+        "model_id": backend.model_id,
+        "seed": seed,
+        "channels": parsed.channels,
+        "message": parsed.message.as_dict(),
+    }
 
 
 # --- claims ---------------------------------------------------------------------------------------

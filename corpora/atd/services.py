@@ -1,11 +1,13 @@
 """Every write of the ATD workflow: ancestor scoring, frozen near-tie selections, teacher queries.
 
 The jobs read the pool in id order, a batch at a time: one backend call per batch (the whole batch
-goes to the model together; with vLLM, one request carrying every sequence), then one bulk insert
+goes to the model together; with vLLM, one request carrying every sequence, or, for sampled candidates,
+which need a seed each, one request per sequence with many in flight), then one bulk insert
 with conflicts ignored. A job resumed after a crash asks only for the prompts that have no row yet,
 and a prompt can never get two rows (unique per run), so every prompt is done exactly once.
 """
 
+import hashlib
 import math
 
 from django.conf import settings
@@ -42,10 +44,11 @@ def sample_candidates(*, project, progress, backend: Backend | None = None, temp
                       max_tokens: int = 128, seed: int = 0, tries: int = 3, batch_size: int = 16) -> dict:
     """Two distinct answers from the ancestor for every prompt imported without candidates.
 
-    Each try samples both candidates of every prompt of a batch in one backend call (each prompt twice
-    in the batch; the rows are sampled independently) with the seed `seed + try`; a prompt whose two
-    samples are equal (after stripping) is tried again, up to `tries` times, then left "missing" with
-    the attempts recorded in its meta."""
+    Each try samples both candidates of every prompt of a batch in one batched rollout (`backend.rollouts`:
+    one batch on the CPU model, requests in flight on vLLM), each row with its own seed drawn from `seed`, the
+    try, the prompt and the side: one seed for the whole batch would give the two rows of a prompt the same
+    answer on vLLM, which seeds every prompt of a request alike. A prompt whose two samples are equal (after
+    stripping) is tried again, up to `tries` times, then left "missing" with the attempts recorded in its meta."""
     backend = backend or backend_for_model("")
     pending = AtdPrompt.objects.filter(project=project, candidates_origin="missing").order_by("id")
     progress.set_total(pending.count())
@@ -59,11 +62,12 @@ def sample_candidates(*, project, progress, backend: Backend | None = None, temp
         todo = batch
         for attempt in range(tries):
             ids = [backend.chat_prompt_ids(p.messages) for p in todo]
-            answers = backend.generate([row for prompt_ids in ids for row in (prompt_ids, prompt_ids)],
-                                       max_tokens=max_tokens, temperature=temperature, seed=seed + attempt)
-            texts = [(answers[2 * n].text.strip(), answers[2 * n + 1].text.strip()) for n in range(len(todo))]
+            texts = _sampled_texts(backend, [row for prompt_ids in ids for row in (prompt_ids, prompt_ids)],
+                                   seeds=[_candidate_seed(seed, attempt, p, side) for p in todo for side in "ab"],
+                                   max_tokens=max_tokens, temperature=temperature)
             again = []
-            for prompt, (a, b) in zip(todo, texts, strict=True):
+            for n, prompt in enumerate(todo):
+                a, b = texts[2 * n], texts[2 * n + 1]
                 if a and b and a != b:
                     prompt.candidate_a, prompt.candidate_b, prompt.candidates_origin = a, b, "sampled"
                     prompt.meta = {**prompt.meta, "sampling": {"temperature": temperature, "seed": seed,
@@ -80,6 +84,26 @@ def sample_candidates(*, project, progress, backend: Backend | None = None, temp
             prompt.save(update_fields=["meta"])
         gave_up += len(todo)
         progress.report(filled + gave_up, message=f"{filled} prompts have two candidates, {gave_up} gave up")
+
+
+def _candidate_seed(seed: int, attempt: int, prompt: AtdPrompt, side: str) -> int:
+    """The seed of one candidate: the same whatever else shares its batch, so a rerun samples it again alike."""
+    digest = hashlib.blake2b(f"{seed}:{attempt}:{prompt.pk}:{side}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _sampled_texts(backend: Backend, prompts: list[list[int]], *, seeds: list[int], max_tokens: int,
+                   temperature: float) -> list[str]:
+    """The stripped text of one sampled answer per prompt, in order (without the end token a stopped answer
+    ends with: TokenStep's "stop")."""
+    texts = [""] * len(prompts)
+    for index, steps in backend.rollouts(prompts, max_tokens=max_tokens, temperature=temperature, seeds=seeds,
+                                         top_k=1):
+        ids = [step.token_id for step in steps]
+        if steps and steps[-1].finish_reason == "stop":
+            ids.pop()
+        texts[index] = backend.detokenize(ids).strip() if ids else ""
+    return texts
 
 
 def start_scoring(*, project, method: str = ScoringMethod.JUDGE, debias: bool = True, batch_size: int = 32,

@@ -76,6 +76,17 @@ class Backend(Protocol):
         self, prompt_ids: list[int], *, max_tokens: int, temperature: float, seed: int | None, top_k: int
     ) -> Iterator[TokenStep]: ...
 
+    def rollouts(
+        self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seeds: list[int | None], top_k: int
+    ) -> Iterator[tuple[int, list[TokenStep]]]:
+        """Complete many prompts with top-k logprobs at every position (what `stream` gives for one), yielding
+        (index into `prompts`, steps) as each completion finishes, in whatever order they finish.
+
+        The batched path of rollout jobs: the local backend decodes the whole batch with one forward pass per
+        step; vLLM keeps up to VLLM_MAX_CONCURRENCY requests in flight. At temperature 0 the tokens are those
+        `stream` gives for each prompt alone. A caller saves each result as it arrives, so a killed worker loses
+        at most what was in flight."""
+
     def prompt_logprobs(self, ids: list[int], *, top_k: int) -> list[dict[int, float] | None]:
         """Entry 0 is None; entry j scores ids[j] given ids[:j] (top-k plus ids[j] itself)."""
 

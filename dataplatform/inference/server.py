@@ -18,6 +18,10 @@ POST /v1/completions (prompts as token ids or text, `stream`, `logprobs`, `promp
 time (no continuous batching), one streamed prompt per request, and of the structured outputs only `json`
 and `choice` (`regex`, `grammar`, `json_object`, `structural_tag`, `whitespace_pattern`, the removed
 `guided_*` fields and `response_format` get a 400, never a silently unconstrained answer).
+
+Concurrent requests (`VllmBackend.rollouts` keeps up to VLLM_MAX_CONCURRENCY in flight) are all accepted and run
+in Starlette's thread pool; each generated token is one forward pass under the backend's lock, so their tokens
+interleave one pass at a time rather than batching, and each completion is what it would be alone.
 """
 
 import itertools

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from .base import BackendError, BackendHealth, BackendUnavailable, Generation, TokenStep
+from .in_flight import completed
 from .pieces import tokenizer_pieces
 
 logger = logging.getLogger(__name__)
@@ -29,11 +30,23 @@ TOKEN_ID_PREFIX = "token_id:"
 class VllmBackend:
     name = "vllm"
 
-    def __init__(self, *, base_url: str, model: str, api_key: str, timeout: float, tokenizer_dir: str | None):
+    def __init__(self, *, base_url: str, model: str, api_key: str, timeout: float, tokenizer_dir: str | None,
+                 max_concurrency: int | None = None, retries: int | None = None, retry_backoff: float | None = None):
+        """`max_concurrency`, `retries` and `retry_backoff` shape `rollouts`; they default to the settings
+        VLLM_MAX_CONCURRENCY, VLLM_REQUEST_RETRIES and VLLM_RETRY_BACKOFF_SECONDS."""
+        from django.conf import settings
+
+        self.max_concurrency = settings.VLLM_MAX_CONCURRENCY if max_concurrency is None else max_concurrency
+        self.retries = settings.VLLM_REQUEST_RETRIES if retries is None else retries
+        self.retry_backoff = settings.VLLM_RETRY_BACKOFF_SECONDS if retry_backoff is None else retry_backoff
         # The key lives only in the client's default headers: never on self, never in a message or log line.
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # One client for every thread (httpx.Client is thread-safe). Its pool must hold the rollouts in flight
+        # (httpx's default, 100 connections and 20 kept alive, would otherwise cap or churn them).
+        limits = httpx.Limits(max_connections=max(100, self.max_concurrency),
+                              max_keepalive_connections=max(20, self.max_concurrency))
         self._client = httpx.Client(
-            base_url=base_url, headers=headers, timeout=httpx.Timeout(timeout, connect=min(5, timeout))
+            base_url=base_url, headers=headers, timeout=httpx.Timeout(timeout, connect=min(5, timeout)), limits=limits
         )
         self._timeout = timeout
         # For error messages: the server without any user:password a URL might carry.
@@ -157,9 +170,9 @@ class VllmBackend:
         return [self._detokenized_pieces[token_id] for token_id in ids]
 
     # --- generation ---------------------------------------------------------------
-    def stream(
-        self, prompt_ids: list[int], *, max_tokens: int, temperature: float, seed: int | None, top_k: int
-    ) -> Iterator[TokenStep]:
+    def _sampling_payload(self, prompt_ids: list[int], *, max_tokens: int, temperature: float, seed: int | None,
+                          top_k: int, stream: bool) -> dict[str, Any]:
+        """A /v1/completions body for one prompt with top-k logprobs at every position (`stream` and `rollouts`)."""
         payload: dict[str, Any] = {
             "model": self.model_id,
             "prompt": list(prompt_ids),
@@ -167,11 +180,18 @@ class VllmBackend:
             "temperature": temperature,
             "logprobs": top_k,
             "return_tokens_as_token_ids": True,
-            "stream": True,
+            "stream": stream,
             "skip_special_tokens": False,
         }
         if seed is not None:
             payload["seed"] = seed
+        return payload
+
+    def stream(
+        self, prompt_ids: list[int], *, max_tokens: int, temperature: float, seed: int | None, top_k: int
+    ) -> Iterator[TokenStep]:
+        payload = self._sampling_payload(prompt_ids, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                                         top_k=top_k, stream=True)
         # One step of lookahead: vLLM may send the finish_reason in a last chunk
         # without tokens, and it belongs on the last token.
         pending: TokenStep | None = None
@@ -186,6 +206,29 @@ class VllmBackend:
                         pending = replace(pending, finish_reason=choice["finish_reason"])
         if pending is not None:
             yield pending
+
+    def rollouts(
+        self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seeds: list[int | None], top_k: int
+    ) -> Iterator[tuple[int, list[TokenStep]]]:
+        """One request per prompt (its own `seed`: a request with a list of prompts would give all of them the
+        same one), up to `max_concurrency` in flight, each retried `retries` times while vLLM is unavailable
+        (in_flight.py). Not streamed: the whole completion in one body is cheaper, and its steps are those
+        `stream` yields. Not a generator itself: the seeds and the model name are checked when called."""
+        if len(seeds) != len(prompts):
+            raise BackendError(f"{len(seeds)} seeds for {len(prompts)} prompts.")
+        payloads = [self._sampling_payload(ids, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                                           top_k=top_k, stream=False) for ids, seed in zip(prompts, seeds, strict=True)]
+        return completed(lambda index: self._completion_steps(payloads[index]), len(payloads),
+                         limit=self.max_concurrency, retries=self.retries, backoff=self.retry_backoff)
+
+    def _completion_steps(self, payload: dict[str, Any]) -> list[TokenStep]:
+        """The steps of one non-streamed completion, its finish_reason on the last one (as `stream` puts it)."""
+        with self._request("POST", "/v1/completions", payload) as response:
+            [choice] = response.json()["choices"]
+            steps = _choice_steps(choice)
+        if steps and choice.get("finish_reason"):
+            steps[-1] = replace(steps[-1], finish_reason=choice["finish_reason"])
+        return steps
 
     def _stream_chunks(self, response: httpx.Response) -> Iterator[dict[str, Any]]:
         """The JSON chunks of a completion stream (server-sent events) up to `data: [DONE]`."""
@@ -293,7 +336,10 @@ class VllmBackend:
         self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seed: int | None,
         json_schema: dict | None = None, choice: list[str] | None = None,
     ) -> list[Generation]:
-        """The whole batch in one request (`prompt` as a list of id lists): vLLM schedules them all at once.
+        """The whole batch in one request (`prompt` as a list of id lists): vLLM makes each prompt a request of
+        its own and schedules them all together, so a batch past VLLM_MAX_CONCURRENCY is not split (more HTTP
+        requests would add nothing). Each prompt's sampler is seeded with the one `seed`: the same prompt twice
+        in a batch gets the same answer twice at any temperature (`rollouts` takes a seed per prompt).
 
         With a schema or a choice list, vLLM's structured outputs constrain the answer to it
         (`structured_outputs` with `json` or `choice`, the request field of current vLLM; the older

@@ -2,7 +2,9 @@
 
 import os
 
-from .env import env_float, env_list, env_str, env_url
+from django.core.exceptions import ImproperlyConfigured
+
+from .env import env_float, env_int, env_list, env_str, env_url
 
 MODEL_BACKEND = env_str("MODEL_BACKEND", "local")  # "local" | "vllm"
 MODEL_NAME = env_str("MODEL_NAME")  # vllm: the served model; empty = first of /v1/models
@@ -15,6 +17,16 @@ ATD_TEACHER_API_KEY = env_str("ATD_TEACHER_API_KEY")
 # AED replays on the `webhook` runner: only these URLs may be named (dataplatform/outbound.py).
 AED_REPLAY_WEBHOOKS = env_list("AED_REPLAY_WEBHOOKS")
 VLLM_TIMEOUT_SECONDS = env_float("VLLM_TIMEOUT_SECONDS", 60.0)
+# Batched rollouts (VllmBackend.rollouts): at most this many /v1/completions requests in flight from one call,
+# one prompt each; vLLM schedules them together (continuous batching), so fewer leave its slots idle.
+VLLM_MAX_CONCURRENCY = env_int("VLLM_MAX_CONCURRENCY", 64)
+# Each of those requests is retried this many times when vLLM is unavailable (refused, timed out, 5xx),
+# after 1x, 2x, 4x ... the backoff: short, for a blip amid many requests in flight. A longer outage fails the
+# request, and the job's own retries (JOB_MAX_RETRIES, JOB_RETRY_BACKOFF_SECONDS) take over.
+VLLM_REQUEST_RETRIES = env_int("VLLM_REQUEST_RETRIES", 3)
+VLLM_RETRY_BACKOFF_SECONDS = env_float("VLLM_RETRY_BACKOFF_SECONDS", 1.0)
+if VLLM_MAX_CONCURRENCY < 1 or VLLM_REQUEST_RETRIES < 0:
+    raise ImproperlyConfigured("VLLM_MAX_CONCURRENCY must be at least 1 and VLLM_REQUEST_RETRIES at least 0.")
 # Optional local tokenizer directory for the vllm backend: exact token bytes for display.
 VLLM_TOKENIZER_DIR = env_str("VLLM_TOKENIZER_DIR")
 # How the local model's OpenMP threads (torch's CPU kernels run on libgomp) wait between the parallel regions

@@ -52,6 +52,11 @@ class CharBackend:
             yield TokenStep(token_id=token_id, logprob=-0.5, top=[(token_id, -0.5), (token_id + 1000, -2.0)],
                             finish_reason=finish)
 
+    def rollouts(self, prompts, *, max_tokens, temperature, seeds, top_k):
+        """`stream` of each prompt, in order (the batched path of rollout jobs)."""
+        for index, (ids, seed) in enumerate(zip(prompts, seeds, strict=True)):
+            yield index, list(self.stream(ids, max_tokens=max_tokens, temperature=temperature, seed=seed, top_k=top_k))
+
 
 class ByteBackend:
     """One token per UTF-8 byte (onPanda's utf8_tokenizer): a CJK character is three tokens."""

@@ -175,41 +175,6 @@ def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in
     assert all(row["distance"] == abs(row["q"] - 0.5) for row in scored)
 
 
-class SamplerDouble:
-    """Generation double for candidate sampling: the answers of each call come from a list, in order."""
-
-    model_id = "sampler-double"
-
-    def __init__(self, calls):
-        self.calls = list(calls)
-        self.seen = []
-
-    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
-        return [1]
-
-    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
-        from dataplatform.inference import Generation
-
-        self.seen.append((len(prompts), seed, temperature))
-        return [Generation(text=text, token_ids=[], finish_reason="stop") for text in self.calls.pop(0)]
-
-
-def test_sampling_fills_missing_candidates_with_distinct_answers(project):
-    first, second = (AtdPrompt.objects.create(project=project, external_id=f"m{n}", candidates_origin="missing",
-                                              messages=[{"role": "user", "content": "hi"}], source_sha256=f"{n:064d}")
-                     for n in range(2))
-    backend = SamplerDouble([["one", "two", "same", "same"],  # try 1: the second prompt's samples are equal
-                             ["three", "four"]])             # try 2: only the second prompt is asked again
-    result = services.sample_candidates(project=project, progress=RecordingProgress(), backend=backend,
-                                        temperature=0.9, seed=5)
-    assert result == {"sampled": 2, "gave_up": 0, "model_id": "sampler-double"}
-    assert backend.seen == [(4, 5, 0.9), (2, 6, 0.9)]  # both candidates of the batch in one call per try
-    first.refresh_from_db()
-    second.refresh_from_db()
-    assert (first.candidate_a, first.candidate_b, first.candidates_origin) == ("one", "two", "sampled")
-    assert (second.candidate_a, second.candidate_b) == ("three", "four") and second.meta["sampling"]["tries"] == 2
-
-
 def test_teacher_endpoints_must_be_allowed_by_an_admin(settings):
     settings.ATD_TEACHER_ENDPOINTS = ["https://teacher.internal:8000/v1"]
     assert services.check_teacher_endpoint("") == ""  # the platform's own backend
