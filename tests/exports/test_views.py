@@ -67,6 +67,7 @@ def test_detail_page_shows_files_and_load_snippets(client, members, run_export):
     assert "storage_options={&#x27;headers&#x27;: headers}" in html  # load_dataset over HTTP, token in a header
     for shard in export.manifest["shards"]:
         assert f"/api/v1/projects/alpha/exports/{export.pk}/shards/{shard['name']}" in html
+    assert f"12 rows in {len(export.manifest['shards'])} shards; read" in html and "row by row by the kind" in html
 
 
 def test_the_card_names_only_splits_that_have_files(client, members, run_export, export_storage_in_tmp):
