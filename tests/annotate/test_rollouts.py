@@ -7,8 +7,11 @@ from annotate import services
 from annotate.models import Item
 from annotate.prompts import render_prompt, stored_prompt
 from dataplatform.inference import BackendUnavailable
+from dataplatform.inference.server import build_app
+from dataplatform.inference.vllm import VllmBackend
 
 from ..doubles import RecordingProgress
+from ..inference.model_servers import SERVED_NAME, InFlight, ThreadedServer
 from .test_supervision import CharBackend
 
 pytestmark = pytest.mark.django_db
@@ -46,6 +49,31 @@ def test_each_item_gets_the_rollout_the_one_at_a_time_path_gave(project, local_b
             {k: v for k, v in expected.items() if k not in ("logprobs", "top")}
         assert saved["logprobs"] == pytest.approx(expected["logprobs"], abs=1e-4)
         assert [[i for i, _ in top] for top in saved["top"]] == [[i for i, _ in top] for top in expected["top"]]
+
+
+@pytest.mark.model
+def test_the_job_on_vllm_keeps_the_configured_requests_in_flight(project, local_backend, monkeypatch, settings):
+    """The real model behind the vLLM-shaped server, counted at the server: the job holds VLLM_MAX_CONCURRENCY
+    requests in flight, and saves what `stream` gives each item alone."""
+    settings.VLLM_MAX_CONCURRENCY = 4
+    config = services.config_for(project)
+    config.max_tokens, config.top_k, config.temperature = 6, 5, 0.0
+    config.save()
+    items = make_items(project, [f"Count to {n}." for n in range(8)])
+    counter = InFlight(build_app(local_backend, served_model_name=SERVED_NAME))
+    with ThreadedServer(counter) as server:
+        client = VllmBackend(base_url=server.url, model=SERVED_NAME, api_key="", timeout=60, tokenizer_dir=None)
+        monkeypatch.setattr(services, "backend_for", lambda project: client)
+        assert services.generate_rollouts(project=project, progress=RecordingProgress()) == {"answered": 8}
+        assert counter.peak == 4
+        template = services.template_of(config, client)
+        for item in items:
+            item.refresh_from_db()
+            steps = list(client.stream(item.prompt_ids, max_tokens=6, temperature=0.0, top_k=5,
+                                       seed=services.seed_for(config, item, "rollout")))
+            assert item.rollout == services.rollout_of(steps, seed=item.rollout["seed"], backend=client,
+                                                       template=template)
+        client.close()
 
 
 class CountingBackend(CharBackend):

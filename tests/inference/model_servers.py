@@ -30,3 +30,20 @@ class ThreadedServer:
     def __exit__(self, *exc):
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+class InFlight:
+    """ASGI middleware: how many /v1/completions requests the wrapped app holds at once, and the most so far."""
+
+    def __init__(self, app):
+        self.app, self.now, self.peak = app, 0, 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] != "/v1/completions":
+            return await self.app(scope, receive, send)
+        self.now += 1  # uvicorn runs the app on one event loop: no lock needed
+        self.peak = max(self.peak, self.now)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.now -= 1

@@ -16,11 +16,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from dataplatform.inference.base import BackendError, BackendUnavailable, TokenStep
-from dataplatform.inference.server import build_app
 from dataplatform.inference.vllm import VllmBackend
 from tests.net import closed_port
 
-from .model_servers import SERVED_NAME, ThreadedServer
+from .model_servers import ThreadedServer
 
 MODEL = "double-model"
 
@@ -192,51 +191,3 @@ def test_seeds_must_match_the_prompts_before_any_request(double, make_client):
     with pytest.raises(BackendError, match="1 seeds for 2 prompts"):
         make_client().rollouts([[1, 2], [3, 4]], max_tokens=2, temperature=0, seeds=[0], top_k=1)
     assert double.received == []
-
-
-# --- the real embedded model behind the model server ---------------------------------------------------
-
-class InFlight:
-    """ASGI middleware: how many /v1/completions requests the wrapped app holds at once, and the most so far."""
-
-    def __init__(self, app):
-        self.app, self.now, self.peak = app, 0, 0
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["path"] != "/v1/completions":
-            return await self.app(scope, receive, send)
-        self.now += 1  # uvicorn runs the app on one event loop: no lock needed
-        self.peak = max(self.peak, self.now)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.now -= 1
-
-
-@pytest.fixture(scope="module")
-def counted_model_server(local_backend):
-    counter = InFlight(build_app(local_backend, served_model_name=SERVED_NAME))
-    with ThreadedServer(counter) as server:
-        yield counter, server.url
-
-
-@pytest.mark.model
-def test_rollouts_keep_the_configured_requests_in_flight_at_the_model_server(counted_model_server, local_backend,
-                                                                              settings):
-    counter, url = counted_model_server
-    settings.VLLM_MAX_CONCURRENCY = 4
-    client = VllmBackend(base_url=url, model=SERVED_NAME, api_key="", timeout=60, tokenizer_dir=None)
-    prompts = [local_backend.chat_prompt_ids([{"role": "user", "content": f"Count to {n}."}]) for n in range(8)]
-    options = {"max_tokens": 6, "temperature": 0.0, "top_k": 5}
-    started = time.perf_counter()
-    got = dict(client.rollouts(prompts, seeds=[None] * 8, **options))
-    batched = time.perf_counter() - started
-    peak, counter.peak = counter.peak, 0
-    started = time.perf_counter()
-    alone = [list(client.stream(ids, seed=None, **options)) for ids in prompts]
-    sequential = time.perf_counter() - started
-    client.close()
-    print(f"\n8 rollouts x 6 tokens: {batched:.2f} s with 4 in flight (peak {peak}), "
-          f"{sequential:.2f} s streamed one at a time")
-    assert peak == 4
-    assert [got[n] for n in range(8)] == alone  # tokens, logprobs and top-k, as `stream` gives each prompt
