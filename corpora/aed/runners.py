@@ -15,7 +15,9 @@ recovery trains on; never the error itself).
 - `builtin`: the environments of `ENVIRONMENTS`, run in process: calc-v1 (`calc_env.py`, stateless
   arithmetic) and kv-v1 (`kv_env.py`, a key-value store, whose state an erroneous step changes), with
   the platform's model as the policy. Each policy step samples with seed `seed * 1000 + step index`, so
-  both arms of a pair draw the same seed at the same step.
+  both arms of a pair draw the same seed at the same step. An arm is an episode (`BuiltinRunner.episode`) that
+  asks for its policy steps one at a time; `play` runs many side by side, sending each round's policy steps to
+  the backend as one batch (`backend.rollouts`), and the replay job plays all its runs that way.
 - `webhook`: environments outside the platform. POSTs JSON `{trace_id, task_id, environment,
   harness, policy_model, prefix_steps, error_step, arm, retry, corrected_action, original_action, seed,
   options}` to
@@ -26,7 +28,7 @@ Errors: `RunnerError` (bad payload or configuration) is final; `RunnerUnavailabl
 connection error, 5xx) is a `Transient` error, which the job machinery retries with backoff.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,6 +37,7 @@ from django.conf import settings
 
 from dataplatform.errors import Transient
 from dataplatform.inference import BackendError, BackendUnavailable, backend_for_model
+from dataplatform.inference.sampling import sampled_texts
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 
 from . import calc_env, kv_env
@@ -83,6 +86,14 @@ class RunResult:
     steps: list[dict] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class PolicyStep:
+    """What an episode asks of the policy: the chat it is shown and the seed of this step."""
+
+    messages: list[dict]
+    seed: int
+
+
 class RunnerError(Exception):
     """A bad payload or configuration; retrying will not help."""
 
@@ -100,6 +111,28 @@ class BuiltinRunner:
 
     def run(self, *, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
             options: dict, retry: str = "resample") -> RunResult:
+        """One arm alone: its episode played by itself."""
+        episode = self.episode(trace=trace, error_step=error_step, arm=arm, corrected_action=corrected_action,
+                               seed=seed, options=options, retry=retry)
+        [(_, result)] = self.play([episode], options)
+        return result
+
+    def play(self, episodes: list[Generator], options: dict) -> Iterator[tuple[int, RunResult]]:
+        """Episodes side by side, yielding (index into `episodes`, result) as each ends: each round, the policy
+        steps of every episode still running go to the backend as one batch."""
+        asks = {n: _advance(episode) for n, episode in enumerate(episodes)}
+        backend = None
+        while asks:
+            for n in [n for n, ask in asks.items() if isinstance(ask, RunResult)]:
+                yield n, asks.pop(n)
+            if asks:
+                backend = backend or self.backend or self._backend(options.get("model", ""))
+                texts = self._policy(backend, list(asks.values()), options)
+                asks = {n: _advance(episodes[n], text) for n, text in zip(asks, texts, strict=True)}
+
+    def episode(self, *, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
+                options: dict, retry: str = "resample") -> Generator[PolicyStep, str, RunResult]:
+        """One arm, step by step: yields the PolicyStep it needs, is sent the policy's text, returns the result."""
         environment = ENVIRONMENTS.get(trace.environment)
         if environment is None:
             raise RunnerError(f"the builtin runner runs {', '.join(ENVIRONMENTS)}, not {trace.environment!r}")
@@ -123,7 +156,6 @@ class BuiltinRunner:
         if env.done:
             raise RunnerError(f"the episode ended before the error step {error_step}")
 
-        backend = self.backend or self._backend(options.get("model", ""))
         index, passed = error_step, False
         best = environment.score(env, None)
         while not env.done:
@@ -132,8 +164,8 @@ class BuiltinRunner:
             elif index == error_step and (arm == "E" or (arm == "R" and retry == "original")):
                 content, origin = original_action(trace, error_step), "original"
             else:
-                content, origin = self._policy(backend, environment.messages(task, history, max_steps),
-                                               seed * 1000 + index, options), "policy"
+                content = yield PolicyStep(environment.messages(task, history, max_steps), seed * 1000 + index)
+                origin = "policy"
             action = action_line(content)
             observation, _, outcome = env.step(action)
             score = environment.score(env, outcome)
@@ -158,16 +190,25 @@ class BuiltinRunner:
             raise RunnerError(str(exc)) from exc
 
     @staticmethod
-    def _policy(backend, messages: list[dict], seed: int, options: dict) -> str:
+    def _policy(backend, asks: list[PolicyStep], options: dict) -> list[str]:
+        """The policy's text for every ask, in order, from one batched rollout (each row with its step's seed;
+        a stopped answer without its end token)."""
         try:
-            [generation] = backend.generate([backend.chat_prompt_ids(messages)],
-                                            max_tokens=int(options.get("max_tokens", 24)),
-                                            temperature=float(options.get("temperature", 0.7)), seed=seed)
+            return sampled_texts(backend, [backend.chat_prompt_ids(ask.messages) for ask in asks],
+                                 seeds=[ask.seed for ask in asks], max_tokens=int(options.get("max_tokens", 24)),
+                                 temperature=float(options.get("temperature", 0.7)))
         except BackendUnavailable:
             raise
         except BackendError as exc:
             raise RunnerError(f"the policy model failed: {exc}") from exc
-        return generation.text
+
+
+def _advance(episode: Generator, text: str | None = None) -> PolicyStep | RunResult:
+    """The episode's next policy step once it is sent `text` (None to start it), or its result once it ends."""
+    try:
+        return episode.send(text)
+    except StopIteration as end:
+        return end.value
 
 
 def _safe_url(url: str) -> str:
@@ -257,15 +298,28 @@ RUNNERS = {"builtin": BuiltinRunner, "webhook": WebhookRunner}
 def run_arm(*, runner: str, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
             options: dict | None = None, retry: str = "resample") -> RunResult:
     """Run one arm of one pair with the named runner ("builtin" or "webhook"); `retry`: arm R's design."""
+    [(_, result)] = run_arms(runner=runner, trace=trace, error_step=error_step, runs=[(arm, seed)],
+                             corrected_action=corrected_action, options=options, retry=retry)
+    return result
+
+
+def run_arms(*, runner: str, trace, error_step: int, runs: list[tuple[str, int]], corrected_action: str | None,
+             options: dict | None = None, retry: str = "resample") -> Iterator[tuple[int, RunResult]]:
+    """Run the (arm, seed) `runs` of one trace, yielding (index into `runs`, result) as each ends: the builtin
+    runner plays them side by side, a batch of policy steps a round; the webhook runner, one after another."""
     if runner not in RUNNERS:
         raise RunnerError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNERS)}")
-    if arm not in ARMS:
-        raise RunnerError(f"arm must be one of {', '.join(ARMS)}, not {arm!r}")
+    if bad := [arm for arm, _ in runs if arm not in ARMS]:
+        raise RunnerError(f"arm must be one of {', '.join(ARMS)}, not {bad[0]!r}")
     if retry not in RETRY_DESIGNS:
         raise RunnerError(f"retry must be one of {', '.join(RETRY_DESIGNS)}, not {retry!r}")
-    if arm == "C" and not (isinstance(corrected_action, str) and corrected_action.strip()):
+    if any(arm == "C" for arm, _ in runs) and not (isinstance(corrected_action, str) and corrected_action.strip()):
         raise RunnerError("arm C needs a corrected action")
     if not isinstance(error_step, int) or not 0 <= error_step < len(trace.steps):
         raise RunnerError(f"error_step {error_step!r} is not a step of this trace (0..{len(trace.steps) - 1})")
-    return RUNNERS[runner]().run(trace=trace, error_step=error_step, arm=arm, corrected_action=corrected_action,
-                                 seed=seed, options=options or {}, retry=retry)
+    shared = {"trace": trace, "error_step": error_step, "corrected_action": corrected_action,
+              "options": options or {}, "retry": retry}
+    if runner == "builtin":
+        builtin = BuiltinRunner()
+        return builtin.play([builtin.episode(arm=arm, seed=seed, **shared) for arm, seed in runs], options or {})
+    return ((n, WebhookRunner().run(arm=arm, seed=seed, **shared)) for n, (arm, seed) in enumerate(runs))

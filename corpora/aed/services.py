@@ -299,7 +299,8 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
 
 
 def run_replay(*, replay: Replay, progress) -> dict:
-    """Run every (pair, arm) not yet recorded, saving each as it finishes; then recompute the table."""
+    """Run every (pair, arm) not yet recorded, side by side (the builtin runner batches their policy steps),
+    saving each as it finishes; then recompute the table."""
     proposal = replay.proposal
     case, trace = proposal.case, proposal.case.trace
     done = set(ReplayRun.objects.filter(replay=replay).values_list("pair", "arm"))
@@ -307,21 +308,20 @@ def run_replay(*, replay: Replay, progress) -> dict:
     arms = ("E",) if replay.mode == ReplayMode.RECOVERY else ("C", "R")
     progress.set_total(replay.pairs * len(arms))
     progress.report(len(done))
-    for pair in range(replay.pairs):
-        for arm in arms:
-            if (pair, arm) in done:
-                continue
-            result = runners.run_arm(runner=replay.runner, trace=trace, error_step=case.error_step, arm=arm,
-                                     corrected_action=proposal.corrected_action, seed=replay.seed + pair,
-                                     options=replay.options, retry=replay.retry)
-            # update_or_create on the (replay, pair, arm) key: a retried task overwrites, never adds.
-            ReplayRun.objects.update_or_create(
-                replay=replay, pair=pair, arm=arm,
-                defaults={"seed": replay.seed + pair, "passed": result.passed, "score": result.score,
-                          "steps": result.steps})
-            done.add((pair, arm))
-            refresh_table(replay, alpha=alpha)
-            progress.report(len(done), message=f"{len(done)} of {replay.pairs * len(arms)} runs")
+    todo = [(pair, arm) for pair in range(replay.pairs) for arm in arms if (pair, arm) not in done]
+    results = runners.run_arms(runner=replay.runner, trace=trace, error_step=case.error_step,
+                               runs=[(arm, replay.seed + pair) for pair, arm in todo],
+                               corrected_action=proposal.corrected_action, options=replay.options, retry=replay.retry)
+    for n, result in results:
+        pair, arm = todo[n]
+        # update_or_create on the (replay, pair, arm) key: a retried task overwrites, never adds.
+        ReplayRun.objects.update_or_create(
+            replay=replay, pair=pair, arm=arm,
+            defaults={"seed": replay.seed + pair, "passed": result.passed, "score": result.score,
+                      "steps": result.steps})
+        done.add((pair, arm))
+        refresh_table(replay, alpha=alpha)
+        progress.report(len(done), message=f"{len(done)} of {replay.pairs * len(arms)} runs")
     replay = refresh_table(replay, alpha=alpha)
     return {"replay": replay.pk, "table": [replay.n11, replay.n10, replay.n01, replay.n00], **replay.stats}
 

@@ -17,6 +17,7 @@ from django.db.models import Exists, Max, OuterRef
 
 from dataplatform.errors import Refused
 from dataplatform.inference import Backend, backend_for_model, validate_served_model_name
+from dataplatform.inference.sampling import sampled_texts
 from dataplatform.jobs import services as job_services
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 
@@ -62,9 +63,10 @@ def sample_candidates(*, project, progress, backend: Backend | None = None, temp
         todo = batch
         for attempt in range(tries):
             ids = [backend.chat_prompt_ids(p.messages) for p in todo]
-            texts = _sampled_texts(backend, [row for prompt_ids in ids for row in (prompt_ids, prompt_ids)],
-                                   seeds=[_candidate_seed(seed, attempt, p, side) for p in todo for side in "ab"],
-                                   max_tokens=max_tokens, temperature=temperature)
+            texts = [text.strip() for text in sampled_texts(
+                backend, [row for prompt_ids in ids for row in (prompt_ids, prompt_ids)],
+                seeds=[_candidate_seed(seed, attempt, p, side) for p in todo for side in "ab"],
+                max_tokens=max_tokens, temperature=temperature)]
             again = []
             for n, prompt in enumerate(todo):
                 a, b = texts[2 * n], texts[2 * n + 1]
@@ -90,20 +92,6 @@ def _candidate_seed(seed: int, attempt: int, prompt: AtdPrompt, side: str) -> in
     """The seed of one candidate: the same whatever else shares its batch, so a rerun samples it again alike."""
     digest = hashlib.blake2b(f"{seed}:{attempt}:{prompt.pk}:{side}".encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big")
-
-
-def _sampled_texts(backend: Backend, prompts: list[list[int]], *, seeds: list[int], max_tokens: int,
-                   temperature: float) -> list[str]:
-    """The stripped text of one sampled answer per prompt, in order (without the end token a stopped answer
-    ends with: TokenStep's "stop")."""
-    texts = [""] * len(prompts)
-    for index, steps in backend.rollouts(prompts, max_tokens=max_tokens, temperature=temperature, seeds=seeds,
-                                         top_k=1):
-        ids = [step.token_id for step in steps]
-        if steps and steps[-1].finish_reason == "stop":
-            ids.pop()
-        texts[index] = backend.detokenize(ids).strip() if ids else ""
-    return texts
 
 
 def start_scoring(*, project, method: str = ScoringMethod.JUDGE, debias: bool = True, batch_size: int = 32,

@@ -5,7 +5,7 @@ import pytest
 from corpora.aed import runners
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Trace
-from dataplatform.inference import Generation
+from dataplatform.inference import TokenStep
 
 from ..calc_traces import make_demo_trace
 
@@ -21,22 +21,34 @@ def calc_trace(project):
 
 
 class ScriptedPolicy:
-    """A unit-test double for the policy backend: answers each generate call from a list, in turn."""
+    """A unit-test double for the policy backend: each prompt of each `rollouts` call gets the next text of a
+    list (in a replay that is round by round: the runs still going, in (pair, arm) order). The text comes back
+    as one token, then the end token, which the runner must drop; rows are yielded last first, as a real backend
+    yields them in whatever order they finish. `rounds` records the seeds of every call."""
 
     model_id = "scripted-policy"
     supports_json_schema = False
+    END = 0
 
     def __init__(self, texts):
         self.texts = list(texts)
-        self.seeds = []
+        self.rounds = []
+        self.pieces = ["<|end|>"]  # token id -> text; id 0 is END
 
     def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
         return [1]
 
-    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
-        self.seeds.append(seed)
-        return [Generation(text=self.texts.pop(0) if self.texts else "answer 0", token_ids=[], finish_reason="stop")
-                for _ in prompts]
+    def rollouts(self, prompts, *, max_tokens, temperature, seeds, top_k):
+        self.rounds.append(list(seeds))
+        answers = []
+        for _ in prompts:
+            self.pieces.append(self.texts.pop(0) if self.texts else "answer 0")
+            answers.append([TokenStep(token_id=len(self.pieces) - 1, logprob=-0.1),
+                            TokenStep(token_id=self.END, logprob=-0.1, finish_reason="stop")])
+        return reversed(list(enumerate(answers)))
+
+    def detokenize(self, ids):
+        return "".join(self.pieces[i] for i in ids)
 
 
 @pytest.fixture

@@ -25,8 +25,10 @@ def test_builtin_replay_on_the_worker_fills_the_table_even_when_the_worker_is_ki
                                 changes={"error_step": 1, "category": "plan-error", "diagnosis": "17 * 32 is wrong"})
     proposal = services.add_proposal(case=case, actor=curator, corrected_action="calc 391 - 45")
     first = start_worker(**QUICK_REAPER)
-    # Two pairs, at most 3 steps in all (2 before the error step + the corrected or resampled one, then stop),
-    # 12 tokens a step: a few short generations on 2 cores.
+    # Two pairs, at most 3 steps in all (the step before the error step, the corrected or resampled one, one
+    # more), 12 tokens a step: a few short batched generations on 2 cores. The runs go side by side: the arms C
+    # ask the policy once and end with the first round, the arms R ask twice (unless they answer at once), so
+    # the kill lands in round 2.
     replay = services.start_replay(proposal=proposal, pairs=2, seed=3, user=curator,
                                    options={"max_steps": 3, "max_tokens": 12, "temperature": 0.7})
     runs = ReplayRun.objects.filter(replay=replay)

@@ -19,9 +19,9 @@ from corpora.aed.calc_env import (
 from corpora.aed.models import Trace
 from corpora.aed.runners import BuiltinRunner, RunnerError, RunnerUnavailable, RunResult, run_arm
 from dataplatform.errors import Transient
-from dataplatform.inference import Generation
 
 from ..calc_traces import make_demo_trace, make_kv_trace
+from .conftest import ScriptedPolicy
 
 TASK = {"expression": "(17 * 23) - 45"}  # 346
 
@@ -116,19 +116,21 @@ def test_messages_render_the_transcript():
 
 # --- the builtin runner with a scripted policy ---------------------------------------------------
 
-class ScriptedBackend:
-    """A unit-test double of the inference backend: answers scripted texts, records every call."""
+class ScriptedBackend(ScriptedPolicy):
+    """The scripted policy double, also recording every policy step: the chat shown, its seed and sampling options."""
 
     def __init__(self, texts):
-        self.texts, self.calls = list(texts), []
+        super().__init__(texts)
+        self.calls = []
 
     def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
         self.calls.append({"messages": messages})
         return [1, 2, 3]
 
-    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
-        self.calls[-1].update(seed=seed, max_tokens=max_tokens, temperature=temperature)
-        return [Generation(text=self.texts.pop(0), token_ids=[4], finish_reason="stop")]
+    def rollouts(self, prompts, *, max_tokens, temperature, seeds, top_k):
+        for call, seed in zip(self.calls[-len(prompts):], seeds, strict=True):
+            call.update(seed=seed, max_tokens=max_tokens, temperature=temperature)
+        return super().rollouts(prompts, max_tokens=max_tokens, temperature=temperature, seeds=seeds, top_k=top_k)
 
 
 def test_arm_c_corrected_action_leads_to_pass(monkeypatch):

@@ -5,10 +5,10 @@ import json
 import jsonschema
 import pytest
 
-from corpora.aed import importers, runners, selectors, services
+from corpora.aed import importers, selectors, services
 from corpora.aed.models import CaseEvent, ProposalStatus, Replay, ReplayRun, Trace
 from dataplatform.apiutils import MAX_SEED
-from dataplatform.inference import Generation
+from dataplatform.inference import BackendUnavailable, Generation
 
 from ..calc_traces import make_kv_trace
 from ..doubles import RecordingProgress
@@ -85,40 +85,45 @@ def replay_of(case, members, pairs=3):
 
 def test_replay_fills_the_table_and_grades(case, members, scripted_policy):
     replay = replay_of(case, members)
-    # Per pair: arm C runs "calc 391 - 45" itself, then the policy answers; arm R asks the policy twice.
-    scripted_policy(["answer 346",                  # pair 0, C: passes
-                     "calc 17 * 23", "answer 346",  # pair 0, R: the retry finds its way too
-                     "answer 346",                  # pair 1, C: passes
-                     "calc 17 * 32", "answer 499",  # pair 1, R: repeats the mistake
-                     "answer 999",                  # pair 2, C: fails
-                     "answer 1", "answer 2"])       # pair 2, R: fails
+    # Arm C runs "calc 391 - 45" itself, then the policy answers; arm R asks the policy twice. The runs go side
+    # by side, so the policy answers round by round: first every run's next step, in (pair, arm) order.
+    policy = scripted_policy(["answer 346",    # pair 0, C: passes
+                              "calc 17 * 23",  # pair 0, R: the retry finds its way (see round 2)
+                              "answer 346",    # pair 1, C: passes
+                              "calc 17 * 32",  # pair 1, R: repeats the mistake
+                              "answer 999",    # pair 2, C: fails
+                              "answer 1",      # pair 2, R: fails
+                              "answer 346",    # round 2, pair 0, R: passes too
+                              "answer 499"])   # round 2, pair 1, R: fails
     result = services.run_replay(replay=replay, progress=RecordingProgress())
     replay.refresh_from_db()
     assert (replay.n11, replay.n10, replay.n01, replay.n00) == (1, 1, 0, 1)
     assert result["net_gain"] == pytest.approx(1 / 3) and replay.stats["mcnemar_p"] == 1.0
     assert ReplayRun.objects.filter(replay=replay).count() == 6
+    # One backend call a round; arm R draws at step 2 the seed arm C drew there.
+    assert policy.rounds == [[10002, 10001, 11002, 11001, 12002, 12001], [10002, 11002]]
     case = selectors.cases_of(case.trace.project).get(pk=case.pk)
     assert selectors.grade_of(case) == "B"  # positive but not significant with 3 pairs
 
 
 def test_a_retried_replay_resumes_without_double_counting(case, members, scripted_policy, monkeypatch):
     replay = replay_of(case, members, pairs=2)
-    calls = []
-    real = runners.run_arm
+    # Round 1 ends every run but pair 1's arm C, which calculates on; round 2 finds the model server gone.
+    policy = scripted_policy(["answer 346", "answer 346", "calc 1 + 1", "answer 346"])
+    rollouts = policy.rollouts
 
-    def flaky(**kwargs):
-        calls.append((kwargs["seed"], kwargs["arm"]))
-        if len(calls) == 3:
-            raise runners.RunnerUnavailable("the harness went away")
-        return real(**kwargs)
+    def flaky(prompts, **kwargs):
+        if len(policy.rounds) == 1:
+            raise BackendUnavailable("the model server went away")
+        return rollouts(prompts, **kwargs)
 
-    monkeypatch.setattr(runners, "run_arm", flaky)
-    scripted_policy(["answer 346"] * 20)
-    with pytest.raises(runners.RunnerUnavailable):
+    monkeypatch.setattr(policy, "rollouts", flaky)
+    with pytest.raises(BackendUnavailable):
         services.run_replay(replay=replay, progress=RecordingProgress())
-    assert ReplayRun.objects.filter(replay=replay).count() == 2  # pair 0 saved, pair 1 not yet
+    assert set(ReplayRun.objects.filter(replay=replay).values_list("pair", "arm")) == {(0, "C"), (0, "R"), (1, "R")}
+    monkeypatch.setattr(policy, "rollouts", rollouts)
     services.run_replay(replay=replay, progress=RecordingProgress())  # the retry
-    assert calls == [(10, "C"), (10, "R"), (11, "C"), (11, "C"), (11, "R")]  # done runs are not run again
+    assert policy.rounds == [[10002, 10001, 11002, 11001], [11002]]  # done runs are not run again
     replay.refresh_from_db()
     assert ReplayRun.objects.filter(replay=replay).count() == 4
     assert replay.n11 + replay.n10 + replay.n01 + replay.n00 == 2
@@ -195,8 +200,8 @@ def test_the_retry_design_is_stored_and_changes_the_table_on_a_stateful_environm
     for retry in ("resample", "original"):
         replay = services.start_replay(proposal=proposal, pairs=2, retry=retry, user=curator, publish=False,
                                        options={"max_steps": 6})
-        # Each pair: arm C submits after the correction; arm R's policy sets the host and submits.
-        scripted_policy(["submit", "set host db2", "submit"] * 2)
+        # Each pair: arm C submits after the correction; arm R's policy sets the host (round 1) and submits (round 2).
+        scripted_policy(["submit", "set host db2"] * 2 + ["submit"] * 2)
         services.run_replay(replay=replay, progress=RecordingProgress())
         replay.refresh_from_db()
         tables[retry] = (replay.retry, replay.n11, replay.n10, replay.n01, replay.n00)
