@@ -572,9 +572,9 @@ def main() -> None:
         for problem in problems:
             print(f"  {problem}")
     else:
-        print(f"verified: yes (manifest rows = {total:,} and {subset:,}, read on the Arrow-native path; first rows of "
-              f"every id once in the shards, every 997th row and the raw file's first equal the database rows; dedup removed "
-              f"{dedup_small['removed']:,})")
+        print(f"verified: yes (manifest rows = {total:,} and {subset:,}, read on the Arrow-native path; every id once "
+              "in the shards; every 997th row of the shards and the raw file's first row equal the database rows; "
+              f"dedup removed {dedup_small['removed']:,})")
 
 
 if __name__ == "__main__":
