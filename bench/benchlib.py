@@ -118,6 +118,22 @@ class Progress:
 
 # --- figures ---------------------------------------------------------------------------------------
 
+def run_job_inline(*, project, kind: str, user, params: dict | None = None) -> float:
+    """Seconds of one job of `kind`, run in this process by `execute_job` as a worker runs it (not published);
+    exits naming the job's error if it does not succeed."""
+    from dataplatform.jobs.models import JobState
+    from dataplatform.jobs.services import enqueue_job, execute_job
+
+    job = enqueue_job(project=project, kind=kind, params=params or {}, user=user, publish=False)
+    started = time.perf_counter()
+    execute_job(job_id=job.pk)
+    seconds = time.perf_counter() - started
+    job.refresh_from_db()
+    if job.state != JobState.SUCCEEDED:
+        raise SystemExit(f"the {kind} job failed: {job.error}")
+    return seconds
+
+
 def percentile(values: list[float], q: float) -> float:
     """Linear interpolation between closest ranks (numpy's default)."""
     ordered = sorted(values)

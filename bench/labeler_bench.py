@@ -58,8 +58,6 @@ from django.core.management import call_command  # noqa: E402
 
 from dataplatform.accounts.models import Project  # noqa: E402
 from dataplatform.inference import get_backend  # noqa: E402
-from dataplatform.jobs.models import JobState  # noqa: E402
-from dataplatform.jobs.services import enqueue_job, execute_job  # noqa: E402
 from labeler import services  # noqa: E402
 from labeler.models import Label, SweTask  # noqa: E402
 
@@ -132,13 +130,7 @@ def main() -> None:
     recording = benchlib.RecordingBackend(backend, ("generate", "generate_each"))
     services.backend_for = lambda project: recording  # the job's only way to the backend
 
-    job = enqueue_job(project=project, kind="labeler.autolabel", params={}, user=project.bench_user, publish=False)
-    started = time.perf_counter()
-    execute_job(job_id=job.pk)
-    platform_seconds = time.perf_counter() - started
-    job.refresh_from_db()
-    if job.state != JobState.SUCCEEDED:
-        raise SystemExit(f"the job failed: {job.error}")
+    platform_seconds = benchlib.run_job_inline(project=project, kind="labeler.autolabel", user=project.bench_user)
 
     if hasattr(backend, "forget_grammars"):
         backend.forget_grammars()  # the replay compiles the constraints' grammars again, as the job did

@@ -57,8 +57,6 @@ from annotate import services  # noqa: E402
 from annotate.models import Item  # noqa: E402
 from annotate.prompts import render_prompt, stored_prompt  # noqa: E402
 from dataplatform.accounts.models import Project  # noqa: E402
-from dataplatform.jobs.models import JobState  # noqa: E402
-from dataplatform.jobs.services import enqueue_job, execute_job  # noqa: E402
 
 ITEMS, MAX_TOKENS, TOP_K, TEMPERATURE = 32, 64, 20, 0.0
 TARGET_RAW, TARGET_ONE_AT_A_TIME = 0.8, 3.0
@@ -101,14 +99,7 @@ def prompts_of(project: Project, backend) -> tuple[list[list[int]], list[int | N
 def run_job(project: Project, user) -> float:
     """Seconds of one `annotate.rollouts` job over the project, every item unanswered at the start."""
     Item.objects.filter(project=project).update(rollout=None, prompt_ids=None)
-    job = enqueue_job(project=project, kind="annotate.rollouts", params={}, user=user, publish=False)
-    started = time.perf_counter()
-    execute_job(job_id=job.pk)
-    seconds = time.perf_counter() - started
-    job.refresh_from_db()
-    if job.state != JobState.SUCCEEDED:
-        raise SystemExit(f"the rollout job failed: {job.error}")
-    return seconds
+    return benchlib.run_job_inline(project=project, kind="annotate.rollouts", user=user)
 
 
 def run_raw(backend, prompts, seeds) -> tuple[float, list[list[int]]]:
