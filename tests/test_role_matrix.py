@@ -159,6 +159,7 @@ MANAGE = members(CAN_MANAGE_PROJECT, "CAN_MANAGE_PROJECT (project admins)")
 RULES = {
     # accounts, tokens, system, audit
     "project-list": {"GET": AUTHENTICATED, "POST": AUTHENTICATED},
+    "project-create": {"POST": UserRule("site admins (superusers)", frozenset({"superuser"}))},
     "login": {"GET": PUBLIC, "POST": PUBLIC, "PUT": PUBLIC},
     "logout": {"POST": PUBLIC},
     "project-detail": {"GET": ANY_MEMBER, "POST": ANY_MEMBER},

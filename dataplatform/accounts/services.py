@@ -31,6 +31,8 @@ TOKEN_MAX_LIFETIME_DAYS = 3650
 # A license id as the Hugging Face Hub and SPDX write them ("cc-by-4.0", "apache-2.0", "other"), stored lowercase
 # (SPDX ids are case-insensitive; the Hub's are lowercase).
 LICENSE_SHAPE = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}")
+# Django's slug (the URLs' <slug:...>), at most Project.slug's 64 characters.
+PROJECT_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,64}")
 
 
 class MembershipRefused(Refused):
@@ -59,10 +61,22 @@ def hash_token_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
+class ProjectRefused(Refused):
+    """A project that cannot be made: a slug taken or not a slug, no name."""
+
+
 def create_project(*, slug: str, name: str, description: str = "", license: str = "", admin=None, actor=None,
                    client_ip: str | None = None) -> Project:
-    license = clean_license(license)
+    """A new project, with its audit row; `admin` (e.g. who made it) becomes its first admin."""
+    slug, name, license = slug.strip(), name.strip(), clean_license(license)
+    if not PROJECT_SLUG.fullmatch(slug):
+        raise ProjectRefused(f"'{slug[:80]}' is not a slug: 1 to 64 letters, digits, '-' or '_'.", field="slug")
+    if not name or len(name) > Project._meta.get_field("name").max_length:
+        raise ProjectRefused("A project needs a name (at most "
+                             f"{Project._meta.get_field('name').max_length} characters).", field="name")
     with transaction.atomic():
+        if Project.objects.filter(slug=slug).exists():
+            raise ProjectRefused(f"A project with the slug '{slug}' exists already.", field="slug")
         project = Project.objects.create(slug=slug, name=name, description=description, license=license)
         audit.record(action=audit.Action.PROJECT_CREATED, actor=actor, project=project, target=project,
                      client_ip=client_ip, detail={"slug": slug, "name": name, "license": license})

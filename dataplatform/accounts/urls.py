@@ -13,6 +13,7 @@ api_urlpatterns = [
 ]
 
 page_urlpatterns = [
+    path("projects/new", views.project_create, name="project-create"),
     path("projects/<slug:slug>/members/add", views.member_add, name="project-member-add"),
     path("projects/<slug:slug>/members/<path:username>/role", views.member_role, name="project-member-role"),
     path("projects/<slug:slug>/members/<path:username>/remove", views.member_remove, name="project-member-remove"),

@@ -3,6 +3,7 @@
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -46,10 +47,30 @@ class LoginView(auth_views.LoginView):
 
 
 @login_required
-def project_list(request):
+def project_list(request, *, status: int = 200, **form_state):
+    """The projects the user belongs to; a superuser also gets the new-project form (`form_state`: a refused
+    form's create_error and values, shown again)."""
     return render(request, "accounts/project_list.html", {
         "projects": selectors.projects_for_user(request.user), "can_read_audit": can_read_audit(request.user),
-    })
+        "can_create_projects": request.user.is_superuser, "suggested_licenses": SUGGESTED_LICENSES,
+        "create": form_state,
+    }, status=status)
+
+
+@login_required
+@require_POST
+def project_create(request):
+    """A site admin (superuser) makes a project and becomes its first admin."""
+    if not request.user.is_superuser:
+        raise PermissionDenied("Only site admins (superusers) can create projects.")
+    values = {field: (request.POST.get(field) or "").strip() for field in ("slug", "name", "description", "license")}
+    try:
+        project = services.create_project(**values, admin=request.user, actor=request.user,
+                                          client_ip=client_ip(request))
+    except PlatformError as error:
+        return project_list(request, status=error.status, error=error.detail, **values)
+    messages.success(request, f"Created {project.name}. Add its members below.")
+    return redirect("project-detail", slug=project.slug)
 
 
 # License ids the project page suggests (the Hugging Face Hub's; any other id may be typed).

@@ -1,0 +1,57 @@
+"""Creating a project in the browser: site admins (superusers) only, with its audit row and its first admin."""
+
+import pytest
+from django.urls import reverse
+
+from dataplatform.accounts.models import Membership, Project, Role
+from dataplatform.audit.models import Action, AuditEvent
+from tests.factories import UserFactory
+from tests.page_roles import logged_in
+
+pytestmark = pytest.mark.django_db
+
+CREATE = reverse("project-create")
+LIST = reverse("project-list")
+
+
+@pytest.fixture
+def root(client):
+    user = UserFactory(username="root", is_superuser=True, is_staff=True)
+    client.force_login(user)
+    return user
+
+
+def test_a_superuser_creates_a_project_and_becomes_its_admin(client, root):
+    assert 'id="project-create-form"' in client.get(LIST).content.decode()
+    response = client.post(CREATE, {"slug": "swe-labels", "name": " SWE labels ", "description": "tasks",
+                                    "license": "CC-BY-4.0"}, follow=True)
+    assert response.redirect_chain[-1][0] == reverse("project-detail", args=["swe-labels"])
+    assert "Created SWE labels." in response.content.decode()
+    project = Project.objects.get(slug="swe-labels")
+    assert (project.name, project.description, project.license) == ("SWE labels", "tasks", "cc-by-4.0")
+    assert Membership.objects.get(project=project, user=root).role == Role.ADMIN
+    event = AuditEvent.objects.get(action=Action.PROJECT_CREATED, project=project)
+    assert event.actor == root and event.detail["slug"] == "swe-labels"
+
+
+@pytest.mark.parametrize("form, message", [
+    ({"slug": "alpha", "name": "Again"}, "A project with the slug &#x27;alpha&#x27; exists already."),
+    ({"slug": "no spaces", "name": "X"}, "is not a slug"),
+    ({"slug": "ok", "name": "  "}, "A project needs a name"),
+    ({"slug": "ok", "name": "X", "license": "<b>cc</b>"}, "is not a license id"),
+])
+def test_a_refused_form_comes_back_with_its_values_and_the_reason(client, root, project, form, message):
+    response = client.post(CREATE, form)
+    html = response.content.decode()
+    assert response.status_code == 400 and message in html
+    assert f'value="{form["name"]}"' in html or not form["name"].strip()
+    assert "<b>cc</b>" not in html  # what the user typed is escaped
+    assert Project.objects.count() == 1 and not AuditEvent.objects.filter(action=Action.PROJECT_CREATED).exists()
+
+
+@pytest.mark.parametrize("who", ["admin", "curator", "annotator", "trainer", "outsider"])
+def test_only_site_admins_see_the_form_and_may_post(client, members, who):
+    logged_in(client, members, who)
+    assert 'id="project-create-form"' not in client.get(LIST).content.decode()
+    assert client.post(CREATE, {"slug": "mine", "name": "Mine"}).status_code == 403
+    assert not Project.objects.filter(slug="mine").exists()
