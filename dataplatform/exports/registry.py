@@ -104,7 +104,8 @@ class ExportKind:
     # data_version(project) -> an opaque string, e.g. the highest id, that bounds what the kind returns.
     data_version: Callable[[Project], str]
     # Where the rows come from: one of the two.
-    # - values(query) -> a values() QuerySet whose columns are the schema's (names and all, "id" among them),
+    # - values(query) -> a values() QuerySet whose columns are the schema's (names and all; "id", a unique integer,
+    #   among them: the keyset),
     #   for rows that are plain columns or JSON documents. On PostgreSQL the engine reads it as Arrow
     #   (arrow_reads.py: no Python object per row); elsewhere through the ORM, in keyset batches.
     # - rows(query) yields batches, for rows computed in Python, reading in keyset-paginated queries (one short
