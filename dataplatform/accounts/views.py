@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from dataplatform.audit.selectors import can_read_audit
@@ -20,6 +21,7 @@ from .models import Role
 from .permissions import (
     ALL_ROLES,
     CAN_ANNOTATE,
+    CAN_CURATE,
     CAN_MANAGE_PROJECT,
     CAN_READ_EXPORTS,
     CAN_RUN_JOBS,
@@ -46,12 +48,30 @@ class LoginView(auth_views.LoginView):
         return response
 
 
+# The first real action of each workflow, linked from the home page: (label, page, roles that may take it).
+FIRST_ACTIONS = (
+    ("Correct your first response", "annotate-queue", CAN_ANNOTATE),
+    ("Review a label", "labeler-overview", CAN_ANNOTATE),
+    ("Curate a failure", "aed-overview", CAN_CURATE),
+    ("Filter near-ties", "atd-overview", CAN_CURATE),
+    ("Pull an export", "export-list", CAN_READ_EXPORTS),
+)
+
+
+def _first_actions(project, user) -> list[tuple[str, str]]:
+    role = project.my_role or (Role.ADMIN if user.is_superuser else None)  # a superuser is every project's admin
+    return [(label, reverse(page, args=[project.slug])) for label, page, roles in FIRST_ACTIONS if role in roles]
+
+
 @login_required
 def project_list(request, *, status: int = 200, **form_state):
-    """The projects the user belongs to; a superuser also gets the new-project form (`form_state`: a refused
-    form's create_error and values, shown again)."""
+    """The home page: what each workflow does, the user's projects with the first action of each workflow their
+    role allows, and for a superuser the new-project form (`form_state`: a refused form's error and values)."""
+    projects = list(selectors.projects_for_user(request.user))
+    for project in projects:
+        project.first_actions = _first_actions(project, request.user)
     return render(request, "accounts/project_list.html", {
-        "projects": selectors.projects_for_user(request.user), "can_read_audit": can_read_audit(request.user),
+        "projects": projects, "can_read_audit": can_read_audit(request.user),
         "can_create_projects": request.user.is_superuser, "suggested_licenses": SUGGESTED_LICENSES,
         "create": form_state,
     }, status=status)

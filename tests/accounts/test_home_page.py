@@ -1,4 +1,5 @@
-"""Creating a project in the browser: site admins (superusers) only, with its audit row and its first admin."""
+"""The Projects (home) page: its first action of each workflow per role, and creating a project (site admins only,
+with its audit row and its first admin)."""
 
 import pytest
 from django.urls import reverse
@@ -55,3 +56,22 @@ def test_only_site_admins_see_the_form_and_may_post(client, members, who):
     assert 'id="project-create-form"' not in client.get(LIST).content.decode()
     assert client.post(CREATE, {"slug": "mine", "name": "Mine"}).status_code == 403
     assert not Project.objects.filter(slug="mine").exists()
+
+
+@pytest.mark.parametrize("who, actions", [
+    ("admin", ["Correct your first response", "Review a label", "Curate a failure", "Filter near-ties",
+               "Pull an export"]),
+    ("curator", ["Correct your first response", "Review a label", "Curate a failure", "Filter near-ties",
+                 "Pull an export"]),
+    ("annotator", ["Correct your first response", "Review a label"]),
+    ("trainer", ["Pull an export"]),
+])
+def test_the_home_page_links_each_workflows_first_action_the_role_allows(client, members, who, actions):
+    html = logged_in(client, members, who).get(LIST).content.decode()
+    assert 'id="workflows"' in html
+    cell = html.split('<td class="first-actions">')[1].split("</td>")[0]
+    pages = {"Correct your first response": "annotate-queue", "Review a label": "labeler-overview",
+             "Curate a failure": "aed-overview", "Filter near-ties": "atd-overview", "Pull an export": "export-list"}
+    assert [label for label in pages if label in cell] == actions
+    for label in actions:
+        assert f'<a href="{reverse(pages[label], args=["alpha"])}">{label}</a>' in cell
