@@ -1,8 +1,8 @@
 """The Arrow-native read path: a kind's values() queryset read from PostgreSQL as Arrow record batches.
 
-Rows never become Python objects. Each keyset batch is the kind's queryset compiled by Django, bound
-by psycopg (client side, so quoting is psycopg's), and run through the ADBC PostgreSQL driver, which
-reads the result with COPY in binary form straight into Arrow columns. Plain columns arrive in their
+Rows never become Python objects. The kind's queryset is compiled by Django once and bound by psycopg
+(client side, so quoting is psycopg's); each keyset batch wraps it with its bound and runs through the
+ADBC PostgreSQL driver, which reads the result with COPY in binary form straight into Arrow columns. Plain columns arrive in their
 Arrow types. JSON documents (json/jsonb columns a nested schema field reads) are wrapped by PostgreSQL
 into one JSON object per row, ending in a newline, so the text column's data buffer is already
 newline-delimited JSON: pyarrow's JSON reader parses it into the schema's list/struct types in C++,
