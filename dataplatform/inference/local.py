@@ -100,6 +100,21 @@ class LocalBackend:
         if not ids or bad:
             raise BackendError(f"Prompt must be a non-empty list of token ids in [0, {vocab}); got {bad[:5] or 'empty'}.")
 
+    def _check_batch(self, prompts: list[list[int]], per_row: list, name: str, *, max_tokens: int) -> None:
+        """A batch's prompts are token ids, `per_row` (seeds, constraints) has one entry each, max_tokens >= 1."""
+        for ids in prompts:
+            self._check_ids(ids)
+        if len(per_row) != len(prompts):
+            raise BackendError(f"{len(per_row)} {name} for {len(prompts)} prompts.")
+        if max_tokens < 1:
+            raise BackendError("max_tokens must be at least 1.")
+
+    @property
+    def _pad_id(self) -> int:
+        """What pads a batch's shorter rows (masked out: any id would do); the end token where there is no pad."""
+        pad = self.tokenizer.pad_token_id
+        return pad if pad is not None else min(self.eos_token_ids)
+
     def stream(
         self, prompt_ids: list[int], *, max_tokens: int, temperature: float, seed: int | None, top_k: int,
         json_schema: dict | None = None, choice: list[str] | None = None,
@@ -161,17 +176,12 @@ class LocalBackend:
         called, before any batch starts."""
         from .batch_decoding import decode_batches, plan_batches
 
-        for ids in prompts:
-            self._check_ids(ids)
-        if len(seeds) != len(prompts):
-            raise BackendError(f"{len(seeds)} seeds for {len(prompts)} prompts.")
-        if max_tokens < 1:
-            raise BackendError("max_tokens must be at least 1.")
+        self._check_batch(prompts, seeds, "seeds", max_tokens=max_tokens)
         plan = plan_batches([len(ids) for ids in prompts], max_tokens=max_tokens, max_rows=self.max_rollout_batch,
                             max_padded_tokens=self.max_rollout_tokens)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_token_ids)
         return decode_batches(self.model, self._lock, prompts, plan, seeds=seeds, max_tokens=max_tokens,
-                              temperature=temperature, top_k=top_k, eos_token_ids=self.eos_token_ids, pad_id=pad)
+                              temperature=temperature, top_k=top_k, eos_token_ids=self.eos_token_ids,
+                              pad_id=self._pad_id)
 
     def prompt_logprobs(self, ids: list[int], *, top_k: int) -> list[dict[int, float] | None]:
         import torch
@@ -246,7 +256,7 @@ class LocalBackend:
         import torch
 
         width = max(len(sequences[i]) for i in chunk)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_token_ids)
+        pad = self._pad_id
         input_ids = torch.tensor([[pad] * (width - len(sequences[i])) + sequences[i] for i in chunk],
                                  dtype=torch.long)
         attention = torch.tensor([[0] * (width - len(sequences[i])) + [1] * len(sequences[i]) for i in chunk],
@@ -334,19 +344,14 @@ class LocalBackend:
         is None (unconstrained) or `generate`'s own keywords, {"json_schema": {...}} or {"choice": [...]}."""
         import torch
 
-        for ids in prompts:
-            self._check_ids(ids)
-        if len(constraints) != len(prompts):
-            raise BackendError(f"{len(constraints)} constraints for {len(prompts)} prompts.")
-        if max_tokens < 1:
-            raise BackendError("max_tokens must be at least 1.")
+        self._check_batch(prompts, constraints, "constraints", max_tokens=max_tokens)
         if bad := [c for c in constraints if c and not {"json_schema", "choice"}.issuperset(c)]:
             raise BackendError(f"A constraint has json_schema or choice, nothing else; got {sorted(bad[0])}.")
         grammars = [self.grammar(**constraint) if constraint else None for constraint in constraints]
         if not prompts:
             return []
         eos = sorted(self.eos_token_ids)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos[0]
+        pad = self._pad_id
         width = max(len(ids) for ids in prompts)
         input_ids = torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts], dtype=torch.long)
         attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], dtype=torch.long)
