@@ -60,6 +60,11 @@ COPY --from=frontend /src/frontend/node_modules frontend/node_modules
 ENV STATIC_ROOT=/app/staticfiles
 RUN SECRET_KEY=build-only-collectstatic DEBUG=0 python manage.py collectstatic --no-input -v 0 --skip-checks
 
+# The interface's translations (.po → .mo); gettext is needed only for this step.
+RUN apt-get update && apt-get install -y --no-install-recommends gettext \
+    && SECRET_KEY=build-only-compilemessages DEBUG=0 python manage.py compilemessages -v 0 --ignore frontend/node_modules \
+    && apt-get purge -y gettext && apt-get autoremove -y && rm -rf /var/lib/apt/lists/*
+
 USER app
 ENV HOME=/home/app
 

@@ -5,7 +5,7 @@ PY      := .venv/bin/python
 PIP     := .venv/bin/pip
 STAMP   := .venv/.installed
 
-.PHONY: run test setup worker web clean
+.PHONY: run test setup messages worker web clean
 
 $(STAMP): requirements/*.txt frontend/package.json frontend/package-lock.json
 	test -x $(PY) || python3.11 -m venv .venv
@@ -19,16 +19,22 @@ $(STAMP): requirements/*.txt frontend/package.json frontend/package-lock.json
 
 setup: $(STAMP)
 
-run: setup
+# The interface's translations: compile every catalog (<app>/locale and locale/) into its .mo.
+# bin/messages refreshes the catalogs from the source; this only compiles them (GNU gettext's msgfmt).
+messages: setup
+	@command -v msgfmt >/dev/null || { echo "msgfmt not found: install GNU gettext (Debian: apt-get install gettext)"; exit 1; }
+	$(PY) manage.py compilemessages -v 0 --ignore .venv --ignore frontend/node_modules
+
+run: messages
 	bin/run
 
-worker: setup
+worker: messages
 	.venv/bin/celery -A dataplatform worker -B --loglevel=INFO --concurrency=1
 
-web: setup
+web: messages
 	$(PY) manage.py runserver 127.0.0.1:8000
 
-test: setup
+test: messages
 	bin/test
 
 clean:

@@ -3,6 +3,7 @@ from csp.decorators import csp_update
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.i18n import JavaScriptCatalog, set_language
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from dataplatform.accounts import api as accounts_api
@@ -65,6 +66,9 @@ urlpatterns = [
     path("tokens/<int:token_id>/revoke/", accounts_views.token_revoke, name="token-revoke"),
     path("system/", system_views.system_page, name="system"),
     path("", include(audit_urls.page_urlpatterns)),
+    # The language switch (POST, remembered in a cookie) and the scripts' translations (gettext() in JS).
+    path("i18n/setlang/", set_language, name="set-language"),
+    path("i18n/catalog.js", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -162,6 +162,8 @@ RULES = {
     "project-create": {"POST": UserRule("site admins (superusers)", frozenset({"superuser"}))},
     "login": {"GET": PUBLIC, "POST": PUBLIC, "PUT": PUBLIC},
     "logout": {"POST": PUBLIC},
+    "set-language": {"GET": PUBLIC, "POST": PUBLIC},
+    "javascript-catalog": {"GET": PUBLIC},
     "project-detail": {"GET": ANY_MEMBER, "POST": ANY_MEMBER},
     "token-list": {"GET": AUTHENTICATED, "POST": AUTHENTICATED},
     "token-revoke": {"POST": SelfRule()},

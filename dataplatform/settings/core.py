@@ -18,6 +18,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # intcomma: counts grouped per the page's language
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -41,6 +42,9 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # After sessions, before common: the language comes from the remembered switch (a cookie),
+    # else the browser's Accept-Language, else LANGUAGE_CODE.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -76,7 +80,14 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "project-list"
 LOGOUT_REDIRECT_URL = "login"
 
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
+# The interface languages. Each app keeps its catalog in <app>/locale/; the project layer
+# (dataplatform/, frontend/) in locale/. `make` compiles them (manage.py compilemessages).
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_NAME = "dp_language"
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600  # the switch is remembered for a year
+LANGUAGE_COOKIE_SAMESITE = "Lax"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

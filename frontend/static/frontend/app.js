@@ -13,3 +13,11 @@ document.addEventListener("keydown", (event) => {
     if (help) help.hidden = !help.hidden;
   }
 });
+
+// The language switch applies as soon as a language is picked (its button is for pages without scripts).
+document.addEventListener("DOMContentLoaded", () => {
+  for (const select of document.querySelectorAll("select[data-autosubmit]")) {
+    select.addEventListener("change", () => select.form.requestSubmit());
+    select.form.querySelector(".no-js-only")?.setAttribute("hidden", "");
+  }
+});

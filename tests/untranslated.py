@@ -1,0 +1,86 @@
+"""Finding interface text a translation missed: English words left in a page rendered in Chinese.
+
+A page's own text is every text node and every user-facing attribute (title, placeholder, aria-label,
+alt, a button's value) outside the parts that are not the page's to translate:
+- elements marked translate="no" (the HTML attribute for "leave this as it is"): model output, user
+  and project names, file names, ids: whatever came from people, models, tools or uploads;
+- elements that carry their own lang (the language switch lists "English" in English);
+- code, pre, kbd, samp, script and style: identifiers, key names, samples and program text.
+Templates mark model and user text with translate="no"; the same attribute keeps browsers' own page
+translation off it.
+"""
+
+import re
+from html.parser import HTMLParser
+
+# Words a Chinese interface keeps in English: names of products, formats, standards and units, and the
+# abbreviations Chinese ML tooling writes in Latin letters.
+KEPT_IN_ENGLISH = frozenset("""
+    onPanda panda SWE Labeler AED ATD AREX DPO SFT RL LLM vLLM TRL MCP CPU GPU
+    API APIs URL HTTP HTTPS JSON JSONL NDJSON YAML CSV Parquet README SHA UTC ID IDs
+    PostgreSQL SQLite Redis Celery ADBC Arrow htmx Django Hugging Face Hub datasets
+    OpenAI OpenHands SWE-agent SWE-bench top-k top token tokens Token Tokens ms MB GB KB kB GiB MiB
+    ε q
+""".split())
+SKIPPED_TAGS = {"code", "pre", "kbd", "samp", "script", "style", "template"}
+VISIBLE_ATTRIBUTES = {"title", "placeholder", "aria-label", "alt"}
+VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*[A-Za-z]")
+CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+class _PageText(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, bool]] = []  # (tag, skipped) for each open element
+        self.texts: list[str] = []
+
+    @property
+    def skipping(self) -> bool:
+        return bool(self.stack) and self.stack[-1][1]
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        skipped = (self.skipping or tag in SKIPPED_TAGS or attrs.get("translate") == "no"
+                   or ("lang" in attrs and tag != "html"))
+        if not skipped:
+            self.texts += [value for name, value in attrs.items() if name in VISIBLE_ATTRIBUTES and value]
+            if tag == "input" and attrs.get("type") in ("submit", "button") and attrs.get("value"):
+                self.texts.append(attrs["value"])
+        if tag not in VOID_TAGS:
+            self.stack.append((tag, skipped))
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID_TAGS:
+            self.stack.pop()
+
+    def handle_endtag(self, tag):
+        # Close up to the matching open tag (browsers forgive a missing </li> or </p>; so does this).
+        for index in range(len(self.stack) - 1, -1, -1):
+            if self.stack[index][0] == tag:
+                del self.stack[index:]
+                return
+
+    def handle_data(self, data):
+        if not self.skipping and data.strip():
+            self.texts.append(data.strip())
+
+
+def page_texts(html: str) -> list[str]:
+    """The page's own texts (see the module docstring)."""
+    parser = _PageText()
+    parser.feed(html)
+    parser.close()
+    return parser.texts
+
+
+def untranslated(html: str) -> list[str]:
+    """The page's own texts that still hold an English word a Chinese page would not keep."""
+    return [text for text in page_texts(html)
+            if any(word not in KEPT_IN_ENGLISH for word in WORD.findall(text))]
+
+
+def chinese_in(html: str) -> list[str]:
+    """The page's own texts with Chinese characters (an English page should have none)."""
+    return [text for text in page_texts(html) if CJK.search(text)]
