@@ -34,6 +34,8 @@ class _PageText(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.stack: list[tuple[str, bool]] = []  # (tag, skipped) for each open element
         self.texts: list[str] = []
+        self.title: list[str] = []  # <title> holds only text, so names in it cannot be marked
+        self.unmarked_words: set[str] = set()  # words of translate="no" text (names, ids, model text)
 
     @property
     def skipping(self) -> bool:
@@ -63,22 +65,36 @@ class _PageText(HTMLParser):
                 return
 
     def handle_data(self, data):
-        if not self.skipping and data.strip():
+        if not data.strip():
+            return
+        if self.stack and self.stack[-1][0] == "title":
+            self.title.append(data.strip())
+        elif not self.skipping:
             self.texts.append(data.strip())
+        else:
+            self.unmarked_words.update(WORD.findall(data))
 
 
-def page_texts(html: str) -> list[str]:
-    """The page's own texts (see the module docstring)."""
+def _parse(html: str) -> _PageText:
     parser = _PageText()
     parser.feed(html)
     parser.close()
-    return parser.texts
+    return parser
+
+
+def page_texts(html: str) -> list[str]:
+    """The page's own texts (see the module docstring), the <title> first."""
+    parser = _parse(html)
+    return parser.title + parser.texts
 
 
 def untranslated(html: str) -> list[str]:
-    """The page's own texts that still hold an English word a Chinese page would not keep."""
-    return [text for text in page_texts(html)
-            if any(word not in KEPT_IN_ENGLISH for word in WORD.findall(text))]
+    """The page's own texts that still hold an English word a Chinese page would not keep. In the
+    <title>, words the page shows marked translate="no" (a project's or task's name) are names too."""
+    parser = _parse(html)
+    title_names = KEPT_IN_ENGLISH | parser.unmarked_words
+    return ([text for text in parser.title if any(word not in title_names for word in WORD.findall(text))]
+            + [text for text in parser.texts if any(word not in KEPT_IN_ENGLISH for word in WORD.findall(text))])
 
 
 def chinese_in(html: str) -> list[str]:
