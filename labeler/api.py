@@ -2,6 +2,7 @@
 metrics."""
 
 from django.db.models import Q
+from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -165,7 +166,7 @@ class TaxonomyDetailApi(APIView):
         taxonomy = selectors.taxonomies_visible_to(request.user, token=request_token(request)).filter(
             pk=taxonomy_id).first()
         if taxonomy is None:
-            raise NotFound("No such taxonomy.")
+            raise NotFound(gettext("No such taxonomy."))
         return Response(TaxonomyDetailSerializer(taxonomy).data)
 
 
@@ -206,21 +207,22 @@ class TaxonomyUploadApi(APIView):
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={201: TaxonomySerializer})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        uploads = uploaded_files(request, expected="a taxonomy file, or the published definition files")
+        uploads = uploaded_files(request, expected=gettext("a taxonomy file, or the published definition files"))
         for upload in uploads:
             if upload.size > services.MAX_TAXONOMY_BYTES:
-                raise ValidationError({"file": [f"{upload.name} is larger than {services.MAX_TAXONOMY_BYTES:,} bytes."]})
+                raise ValidationError({"file": [gettext("%(file)s is larger than %(limit)s bytes.") % {
+                    "file": upload.name, "limit": f"{services.MAX_TAXONOMY_BYTES:,}"}]})
         if upstream.is_upstream_upload([upload.name for upload in uploads]):
             taxonomy = services.load_upstream_taxonomy(
                 files={upload.name: upload.read() for upload in uploads},
                 name=str(request.data.get("name", "")).strip() or "swe-upstream",
                 version=str(request.data.get("version", "")).strip(), user=request.user)
         else:
-            upload = uploaded_file(request, expected="a taxonomy YAML file")  # one file: two are a 400
+            upload = uploaded_file(request, expected=gettext("a taxonomy YAML file"))  # one file: two are a 400
             try:
                 text = decode_whole_file(upload.read())
             except ValueError as exc:  # a 400 on `file` as the shared mapping gives, with the file's name in front
-                raise ValidationError({"file": [f"{upload.name}, {exc}"]}) from None
+                raise ValidationError({"file": [gettext("%(file)s, %(problem)s") % {"file": upload.name, "problem": exc}]}) from None
             taxonomy = services.load_taxonomy(text=text, filename=upload.name, user=request.user)
         if request.data.get("pin", "true") not in ("false", "0", False):
             services.update_settings(project=project, taxonomy=taxonomy)
@@ -239,7 +241,7 @@ class ImportApi(APIView):
         kind = request.data.get("kind", "tasks")
         importer = {"tasks": importers.import_tasks, "trajectories": importers.import_trajectories}.get(kind)
         if importer is None:
-            raise ValidationError({"kind": ["Must be 'tasks' or 'trajectories'."]})
+            raise ValidationError({"kind": [gettext("Must be 'tasks' or 'trajectories'.")]})
         return import_upload(request, importer, project=project, user=request.user)
 
 
@@ -258,7 +260,7 @@ def _review_state(params) -> str:
     """The `state` filter of the task and trajectory lists ("" for any), or a 400 naming the valid ones."""
     state = params.get("state", "")
     if state and state not in selectors.REVIEW_STATES:
-        raise ValidationError({"state": [f"Must be one of {', '.join(selectors.REVIEW_STATES)}."]})
+        raise ValidationError({"state": [gettext("Must be one of %(states)s.") % {"states": ", ".join(selectors.REVIEW_STATES)}]})
     return state
 
 
@@ -365,7 +367,7 @@ class ClaimActionApi(APIView):
         project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
         claim = ReviewClaim.objects.filter(task__project=project, pk=claim_id, reviewer=request.user).first()
         if claim is None or action not in STATES:
-            raise NotFound("No such claim or action.")
+            raise NotFound(gettext("No such claim or action."))
         return Response(ReviewClaimSerializer(services.end_review_claim(claim=claim, state=STATES[action])).data)
 
 
@@ -378,7 +380,7 @@ class TrajectoryClaimActionApi(APIView):
         claim = TrajectoryReviewClaim.objects.filter(project=project, pk=trajectory_claim_id,
                                                      reviewer=request.user).first()
         if claim is None or action not in STATES:
-            raise NotFound("No such claim or action.")
+            raise NotFound(gettext("No such claim or action."))
         return Response(TrajectoryClaimSerializer(services.end_review_claim(claim=claim, state=STATES[action])).data)
 
 
@@ -402,7 +404,7 @@ class MetricsApi(APIView):
         if "taxonomy" in query.validated_data:
             taxonomy = Taxonomy.objects.filter(pk=query.validated_data["taxonomy"]).first()
             if taxonomy is None:
-                raise NotFound("No such taxonomy.")
+                raise NotFound(gettext("No such taxonomy."))
         labels = selectors.project_labels(project).filter(taxonomy=taxonomy)
         body = {"taxonomy": str(taxonomy), "llm_vs_human": metrics.llm_vs_human(labels, taxonomy),
                 "human_vs_human": metrics.human_vs_human(labels, taxonomy),
@@ -410,7 +412,7 @@ class MetricsApi(APIView):
         if "compare" in query.validated_data:
             other = Taxonomy.objects.filter(pk=query.validated_data["compare"]).first()
             if other is None:
-                raise NotFound("No such taxonomy to compare with.")
+                raise NotFound(gettext("No such taxonomy to compare with."))
             body["version_changes"] = {"from": str(taxonomy), "to": str(other), **metrics.version_changes(
                 labels, selectors.project_labels(project).filter(taxonomy=other), taxonomy, other)}
         return Response(body)

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from django.db.models import Max, Q
+from django.utils.translation import gettext_lazy, gettext_noop
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
@@ -360,27 +361,34 @@ def _count(query: ExportQuery) -> int:
     return SweTask.objects.filter(project=query.project, id__lte=task_bound).count()
 
 
+# A kind's label follows the page's language; its description stays English (the manifest and the dataset card
+# carry it: export files never change with the language), marked for the catalogs so a page can translate it.
 COMMON = {"schema": SCHEMA, "data_version": data_version, "key_field": "instance_id", "count": _count,
           "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS}
 
-register(ExportKind(name="swe.labels", version=1, label="SWE labels (every task)", rows=label_rows,
-                    filters=LabelFilters, description="One row per task with its final label (reviewer's, else "
-                    "the model's) and where each field came from; unlabeled and failed tasks included.", **COMMON))
-register(ExportKind(name="swe.pooled", version=1, label="SWE labels, pooled", rows=training_rows,
-                    filters=LabelFilters, description="Labeled tasks of every category together (reviewed and "
-                    "auto-labeled by default).", **COMMON))
-register(ExportKind(name="swe.routed", version=1, label="SWE labels, routed by category", rows=training_rows,
-                    filters=LabelFilters, partition_field="category", description="Labeled tasks as one shard set "
-                    "per category (A, B, C, unassigned) for category experts.", **COMMON))
-register(ExportKind(name="swe.upstream", version=1, label="SWE labels, in the published labeler's output shape",
+register(ExportKind(name="swe.labels", version=1, label=gettext_lazy("SWE labels (every task)"), rows=label_rows,
+                    filters=LabelFilters, description=gettext_noop(
+                        "One row per task with its final label (reviewer's, else the model's) and where each field "
+                        "came from; unlabeled and failed tasks included."), **COMMON))
+register(ExportKind(name="swe.pooled", version=1, label=gettext_lazy("SWE labels, pooled"), rows=training_rows,
+                    filters=LabelFilters, description=gettext_noop(
+                        "Labeled tasks of every category together (reviewed and auto-labeled by default)."), **COMMON))
+register(ExportKind(name="swe.routed", version=1, label=gettext_lazy("SWE labels, routed by category"),
+                    rows=training_rows, filters=LabelFilters, partition_field="category", description=gettext_noop(
+                        "Labeled tasks as one shard set per category (A, B, C, unassigned) for category experts."),
+                    **COMMON))
+register(ExportKind(name="swe.upstream", version=1,
+                    label=gettext_lazy("SWE labels, in the published labeler's output shape"),
                     rows=upstream_rows, filters=LabelFilters, schema=UPSTREAM_SCHEMA, data_version=data_version,
                     key_field="instance_id", count=_count, dedup_ignore=("task_id",), field_meanings=UPSTREAM_MEANINGS,
-                    description="Labeled tasks as the published SWE Labeler (alibaba/AgenticBigBang) writes its "
-                    "output: the task's fields and `labels` (values and rationales), for its tools; import it "
-                    "back as tasks to review its labels here."))
-register(ExportKind(name="swe.balanced", version=1, label="SWE labels, category-balanced sample", rows=balanced_rows,
-                    filters=BalancedFilters, description="A sample of the requested size spread evenly over the "
-                    "categories, reproducible from its seed (recorded in the manifest).", **COMMON))
+                    description=gettext_noop(
+                        "Labeled tasks as the published SWE Labeler (alibaba/AgenticBigBang) writes its output: the "
+                        "task's fields and `labels` (values and rationales), for its tools; import it back as tasks "
+                        "to review its labels here.")))
+register(ExportKind(name="swe.balanced", version=1, label=gettext_lazy("SWE labels, category-balanced sample"),
+                    rows=balanced_rows, filters=BalancedFilters, description=gettext_noop(
+                        "A sample of the requested size spread evenly over the categories, reproducible from its seed "
+                        "(recorded in the manifest)."), **COMMON))
 
 
 # --- trajectories, each with its own label or its task's -----------------------------------------------------
@@ -440,10 +448,12 @@ def trajectory_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
         yield record_batch(rows, TRAJECTORY_SCHEMA)
 
 
-register(ExportKind(name="swe.trajectories", version=2, trl_format="language_modeling", label="SWE trajectories, with their labels",
+register(ExportKind(name="swe.trajectories", version=2, trl_format="language_modeling",
+                    label=gettext_lazy("SWE trajectories, with their labels"),
                     rows=trajectory_rows, schema=TRAJECTORY_SCHEMA, data_version=trajectory_data_version,
                     filters=LabelFilters, key_field="trajectory_id", dedup_ignore=("task_id",),
                     count=lambda query: _bounded(Trajectory, query).count(), field_meanings=TRAJECTORY_MEANINGS,
-                    description="One row per trajectory as a training conversation (messages with reasoning_content "
-                    "and tool_calls, a tools column) with its own final label (the trajectory mode), else its "
-                    "task's (label_subject says which); every review status by default."))
+                    description=gettext_noop(
+                        "One row per trajectory as a training conversation (messages with reasoning_content and "
+                        "tool_calls, a tools column) with its own final label (the trajectory mode), else its task's "
+                        "(label_subject says which); every review status by default.")))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from django.db import IntegrityError, models, transaction
+from django.utils.translation import gettext
 
 from dataplatform.accounts.models import Project
 from dataplatform.conversations.readers import document_name, json_texts, read_trace
@@ -85,11 +86,11 @@ def _text(data: dict, key: str, model: type[models.Model], problems: Problems) -
     if value is None and key not in REQUIRED:
         return ""
     if not isinstance(value, str) or (key in REQUIRED and not value.strip()):
-        problems.append((key, "must be a non-empty string" if key in REQUIRED else "must be a string"))
+        problems.append((key, gettext("must be a non-empty string") if key in REQUIRED else gettext("must be a string")))
         return ""
     limit = model._meta.get_field(key).max_length
     if limit and len(value) > limit:
-        problems.append((key, f"must be at most {limit} characters long"))
+        problems.append((key, gettext("must be at most %(limit)s characters long") % {"limit": limit}))
     return value
 
 
@@ -101,13 +102,15 @@ def _test_names(data: dict, key: str, problems: Problems) -> list[str]:
         try:  # load_json: the string is as untrusted as the line (deep nesting, NaN, NUL...)
             value = load_json(value)
         except json.JSONDecodeError as exc:
-            problems.append((key, f"a string here must hold a JSON list of test names ({exc.msg} at column {exc.colno})"))
+            problems.append((key, gettext("a string here must hold a JSON list of test names (%(problem)s at column "
+                                          "%(column)s)") % {"problem": exc.msg, "column": exc.colno}))
             return []
         except JsonProblem as exc:
-            problems.append((key, f"a string here must hold a JSON list of test names ({exc.message})"))
+            problems.append((key, gettext("a string here must hold a JSON list of test names (%(problem)s)")
+                             % {"problem": exc.message}))
             return []
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-        problems.append((key, "must be a list of test names (strings), or a string holding such a JSON list"))
+        problems.append((key, gettext("must be a list of test names (strings), or a string holding such a JSON list")))
         return []
     return value
 
@@ -127,7 +130,7 @@ def upstream_label(data: dict, taxonomy: Taxonomy, problems: Problems) -> dict |
     if labels is None:
         return None
     if not isinstance(labels, dict):
-        problems.append(("labels", "must be an object (the published SWE Labeler's label fields)"))
+        problems.append(("labels", gettext("must be an object (the published SWE Labeler's label fields)")))
         return None
     if not any(labels.get(f"{axis}_l1") for axis in taxonomy.definition.axes):
         return None  # labeling failed upstream: the task comes without a label
@@ -164,9 +167,9 @@ def _trajectory_fields(data: dict, problems: Problems, *, sha256: str, file: str
         where = record.origins.get(TRAJECTORY_TEXT[column]) or column
         limit = Trajectory._meta.get_field(column).max_length
         if column == "instance_id" and not value:
-            problems.append((where, "is required: the SWE task (instance_id) this trajectory attempts"))
+            problems.append((where, gettext("is required: the SWE task (instance_id) this trajectory attempts")))
         elif len(value) > limit:
-            problems.append((where, f"must be at most {limit} characters long"))
+            problems.append((where, gettext("must be at most %(limit)s characters long") % {"limit": limit}))
     return fields | {"messages": record.stored_messages(), "tools": list(record.conversation.tools),
                      "source_format": record.format, "extra": record.meta}
 
@@ -201,8 +204,9 @@ def _parse(spec: _Spec, lines: Iterable[bytes | str], report: ImportReport) -> l
         if earlier.sha256 == record.sha256:
             report.duplicates += 1
         else:
-            report.errors.append(LineError(report.file, number, spec.key, f"{spec.key} {record.key} already "
-                                           f"appears on line {earlier.line} with different content"))
+            report.errors.append(LineError(report.file, number, spec.key, gettext(
+                "%(field)s %(key)s already appears on line %(line)s with different content")
+                % {"field": spec.key, "key": record.key, "line": earlier.line}))
     return list(first.values())
 
 
@@ -259,8 +263,9 @@ def _new_records(spec: _Spec, project: Project, records: list[_Record], report: 
         elif existing[record.key] == record.sha256:
             report.duplicates += 1
         else:
-            report.errors.append(LineError(report.file, record.line, spec.key, f"{spec.key} {record.key} already "
-                                           "exists in this project with different content"))
+            report.errors.append(LineError(report.file, record.line, spec.key, gettext(
+                "%(field)s %(key)s already exists in this project with different content")
+                % {"field": spec.key, "key": record.key}))
     return new
 
 
@@ -275,8 +280,9 @@ def _write(spec: _Spec, project: Project, records: list[_Record], report: Import
                 batch_size=BATCH_SIZE)
             spec.written(rows)
     except IntegrityError:
-        report.errors.append(LineError(report.file, 0, "(file)", "another import added this file or some of its "
-                                       "records at the same time; nothing was written, import it again"))
+        report.errors.append(LineError(report.file, 0, "(file)", gettext(
+            "another import added this file or some of its records at the same time; nothing was written, import it "
+            "again")))
         return
     report.created = len(records)
 

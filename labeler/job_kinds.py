@@ -1,3 +1,4 @@
+from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from dataplatform.apiutils import MAX_INT
@@ -22,11 +23,11 @@ def run_autolabel(job, progress) -> dict:
 
 register(JobKind(
     name="labeler.autolabel",
-    label="Auto-label SWE tasks or trajectories",
-    description="The model labels every task (or trajectory) that has no label under the pinned taxonomy yet: "
+    label=_("Auto-label SWE tasks or trajectories"),
+    description=_("The model labels every task (or trajectory) that has no label under the pinned taxonomy yet: "
                 "families and dimensions first, then the tags of the chosen families. Invalid answers are retried "
                 "once with twice the token budget, then recorded as errors. A trajectory is labeled from its "
-                "summary, keeping complete level-1 labels it or its task already has (unless the project relabels).",
+                "summary, keeping complete level-1 labels it or its task already has (unless the project relabels)."),
     params_serializer=AutolabelParams,
     run=run_autolabel,
 ))

@@ -12,6 +12,7 @@ from functools import cached_property
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from dataplatform.accounts.models import Project
 from dataplatform.claims import ClaimBase, ClaimState, one_active_claim_per_queue
@@ -82,8 +83,8 @@ class LabelerSettings(models.Model):
 
 
 class SourceKind(models.TextChoices):
-    TASKS = "tasks", "SWE tasks"
-    TRAJECTORIES = "trajectories", "Trajectories"
+    TASKS = "tasks", _("SWE tasks")
+    TRAJECTORIES = "trajectories", _("Trajectories")
 
 
 class Source(ImportedFile):
@@ -156,22 +157,22 @@ class Trajectory(models.Model):
 
 
 class LabelOrigin(models.TextChoices):
-    MODEL = "model", "Model"
-    HUMAN = "human", "Human"
+    MODEL = "model", _("Model")
+    HUMAN = "human", _("Human")
 
 
 class LabelStatus(models.TextChoices):
-    DRAFT = "draft", "Draft"  # a reviewer is working on it
-    SUBMITTED = "submitted", "Submitted"  # the model's finished answer, or a reviewer's accepted one
-    ERROR = "error", "Error"  # the model's answer stayed invalid after its retry
+    DRAFT = "draft", _("Draft")  # a reviewer is working on it
+    SUBMITTED = "submitted", _("Submitted")  # the model's finished answer, or a reviewer's accepted one
+    ERROR = "error", _("Error")  # the model's answer stayed invalid after its retry
 
 
 class L1Source(models.TextChoices):
     """Where a trajectory label's stage-one values came from (the published labeler's `l1_source`)."""
-    GENERATED = "generated", "Asked of the model"  # no complete level-1 labels to keep
-    RELABELED = "relabeled", "Asked again"  # trajectory_l1_mode = relabel
-    PRESERVED = "preserved", "The record's own labels"  # the imported line's `labels`
-    TASK = "task", "Its task's label"  # the final label of the task it attempts
+    GENERATED = "generated", _("Asked of the model")  # no complete level-1 labels to keep
+    RELABELED = "relabeled", _("Asked again")  # trajectory_l1_mode = relabel
+    PRESERVED = "preserved", _("The record's own labels")  # the imported line's `labels`
+    TASK = "task", _("Its task's label")  # the final label of the task it attempts
 
 
 class Label(models.Model):
@@ -222,11 +223,11 @@ class Label(models.Model):
 
 
 class LabelEventKind(models.TextChoices):
-    AUTO = "auto", "Auto-labeled"
-    AUTO_ERROR = "auto_error", "Auto-labeling failed"
-    PREFILL = "prefill", "Pre-filled from the model"
-    EDIT = "edit", "Edited"
-    SUBMIT = "submit", "Submitted"
+    AUTO = "auto", _("Auto-labeled")
+    AUTO_ERROR = "auto_error", _("Auto-labeling failed")
+    PREFILL = "prefill", _("Pre-filled from the model")
+    EDIT = "edit", _("Edited")
+    SUBMIT = "submit", _("Submitted")
 
 
 class LabelEvent(models.Model):

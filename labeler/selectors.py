@@ -7,6 +7,7 @@ Taxonomies are platform-wide reference data (like a schema): any member of a pro
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
+from django.utils.translation import gettext
 
 from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in, visible_projects
@@ -50,7 +51,7 @@ def tasks_visible_to(user, project: Project, *, token: ApiToken | None = None) -
 def task_for(user, project: Project, task_id: int, *, token: ApiToken | None = None) -> SweTask:
     task = tasks_visible_to(user, project, token=token).filter(pk=task_id).first()
     if task is None:
-        raise Http404("No such task.")
+        raise Http404(gettext("No such task."))
     return task
 
 
@@ -71,7 +72,7 @@ def trajectory_for(user, project: Project, trajectory_id: int, *, token: ApiToke
     trajectory = trajectories_visible_to(user, project, token=token).select_related("task").filter(
         pk=trajectory_id).first()
     if trajectory is None:
-        raise Http404("No such trajectory.")
+        raise Http404(gettext("No such trajectory."))
     return trajectory
 
 
@@ -97,7 +98,7 @@ def label_for_writing(user, label_id: int, *, token: ApiToken | None = None) -> 
                                   origin=LabelOrigin.HUMAN, author=user)
              .select_related("taxonomy", "task", "task__project", "trajectory", "trajectory__project").first())
     if label is None:
-        raise Http404("No such label.")
+        raise Http404(gettext("No such label."))
     return label
 
 
@@ -106,7 +107,7 @@ def label_for(user, label_id: int, *, token: ApiToken | None = None) -> Label:
         "taxonomy", "task", "task__project", "trajectory", "trajectory__project", "author").first()
     if label is None or not labels_of(user, label.item).filter(pk=label.pk).exists() or not _visible_items(
             user, label.item.project, label.item, token=token).filter(pk=label.item.pk).exists():
-        raise Http404("No such label.")
+        raise Http404(gettext("No such label."))
     return label
 
 
@@ -143,7 +144,7 @@ def filter_tasks(tasks: QuerySet[SweTask], taxonomy: Taxonomy, *, state: str = "
     if field and value:
         spec = taxonomy.definition
         if field not in spec.fields():
-            raise Refused(f"Unknown field {field!r}.", field="field")
+            raise Refused(gettext("Unknown field %(field)s.") % {"field": repr(field)}, field="field")
         lookup = {f"values__{field}__contains": [value]} if field in spec.multi_fields() else {f"values__{field}": value}
         matching = Label.objects.filter(task=OuterRef("pk"), taxonomy=taxonomy, status=LabelStatus.SUBMITTED, **lookup)
         tasks = tasks.filter(Exists(matching))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
+from django.utils.translation import gettext
 
 from dataplatform import claims
 from dataplatform.accounts.models import Project
@@ -370,9 +371,10 @@ def start_review(*, item: SweTask | Trajectory, reviewer) -> Label:
 def _locked_label(label: Label, version: int, actor) -> Label:
     label = Label.objects.select_for_update(of=("self",)).select_related("taxonomy").get(pk=label.pk)
     if label.origin != LabelOrigin.HUMAN or label.author_id != actor.pk:
-        raise LabelingError("Only the reviewer who owns this label can change it.")
+        raise LabelingError(gettext("Only the reviewer who owns this label can change it."))
     if label.version != version:
-        raise StaleLabel(f"The label changed (version {label.version}, you had {version}); reload it.")
+        raise StaleLabel(gettext("The label changed (version %(current)s, you had %(yours)s); reload it.")
+                         % {"current": label.version, "yours": version})
     return label
 
 
@@ -384,7 +386,7 @@ def edit_label(*, label: Label, version: int, changes: dict, actor) -> Label:
         spec = label.taxonomy.definition
         unknown = sorted(set(changes) - set(spec.fields()))
         if unknown:
-            raise LabelingError(f"Unknown field(s): {', '.join(unknown)}.")
+            raise LabelingError(gettext("Unknown field(s): %(fields)s.") % {"fields": ", ".join(unknown)})
         values = {**label.values, **changes}
         for axis in spec.axes:  # keep only the tags that fit the (possibly new) family
             l2 = f"{axis}_l2"
@@ -413,7 +415,8 @@ def submit_label(*, label: Label, version: int, actor) -> Label:
         label = _locked_label(label, version, actor)
         problems = label.taxonomy.definition.validate_values(label.values)
         if problems:
-            raise LabelingError("Not complete: " + "; ".join(f"{name}: {message}" for name, message in problems.items()))
+            raise LabelingError(gettext("Not complete: %(problems)s")
+                                % {"problems": "; ".join(f"{name}: {message}" for name, message in problems.items())})
         label.status = LabelStatus.SUBMITTED
         label.version += 1
         label.save(update_fields=["status", "version", "updated_at"])

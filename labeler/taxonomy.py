@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from django.utils.translation import gettext
+
 from dataplatform.yamlfile import YamlFileError, load_yaml
 
 SCHEMA = "swe-taxonomy/1"
@@ -115,29 +117,31 @@ class TaxonomySpec:
         for name in self.single_fields():
             if name not in values:
                 if not partial:
-                    problems[name] = "missing"
+                    problems[name] = gettext("missing")
                 continue
             if values[name] not in self.options(name):
-                problems[name] = f"{values[name]!r} is not one of the {len(self.options(name))} allowed values"
+                problems[name] = (gettext("%(value)s is not one of the %(count)s allowed values")
+                                  % {"value": repr(values[name]), "count": len(self.options(name))})
         for axis in self.axes:
             name = f"{axis}_l2"
             if name not in values:
                 if not partial:
-                    problems[name] = "missing"
+                    problems[name] = gettext("missing")
                 continue
             tags = values[name]
             if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-                problems[name] = "must be a list of tag slugs"
+                problems[name] = gettext("must be a list of tag slugs")
                 continue
             allowed = set(self.tags_under(axis, values.get(f"{axis}_l1", ""))) | {UNSPECIFIED}
             wrong = [t for t in tags if t not in allowed]
             if wrong:
-                problems[name] = (f"{', '.join(map(repr, wrong))} not under {axis}_l1 "
-                                  f"{values.get(f'{axis}_l1')!r}")
+                problems[name] = (gettext("%(tags)s not under %(field)s %(family)s")
+                                  % {"tags": ", ".join(map(repr, wrong)), "field": f"{axis}_l1",
+                                     "family": repr(values.get(f"{axis}_l1"))})
             elif len(set(tags)) != len(tags):
-                problems[name] = "a tag is listed twice"
+                problems[name] = gettext("a tag is listed twice")
             elif not tags and not partial:
-                problems[name] = f"pick at least one tag, or {UNSPECIFIED!r}"
+                problems[name] = gettext("pick at least one tag, or %(unspecified)s") % {"unspecified": repr(UNSPECIFIED)}
         return problems
 
 

@@ -3,11 +3,13 @@ other, and the distributions of the final labels."""
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
+from django.utils.translation import gettext
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.charts import bar_chart
 
 from .. import metrics, selectors, services
+from ..templatetags.labeler_text import field_text
 
 TOP_TAGS = 30
 
@@ -42,8 +44,14 @@ def metrics_page(request, slug: str):
         "reviewers": [{"name": name, "scores": [scores.get(field) for field in singles]}
                       for name, scores in llm["reviewers"].items()],
         "charts": [bar_chart([value for value, _ in counts[:TOP_TAGS]], [count for _, count in counts[:TOP_TAGS]],
-                             title=f"{name} (final labels{', top 30' if len(counts) > TOP_TAGS else ''})")
+                             title=_chart_title(name, top=len(counts) > TOP_TAGS))
                    for name, counts in distributions["fields"].items()],
         "category_chart": bar_chart(list(distributions["categories"]), list(distributions["categories"].values()),
-                                    title="Reviewer category of the final labels"),
+                                    title=gettext("Reviewer category of the final labels")),
     })
+
+
+def _chart_title(name: str, *, top: bool) -> str:
+    if top:
+        return gettext("%(field)s (final labels, top %(top)s)") % {"field": field_text(name), "top": TOP_TAGS}
+    return gettext("%(field)s (final labels)") % {"field": field_text(name)}

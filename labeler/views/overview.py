@@ -8,6 +8,8 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import redirect, render
+from django.utils.formats import number_format
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
@@ -20,6 +22,7 @@ from dataplatform.yamlfile import YamlFileError
 
 from .. import importers, selectors, services, upstream
 from ..models import LabelerSettings, LabelOrigin, LabelStatus, SourceKind
+from .review import with_data
 
 AUTOLABEL_KIND = "labeler.autolabel"
 PAGE_SIZE = 50
@@ -28,20 +31,20 @@ IMPORTERS = {SourceKind.TASKS: importers.import_tasks, SourceKind.TRAJECTORIES: 
 
 
 class SettingsForm(forms.ModelForm):
-    model_name = forms.CharField(max_length=200, required=False, label="Model (empty: the platform's)",
+    model_name = forms.CharField(max_length=200, required=False, label=gettext_lazy("Model (empty: the platform's)"),
                                  validators=[validate_served_model_name])
-    overlap = forms.IntegerField(min_value=1, max_value=20, label="Reviewers per task")
-    lease_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, label="Lease (minutes)")
-    max_tokens = forms.IntegerField(min_value=16, max_value=8192, label="Max tokens per stage")
-    batch_size = forms.IntegerField(min_value=1, max_value=512, label="Batch size")
-    max_problem_chars = forms.IntegerField(min_value=100, max_value=100_000, label="Issue shown (characters)")
-    max_patch_chars = forms.IntegerField(min_value=100, max_value=100_000, label="Patch shown (characters)")
-    max_test_patch_chars = forms.IntegerField(min_value=0, max_value=100_000, label="Test patch shown (characters)")
+    overlap = forms.IntegerField(min_value=1, max_value=20, label=gettext_lazy("Reviewers per task"))
+    lease_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, label=gettext_lazy("Lease (minutes)"))
+    max_tokens = forms.IntegerField(min_value=16, max_value=8192, label=gettext_lazy("Max tokens per stage"))
+    batch_size = forms.IntegerField(min_value=1, max_value=512, label=gettext_lazy("Batch size"))
+    max_problem_chars = forms.IntegerField(min_value=100, max_value=100_000, label=gettext_lazy("Issue shown (characters)"))
+    max_patch_chars = forms.IntegerField(min_value=100, max_value=100_000, label=gettext_lazy("Patch shown (characters)"))
+    max_test_patch_chars = forms.IntegerField(min_value=0, max_value=100_000, label=gettext_lazy("Test patch shown (characters)"))
     max_trajectory_chars = forms.IntegerField(min_value=1000, max_value=1_000_000,
-                                              label="Trajectory summary shown (characters)")
-    trajectory_l1_mode = forms.ChoiceField(choices=[("preserve", "preserve: keep complete level-1 labels"),
-                                                    ("relabel", "relabel: always ask")],
-                                           label="Trajectories' level-1 labels")
+                                              label=gettext_lazy("Trajectory summary shown (characters)"))
+    trajectory_l1_mode = forms.ChoiceField(choices=[("preserve", gettext_lazy("preserve: keep complete level-1 labels")),
+                                                    ("relabel", gettext_lazy("relabel: always ask"))],
+                                           label=gettext_lazy("Trajectories' level-1 labels"))
 
     class Meta:
         model = LabelerSettings
@@ -126,7 +129,7 @@ def import_file(request, slug: str):
     importer = IMPORTERS.get(request.POST.get("kind", SourceKind.TASKS))
     result = page_import(request, importer, project=project, user=request.user) if importer else None
     if result is None:
-        messages.error(request, "Choose what to import and a JSONL file.")
+        messages.error(request, gettext("Choose what to import and a JSONL file."))
         return redirect("labeler-overview", slug=slug)
     return _render_overview(request, project, role, import_report=result)
 
@@ -137,10 +140,11 @@ def pin_taxonomy(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
     taxonomy = selectors.taxonomies_visible_to(request.user).filter(pk=request.POST.get("taxonomy") or 0).first()
     if taxonomy is None:
-        messages.error(request, "Choose one of the loaded taxonomy versions.")
+        messages.error(request, gettext("Choose one of the loaded taxonomy versions."))
     else:
         services.update_settings(project=project, taxonomy=taxonomy)
-        messages.success(request, f"Pinned taxonomy {taxonomy}. Existing labels keep their version.")
+        messages.success(request, with_data(gettext("Pinned taxonomy %(taxonomy)s. Existing labels keep their version."),
+                                            taxonomy=taxonomy))
     return redirect("labeler-overview", slug=slug)
 
 
@@ -152,11 +156,12 @@ def upload_taxonomy(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
     uploads = request.FILES.getlist("file")
     if not uploads:
-        messages.error(request, "Choose a taxonomy file, or the published definition files.")
+        messages.error(request, gettext("Choose a taxonomy file, or the published definition files."))
         return redirect("labeler-overview", slug=slug)
     too_big = [upload.name for upload in uploads if upload.size > services.MAX_TAXONOMY_BYTES]
     if too_big:
-        messages.error(request, f"{', '.join(too_big)}: larger than {services.MAX_TAXONOMY_BYTES:,} bytes.")
+        messages.error(request, with_data(gettext("%(files)s: larger than %(limit)s bytes."), files=", ".join(too_big),
+                                          limit=number_format(services.MAX_TAXONOMY_BYTES, force_grouping=True)))
         return redirect("labeler-overview", slug=slug)
     try:
         if upstream.is_upstream_upload([upload.name for upload in uploads]):
@@ -165,25 +170,29 @@ def upload_taxonomy(request, slug: str):
                 name=request.POST.get("name", "").strip() or "swe-upstream",
                 version=request.POST.get("version", "").strip(), user=request.user)
         elif len(uploads) > 1:
-            messages.error(request, "Upload one taxonomy file, or the published definition files ("
-                           + ", ".join(upstream.FILES) + ") or a zip of them.")
+            messages.error(request, with_data(gettext("Upload one taxonomy file, or the published definition files "
+                                                      "(%(files)s) or a zip of them."), files=", ".join(upstream.FILES)))
             return redirect("labeler-overview", slug=slug)
         else:
             try:
                 text = decode_whole_file(uploads[0].read())
             except ValueError as exc:
-                messages.error(request, f"{uploads[0].name}, {exc}")
+                messages.error(request, with_data(gettext("%(file)s, %(problem)s"), file=uploads[0].name, problem=exc))
                 return redirect("labeler-overview", slug=slug)
             taxonomy = services.load_taxonomy(text=text, filename=uploads[0].name, user=request.user)
     except YamlFileError as exc:
         for error in exc.errors[:MAX_TAXONOMY_PROBLEMS_SHOWN]:
-            messages.error(request, f"{error['file']}, line {error['line']}, {error['field']}: {error['message']}")
+            messages.error(request, with_data(gettext("%(file)s, line %(line)s, %(field)s: %(message)s"),
+                                              file=error["file"], line=error["line"], field=error["field"],
+                                              message=error["message"]))
         return redirect("labeler-overview", slug=slug)
     counts = taxonomy.definition.counts()
-    messages.success(request, f"Loaded taxonomy {taxonomy}: {counts['families']} families, {counts['tags']} tags.")
+    messages.success(request, with_data(gettext("Loaded taxonomy %(taxonomy)s: %(families)s families, %(tags)s tags."),
+                                        taxonomy=taxonomy, families=counts["families"], tags=counts["tags"]))
     if request.POST.get("pin"):
         services.update_settings(project=project, taxonomy=taxonomy)
-        messages.success(request, f"Pinned taxonomy {taxonomy}. Existing labels keep their version.")
+        messages.success(request, with_data(gettext("Pinned taxonomy %(taxonomy)s. Existing labels keep their version."),
+                                            taxonomy=taxonomy))
     return redirect("labeler-overview", slug=slug)
 
 
@@ -194,10 +203,11 @@ def update_settings(request, slug: str):
     form = SettingsForm(request.POST, instance=services.settings_for(project))
     if form.is_valid():
         services.update_settings(project=project, **form.cleaned_data)
-        messages.success(request, "Settings saved.")
+        messages.success(request, gettext("Settings saved."))
     else:
         for field, errors in form.errors.items():
-            messages.error(request, f"{field}: {' '.join(errors)}")
+            label = form.fields[field].label if field in form.fields else field
+            messages.error(request, gettext("%(field)s: %(errors)s") % {"field": label, "errors": " ".join(errors)})
     return redirect("labeler-overview", slug=slug)
 
 
@@ -212,5 +222,7 @@ def start_autolabel(request, slug: str):
     except PlatformError as exc:
         show_error(request, exc)
     else:
-        messages.success(request, f"Job {job.pk} is auto-labeling the {job.params['subjects']}.")
+        messages.success(request, gettext("Job %(job)s is auto-labeling the trajectories.") % {"job": job.pk}
+                         if job.params["subjects"] == services.TRAJECTORIES
+                         else gettext("Job %(job)s is auto-labeling the tasks.") % {"job": job.pk})
     return redirect("labeler-overview", slug=slug)

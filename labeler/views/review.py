@@ -8,6 +8,9 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
@@ -36,7 +39,8 @@ def claim_trajectory(request, slug: str):
 def _next(request, project, queue: str):
     claimed = services.claim_next(project=project, reviewer=request.user, queue=queue)
     if claimed is None:
-        messages.info(request, f"Nothing left to review: no {queue} with a free slot for you")
+        messages.info(request, gettext("Nothing left to review: no tasks with a free slot for you.") if queue == services.TASKS
+                      else gettext("Nothing left to review: no trajectories with a free slot for you."))
         return redirect("labeler-overview", slug=project.slug)
     return _page_of(project, claimed.task if queue == services.TASKS else claimed.trajectory)
 
@@ -132,7 +136,7 @@ def edit_field(request, slug: str, label_id: int):
     except services.LabelingError as exc:  # shown in the editor it re-renders, with the error's status
         error, status = str(exc), exc.status
         if isinstance(exc, services.StaleLabel):
-            error += " Your change was not saved; the editor now shows the current label."
+            error += " " + gettext("Your change was not saved; the editor now shows the current label.")
             label = _own_label(request, slug, label_id)
     model_label = selectors.labels_of(request.user, label.item).filter(
         taxonomy=label.taxonomy, origin=LabelOrigin.MODEL).first()
@@ -149,8 +153,9 @@ def accept(request, slug: str, label_id: int):
     except PlatformError as exc:
         show_error(request, exc)
     else:
-        kind = "trajectory" if label.trajectory_id else "task"
-        messages.success(request, f"Submitted your label of {label.item}. Press n for the next {kind}.")
+        text = (gettext("Submitted your label of %(item)s. Press n for the next trajectory.") if label.trajectory_id
+                else gettext("Submitted your label of %(item)s. Press n for the next task."))
+        messages.success(request, with_data(text, item=label.item))
     return _page_of(label.item.project, label.item)
 
 
@@ -176,17 +181,26 @@ def skip_trajectory(request, slug: str, trajectory_id: int):
 
 def _skip(request, project, active, queue: str):
     if active is None:
-        messages.error(request, f"You hold no claim on this {'task' if queue == services.TASKS else 'trajectory'}.")
+        messages.error(request, gettext("You hold no claim on this task.") if queue == services.TASKS
+                       else gettext("You hold no claim on this trajectory."))
         return redirect("labeler-overview", slug=project.slug)
     services.end_review_claim(claim=active, state=ReviewClaimState.SKIPPED)
-    messages.info(request, f"Skipped {active.task if queue == services.TASKS else active.trajectory}.")
+    messages.info(request, with_data(gettext("Skipped %(item)s."),
+                                     item=active.task if queue == services.TASKS else active.trajectory))
     return _next(request, project, queue)
+
+
+def with_data(text: str, **values) -> str:
+    """A translated message with names (instance ids, file names) in it: the text escaped, each value marked
+    translate="no" (the messages list shows it as HTML)."""
+    return mark_safe(escape(text) % {name: format_html('<span translate="no">{}</span>', value)
+                                     for name, value in values.items()})
 
 
 def _own_label(request, slug: str, label_id: int):
     label = selectors.label_for_writing(request.user, label_id)
     if label.item.project.slug != slug:
-        raise Http404("No such label.")
+        raise Http404(gettext("No such label."))
     return label
 
 
@@ -207,8 +221,8 @@ def _editor_context(label, model_label, *, focus: str = "") -> dict:
         fields.append({
             "name": name,
             "multi": multi,
-            "title": _title(spec, name),
             "description": _description(spec, name),
+            "description_is_data": not (multi and name[:-3] in spec.axes),
             "options": _numbered(_options(spec, name, label.values), current),
             "needs_family": multi and not label.values.get(name[:-3] + "_l1"),
             "provenance": label.provenance.get(name, ""),
@@ -220,25 +234,17 @@ def _editor_context(label, model_label, *, focus: str = "") -> dict:
             "accept_url": reverse("labeler-accept", args=[label.item.project.slug, label.pk])}
 
 
-def _title(spec, name: str) -> str:
-    axis = name[:-3].replace("_", " ")
-    if name.endswith("_l1") and name[:-3] in spec.axes:
-        return f"{axis}: family"
-    if name.endswith("_l2") and name[:-3] in spec.axes:
-        return f"{axis}: tags"
-    return name.replace("_", " ")
-
-
 def _description(spec, name: str) -> str:
     if name.endswith("_l2") and name[:-3] in spec.axes:
-        return "Tick every tag of the chosen family that applies."
+        return gettext("Tick every tag of the chosen family that applies.")
     if name.endswith("_l1") and name[:-3] in spec.axes:
         return spec.data["axes"][name[:-3]]["description"]
     return spec.data["dimensions"][name].get("description", "")
 
 
 def _options(spec, name: str, values: dict) -> list[dict]:
-    """[{slug, name, definition}] a field may take now; an L2 offers only the tags of the chosen L1."""
+    """[{slug, name, definition}] a field may take now; an L2 offers only the tags of the chosen L1, and
+    "unspecified" (the interface's own option: `interface` marks it for translation, the rest is the taxonomy's)."""
     axis = name[:-3]
     if name.endswith("_l1") and axis in spec.axes:
         return spec.data["axes"][axis]["families"]
@@ -247,8 +253,8 @@ def _options(spec, name: str, values: dict) -> list[dict]:
         family = next((f for f in spec.data["axes"][axis]["families"] if f["slug"] == chosen), None)
         if family is None:
             return []
-        return [*family["tags"], {"slug": UNSPECIFIED, "name": "Unspecified",
-                                  "definition": "None of the family's tags fits."}]
+        return [*family["tags"], {"slug": UNSPECIFIED, "name": gettext("Unspecified"),
+                                  "definition": gettext("None of the family's tags fits."), "interface": True}]
     return spec.data["dimensions"][name]["choices"]
 
 

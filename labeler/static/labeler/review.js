@@ -137,7 +137,7 @@
   const failed = () => {
     busy = false;
     queued.length = 0;
-    say("Could not save: the server did not answer. Reload the page (F5).");
+    say(gettext("Could not save: the server did not answer. Reload the page (F5)."));
   };
   document.body.addEventListener("htmx:sendError", failed);
   document.body.addEventListener("htmx:responseError", (event) => {

@@ -19,6 +19,6 @@ def test_metrics_page_tables_and_svg_charts(client, members, project, claimed):
     html = response.content.decode()
     assert response.status_code == 200
     assert html.count("<svg") == 1 + len(label.taxonomy.definition.fields())  # categories + one per field
-    assert "<td>scope</td><td>0%</td><td>1</td>" in html and "<td>domain_l1</td><td>100%</td><td>1</td>" in html
-    assert "<td>domain_l2</td><td>rest-api</td><td>1.00</td><td>1.00</td><td>1</td>" in html
-    assert "<td>annotator</td>" in html and "Reviewer category of the final labels" in html
+    assert "<td>Scope</td><td>0%</td><td>1</td>" in html and "<td>Domain: family</td><td>100%</td><td>1</td>" in html
+    assert '<td>Domain: tags</td><td translate="no">rest-api</td><td>1.00</td><td>1.00</td><td>1</td>' in html
+    assert '<td translate="no">annotator</td>' in html and "Reviewer category of the final labels" in html
