@@ -31,6 +31,8 @@ from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooMany
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.utils.html import escape
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views import defaults
 
 
@@ -87,8 +89,8 @@ class Transient(Unavailable):
 
 logger = logging.getLogger(__name__)
 
-DATABASE_UNAVAILABLE = ("The database is unavailable for a moment, so nothing from this request was saved. "
-                        "Everything saved before is safe; try again in a few seconds.")
+DATABASE_UNAVAILABLE = gettext_lazy("The database is unavailable for a moment, so nothing from this request was "
+                                    "saved. Everything saved before is safe; try again in a few seconds.")
 
 
 def _is_api(request) -> bool:
@@ -107,27 +109,27 @@ def _refusal_detail(exception) -> str:
     """Which limit the request went over; other SuspiciousOperations (a bad Host header...) are not
     described, as Django's own 400 page does not describe them."""
     if isinstance(exception, RequestDataTooBig):
-        return (f"The request body is over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes "
-                "(DATA_UPLOAD_MAX_MEMORY_SIZE). The limit is for JSON bodies and form fields; file parts of a "
-                "multipart upload do not count, so send large data as a file.")
+        return _("The request body is over %(limit)s bytes (DATA_UPLOAD_MAX_MEMORY_SIZE). The limit is for JSON "
+                 "bodies and form fields; file parts of a multipart upload do not count, so send large data as a "
+                 "file.") % {"limit": f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,}"}
     if isinstance(exception, TooManyFieldsSent):
-        return (f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS:,} form fields or query "
-                "parameters (DATA_UPLOAD_MAX_NUMBER_FIELDS).")
+        return _("The request has more than %(limit)s form fields or query parameters "
+                 "(DATA_UPLOAD_MAX_NUMBER_FIELDS).") % {"limit": f"{settings.DATA_UPLOAD_MAX_NUMBER_FIELDS:,}"}
     if isinstance(exception, TooManyFilesSent):
-        return (f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES:,} files "
-                "(DATA_UPLOAD_MAX_NUMBER_FILES).")
-    return "Bad request."
+        return _("The request has more than %(limit)s files (DATA_UPLOAD_MAX_NUMBER_FILES).") % {
+            "limit": f"{settings.DATA_UPLOAD_MAX_NUMBER_FILES:,}"}
+    return _("Bad request.")
 
 
 def not_found(request, exception=None):
     if _is_api(request):
-        return JsonResponse({"detail": "Not found."}, status=404)
+        return JsonResponse({"detail": _("Not found.")}, status=404)
     return defaults.page_not_found(request, exception)
 
 
 def server_error(request):
     if _is_api(request):
-        return JsonResponse({"detail": "Internal server error."}, status=500)
+        return JsonResponse({"detail": _("Internal server error.")}, status=500)
     return defaults.server_error(request)
 
 
@@ -156,7 +158,7 @@ def as_platform_error(exc) -> PlatformError | None:
     """`exc` in the vocabulary above, if it is one (a database that went away is an Unavailable too)."""
     if isinstance(exc, (OperationalError, InterfaceError)):
         logger.warning("Database unavailable: %s", exc)
-        return Unavailable(DATABASE_UNAVAILABLE)
+        return Unavailable(str(DATABASE_UNAVAILABLE))
     if isinstance(exc, Unavailable):
         logger.warning("Unavailable: %s", exc.detail)
     return exc if isinstance(exc, PlatformError) else None

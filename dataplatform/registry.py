@@ -2,6 +2,8 @@
 
 from typing import Generic, Protocol, TypeVar
 
+from django.utils.translation import gettext as _
+
 from dataplatform.errors import Refused
 
 
@@ -18,7 +20,7 @@ K = TypeVar("K", bound=Named)
 
 class KindRegistry(Generic[K]):
     def __init__(self, what: str):
-        self.what = what  # "job kind", "export kind": used in error messages
+        self.what = what  # "job kind", "export kind" (marked with gettext_noop): used in error messages
         self._kinds: dict[str, K] = {}
 
     def register(self, kind: K) -> K:
@@ -31,8 +33,9 @@ class KindRegistry(Generic[K]):
         try:
             return self._kinds[name]
         except KeyError:
-            known = ", ".join(sorted(self._kinds)) or "none"
-            raise UnknownKind(f"Unknown {self.what} {name!r}; known kinds: {known}.", field="kind") from None
+            known = ", ".join(sorted(self._kinds)) or _("none")
+            raise UnknownKind(_("Unknown %(what)s %(name)r; known kinds: %(known)s.")
+                              % {"what": _(self.what), "name": name, "known": known}, field="kind") from None
 
     def all(self) -> list[K]:
         return sorted(self._kinds.values(), key=lambda kind: kind.name)

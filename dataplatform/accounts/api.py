@@ -1,6 +1,8 @@
 """API for projects, their members and personal tokens. Thin: parse, call a selector or service, serialize."""
 
 from django.shortcuts import get_object_or_404
+from django.utils.functional import lazy
+from django.utils.translation import gettext
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import PermissionDenied
@@ -38,7 +40,8 @@ class ProjectListApi(generics.ListAPIView):
 
 # --- members (project admins only) ------------------------------------------------------------------------------
 
-ROLE_CHOICE_ERRORS = {"invalid_choice": f"'{{input}}' is not a role; the roles are {', '.join(Role.values)}."}
+ROLE_CHOICE_ERRORS = {"invalid_choice": lazy(lambda: gettext("'{input}' is not a role; the roles are %(roles)s.")
+                                             % {"roles": ", ".join(Role.values)}, str)()}
 LAST_ADMIN = "the member is the project's last admin (make another member admin first)"
 
 
@@ -148,8 +151,8 @@ def refuse_scoped_token(request) -> None:
     itself an unlimited one (or revoke the owner's others). The browser or an unlimited token can."""
     token = request_token(request)
     if token is not None and token_project_ids(token):
-        raise PermissionDenied("A token limited to some projects cannot create or revoke API tokens; "
-                               "use the browser or a token without a project limit.")
+        raise PermissionDenied(gettext("A token limited to some projects cannot create or revoke API tokens; "
+                                       "use the browser or a token without a project limit."))
 
 
 class TokenListCreateApi(APIView):
@@ -169,7 +172,8 @@ class TokenListCreateApi(APIView):
         projects = list(visible.filter(slug__in=slugs))
         missing = sorted(set(slugs) - {p.slug for p in projects})
         if missing:
-            raise serializers.ValidationError({"projects": [f"Not a project of yours: {', '.join(missing)}"]})
+            raise serializers.ValidationError(
+                {"projects": [gettext("Not a project of yours: %(slugs)s") % {"slugs": ", ".join(missing)}]})
         token, secret = services.issue_token(
             user=request.user, name=data.validated_data["name"], read_only=data.validated_data["read_only"],
             projects=projects, expires_in_days=data.validated_data["expires_in_days"],

@@ -13,6 +13,7 @@ the audit log instead (one row per token and hour), with the address, so the mac
 
 import functools
 
+from django.utils.translation import gettext
 from rest_framework import authentication, exceptions
 
 from dataplatform.after_response import after_response
@@ -33,24 +34,26 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         wait = limiter.token_retry_after(ip=ip)
         if wait:
             raise exceptions.Throttled(
-                wait=wait, detail=f"Too many failed API token attempts from your address; try again in {wait} s.")
+                wait=wait, detail=gettext("Too many failed API token attempts from your address; try again in %(seconds)d s.")
+                % {"seconds": wait})
         if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Authorization header must be '<Token|Bearer> <secret>'.")
+            raise exceptions.AuthenticationFailed(gettext("Authorization header must be '<Token|Bearer> <secret>'."))
         try:
             secret = header[1].decode("ascii")
         except UnicodeDecodeError as exc:
-            raise exceptions.AuthenticationFailed("Token contains invalid characters.") from exc
+            raise exceptions.AuthenticationFailed(gettext("Token contains invalid characters.")) from exc
         try:
             token = services.authenticate_token(secret=secret)
         except services.TokenExpired as expired:
             audit.record_expired_token_use(token=expired.token, client_ip=ip)
-            raise exceptions.AuthenticationFailed(f"{expired}; create a new one.") from None
+            raise exceptions.AuthenticationFailed(
+                gettext("Token expired on %(date)s; create a new one.") % {"date": expired.date}) from None
         if token is None:
             # Only a secret shaped like ours can be a guess at a real token; malformed ones are refused
             # before any database query and are not counted (a misconfigured client is not an attack).
             if services.looks_like_token(secret):
                 limiter.record_token_failure(ip=ip)
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+            raise exceptions.AuthenticationFailed(gettext("Invalid or revoked token."))
         # Bookkeeping the answer does not depend on: after the response, not while the client waits.
         after_response(request, functools.partial(services.note_token_use, token=token, client_ip=ip))
         return token.user, token

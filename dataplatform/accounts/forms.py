@@ -3,6 +3,8 @@
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from dataplatform.client_address import client_ip
 
@@ -11,7 +13,9 @@ from . import limiter
 
 def _wait_text(seconds: int) -> str:
     minutes = -(-seconds // 60)  # rounded up: "in 1 minute" rather than "in 0 minutes"
-    return f"{minutes} minute{'s' if minutes != 1 else ''}" if seconds >= 60 else f"{seconds} seconds"
+    if seconds >= 60:
+        return ngettext("%(count)d minute", "%(count)d minutes", minutes) % {"count": minutes}
+    return ngettext("%(count)d second", "%(count)d seconds", seconds) % {"count": seconds}
 
 
 class ThrottledLoginMixin:
@@ -30,7 +34,7 @@ class ThrottledLoginMixin:
         if wait:
             self.retry_after = wait
             raise ValidationError(
-                f"Too many failed log-in attempts from your address. Try again in {_wait_text(wait)}.",
+                _("Too many failed log-in attempts from your address. Try again in %(wait)s.") % {"wait": _wait_text(wait)},
                 code="locked_out",
             )
         try:
@@ -42,7 +46,7 @@ class ThrottledLoginMixin:
 
 class ThrottledAuthenticationForm(ThrottledLoginMixin, AuthenticationForm):
     error_messages = {**AuthenticationForm.error_messages,
-                      "invalid_login": "Your username and password did not match. Try again."}
+                      "invalid_login": gettext_lazy("Your username and password did not match. Try again.")}
 
 
 class ThrottledAdminAuthenticationForm(ThrottledLoginMixin, AdminAuthenticationForm):

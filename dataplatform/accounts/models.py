@@ -3,13 +3,21 @@
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import pgettext_lazy
 
 
 class Role(models.TextChoices):
-    ADMIN = "admin", "Admin"
-    CURATOR = "curator", "Curator"
-    ANNOTATOR = "annotator", "Annotator"
-    TRAINER = "trainer", "Trainer"
+    ADMIN = "admin", pgettext_lazy("role", "Admin")
+    CURATOR = "curator", pgettext_lazy("role", "Curator")
+    ANNOTATOR = "annotator", pgettext_lazy("role", "Annotator")
+    TRAINER = "trainer", pgettext_lazy("role", "Trainer")
+
+
+# A role named inside a sentence ("Added ana as annotator."), where English writes it in lowercase.
+ROLE_IN_TEXT = {Role.ADMIN: pgettext_lazy("role in a sentence", "admin"),
+                Role.CURATOR: pgettext_lazy("role in a sentence", "curator"),
+                Role.ANNOTATOR: pgettext_lazy("role in a sentence", "annotator"),
+                Role.TRAINER: pgettext_lazy("role in a sentence", "trainer")}
 
 
 class Project(models.Model):

@@ -11,10 +11,11 @@ from collections.abc import Iterable
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import Http404
+from django.utils.translation import gettext, gettext_lazy
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
-from .models import ApiToken, Membership, Project, Role
+from .models import ROLE_IN_TEXT, ApiToken, Membership, Project, Role
 
 ALL_ROLES = frozenset(Role)
 # Who may do what. Workflows add their own sets next to these.
@@ -71,7 +72,7 @@ def require_role(user, project: Project, roles: Iterable[Role], *, token: ApiTok
     Not a member (or outside the token's scope): Http404. A member with another role: PermissionDenied.
     """
     if not visible_projects(user, token=token).filter(pk=project.pk).exists():
-        raise Http404("No such project.")
+        raise Http404(gettext("No such project."))
     return _role_among(user, project, roles)
 
 
@@ -85,7 +86,7 @@ def project_for(user, slug: str, roles: Iterable[Role], *, token: ApiToken | Non
     project = (visible_projects(user, token=token).filter(slug=slug).select_related(*related)
                .annotate(member_role=Subquery(member_role)).first())
     if project is None:
-        raise Http404("No such project.")
+        raise Http404(gettext("No such project."))
     role = Role.ADMIN if user.is_superuser else Role(project.member_role)  # visible, so a member
     return project, _allowed(role, project, roles)
 
@@ -96,7 +97,9 @@ def _role_among(user, project: Project, roles: Iterable[Role]) -> Role:
 
 def _allowed(role: Role | None, project: Project, roles: Iterable[Role]) -> Role:
     if role not in set(roles):
-        raise PermissionDenied(f"Your role ({role}) cannot do this in project {project.slug}.")
+        raise PermissionDenied(gettext("Your role (%(role)s) cannot do this in project %(project)s.")
+                               % {"role": ROLE_IN_TEXT[Role(role)] if role in Role.values else gettext("none"),
+                                  "project": project.slug})
     return role
 
 
@@ -109,7 +112,7 @@ def request_token(request) -> ApiToken | None:
 class IsAuthenticatedWithTokenScope(BasePermission):
     """Authenticated, and a read-only token may only use safe methods."""
 
-    message = "This API token is read-only."
+    message = gettext_lazy("This API token is read-only.")
 
     def has_permission(self, request: Request, view) -> bool:
         if not (request.user and request.user.is_authenticated):

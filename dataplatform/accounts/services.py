@@ -13,6 +13,7 @@ from datetime import UTC, timedelta
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from dataplatform.audit import services as audit
 from dataplatform.errors import Conflict, Missing, Refused
@@ -52,7 +53,8 @@ class TokenExpired(Exception):
     saying so (and when) tells nothing to someone guessing."""
 
     def __init__(self, token: ApiToken):
-        super().__init__(f"Token expired on {token.expires_at.astimezone(UTC):%Y-%m-%d}")  # a date in UTC
+        self.date = f"{token.expires_at.astimezone(UTC):%Y-%m-%d}"  # a date in UTC
+        super().__init__(f"Token expired on {self.date}")
         self.token = token
 
 
@@ -70,13 +72,15 @@ def create_project(*, slug: str, name: str, description: str = "", license: str 
     """A new project, with its audit row; `admin` (e.g. who made it) becomes its first admin."""
     slug, name, license = slug.strip(), name.strip(), clean_license(license)
     if not PROJECT_SLUG.fullmatch(slug):
-        raise ProjectRefused(f"'{slug[:80]}' is not a slug: 1 to 64 letters, digits, '-' or '_'.", field="slug")
+        raise ProjectRefused(gettext("'%(slug)s' is not a slug: 1 to 64 letters, digits, '-' or '_'.")
+                             % {"slug": slug[:80]}, field="slug")
     if not name or len(name) > Project._meta.get_field("name").max_length:
-        raise ProjectRefused("A project needs a name (at most "
-                             f"{Project._meta.get_field('name').max_length} characters).", field="name")
+        raise ProjectRefused(gettext("A project needs a name (at most %(count)d characters).")
+                             % {"count": Project._meta.get_field("name").max_length}, field="name")
     with transaction.atomic():
         if Project.objects.filter(slug=slug).exists():
-            raise ProjectRefused(f"A project with the slug '{slug}' exists already.", field="slug")
+            raise ProjectRefused(gettext("A project with the slug '%(slug)s' exists already.") % {"slug": slug},
+                                 field="slug")
         project = Project.objects.create(slug=slug, name=name, description=description, license=license)
         audit.record(action=audit.Action.PROJECT_CREATED, actor=actor, project=project, target=project,
                      client_ip=client_ip, detail={"slug": slug, "name": name, "license": license})
@@ -109,9 +113,9 @@ def clean_license(value: str) -> str:
     """`value` as stored: trimmed and lowercase; empty means not stated. Refuses what is not a license id."""
     license = (value or "").strip().lower()
     if license and not LICENSE_SHAPE.fullmatch(license):
-        raise Refused(f"'{value[:80]}' is not a license id: use a Hugging Face Hub or SPDX id such as cc-by-4.0, "
-                      "apache-2.0 or mit (letters, digits, '.', '+' and '-', at most 64), 'other', or nothing.",
-                      field="license")
+        raise Refused(gettext("'%(value)s' is not a license id: use a Hugging Face Hub or SPDX id such as "
+                              "cc-by-4.0, apache-2.0 or mit (letters, digits, '.', '+' and '-', at most 64), 'other', "
+                              "or nothing.") % {"value": value[:80]}, field="license")
     return license
 
 
@@ -132,8 +136,8 @@ def _valid_role(role) -> Role:
     try:
         return Role(role)
     except ValueError:
-        raise MembershipRefused(f"'{str(role)[:40]}' is not a role; the roles are {', '.join(Role.values)}.",
-                                field="role") from None
+        raise MembershipRefused(gettext("'%(role)s' is not a role; the roles are %(roles)s.")
+                                % {"role": str(role)[:40], "roles": ", ".join(Role.values)}, field="role") from None
 
 
 def _the_user(user, username: str | None):
@@ -141,7 +145,8 @@ def _the_user(user, username: str | None):
         return user
     found = get_user_model().objects.filter(username=username).first() if username else None
     if found is None:
-        raise MembershipRefused(f"No user named '{str(username or '')[:150]}'.", field="username")
+        raise MembershipRefused(gettext("No user named '%(username)s'.") % {"username": str(username or "")[:150]},
+                                field="username")
     return found
 
 
@@ -157,15 +162,19 @@ def _locked_membership(project: Project, user) -> Membership:
     _lock_members_of(project)
     membership = Membership.objects.filter(project=project, user=user).first()
     if membership is None:
-        raise NotAMember(f"{user.get_username()} is not a member of {project.slug}.")
+        raise NotAMember(gettext("%(username)s is not a member of %(project)s.")
+                         % {"username": user.get_username(), "project": project.slug})
     return membership
 
 
 def _keep_an_admin(project: Project, membership: Membership, doing: str) -> None:
     if (membership.role == Role.ADMIN
             and not Membership.objects.filter(project=project, role=Role.ADMIN).exclude(pk=membership.pk).exists()):
-        raise MembershipRefused(f"{membership.user.get_username()} is the last admin of {project.slug}; make "
-                                f"another member admin before {doing} them.")
+        message = (gettext("%(username)s is the last admin of %(project)s; make another member admin before "
+                           "demoting them.") if doing == "demoting" else
+                   gettext("%(username)s is the last admin of %(project)s; make another member admin before "
+                           "removing them."))
+        raise MembershipRefused(message % {"username": membership.user.get_username(), "project": project.slug})
 
 
 def add_member(*, project: Project, user=None, username: str | None = None, role: Role | str, actor=None,
@@ -178,8 +187,9 @@ def add_member(*, project: Project, user=None, username: str | None = None, role
         _lock_members_of(project)
         existing = Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
         if existing is not None:
-            raise AlreadyMember(f"{user.get_username()} is already a member of {project.slug} (as {existing}); "
-                                "change their role instead.")
+            raise AlreadyMember(gettext("%(username)s is already a member of %(project)s (as %(role)s); change their "
+                                        "role instead.") % {"username": user.get_username(), "project": project.slug,
+                                                            "role": existing})
         membership = Membership.objects.create(project=project, user=user, role=role)
         audit.record(action=audit.Action.MEMBERSHIP_ADDED, actor=actor, project=project, target=membership,
                      client_ip=client_ip, detail={"user": user.get_username(), "role": role.value})

@@ -6,6 +6,8 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
 from dataplatform.audit.selectors import can_read_audit
@@ -17,7 +19,7 @@ from dataplatform.pagination import parse_id
 
 from . import selectors, services
 from .forms import ThrottledAuthenticationForm
-from .models import Role
+from .models import ROLE_IN_TEXT, Role
 from .permissions import (
     ALL_ROLES,
     CAN_ANNOTATE,
@@ -50,12 +52,22 @@ class LoginView(auth_views.LoginView):
 
 # The first real action of each workflow, linked from the home page: (label, page, roles that may take it).
 FIRST_ACTIONS = (
-    ("Correct your first response", "annotate-queue", CAN_ANNOTATE),
-    ("Review a label", "labeler-overview", CAN_ANNOTATE),
-    ("Curate a failure", "aed-overview", CAN_CURATE),
-    ("Filter near-ties", "atd-overview", CAN_CURATE),
-    ("Pull an export", "export-list", CAN_READ_EXPORTS),
+    (gettext_lazy("Correct your first response"), "annotate-queue", CAN_ANNOTATE),
+    (gettext_lazy("Review a label"), "labeler-overview", CAN_ANNOTATE),
+    (gettext_lazy("Curate a failure"), "aed-overview", CAN_CURATE),
+    (gettext_lazy("Filter near-ties"), "atd-overview", CAN_CURATE),
+    (gettext_lazy("Pull an export"), "export-list", CAN_READ_EXPORTS),
 )
+
+
+def _role_label(role: str) -> str:
+    """A role's name in the page's language (the value itself when it is not a role)."""
+    return Role(role).label if role in Role.values else role
+
+
+def _role_in_text(role: str) -> str:
+    """A role's name inside a sentence, in the page's language."""
+    return ROLE_IN_TEXT[Role(role)] if role in Role.values else role
 
 
 def _first_actions(project, user) -> list[tuple[str, str]]:
@@ -70,6 +82,7 @@ def project_list(request, *, status: int = 200, **form_state):
     projects = list(selectors.projects_for_user(request.user))
     for project in projects:
         project.first_actions = _first_actions(project, request.user)
+        project.role_label = _role_label(project.my_role)
     return render(request, "accounts/project_list.html", {
         "projects": projects, "can_read_audit": can_read_audit(request.user),
         "can_create_projects": request.user.is_superuser, "suggested_licenses": SUGGESTED_LICENSES,
@@ -82,14 +95,14 @@ def project_list(request, *, status: int = 200, **form_state):
 def project_create(request):
     """A site admin (superuser) makes a project and becomes its first admin."""
     if not request.user.is_superuser:
-        raise PermissionDenied("Only site admins (superusers) can create projects.")
+        raise PermissionDenied(_("Only site admins (superusers) can create projects."))
     values = {field: (request.POST.get(field) or "").strip() for field in ("slug", "name", "description", "license")}
     try:
         project = services.create_project(**values, admin=request.user, actor=request.user,
                                           client_ip=client_ip(request))
     except PlatformError as error:
         return project_list(request, status=error.status, error=error.detail, **values)
-    messages.success(request, f"Created {project.name}. Add its members below.")
+    messages.success(request, _("Created %(project)s. Add its members below.") % {"project": project.name})
     return redirect("project-detail", slug=project.slug)
 
 
@@ -112,7 +125,7 @@ def _project_page(request, project, role, *, status: int = 200, **form_state):
         "can_read_exports": role in CAN_READ_EXPORTS,
         "can_annotate": role in CAN_ANNOTATE,
         "can_manage": role in CAN_MANAGE_PROJECT,
-        "roles": Role.choices, "suggested_licenses": SUGGESTED_LICENSES,
+        "roles": Role.choices, "role_label": _role_label(role), "suggested_licenses": SUGGESTED_LICENSES,
         "license_value": project.license, **form_state,
     }
     if role in CAN_SEE_JOBS:
@@ -138,7 +151,7 @@ def member_add(request, slug: str):
     except PlatformError as error:
         return _project_page(request, project, role, status=error.status, add_error=error.detail,
                              add_username=username, add_role=new_role)
-    messages.success(request, f"Added {username} as {new_role}.")
+    messages.success(request, _("Added %(username)s as %(role)s.") % {"username": username, "role": _role_in_text(new_role)})
     return redirect("project-detail", slug=slug)
 
 
@@ -154,7 +167,7 @@ def member_role(request, slug: str, username: str):
     except PlatformError as error:
         return _project_page(request, project, role, status=error.status, member_error=error.detail,
                              error_member=username)
-    messages.success(request, f"{username} is now {new_role}.")
+    messages.success(request, _("%(username)s is now %(role)s.") % {"username": username, "role": _role_in_text(new_role)})
     return redirect("project-detail", slug=slug)
 
 
@@ -168,7 +181,7 @@ def member_remove(request, slug: str, username: str):
     except PlatformError as error:
         return _project_page(request, project, role, status=error.status, member_error=error.detail,
                              error_member=username)
-    messages.success(request, f"Removed {username} from {project.name}.")
+    messages.success(request, _("Removed %(username)s from %(project)s.") % {"username": username, "project": project.name})
     if member.user == request.user and not request.user.is_superuser:
         return redirect("project-list")  # no longer a member: the project page would be a 404
     return redirect("project-detail", slug=slug)
@@ -185,7 +198,8 @@ def project_license(request, slug: str):
     except PlatformError as error:
         return _project_page(request, project, role, status=error.status, license_error=error.detail,
                              license_value=value)
-    messages.success(request, f"License set to {project.license}." if project.license else "License cleared.")
+    messages.success(request, _("License set to %(license)s.") % {"license": project.license} if project.license
+                     else _("License cleared."))
     return redirect("project-detail", slug=slug)
 
 
@@ -197,9 +211,9 @@ def token_list(request):
         name = (request.POST.get("name") or "").strip()[:100]
         lifetime = request.POST.get("expires_in_days", DEFAULT_TOKEN_LIFETIME)
         if not name:
-            messages.error(request, "Give the token a name, e.g. the machine or trainer it is for.")
+            messages.error(request, _("Give the token a name, e.g. the machine or trainer it is for."))
         elif lifetime not in TOKEN_LIFETIMES:
-            messages.error(request, "Choose when the token expires: in 30, 90 or 365 days, or never.")
+            messages.error(request, _("Choose when the token expires: in 30, 90 or 365 days, or never."))
         else:
             project_slugs = request.POST.getlist("projects")
             projects = list(selectors.projects_for_user(request.user).filter(slug__in=project_slugs))
@@ -207,14 +221,16 @@ def token_list(request):
                 user=request.user, name=name, read_only=bool(request.POST.get("read_only")), projects=projects,
                 expires_in_days=TOKEN_LIFETIMES[lifetime], client_ip=client_ip(request),
             )
-            expiry = f"It expires on {token.expires_at:%Y-%m-%d}." if token.expires_at else "It never expires."
-            messages.success(request, f"Token '{token.name}' created. {expiry} "
-                                      "Copy it now: it will not be shown again.")
+            expiry = (_("It expires on %(date)s.") % {"date": f"{token.expires_at:%Y-%m-%d}"} if token.expires_at
+                      else _("It never expires."))
+            messages.success(request, _("Token '%(name)s' created. %(expiry)s Copy it now: it will not be shown again.")
+                             % {"name": token.name, "expiry": expiry})
     response = render(request, "accounts/token_list.html", {
         "tokens": selectors.tokens_for_user(request.user),
         "projects": selectors.projects_for_user(request.user),
         "new_secret": new_secret,
-        "lifetimes": [(value, f"In {days} days" if days else "Never") for value, days in TOKEN_LIFETIMES.items()],
+        "lifetimes": [(value, ngettext("In %(days)d day", "In %(days)d days", days) % {"days": days} if days
+                       else _("Never")) for value, days in TOKEN_LIFETIMES.items()],
         "default_lifetime": DEFAULT_TOKEN_LIFETIME,
     })
     response["Cache-Control"] = "no-store"  # the page may carry a secret
@@ -226,5 +242,5 @@ def token_list(request):
 def token_revoke(request, token_id: int):
     token = get_object_or_404(selectors.tokens_for_user(request.user), pk=token_id)
     services.revoke_token(token=token, actor=request.user, client_ip=client_ip(request))
-    messages.success(request, f"Token '{token.name}' revoked.")
+    messages.success(request, _("Token '%(name)s' revoked.") % {"name": token.name})
     return redirect("token-list")

@@ -2,26 +2,27 @@
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class Action(models.TextChoices):
-    PROJECT_CREATED = "project.created", "Project created"
-    PROJECT_UPDATED = "project.updated", "Project details changed"
-    MEMBERSHIP_SET = "membership.set", "Membership added or role changed"
-    MEMBERSHIP_ADDED = "membership.added", "Member added"
-    MEMBERSHIP_ROLE_CHANGED = "membership.role_changed", "Member's role changed"
-    MEMBERSHIP_REMOVED = "membership.removed", "Membership removed"
-    TOKEN_CREATED = "token.created", "API token created"
-    TOKEN_REVOKED = "token.revoked", "API token revoked"
-    TOKEN_USED = "token.used", "API token used (one row per token and hour)"
-    TOKEN_EXPIRED_USED = "token.expired_used", "Expired API token refused (one row per token and hour)"
-    EXPORT_CREATED = "export.created", "Export created"
-    EXPORT_DOWNLOADED = "export.downloaded", "Export file downloaded"
-    EXPORT_DELETED = "export.deleted", "Export deleted"
-    ADMIN_ADDED = "admin.added", "Added in Django admin"
-    ADMIN_CHANGED = "admin.changed", "Changed in Django admin"
-    ADMIN_DELETED = "admin.deleted", "Deleted in Django admin"
-    LOCKED_OUT = "auth.locked_out", "Client locked out after failed log-ins or tokens"
+    PROJECT_CREATED = "project.created", _("Project created")
+    PROJECT_UPDATED = "project.updated", _("Project details changed")
+    MEMBERSHIP_SET = "membership.set", _("Membership added or role changed")
+    MEMBERSHIP_ADDED = "membership.added", _("Member added")
+    MEMBERSHIP_ROLE_CHANGED = "membership.role_changed", _("Member's role changed")
+    MEMBERSHIP_REMOVED = "membership.removed", _("Membership removed")
+    TOKEN_CREATED = "token.created", _("API token created")
+    TOKEN_REVOKED = "token.revoked", _("API token revoked")
+    TOKEN_USED = "token.used", _("API token used (one row per token and hour)")
+    TOKEN_EXPIRED_USED = "token.expired_used", _("Expired API token refused (one row per token and hour)")
+    EXPORT_CREATED = "export.created", _("Export created")
+    EXPORT_DOWNLOADED = "export.downloaded", _("Export file downloaded")
+    EXPORT_DELETED = "export.deleted", _("Export deleted")
+    ADMIN_ADDED = "admin.added", _("Added in Django admin")
+    ADMIN_CHANGED = "admin.changed", _("Changed in Django admin")
+    ADMIN_DELETED = "admin.deleted", _("Deleted in Django admin")
+    LOCKED_OUT = "auth.locked_out", _("Client locked out after failed log-ins or tokens")
 
 
 class AuditEvent(models.Model):

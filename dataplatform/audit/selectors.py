@@ -2,6 +2,7 @@
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
+from django.utils.translation import gettext
 
 from dataplatform.accounts.models import ApiToken, Role
 from dataplatform.accounts.permissions import CAN_MANAGE_PROJECT, project_for, visible_projects
@@ -17,7 +18,7 @@ def can_read_audit(user, *, token: ApiToken | None = None) -> bool:
 def events_for_user(user, *, token: ApiToken | None = None) -> QuerySet[AuditEvent]:
     """Events the user may read. Raises PermissionDenied for someone who administers nothing."""
     if not can_read_audit(user, token=token):
-        raise PermissionDenied("Only superusers and project admins can read the audit log.")
+        raise PermissionDenied(gettext("Only superusers and project admins can read the audit log."))
     events = AuditEvent.objects.select_related("project")
     # A superuser with a token scoped to projects sees those projects only, like everywhere else.
     if not (user.is_superuser and not (isinstance(token, ApiToken) and token.projects.exists())):

@@ -3,6 +3,7 @@
 import django_filters
 from django.http import HttpResponseRedirect
 from django.urls import reverse
+from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
@@ -154,7 +155,7 @@ class ExportShardApi(APIView):
     def get(self, request, slug: str, export_id: int, name: str):
         export = _export(request, slug, export_id)
         if export.job.state != JobState.SUCCEEDED or name not in selectors.downloadable_names(export):
-            raise NotFound("No such file in this export.")
+            raise NotFound(gettext("No such file in this export."))
         if _starts_a_download(request):
             audit.record_request(request, action=audit.Action.EXPORT_DOWNLOADED, project=export.project,
                                  target=export, detail={"file": name})

@@ -1,3 +1,4 @@
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from dataplatform.jobs.registry import JobKind, register
@@ -15,8 +16,8 @@ def run_export(job, progress) -> dict:
 
 register(JobKind(
     name=services.WRITE_JOB_KIND,
-    label="Write export",
-    description="Writes an export's training shards, dataset card and manifest.",
+    label=gettext_lazy("Write export"),
+    description=gettext_lazy("Writes an export's training shards, dataset card and manifest."),
     params_serializer=NoParams,
     run=run_export,
 ))

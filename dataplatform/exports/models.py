@@ -2,15 +2,16 @@
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from dataplatform.accounts.models import Project
 from dataplatform.jobs.models import Job
 
 
 class ExportFormat(models.TextChoices):
-    PARQUET = "parquet", "Parquet"
-    JSONL = "jsonl", "JSON Lines"
-    JSONL_GZ = "jsonl.gz", "JSON Lines, gzip"
+    PARQUET = "parquet", _("Parquet")
+    JSONL = "jsonl", _("JSON Lines")
+    JSONL_GZ = "jsonl.gz", _("JSON Lines, gzip")
 
 
 class Export(models.Model):

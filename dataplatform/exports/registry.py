@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 from django.db.models import QuerySet
+from django.utils.translation import gettext, gettext_noop
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
@@ -24,7 +25,8 @@ class ExportFilters(serializers.Serializer):
             choice = field_.child if isinstance(field_, serializers.ListField) else field_
             if isinstance(choice, serializers.ChoiceField):
                 valid = ", ".join(str(value) for value in choice.choices)
-                choice.error_messages["invalid_choice"] = f'"{{input}}" is not a valid choice; choose one of: {valid}.'
+                choice.error_messages["invalid_choice"] = (gettext('"{input}" is not a valid choice; choose one of: '
+                                                                   '%(valid)s.') % {"valid": valid})
 
 
 def _filter_type(field_: serializers.Field) -> str:
@@ -79,19 +81,20 @@ class TrlFormat:
     name: str
     columns: tuple[str, ...]
     trainer: str  # the TRL trainer that reads it, as the card's snippet uses it
-    meaning: str
+    meaning: str  # English (the card's); the export page shows it translated
 
 
 TRL_FORMATS = {f.name: f for f in (
     TrlFormat("language_modeling", ("messages",), "SFTTrainer",
-              "conversational language modeling: `messages`; loss on every token unless assistant_only_loss"),
+              gettext_noop("conversational language modeling: `messages`; loss on every token unless "
+                           "`assistant_only_loss`")),
     TrlFormat("prompt_completion", ("prompt", "completion"), "SFTTrainer",
-              "conversational prompt-completion: `prompt` and `completion`; loss on the completion only"),
+              gettext_noop("conversational prompt-completion: `prompt` and `completion`; loss on the completion only")),
     TrlFormat("preference", ("prompt", "chosen", "rejected"), "DPOTrainer",
-              "conversational preference: `prompt`, `chosen` and `rejected`"),
+              gettext_noop("conversational preference: `prompt`, `chosen` and `rejected`")),
     TrlFormat("tokenized", ("input_ids", "completion_mask", "labels"), "SFTTrainer",
-              "pre-tokenized: `input_ids` with `labels` (-100 where `completion_mask` is 0), used as they are; "
-              "the conversational form beside them; the ids belong to the tokenizer the row names"),
+              gettext_noop("pre-tokenized: `input_ids` with `labels` (-100 where `completion_mask` is 0), used as they "
+                           "are; the conversational form beside them; the ids belong to the tokenizer the row names")),
 )}
 
 
@@ -129,7 +132,7 @@ class ExportKind:
     field_meanings: dict[str, str] = field(default_factory=dict)
 
 
-_KINDS: KindRegistry[ExportKind] = KindRegistry("export kind")
+_KINDS: KindRegistry[ExportKind] = KindRegistry(gettext_noop("export kind"))
 
 
 def register(kind: ExportKind) -> ExportKind:

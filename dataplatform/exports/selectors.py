@@ -2,6 +2,7 @@
 
 from django.db.models import QuerySet
 from django.http import Http404
+from django.utils.translation import gettext
 
 from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_READ_EXPORTS, visible_projects
@@ -21,7 +22,7 @@ def exports_of_project(user, project: Project, *, token: ApiToken | None = None)
 def export_for(user, project: Project, export_id: int, *, token: ApiToken | None = None) -> Export:
     export = exports_of_project(user, project, token=token).filter(pk=export_id).first()
     if export is None:
-        raise Http404("No such export.")
+        raise Http404(gettext("No such export."))
     return export
 
 

@@ -13,7 +13,8 @@ import pyarrow as pa
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
@@ -176,13 +177,15 @@ def write_export(*, export: Export, progress) -> dict:
         background.shutdown()
         shards = [info for key in sorted(writers, key=lambda k: (k[0] or "", SPLITS.index(k[1])))
                   for info in writers[key].close()]
-        manifest = build_manifest(export, kind, shards, dedup_removed=dedup.removed if dedup else 0)
-        manifest["read_path"] = read_path
-        # A kind whose rows carry token ids names their tokenizer and chat template (token_masks.note_identity).
-        manifest["tokenizer"] = query.notes.pop("tokenizer", None)
-        if query.notes:
-            manifest["notes"] = query.notes
-        card = cards.dataset_card(export, kind, manifest).encode("utf-8")
+        # The files are in English whatever language the request or worker speaks (a kind's texts may be lazy).
+        with translation.override("en"):
+            manifest = build_manifest(export, kind, shards, dedup_removed=dedup.removed if dedup else 0)
+            manifest["read_path"] = read_path
+            # A kind whose rows carry token ids names their tokenizer and chat template (token_masks.note_identity).
+            manifest["tokenizer"] = query.notes.pop("tokenizer", None)
+            if query.notes:
+                manifest["notes"] = query.notes
+            card = cards.dataset_card(export, kind, manifest).encode("utf-8")
         manifest["card"] = {"name": CARD_NAME, "bytes": len(card), "sha256": hashlib.sha256(card).hexdigest()}
         _publish_text(storage, work_dir, f"{export.location}/{CARD_NAME}", card.decode("utf-8"))
         _publish_text(storage, work_dir, f"{export.location}/{MANIFEST_NAME}", json.dumps(manifest, indent=2))
@@ -227,7 +230,7 @@ def build_manifest(export: Export, kind: ExportKind, shards: list, *, dedup_remo
         "project": export.project.slug,
         "kind": kind.name,
         "kind_version": kind.version,
-        "description": kind.description,
+        "description": str(kind.description),
         "filters": export.filters,
         "data_version": export.data_version,
         "format": export.format,
@@ -259,7 +262,8 @@ class ExportBusy(Conflict):
 def delete_export(*, export: Export, actor=None, client_ip: str | None = None) -> None:
     """Remove a finished export's files and rows, with its audit row. A running one must be cancelled first."""
     if not export.job.is_terminal:
-        raise ExportBusy(f"Export {export.pk} is still {export.job.state}; cancel its job first.")
+        raise ExportBusy(gettext("Export %(id)d is still %(state)s; cancel its job first.")
+                         % {"id": export.pk, "state": export.job.get_state_display().lower()})
     delete_prefix(export_storage(), export.location)
     with transaction.atomic():
         job = export.job
@@ -276,7 +280,8 @@ class ManifestNotReady(Conflict):
 
 def manifest_of(export: Export) -> dict:
     if export.job.state != JobState.SUCCEEDED:
-        raise ManifestNotReady(f"Export {export.pk} is {export.job.state}; its manifest exists once it succeeds.")
+        raise ManifestNotReady(gettext("Export %(id)d is %(state)s; its manifest exists once it succeeds.")
+                               % {"id": export.pk, "state": export.job.get_state_display().lower()})
     return export.manifest
 
 
@@ -312,9 +317,11 @@ def filters_from_pairs(kind_name: str, pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key:
-            raise InvalidExport({"filters": [f"Filter {number} ({pair!r}) must look like key=value."]})
+            raise InvalidExport({"filters": [gettext("Filter %(number)d (%(pair)r) must look like key=value.")
+                                             % {"number": number, "pair": pair}]})
         if key not in fields:
-            raise InvalidExport({"filters": [f"Unknown filter {key!r} for {kind_name}; known: {', '.join(fields)}."]})
+            raise InvalidExport({"filters": [gettext("Unknown filter %(key)r for %(kind)s; known: %(known)s.")
+                                             % {"key": key, "kind": kind_name, "known": ", ".join(fields)}]})
         many = isinstance(fields[key], ListField | MultipleChoiceField)
         if many or key in filters:
             previous = filters.get(key, [])

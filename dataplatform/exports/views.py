@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CREATE_EXPORTS, CAN_READ_EXPORTS, project_for
@@ -18,6 +19,20 @@ from .models import ExportFormat
 from .registry import TRL_FORMATS, all_kinds, describe_filters, get_kind
 
 PAGE_SIZE = 25
+# A filter's type (registry._filter_type) as the form's help table names it.
+FILTER_TYPES = {"boolean": gettext_lazy("boolean"), "integer": gettext_lazy("integer"), "number": gettext_lazy("number"),
+                "datetime": gettext_lazy("date and time"), "choice": gettext_lazy("choice"), "list": gettext_lazy("list"),
+                "string": gettext_lazy("text")}
+
+
+def _described(kind) -> list[dict]:
+    """describe_filters(kind), each type also named in the page's language (type_label, item_type_label)."""
+    described = describe_filters(kind)
+    for entry in described:
+        for key in ("type", "item_type"):
+            if key in entry:
+                entry[f"{key}_label"] = FILTER_TYPES.get(entry[key], entry[key])
+    return described
 
 
 @login_required
@@ -32,7 +47,7 @@ def export_list(request, slug: str):
         "exports": page[:PAGE_SIZE],
         "older_than": page[PAGE_SIZE - 1].pk if len(page) > PAGE_SIZE else None,
         "can_create": role in CAN_CREATE_EXPORTS,
-        "kinds": [(kind, describe_filters(kind)) for kind in all_kinds()],
+        "kinds": [(kind, _described(kind)) for kind in all_kinds()],
         "formats": ExportFormat.choices,
     })
 
@@ -55,11 +70,11 @@ def export_create(request, slug: str):
         }
         services.create_export(project=project, user=request.user, options=options, client_ip=client_ip(request))
     except ValueError as exc:  # the shard size typed in the form is not a number
-        messages.error(request, f"shard_mb: {exc}")
+        messages.error(request, gettext("MB per shard: %(error)s") % {"error": exc})
     except PlatformError as exc:
         show_error(request, exc)
     else:
-        messages.success(request, "Export queued.")
+        messages.success(request, gettext("Export queued."))
     return redirect("export-list", slug=slug)
 
 

@@ -3,6 +3,7 @@
 It proves the whole path: browser -> job row -> Celery worker -> backend -> progress -> result.
 """
 
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from dataplatform.jobs.registry import JobKind, register
@@ -52,8 +53,8 @@ def sample_continuations(job, progress) -> dict:
 
 DEMO_SAMPLE = register(JobKind(
     name="demo.sample_continuations",
-    label="Sample continuations (demo)",
-    description="Samples N continuations of a prompt from the model backend, with top-k alternatives.",
+    label=gettext_lazy("Sample continuations (demo)"),
+    description=gettext_lazy("Samples N continuations of a prompt from the model backend, with top-k alternatives."),
     params_serializer=SampleContinuationsParams,
     run=sample_continuations,
 ))

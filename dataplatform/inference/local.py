@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
+from django.utils.translation import gettext
+
 from .base import BackendError, BackendHealth, Generation, TokenStep
 from .checkpoint import MODEL_ID, converted_dir, ensure_converted, gguf_path
 from .pieces import tokenizer_pieces
@@ -392,13 +394,14 @@ class LocalBackend:
         except BackendError as exc:
             return BackendHealth(ok=False, backend=self.name, model_id=self.model_id, detail=str(exc))
         if self._loaded is not None:
-            detail = f"loaded in this process ({self.load_seconds:.1f} s)"
+            detail = gettext("loaded in this process (%(seconds).1f s)") % {"seconds": self.load_seconds}
         elif (converted_dir(self.data_dir) / "model.safetensors").exists():
-            detail = "converted checkpoint ready; loads on first use (~2-3 s)"
+            detail = gettext("converted checkpoint ready; loads on first use (~2-3 s)")
         elif source.exists():
-            detail = "GGUF weights present; first use converts them (~20 s, once)"
+            detail = gettext("GGUF weights present; first use converts them (~20 s, once)")
         else:
-            return BackendHealth(ok=False, backend=self.name, model_id=self.model_id, detail=f"missing {source}")
+            return BackendHealth(ok=False, backend=self.name, model_id=self.model_id,
+                                 detail=gettext("missing `%(path)s`") % {"path": source})
         return BackendHealth(ok=True, backend=self.name, model_id=self.model_id, detail=detail)
 
 

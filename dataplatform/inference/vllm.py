@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 import httpx
+from django.utils.translation import gettext
 
 from .base import BackendError, BackendHealth, BackendUnavailable, Generation, TokenStep
 from .in_flight import completed
@@ -375,11 +376,12 @@ class VllmBackend:
         latency_ms = (time.perf_counter() - started) * 1000
         if self._model and self._model not in served:
             ok = False
-            detail = f"MODEL_NAME {self._model!r} is not served by {self._server}; it serves {', '.join(served)}."
+            detail = gettext("`MODEL_NAME` %(model)s is not served by `%(server)s`; it serves %(served)s.") % {
+                "model": repr(self._model), "server": self._server, "served": ", ".join(served)}
         else:
             self._model = self._model or served[0]  # resolves model_id without asking again
             ok = True
-            detail = f"served by {self._server}"
+            detail = gettext("served by `%(server)s`") % {"server": self._server}
         return BackendHealth(ok=ok, backend=self.name, model_id=self._model, detail=detail, latency_ms=latency_ms)
 
 

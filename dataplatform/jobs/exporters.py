@@ -2,6 +2,7 @@
 
 import pyarrow as pa
 from django.db.models import Max
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
@@ -74,8 +75,9 @@ register(ExportKind(
     name="platform.jobs",
     version=1,
     schema=SCHEMA,
-    label="Job history",
-    description="One row per finished job of the project: kind, final state, progress, attempts, error, timings.",
+    label=gettext_lazy("Job history"),
+    description=gettext_lazy("One row per finished job of the project: kind, final state, progress, attempts, error, "
+                             "timings."),
     rows=rows,
     # Jobs created after the export starts are left out.
     data_version=lambda project: str(Job.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0),

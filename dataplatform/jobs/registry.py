@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.utils.translation import gettext_noop
 from rest_framework import serializers
 
 from dataplatform.registry import KindRegistry
@@ -23,7 +24,7 @@ class JobKind:
     description: str = ""
 
 
-_KINDS: KindRegistry[JobKind] = KindRegistry("job kind")
+_KINDS: KindRegistry[JobKind] = KindRegistry(gettext_noop("job kind"))
 register = _KINDS.register
 get_kind = _KINDS.get
 all_kinds = _KINDS.all

@@ -2,6 +2,7 @@
 
 from django.db.models import QuerySet
 from django.http import Http404
+from django.utils.translation import gettext
 
 from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_SEE_JOBS, visible_projects
@@ -21,5 +22,5 @@ def jobs_of_project(user, project: Project, *, token: ApiToken | None = None) ->
 def job_for(user, job_id: int, *, token: ApiToken | None = None) -> Job:
     job = jobs_visible_to(user, token=token).filter(pk=job_id).first()
     if job is None:
-        raise Http404("No such job.")
+        raise Http404(gettext("No such job."))
     return job

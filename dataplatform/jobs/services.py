@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 from kombu.exceptions import OperationalError as KombuOperationalError
 from psycopg.pq import TransactionStatus
 
@@ -40,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 class InvalidJobParams(Refused):
     def __init__(self, errors: dict):
-        super().__init__(f"Invalid job parameters: {errors}")
+        super().__init__(gettext("Invalid job parameters: %(errors)s") % {"errors": errors})
         self.errors = errors
 
     def body(self) -> dict:
@@ -61,9 +62,11 @@ class JobQueueFull(Overloaded):
     retry_after = 30
 
     def __init__(self, *, project: Project, limit: int):
+        # The cap is a setting well above 1 (tests set it low), so the message has no singular.
         super().__init__(
-            f"{project.name} already has {limit} jobs waiting for a worker, the most a project may queue "
-            "(JOB_MAX_QUEUED_PER_PROJECT). Try again when some have started, or cancel some.")
+            gettext("%(project)s already has %(limit)d jobs waiting for a worker, the most a project may queue "
+                    "(JOB_MAX_QUEUED_PER_PROJECT). Try again when some have started, or cancel some.")
+            % {"project": project.name, "limit": limit})
 
 
 def enqueue_job(*, project: Project, kind: str, params: dict, user, publish: bool = True) -> Job:
@@ -371,7 +374,8 @@ def retry_job(*, job: Job) -> Job:
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         if job.state not in (JobState.FAILED, JobState.CANCELLED):
-            raise Refused(f"Only a failed or cancelled job can be retried; job {job.pk} is {job.state}.", field="state")
+            raise Refused(gettext("Only a failed or cancelled job can be retried; job %(id)d is %(state)s.")
+                          % {"id": job.pk, "state": job.get_state_display().lower()}, field="state")
         _ensure_room_in_queue(job.project)
         job.state = JobState.QUEUED
         job.cancel_requested = False

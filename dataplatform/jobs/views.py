@@ -6,14 +6,17 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_RUN_JOBS, project_for, require_role, role_in
 from dataplatform.errors import PlatformError, show_error
+from dataplatform.registry import UnknownKind
 from dataplatform.system.selectors import worker_status
 
 from . import selectors, services
 from .models import Job, JobState
+from .registry import get_kind
 
 # A job queued longer than this makes the page check whether any worker is alive.
 STALL_AFTER = timedelta(seconds=10)
@@ -22,7 +25,7 @@ STALL_AFTER = timedelta(seconds=10)
 @login_required
 @require_POST
 def job_create(request, slug: str):
-    project, _ = project_for(request.user, slug, CAN_RUN_JOBS)
+    project, _role = project_for(request.user, slug, CAN_RUN_JOBS)
     kind = request.POST.get("kind", "")
     params = {key: value for key, value in request.POST.items() if key not in {"kind", "csrfmiddlewaretoken"}}
     try:
@@ -40,7 +43,8 @@ def stalled_reason(job: Job | None) -> str | None:
     workers = worker_status(timeout=0.5)
     if workers.ok:
         return None
-    return f"This job has been queued for {(timezone.now() - job.created_at).seconds} s and {workers.detail}"
+    return _("This job has been queued for %(seconds)d s and %(workers)s") % {
+        "seconds": (timezone.now() - job.created_at).seconds, "workers": workers.detail}
 
 
 @login_required
@@ -50,8 +54,16 @@ def job_detail(request, job_id: int):
     return render(request, "jobs/job_detail.html", {
         "job": job, "can_cancel": may_run and not job.is_terminal,
         "can_retry": may_run and job.state in (JobState.FAILED, JobState.CANCELLED),
-        "stalled_reason": stalled_reason(job), "refresh_on_finish": True,
+        "stalled_reason": stalled_reason(job), "refresh_on_finish": True, "kind_label": _kind_label(job.kind),
     })
+
+
+def _kind_label(name: str) -> str | None:
+    """The title of a job's kind in the page's language (None for a kind this version no longer has)."""
+    try:
+        return get_kind(name).label
+    except UnknownKind:
+        return None
 
 
 @login_required
@@ -72,7 +84,7 @@ def job_retry(request, job_id: int):
     except PlatformError as exc:
         show_error(request, exc)
     else:
-        messages.success(request, f"Job {job.pk} queued again.")
+        messages.success(request, _("Job %(id)d queued again.") % {"id": job.pk})
     return redirect("job-detail", job_id=job.pk)
 
 
@@ -82,6 +94,6 @@ def job_cancel(request, job_id: int):
     job = selectors.job_for(request.user, job_id)
     require_role(request.user, job.project, CAN_RUN_JOBS)
     services.cancel_job(job=job)
-    messages.success(request, f"Cancel requested for job {job.pk}.")
+    messages.success(request, _("Cancel requested for job %(id)d.") % {"id": job.pk})
     return redirect("job-detail", job_id=job.pk)
 

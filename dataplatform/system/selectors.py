@@ -5,22 +5,33 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from dataplatform.broker import BrokerUnavailable, check_broker, redacted_url
 from dataplatform.celery import app as celery_app
 from dataplatform.inference import get_backend
+
+# The services' names as the system page shows them (the API keeps `name` as it is: a client may key on it).
+SERVICE_LABELS = {"Database": gettext_lazy("Database"), "Broker": gettext_lazy("Broker"),
+                  "Workers": gettext_lazy("Workers"), "Model backend": gettext_lazy("Model backend")}
+DATABASE_NAMES = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
 
 
 @dataclass
 class ServiceStatus:
     name: str
     ok: bool
-    detail: str
+    detail: str  # in the request's language; `identifiers` in backticks (the page shows them as code)
     facts: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return SERVICE_LABELS.get(self.name, self.name)
 
 
 def database_status() -> ServiceStatus:
-    vendor = connection.vendor
+    vendor = DATABASE_NAMES.get(connection.vendor, connection.vendor)
     started = time.perf_counter()
     try:
         connection.ensure_connection()
@@ -28,7 +39,8 @@ def database_status() -> ServiceStatus:
             cursor.execute("SELECT 1")
     except Exception as exc:
         return ServiceStatus("Database", False, f"{vendor}: {exc}")
-    return ServiceStatus("Database", True, f"{vendor}, {1000 * (time.perf_counter() - started):.0f} ms")
+    return ServiceStatus("Database", True, _("%(database)s, %(ms).0f ms") % {
+        "database": vendor, "ms": 1000 * (time.perf_counter() - started)})
 
 
 def broker_status() -> ServiceStatus:
@@ -37,7 +49,7 @@ def broker_status() -> ServiceStatus:
         check_broker(timeout=2.0)
     except BrokerUnavailable as exc:
         return ServiceStatus("Broker", False, str(exc), {"url": url})
-    return ServiceStatus("Broker", True, url, {"url": url, "queue_depth": queue_depth()})
+    return ServiceStatus("Broker", True, _("reachable"), {"url": url, "queue_depth": queue_depth()})
 
 
 def queue_depth(queue: str | None = None) -> int | None:
@@ -56,12 +68,14 @@ def worker_status(timeout: float = 1.0) -> ServiceStatus:
     try:
         replies = celery_app.control.ping(timeout=timeout) or []
     except Exception as exc:
-        return ServiceStatus("Workers", False, f"ping failed: {exc}")
+        return ServiceStatus("Workers", False, _("ping failed: %(error)s") % {"error": exc})
     names = sorted(name for reply in replies for name in reply)
     if not names:
-        hint = "start one with `make worker`" if not settings.REDIS_URL else "start `celery -A dataplatform worker`"
-        return ServiceStatus("Workers", False, f"no worker answered a ping within {timeout:.0f} s; {hint}.")
-    return ServiceStatus("Workers", True, f"{len(names)} alive", {"workers": names})
+        command = "make worker" if not settings.REDIS_URL else "celery -A dataplatform worker"
+        return ServiceStatus("Workers", False, _("no worker answered a ping within %(seconds).0f s; start one with "
+                                                 "`%(command)s`.") % {"seconds": timeout, "command": command})
+    return ServiceStatus("Workers", True, ngettext("%(count)d alive", "%(count)d alive", len(names)) % {
+        "count": len(names)}, {"workers": names})
 
 
 def backend_status() -> ServiceStatus:
@@ -78,5 +92,5 @@ def backend_status() -> ServiceStatus:
 def platform_status() -> list[ServiceStatus]:
     database = database_status()
     broker = broker_status()
-    workers = worker_status() if broker.ok else ServiceStatus("Workers", False, "broker unreachable")
+    workers = worker_status() if broker.ok else ServiceStatus("Workers", False, _("broker unreachable"))
     return [database, broker, workers, backend_status()]

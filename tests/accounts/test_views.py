@@ -4,6 +4,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.timezone import localtime
 
 from dataplatform.accounts.models import ApiToken
 
@@ -100,7 +102,8 @@ def test_token_list_shows_expiry_and_marks_expired_tokens(client, members):
     client.force_login(members["trainer"])
     html = client.get(reverse("token-list")).content.decode()
     rows = {name: row for row in re.findall(r"<tr>(.*?)</tr>", html, re.S)
-            for name in re.findall(r"<td>(\w+)</td>", row)[:1]}
-    assert "2025-12-01 09:30" in rows["old"] and '<span class="bad">expired</span>' in rows["old"]
+            for name in re.findall(r'<td translate="no">(\w+)</td>', row)[:1]}
+    expiry = date_format(localtime(datetime(2025, 12, 1, 9, 30, tzinfo=UTC)), "SHORT_DATETIME_FORMAT")
+    assert expiry in rows["old"] and '<span class="bad">expired</span>' in rows["old"]
     assert "Revoke" not in rows["old"]
     assert "expired" not in rows["forever"] and "Revoke" in rows["forever"]

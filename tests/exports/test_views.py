@@ -81,4 +81,5 @@ def test_the_form_lists_each_kinds_filters_with_choices_and_defaults(client, mem
     page = client.get(reverse("export-list", args=[project.slug])).content.decode()
     row = " ".join(page[page.index("<code>allocation</code>"):].split("</tr>")[0].split())
     assert 'id="filter-help"' in page
-    assert row.startswith("<code>allocation</code></td><td>choice</td> <td>equal, fill</td><td><code>equal</code></td>")
+    assert row.startswith("<code>allocation</code></td><td>choice</td> <td><code>equal</code>, <code>fill</code></td>"
+                          "<td><code>equal</code></td>")

@@ -7,7 +7,7 @@ pytestmark = pytest.mark.django_db
 
 def test_database_status_is_ok():
     status = selectors.database_status()
-    assert status.ok and status.detail.split(",")[0] in {"sqlite", "postgresql"}
+    assert status.ok and status.detail.split(",")[0] in {"SQLite", "PostgreSQL"}
 
 
 def test_broker_status_reports_url_and_queue_depth():
