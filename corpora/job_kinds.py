@@ -1,3 +1,4 @@
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from dataplatform.apiutils import MAX_ID, MAX_SEED
@@ -47,25 +48,25 @@ def run_check_evidence(job, progress) -> dict:
 
 register(JobKind(
     name="aed.replay",
-    label="Two-arm controlled replay",
-    description="Runs N seeded pairs from the checkpoint before the error step: arm C applies the correction, "
-                "arm R retries the step; each run is saved as it finishes, so a retry resumes.",
+    label=gettext_lazy("Two-arm controlled replay"),
+    description=gettext_lazy("Runs N seeded pairs from the checkpoint before the error step: arm C applies the correction, "
+                             "arm R retries the step; each run is saved as it finishes, so a retry resumes."),
     params_serializer=ReplayParams,
     run=run_replay,
 ))
 register(JobKind(
     name="aed.draft",
-    label="Draft a diagnosis with the model",
-    description="The model proposes the first decisive error step, its category, a diagnosis and a corrected "
-                "action; the draft is marked as model-authored for the curator to edit.",
+    label=gettext_lazy("Draft a diagnosis with the model"),
+    description=gettext_lazy("The model proposes the first decisive error step, its category, a diagnosis and a corrected "
+                             "action; the draft is marked as model-authored for the curator to edit."),
     params_serializer=DraftParams,
     run=run_draft,
 ))
 register(JobKind(
     name="aed.check_evidence",
-    label="Check a diagnosis against its evidence with the model",
-    description="The model answers whether the case's diagnosis is supported, unsupported or contradicted by the "
-                "evidence quoted from the run, with a rationale; the curator confirms or overrides it.",
+    label=gettext_lazy("Check a diagnosis against its evidence with the model"),
+    description=gettext_lazy("The model answers whether the case's diagnosis is supported, unsupported or contradicted by the "
+                             "evidence quoted from the run, with a rationale; the curator confirms or overrides it."),
     params_serializer=DraftParams,
     run=run_check_evidence,
 ))
@@ -87,16 +88,16 @@ def run_teacher(job, progress) -> dict:
 
 register(JobKind(
     name="atd.score",
-    label="Score prompts with the ancestor",
-    description="q = P(A preferred) for every prompt of the pool, in batches; resumable, each prompt once.",
+    label=gettext_lazy("Score prompts with the ancestor"),
+    description=gettext_lazy("q = P(A preferred) for every prompt of the pool, in batches; resumable, each prompt once."),
     params_serializer=RunParams,
     run=run_scoring,
 ))
 register(JobKind(
     name="atd.teacher",
-    label="Ask the teacher (one bit per prompt)",
-    description="A or B for every prompt of a frozen selection, within the run's budget; ties and invalid answers "
-                "are recorded.",
+    label=gettext_lazy("Ask the teacher (one bit per prompt)"),
+    description=gettext_lazy("A or B for every prompt of a frozen selection, within the run's budget; ties and invalid answers "
+                             "are recorded."),
     params_serializer=RunParams,
     run=run_teacher,
 ))
@@ -115,9 +116,9 @@ def run_sampling(job, progress) -> dict:
 
 register(JobKind(
     name="atd.sample",
-    label="Sample candidates from the ancestor",
-    description="Two distinct answers for every prompt imported without candidates (temperature and seed "
-                "recorded; up to `tries` attempts for distinctness).",
+    label=gettext_lazy("Sample candidates from the ancestor"),
+    description=gettext_lazy("Two distinct answers for every prompt imported without candidates (temperature and seed "
+                             "recorded; up to `tries` attempts for distinctness)."),
     params_serializer=SampleParams,
     run=run_sampling,
 ))

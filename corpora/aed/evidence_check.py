@@ -5,6 +5,7 @@ curator's own check, which it never changes: the curator confirms or overrides i
 import json
 
 from django.db import transaction
+from django.utils.translation import gettext
 
 from dataplatform.inference import backend_for_model
 from dataplatform.jobs import services as job_services
@@ -69,7 +70,7 @@ def check_evidence(*, case: Case, model_name: str = "") -> dict:
     changes: the curator confirms or overrides it. An invalid answer is asked again once with twice the budget,
     then reported (nothing is stored)."""
     if not case.diagnosis.strip() or case.error_step is None:
-        raise CurationError("Mark the error step and write a diagnosis before checking the evidence.")
+        raise CurationError(gettext("Mark the error step and write a diagnosis before checking the evidence."))
     backend = backend_for_model(model_name)
     prompt = backend.chat_prompt_ids(evidence_messages(case))
     schema = EVIDENCE_SCHEMA if backend.supports_json_schema else None
@@ -94,6 +95,6 @@ def check_evidence(*, case: Case, model_name: str = "") -> dict:
 
 def start_evidence_check(*, case: Case, user):
     if not case.diagnosis.strip() or case.error_step is None:
-        raise CurationError("Mark the error step and write a diagnosis before checking the evidence.")
+        raise CurationError(gettext("Mark the error step and write a diagnosis before checking the evidence."))
     return job_services.enqueue_job(project=case.trace.project, kind="aed.check_evidence", params={"case": case.pk},
                                     user=user)

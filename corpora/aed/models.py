@@ -14,6 +14,7 @@ from functools import cached_property
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 from dataplatform.accounts.models import Project
 from dataplatform.imports import ImportedFile
@@ -84,15 +85,15 @@ class Trace(models.Model):
 
 
 class EvidenceCheck(models.TextChoices):
-    UNCHECKED = "unchecked", "Not checked"
-    SUPPORTED = "supported", "Supported"
-    UNSUPPORTED = "unsupported", "Unsupported"
-    CONTRADICTED = "contradicted", "Contradicted"
+    UNCHECKED = "unchecked", gettext_lazy("Not checked")
+    SUPPORTED = "supported", gettext_lazy("Supported")
+    UNSUPPORTED = "unsupported", gettext_lazy("Unsupported")
+    CONTRADICTED = "contradicted", gettext_lazy("Contradicted")
 
 
 class CaseStatus(models.TextChoices):
-    DRAFT = "draft", "Draft"
-    SUBMITTED = "submitted", "Submitted"
+    DRAFT = "draft", gettext_lazy("Draft")
+    SUBMITTED = "submitted", gettext_lazy("Submitted")
 
 
 class Case(models.Model):
@@ -130,9 +131,9 @@ class Case(models.Model):
 
 
 class ProposalStatus(models.TextChoices):
-    PROPOSED = "proposed", "Proposed"
-    ACCEPTED = "accepted", "Accepted"
-    REJECTED = "rejected", "Rejected"
+    PROPOSED = "proposed", gettext_lazy("Proposed")
+    ACCEPTED = "accepted", gettext_lazy("Accepted")
+    REJECTED = "rejected", gettext_lazy("Rejected")
 
 
 class Proposal(models.Model):
@@ -168,13 +169,15 @@ class CaseEvent(models.Model):
 
 
 class RetryDesign(models.TextChoices):
-    RESAMPLE = "resample", "Resample: the policy samples the error step again"
-    ORIGINAL = "original", "Original-action retry: the original step is executed again, then the policy continues"
+    RESAMPLE = "resample", gettext_lazy("Resample: the policy samples the error step again")
+    ORIGINAL = "original", gettext_lazy(
+        "Original-action retry: the original step is executed again, then the policy continues")
 
 
 class ReplayMode(models.TextChoices):
-    PAIRED = "paired", "Paired: the correction (arm C) against the retry (arm R)"
-    RECOVERY = "recovery", "Recovery in context: the error and its observation kept, then the policy continues"
+    PAIRED = "paired", gettext_lazy("Paired: the correction (arm C) against the retry (arm R)")
+    RECOVERY = "recovery", gettext_lazy(
+        "Recovery in context: the error and its observation kept, then the policy continues")
 
 
 class Replay(models.Model):
@@ -222,8 +225,8 @@ class ReplayRun(models.Model):
 
 
 class GradingEvidence(models.TextChoices):
-    FIRST = "first", "The first proposal of each case (as the paper reports)"
-    BEST = "best", "The best of the proposals (the highest net gain)"
+    FIRST = "first", gettext_lazy("The first proposal of each case (as the paper reports)")
+    BEST = "best", gettext_lazy("The best of the proposals (the highest net gain)")
 
 
 class AedSettings(models.Model):

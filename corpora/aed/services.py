@@ -8,6 +8,7 @@ task skips the runs it already has, so nothing is lost or counted twice.
 import json
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext
 
 from dataplatform.apiutils import MAX_SEED
 from dataplatform.errors import Conflict, Refused
@@ -63,25 +64,28 @@ def open_case(*, trace: Trace, curator) -> Case:
 def _locked(case: Case, version: int, actor) -> Case:
     case = Case.objects.select_for_update(of=("self",)).select_related("trace", "taxonomy").get(pk=case.pk)
     if case.curator_id != actor.pk:
-        raise CurationError("Only the curator who owns this case can change it.")
+        raise CurationError(gettext("Only the curator who owns this case can change it."))
     if case.version != version:
-        raise StaleCase(f"The case changed (version {case.version}, you had {version}); reload it.")
+        raise StaleCase(gettext("The case changed (version %(current)s, you had %(yours)s); reload it.")
+                        % {"current": case.version, "yours": version})
     return case
 
 
 def _check_evidence(trace: Trace, evidence) -> list[dict]:
     """Evidence is [{"step": i}, {"step": i, "quote": "..."}]; a quote must appear in that step."""
     if not isinstance(evidence, list):
-        raise CurationError("evidence must be a list of {step, quote?}.")
+        raise CurationError(gettext("evidence must be a list of {step, quote?}."))
     checked = []
     for n, ref in enumerate(evidence):
         step = ref.get("step") if isinstance(ref, dict) else None
         if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < len(trace.steps):
-            raise CurationError(f"evidence[{n}].step must be a step of this trace (0..{len(trace.steps) - 1}).")
+            raise CurationError(gettext("evidence[%(n)s].step must be a step of this trace (0..%(last)s).")
+                                 % {"n": n, "last": len(trace.steps) - 1})
         quote = ref.get("quote") or ""
         text = " ".join(str(trace.steps[step].get(key) or "") for key in ("content", "action", "observation"))
         if quote and quote not in text:
-            raise CurationError(f"evidence[{n}].quote does not appear in step {step}.")
+            raise CurationError(gettext("evidence[%(n)s].quote does not appear in step %(step)s.")
+                                % {"n": n, "step": step})
         checked.append({"step": step, **({"quote": quote} if quote else {})})
     return checked
 
@@ -96,7 +100,7 @@ def update_case(*, case: Case, version: int, actor, changes: dict, origin: str =
     of the diagnosis records who made it: the model (`model_id`, the drafting prompt's version) or the curator."""
     unknown = sorted(set(changes) - set(EDITABLE))
     if unknown:
-        raise CurationError(f"Unknown field(s): {', '.join(unknown)}.")
+        raise CurationError(gettext("Unknown field(s): %(fields)s.") % {"fields": ", ".join(unknown)})
     with transaction.atomic():
         case = _locked(case, version, actor)
         trace = case.trace
@@ -104,13 +108,15 @@ def update_case(*, case: Case, version: int, actor, changes: dict, origin: str =
             step = changes["error_step"]
             if step is not None and (not isinstance(step, int) or isinstance(step, bool)
                                      or not 0 <= step < len(trace.steps)):
-                raise CurationError(f"error_step must be a step of this trace (0..{len(trace.steps) - 1}).")
+                raise CurationError(gettext("error_step must be a step of this trace (0..%(last)s).")
+                                    % {"last": len(trace.steps) - 1})
         if changes.get("category") and changes["category"] not in case.taxonomy.slugs:
-            raise CurationError(f"Unknown error category {changes['category']!r}.")
+            raise CurationError(gettext("Unknown error category %(category)r.") % {"category": changes["category"]})
         if "evidence" in changes:
             changes = {**changes, "evidence": _check_evidence(trace, changes["evidence"])}
         if "evidence_check" in changes and changes["evidence_check"] not in EvidenceCheck.values:
-            raise CurationError(f"evidence_check must be one of {', '.join(EvidenceCheck.values)}.")
+            raise CurationError(gettext("evidence_check must be one of %(values)s.")
+                                % {"values": ", ".join(EvidenceCheck.values)})
         diff = {name: [getattr(case, name), value] for name, value in changes.items() if getattr(case, name) != value}
         if not diff:
             return case
@@ -137,7 +143,7 @@ def submit_case(*, case: Case, version: int, actor) -> Case:
         if case.error_step is None:
             missing.insert(0, "error_step")
         if missing:
-            raise CurationError(f"Not complete: set {', '.join(missing)} first.")
+            raise CurationError(gettext("Not complete: set %(fields)s first.") % {"fields": ", ".join(missing)})
         case.status = CaseStatus.SUBMITTED
         case.version += 1
         case.save(update_fields=["status", "version", "updated_at"])
@@ -148,7 +154,7 @@ def submit_case(*, case: Case, version: int, actor) -> Case:
 def add_proposal(*, case: Case, actor, corrected_action: str, rationale: str = "", origin: str = "human",
                  model_id: str = "") -> Proposal:
     if not corrected_action.strip():
-        raise CurationError("A proposal needs a corrected action.")
+        raise CurationError(gettext("A proposal needs a corrected action."))
     with transaction.atomic():
         proposal = Proposal.objects.create(case=case, corrected_action=corrected_action, rationale=rationale,
                                            author=actor if origin == "human" else None,
@@ -161,7 +167,7 @@ def add_proposal(*, case: Case, actor, corrected_action: str, rationale: str = "
 def set_proposal_status(*, proposal: Proposal, status: str, actor) -> Proposal:
     """Accept or reject a proposal. Nothing is deleted: a rejected proposal stays, with its status."""
     if status not in ProposalStatus.values:
-        raise CurationError(f"status must be one of {', '.join(ProposalStatus.values)}.")
+        raise CurationError(gettext("status must be one of %(values)s.") % {"values": ", ".join(ProposalStatus.values)})
     with transaction.atomic():
         old = proposal.status
         proposal.status = status
@@ -262,29 +268,29 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
     shown to the policy after the error's observation when `hint`."""
     case = proposal.case
     if case.error_step is None:
-        raise CurationError("Mark the error step before replaying.")
+        raise CurationError(gettext("Mark the error step before replaying."))
     if proposal.status == ProposalStatus.REJECTED:
-        raise CurationError("This proposal was rejected; replay another one.")
+        raise CurationError(gettext("This proposal was rejected; replay another one."))
     if not 1 <= pairs <= MAX_REPLAY_PAIRS:
-        raise CurationError(f"pairs must be between 1 and {MAX_REPLAY_PAIRS}.")
+        raise CurationError(gettext("pairs must be between 1 and %(max)s.") % {"max": MAX_REPLAY_PAIRS})
     if not 0 <= seed <= MAX_SEED:
-        raise CurationError(f"seed must be between 0 and {MAX_SEED}.")
+        raise CurationError(gettext("seed must be between 0 and %(max)s.") % {"max": MAX_SEED})
     if runner not in runners.RUNNERS:
-        raise CurationError(f"Unknown runner {runner!r}.")
+        raise CurationError(gettext("Unknown runner %(runner)r.") % {"runner": runner})
     if retry not in RetryDesign.values:
-        raise CurationError(f"retry must be one of {', '.join(RetryDesign.values)}.")
+        raise CurationError(gettext("retry must be one of %(values)s.") % {"values": ", ".join(RetryDesign.values)})
     if mode not in ReplayMode.values:
-        raise CurationError(f"mode must be one of {', '.join(ReplayMode.values)}.")
+        raise CurationError(gettext("mode must be one of %(values)s.") % {"values": ", ".join(ReplayMode.values)})
     options = dict(options or {})
     if mode == ReplayMode.RECOVERY and hint:
         if not case.diagnosis.strip():
-            raise CurationError("Write a diagnosis before giving it to the policy as a hint.")
+            raise CurationError(gettext("Write a diagnosis before giving it to the policy as a hint."))
         options["hint"] = case.diagnosis
     if runner == "webhook":
         try:
             runners.webhook_url(options or {})
         except runners.RunnerError as exc:
-            raise CurationError(f"Cannot replay on {exc}.") from None
+            raise CurationError(gettext("Cannot replay on %(reason)s.") % {"reason": exc}) from None
     with transaction.atomic():
         replay = Replay.objects.create(proposal=proposal, runner=runner, pairs=pairs, seed=seed, retry=retry,
                                        mode=mode, options=options, created_by=user)
@@ -350,11 +356,12 @@ def update_grading(*, project, evidence: str | None = None, min_pairs: int | Non
                    alpha: float | None = None) -> AedSettings:
     """Change how the project grades its cases; grades are computed when read, so every page follows."""
     if evidence is not None and evidence not in GradingEvidence.values:
-        raise CurationError(f"evidence must be one of {', '.join(GradingEvidence.values)}.")
+        raise CurationError(gettext("evidence must be one of %(values)s.")
+                            % {"values": ", ".join(GradingEvidence.values)})
     if min_pairs is not None and not 1 <= min_pairs <= MAX_REPLAY_PAIRS:
-        raise CurationError(f"min_pairs must be between 1 and {MAX_REPLAY_PAIRS}.")
+        raise CurationError(gettext("min_pairs must be between 1 and %(max)s.") % {"max": MAX_REPLAY_PAIRS})
     if alpha is not None and not 0 < alpha < 1:  # also false for NaN
-        raise CurationError("alpha must be between 0 and 1.")
+        raise CurationError(gettext("alpha must be between 0 and 1."))
     settings, _ = AedSettings.objects.get_or_create(project=project)
     for name, value in (("evidence", evidence), ("min_pairs", min_pairs), ("alpha", alpha)):
         if value is not None:

@@ -4,6 +4,7 @@ outsiders 404). Runs and teacher runs start a job and answer 202 with it.
 """
 
 
+from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -29,9 +30,9 @@ def parse_epsilon(value) -> float:
     try:
         epsilon = float(value)
     except (TypeError, ValueError):  # one message for anything that is not a number
-        raise ValueError(f"epsilon must be a number, got {value!r}") from None
+        raise ValueError(gettext("epsilon must be a number, got %(value)r") % {"value": value}) from None
     if not 0 <= epsilon <= 0.5:  # also false for NaN
-        raise ValueError("epsilon must be between 0 and 0.5.")
+        raise ValueError(gettext("epsilon must be between 0 and 0.5."))
     return epsilon
 
 
@@ -39,9 +40,10 @@ def parse_bias_threshold(value) -> float:
     try:
         threshold = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"the position-bias threshold must be a number, got {value!r}") from None
+        raise ValueError(gettext("the position-bias threshold must be a number, got %(value)r")
+                         % {"value": value}) from None
     if not 0 <= threshold <= 1:  # also false for NaN
-        raise ValueError("the position-bias threshold must be between 0 and 1.")
+        raise ValueError(gettext("the position-bias threshold must be between 0 and 1."))
     return threshold
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from django.db.models import Max
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from dataplatform.apiutils import MAX_ID
@@ -93,12 +94,13 @@ SCORED_MEANINGS = {
 
 class DpoFilters(ExportFilters):
     selection = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
-                                         help_text="only this selection's teacher answers")
+                                         help_text=gettext_lazy("only this selection's teacher answers"))
     teacher_run = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
 
 
 class ScoredFilters(ExportFilters):
-    run = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="only this scoring run")
+    run = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                   help_text=gettext_lazy("only this scoring run"))
 
 
 def _messages(messages: list[dict]) -> list[dict]:
@@ -169,11 +171,12 @@ def scored_rows(query: ExportQuery) -> Iterator[list[dict]]:
                 "logprobs_json": json.dumps(s.logprobs, sort_keys=True)} for s in page]
 
 
-register(ExportKind(name="atd.dpo", version=2, trl_format="preference", label="ATD DPO pairs", schema=DPO_SCHEMA, rows=dpo_rows,
+register(ExportKind(name="atd.dpo", version=2, trl_format="preference", label=gettext_lazy("ATD DPO pairs"),
+                    schema=DPO_SCHEMA, rows=dpo_rows,
                     data_version=dpo_version, filters=DpoFilters, key_field="id", field_meanings=DPO_MEANINGS,
                     description="prompt/chosen/rejected (TRL) from the teacher's one-bit answers on near-tie prompts, "
                                 "with q in both orders, the position bias and the selection's recipe."))
-register(ExportKind(name="atd.scored", version=2, label="ATD scored prompts", schema=SCORED_SCHEMA,
+register(ExportKind(name="atd.scored", version=2, label=gettext_lazy("ATD scored prompts"), schema=SCORED_SCHEMA,
                     rows=scored_rows, data_version=scored_version, filters=ScoredFilters, key_field="id",
                     field_meanings=SCORED_MEANINGS,
                     description="Every scored prompt with q, both orders and the raw logprobs, for analysis."))

@@ -7,6 +7,7 @@ them in bulk with conflicts ignored, so a job resumed after a crash does each pr
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 from dataplatform.accounts.models import Project
 from dataplatform.imports import ImportedFile
@@ -39,9 +40,9 @@ class AtdPrompt(models.Model):
 
 
 class ScoringMethod(models.TextChoices):
-    JUDGE = "judge", "Judge (P(A) vs P(B) at the verdict)"
-    LIKELIHOOD = "likelihood", "Likelihood (P(A) vs P(B) of the whole candidates: summed token logprobs)"
-    LIKELIHOOD_MEAN = "likelihood_mean", "Length-normalized likelihood (mean token logprob of A vs B)"
+    JUDGE = "judge", gettext_lazy("Judge (P(A) vs P(B) at the verdict)")
+    LIKELIHOOD = "likelihood", gettext_lazy("Likelihood (P(A) vs P(B) of the whole candidates: summed token logprobs)")
+    LIKELIHOOD_MEAN = "likelihood_mean", gettext_lazy("Length-normalized likelihood (mean token logprob of A vs B)")
 
 
 class ScoringRun(models.Model):
@@ -110,9 +111,9 @@ class SelectionItem(models.Model):
 
 
 class TeacherMode(models.TextChoices):
-    ONE_WORD = "one_word", "One word (one query per prompt, the answer constrained to A or B, greedy)"
-    LOGPROBS = "logprobs", "Verdict logprobs (P(A) vs P(B) as the next token; both orders when debiased)"
-    LIKELIHOOD = "likelihood", "Likelihood of each candidate (for a selection scored by likelihood)"
+    ONE_WORD = "one_word", gettext_lazy("One word (one query per prompt, the answer constrained to A or B, greedy)")
+    LOGPROBS = "logprobs", gettext_lazy("Verdict logprobs (P(A) vs P(B) as the next token; both orders when debiased)")
+    LIKELIHOOD = "likelihood", gettext_lazy("Likelihood of each candidate (for a selection scored by likelihood)")
 
 
 class TeacherRun(models.Model):

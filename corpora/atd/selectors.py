@@ -14,6 +14,7 @@ column is `tie_distance`.
 from django.db.models import Count, F, IntegerField, Prefetch, Q, QuerySet
 from django.db.models.functions import Abs, Cast, Floor, Least
 from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext_lazy
 
 from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_CURATE, visible_projects
@@ -25,8 +26,9 @@ from .models import AtdPrompt, Score, ScoringRun, Selection, TeacherAnswer, Teac
 NEAR_TIE_TOLERANCE = 1e-12
 HISTOGRAM_BINS = 20
 DEFAULT_BIAS_THRESHOLD = 0.2
-HISTOGRAM_VALUES = {"q": "q (both orders, debiased)", "q_ab": "q_ab (A shown first)",
-                    "q_ba": "q_ba (B shown first)", "position_bias": "position bias |q_ab − (1 − q_ba)|"}
+HISTOGRAM_VALUES = {"q": gettext_lazy("q (both orders, debiased)"), "q_ab": gettext_lazy("q_ab (A shown first)"),
+                    "q_ba": gettext_lazy("q_ba (B shown first)"),
+                    "position_bias": gettext_lazy("position bias |q_ab − (1 − q_ba)|")}
 
 
 def _curated_by(user, token: ApiToken | None) -> QuerySet[Project]:

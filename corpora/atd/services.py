@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
+from django.utils.translation import gettext
 
 from dataplatform.errors import Refused
 from dataplatform.inference import Backend, backend_for_model, validate_served_model_name
@@ -97,7 +98,7 @@ def _candidate_seed(seed: int, attempt: int, prompt: AtdPrompt, side: str) -> in
 def start_scoring(*, project, method: str = ScoringMethod.JUDGE, debias: bool = True, batch_size: int = 32,
                   model_name: str = "", user, publish: bool = True) -> ScoringRun:
     if method not in ScoringMethod.values:
-        raise AtdError(f"method must be one of {', '.join(ScoringMethod.values)}.")
+        raise AtdError(gettext("method must be one of %(values)s.") % {"values": ", ".join(ScoringMethod.values)})
     _check_served(model_name)
     with transaction.atomic():
         run = ScoringRun.objects.create(project=project, method=method, debias=debias, batch_size=batch_size,
@@ -199,9 +200,9 @@ def freeze_selection(*, run: ScoringRun, name: str, epsilon: float, user,
     """Freeze the near ties of `run` at epsilon (`selectors.near_ties`: position-biased ones left out unless
     `include_biased`) as the next version of `name`, with its recipe."""
     if not 0 <= epsilon <= 0.5:
-        raise AtdError("epsilon must be between 0 and 0.5.")
+        raise AtdError(gettext("epsilon must be between 0 and 0.5."))
     if not 0 <= bias_threshold <= 1:
-        raise AtdError("the position-bias threshold must be between 0 and 1.")
+        raise AtdError(gettext("the position-bias threshold must be between 0 and 1."))
     with transaction.atomic():
         run = ScoringRun.objects.select_related("project").get(pk=run.pk)  # the model id its job recorded
         version = (Selection.objects.select_for_update().filter(project=run.project, name=name)
@@ -233,7 +234,8 @@ def check_teacher_endpoint(base_url: str) -> str:
     try:
         return allowed_url(base_url, settings.ATD_TEACHER_ENDPOINTS, "ATD_TEACHER_ENDPOINTS")
     except UrlNotAllowed as exc:
-        raise AtdError(f"The teacher endpoint: {exc} Use the server's root URL, e.g. http://vllm:8000.") from None
+        raise AtdError(gettext("The teacher endpoint: %(reason)s Use the server's root URL, e.g. %(example)s.")
+                       % {"reason": exc, "example": "http://vllm:8000"}) from None
 
 
 def teacher_modes(selection: Selection) -> list[str]:
@@ -250,8 +252,8 @@ def start_teacher(*, selection: Selection, model_name: str = "", base_url: str =
     modes = teacher_modes(selection)
     mode = mode or modes[0]
     if mode not in modes:
-        raise AtdError(f"A selection scored by {selection.run.get_method_display().lower()} is asked as "
-                       f"{' or '.join(modes)}, not {mode}.")
+        raise AtdError(gettext("A selection scored by %(method)s is asked as %(modes)s, not %(mode)s.") % {
+            "method": selection.run.get_method_display().lower(), "modes": " or ".join(modes), "mode": mode})
     base_url = check_teacher_endpoint(base_url)
     if not base_url:  # a teacher on another server serves models of its own
         _check_served(model_name)

@@ -14,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
@@ -89,7 +90,8 @@ def _render_overview(request, project, *, import_report=None):
     if run is not None:
         bins = selectors.q_histogram(run, value=shown_value)
         chart = bar_chart([f"{b['lo']:.2f}–{b['hi']:.2f}" for b in bins], [b["count"] for b in bins],
-                          title=f"{selectors.HISTOGRAM_VALUES[shown_value]} under scoring run {run.pk}")
+                          title=gettext("%(value)s under scoring run %(id)s") % {
+                              "value": selectors.HISTOGRAM_VALUES[shown_value], "id": run.pk})
     selections = []
     for selection in selectors.selections_with_teacher_runs(request.user, project)[:MAX_SELECTIONS_SHOWN]:
         teachers = [{"run": t, "counts": selectors.teacher_counts(t)} for t in selection.teacher_runs.all()]
@@ -118,7 +120,7 @@ def import_file(request, slug: str):
     project = _project(request, slug)
     result = page_import(request, importers.import_prompts, project=project, user=request.user)
     if result is None:
-        messages.error(request, "Choose a JSONL file of prompts.")
+        messages.error(request, gettext("Choose a JSONL file of prompts."))
         return redirect("atd-overview", slug=slug)
     return _render_overview(request, project, import_report=result)
 
@@ -135,9 +137,11 @@ def _int(value, name: str, *, low: int, high: int | None = None) -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise services.AtdError(f"{name} must be a whole number.") from None
+        raise services.AtdError(gettext("%(name)s must be a whole number.") % {"name": name}) from None
     if number < low or (high is not None and number > high):
-        raise services.AtdError(f"{name} must be between {low} and {high}." if high else f"{name} must be >= {low}.")
+        values = {"name": name, "low": low, "high": high}
+        raise services.AtdError((gettext("%(name)s must be between %(low)s and %(high)s.") if high
+                                 else gettext("%(name)s must be >= %(low)s.")) % values)
     return number
 
 
@@ -148,13 +152,13 @@ def score(request, slug: str):
     try:
         run = services.start_scoring(project=project, method=request.POST.get("method", ScoringMethod.JUDGE),
                                      debias=bool(request.POST.get("debias")),
-                                     batch_size=_int(request.POST.get("batch_size") or 32, "Batch size",
+                                     batch_size=_int(request.POST.get("batch_size") or 32, gettext("Batch size"),
                                                      low=1, high=1024),
                                      model_name=request.POST.get("model_name", "").strip()[:200], user=request.user)
     except PlatformError as exc:
         show_error(request, exc)
         return _back(slug)
-    messages.success(request, f"Scoring run {run.pk} started.")
+    messages.success(request, gettext("Scoring run %(id)s started.") % {"id": run.pk})
     return _back(slug, run.pk)
 
 
@@ -184,16 +188,24 @@ def freeze(request, slug: str):
         epsilon = parse_epsilon(request.POST.get("epsilon"))  # required here: no default
         _, bias_threshold, include_biased = _tie_rule(request.POST)
         if not name or len(name) > 100 or not SLUG.fullmatch(name):
-            raise services.AtdError("Name the selection with letters, digits, - and _ only (at most 100).")
+            raise services.AtdError(gettext("Name the selection with letters, digits, - and _ only (at most 100)."))
         selection = services.freeze_selection(run=run, name=name, epsilon=epsilon, bias_threshold=bias_threshold,
                                               include_biased=include_biased, user=request.user)
     except (ValueError, PlatformError) as exc:  # ValueError: an epsilon or threshold not a number in range
         messages.error(request, str(exc))
         return _back(slug, run.pk)
-    left_out = (f", {selection.excluded_biased} position-biased left out (bias > {selection.bias_threshold:g})"
-                if selection.excluded_biased else "")
-    messages.success(request, f"Froze {selection.name} v{selection.version}: {selection.size} prompts "
-                              f"with |q − 0.5| ≤ {selection.epsilon:g}{left_out}.")
+    values = {"name": selection.name, "version": selection.version, "size": selection.size,
+              "epsilon": f"{selection.epsilon:g}", "left_out": selection.excluded_biased,
+              "threshold": f"{selection.bias_threshold:g}"}
+    if selection.excluded_biased:
+        froze = ngettext("Froze %(name)s v%(version)s: %(size)s prompt with |q − 0.5| ≤ %(epsilon)s, %(left_out)s "
+                         "position-biased left out (bias > %(threshold)s).",
+                         "Froze %(name)s v%(version)s: %(size)s prompts with |q − 0.5| ≤ %(epsilon)s, %(left_out)s "
+                         "position-biased left out (bias > %(threshold)s).", selection.size)
+    else:
+        froze = ngettext("Froze %(name)s v%(version)s: %(size)s prompt with |q − 0.5| ≤ %(epsilon)s.",
+                         "Froze %(name)s v%(version)s: %(size)s prompts with |q − 0.5| ≤ %(epsilon)s.", selection.size)
+    messages.success(request, froze % values)
     return _back(slug, run.pk, epsilon)
 
 
@@ -208,10 +220,11 @@ def teacher(request, slug: str, selection_id: int):
         run = services.start_teacher(selection=selection, model_name=request.POST.get("model_name", "").strip()[:200],
                                      base_url=base_url[:500], debias=bool(request.POST.get("debias")),
                                      mode=request.POST.get("mode", ""),
-                                     budget=_int(budget, "Budget", low=1, high=MAX_INT) if budget else None,
+                                     budget=_int(budget, gettext("Budget"), low=1, high=MAX_INT) if budget else None,
                                      user=request.user)
     except PlatformError as exc:
         show_error(request, exc)
         return _back(slug, selection.run_id)
-    messages.success(request, f"Teacher run {run.pk} started on {selection.name} v{selection.version}.")
+    messages.success(request, gettext("Teacher run %(id)s started on %(name)s v%(version)s.") % {
+        "id": run.pk, "name": selection.name, "version": selection.version})
     return _back(slug, selection.run_id)

@@ -99,7 +99,7 @@ def test_page_shows_histogram_live_input_and_forms(client, members, atd):
     assert "<svg" in html and f"q (both orders, debiased) under scoring run {atd['run'].pk}" in html
     assert f'hx-get="/projects/alpha/atd/runs/{atd["run"].pk}/tie-counts"' in html
     assert 'hx-trigger="input changed delay:250ms, change"' in html
-    assert "ties v1" in html and "t-model" in html
+    assert '<span translate="no">ties</span> v1' in html and "t-model" in html
     assert 'value="atd.dpo"' in html and 'value="atd.scored"' in html and "/projects/alpha/exports/new" in html
     assert "<script>" not in html and "style=" not in html  # CSP: no inline scripts or styles
 
@@ -152,7 +152,7 @@ def test_score_and_teacher_via_the_page(client, members, atd, django_capture_on_
     assert "not allowed here" in unlisted.content.decode() and TeacherRun.objects.count() == 1
     page = client.get("/projects/alpha/atd/").content.decode()
     assert f'id="job-progress-{run.job.pk}"' in page
-    assert '<option value="http://vllm:8000/v1/">' in page  # only listed endpoints are offered
+    assert '<option value="http://vllm:8000/v1/" translate="no">' in page  # only listed endpoints are offered
 
 
 def test_import_form(client, members, project):

@@ -146,7 +146,7 @@ def test_import_errors_are_tabled_and_nothing_is_written(client, members, projec
 
     upload = SimpleUploadedFile("traces.jsonl", f"{good}\n{{bad\n".encode())
     page = client.post(reverse("aed-import", args=["alpha"]), {"file": upload, "skip_bad_lines": "1"}).content.decode()
-    assert "1 created" in page and "1 lines skipped" in page
+    assert "1 created" in page and "1 line skipped" in page
     trace = Trace.objects.get()
     assert trace.trace_id == "t-good" and f'href="{reverse("aed-trace", args=["alpha", trace.pk])}"' in page
 
@@ -164,7 +164,7 @@ def test_trace_list_filters_by_environment_harness_model_case_and_grade(client, 
 
     def listed(**query) -> list[str]:
         page = client.get(url, query).content.decode()
-        return re.findall(r'<a href="/projects/alpha/aed/traces/\d+/">([^<]+)</a>', page)
+        return re.findall(r'<a href="/projects/alpha/aed/traces/\d+/" translate="no">([^<]+)</a>', page)
 
     assert listed() == ["t-1", "t-2", "t-3"]
     assert listed(environment="web-v2") == ["t-2"] and listed(harness="swe-agent") == ["t-2"]
@@ -173,8 +173,8 @@ def test_trace_list_filters_by_environment_harness_model_case_and_grade(client, 
     assert listed(case="submitted") == ["t-1"]
     assert listed(grade="C") == ["t-2"] and listed(grade="ungraded") == ["t-1"] and listed(grade="A") == []
     page = client.get(url).content.decode()
-    assert "curator: submitted" in page and "curator: draft · C" in page
-    assert '<option value="web-v2">web-v2</option>' in page and "<strong>3</strong>" in page
+    assert ">curator</span>: submitted" in page and ">curator</span>: draft · C" in page
+    assert '<option value="web-v2" translate="no">web-v2</option>' in page and "<strong>3</strong>" in page
 
 
 @pytest.mark.parametrize("n", [3, 60])
@@ -218,7 +218,7 @@ def test_a_read_trace_s_page_shows_each_message_and_its_tool_calls_as_the_action
     page = client.get(reverse("aed-trace", args=["alpha", trace.pk])).content.decode()
     assert page.count('class="step"') == 8
     assert escape('execute_bash({"command": "cat tests/test_slugify.py"})') in page  # step 2's second call
-    assert '<span class="role">tool</span>' in page and escape("assert slugify('a b') == 'a-b'") in page
+    assert '<span class="role" translate="no">tool</span>' in page and escape("assert slugify('a b') == 'a-b'") in page
 
 
 def test_curate_a_case_through_the_htmx_endpoints(client, members, trace):
@@ -241,7 +241,7 @@ def test_curate_a_case_through_the_htmx_endpoints(client, members, trace):
     html = post(edit, field="diagnosis", value="  Subtracted 54 instead of 45.  ")
     assert ">Subtracted 54 instead of 45.</textarea>" in html
     html = post(edit, field="evidence_add", step="1", quote="calc 391 - 54")
-    assert 'data-evidence="1"' in html and "<q class=\"quote\">calc 391 - 54</q>" in html
+    assert 'data-evidence="1"' in html and "<q class=\"quote\" translate=\"no\">calc 391 - 54</q>" in html
     post(edit, field="evidence_add", step="2")
     html = post(edit, field="evidence_remove", value="1")
     assert 'data-evidence="1"' in html
@@ -459,11 +459,11 @@ def test_the_dashboard_shows_grades_gains_pass_rates_categories_and_breakdowns(c
     assert '<strong id="pass-c">80%</strong>' in page and '<strong id="pass-r">10%</strong>' in page  # 8/10, 1/10
     for grade, n in (("A", 1), ("B", 1), ("C", 0), ("D", 1), ("ungraded", 0)):
         assert f"<tr><td>{grade}</td><td>{n}</td>" in page
-    assert "<td><code>tool-misuse</code></td><td>Tool misuse</td><td>2</td>" in page
-    assert "<td><code>plan-error</code></td><td>Plan error</td><td>1</td>" in page
-    assert "<h3>By environment</h3>" in page and "<tr><td>web-v2</td><td>1</td><td>1</td><td>+0.500</td></tr>" in page
-    assert "<tr><td>calc-v1</td><td>2</td><td>1</td><td>+0.750</td></tr>" in page
-    assert "<h3>By policy model</h3>" in page and "<tr><td>policy-b</td><td>1</td><td>0</td><td>—</td></tr>" in page
+    assert '<td><code>tool-misuse</code></td><td translate="no">Tool misuse</td><td>2</td>' in page
+    assert '<td><code>plan-error</code></td><td translate="no">Plan error</td><td>1</td>' in page
+    assert "<h3>By environment</h3>" in page and '<tr><td translate="no">web-v2</td><td>1</td><td>1</td><td>+0.500</td></tr>' in page
+    assert '<tr><td translate="no">calc-v1</td><td>2</td><td>1</td><td>+0.750</td></tr>' in page
+    assert "<h3>By policy model</h3>" in page and '<tr><td translate="no">policy-b</td><td>1</td><td>0</td><td>—</td></tr>' in page
     assert page.count("<svg") == 3 and "Cases by grade" in page and "Pooled pass rate by arm" in page
     assert "McNemar p &lt; 0.05" in page  # the grade rules
 
@@ -522,7 +522,7 @@ def test_the_model_checks_the_evidence_and_the_curator_confirms_or_overrides(cli
     Case.objects.filter(pk=case.pk).update(model_evidence_check="contradicted", model_evidence_model_id="m-1",
                                            model_evidence_rationale=HOSTILE)
     page = client.get(reverse("aed-trace", args=["alpha", trace.pk])).content.decode()
-    assert "m-1 finds it <strong>contradicted</strong>" in page and ESCAPED in page and HOSTILE not in page
+    assert '<span translate="no">m-1</span> finds it <strong>contradicted</strong>' in page and ESCAPED in page and HOSTILE not in page
     assert 'id="confirm-check"' in page and 'id="diagnosed-by">Diagnosed by the curator.' in page
     case.refresh_from_db()
     html = client.post(reverse("aed-case-edit", args=["alpha", case.pk]),

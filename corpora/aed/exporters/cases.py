@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from django.db.models import Max, QuerySet
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
@@ -44,9 +45,11 @@ def data_version(project: Project) -> str:
 class AedFilters(ExportFilters):
     """Filters on submitted cases; `created_*` bound when the case was opened."""
 
-    min_grade = serializers.ChoiceField(choices=stats.GRADE_ORDER, default=DEFAULT_MIN_GRADE,
-                                        help_text="the lowest evidence grade exported (A best; ungraded never)")
-    category = serializers.ListField(child=serializers.CharField(), required=False, help_text="error category slugs")
+    min_grade = serializers.ChoiceField(
+        choices=stats.GRADE_ORDER, default=DEFAULT_MIN_GRADE,
+        help_text=gettext_lazy("the lowest evidence grade exported (A best; ungraded never)"))
+    category = serializers.ListField(child=serializers.CharField(), required=False,
+                                     help_text=gettext_lazy("error category slugs"))
     environment = serializers.ListField(child=serializers.CharField(), required=False)
     harness = serializers.ListField(child=serializers.CharField(), required=False)
     policy_model = serializers.ListField(child=serializers.CharField(), required=False)

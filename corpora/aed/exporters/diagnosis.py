@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 
 import pyarrow as pa
+from django.utils.translation import gettext_lazy
 
 from dataplatform.conversations.training import messages_cell, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
@@ -90,7 +91,8 @@ def _conversation(messages: list[dict]) -> dict:
 
 register(ExportKind(
     # 4: prompt and completion beside messages.
-    name="aed.diagnosis_sft", version=4, trl_format="prompt_completion", schema=DIAGNOSIS_SCHEMA, label="AED diagnosis SFT",
+    name="aed.diagnosis_sft", version=4, trl_format="prompt_completion", schema=DIAGNOSIS_SCHEMA,
+    label=gettext_lazy("AED diagnosis SFT"),
     description="One row per submitted case: the run up to and including the error step, answered with the error "
                 "step, its category and the diagnosis (chat messages, and as prompt / completion), plus the case's "
                 "structured fields.",

@@ -4,6 +4,7 @@
 from collections.abc import Iterator
 
 import pyarrow as pa
+from django.utils.translation import gettext_lazy
 
 from dataplatform.conversations.training import TOOLS, TOOLS_MEANINGS, messages_cell, record_batch, tools_cell
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
@@ -78,7 +79,8 @@ def preference_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 
 register(ExportKind(
-    name="aed.preference", version=3, trl_format="preference", schema=PREFERENCE_SCHEMA, label="AED preference pairs",
+    name="aed.preference", version=3, trl_format="preference", schema=PREFERENCE_SCHEMA,
+    label=gettext_lazy("AED preference pairs"),
     description="TRL preference rows at the checkpoint before the error step: the corrected action (chosen) "
                 "against the original error step (rejected), with the shared prompt.",
     rows=preference_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"),

@@ -14,6 +14,7 @@ A run whose continuation makes no progress has nothing to train on and is left o
 from collections.abc import Iterator
 
 import pyarrow as pa
+from django.utils.translation import gettext_lazy
 
 from dataplatform.conversations.token_masks import (
     IDENTITY_COLUMNS,
@@ -170,7 +171,8 @@ def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 register(ExportKind(
     # 4: labels beside completion_mask; the tokenizer's hash beside the template's; the identity in the manifest.
-    name="aed.recovery", version=4, trl_format="tokenized", schema=RECOVERY_SCHEMA, label="AED recovery in context (AREX-2)",
+    name="aed.recovery", version=4, trl_format="tokenized", schema=RECOVERY_SCHEMA,
+    label=gettext_lazy("AED recovery in context (AREX-2)"),
     description="One row per run of a recovery replay: the error and its real observation kept in the prompt, the "
                 "policy's continuation after it; loss only on the decisions that make progress (per message, and "
                 "per token as input_ids + completion_mask under the model's chat template).",

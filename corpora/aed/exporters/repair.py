@@ -5,6 +5,7 @@ the error step (`prompt`, the same messages a preference row starts from) and th
 from collections.abc import Iterator
 
 import pyarrow as pa
+from django.utils.translation import gettext_lazy
 
 from dataplatform.conversations.training import TOOLS, messages_cell, record_batch, tools_cell
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
@@ -51,7 +52,8 @@ def repair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 
 register(ExportKind(
-    name="aed.repair", version=1, trl_format="prompt_completion", schema=REPAIR_SCHEMA, label="AED repair (context to the corrected action)",
+    name="aed.repair", version=1, trl_format="prompt_completion", schema=REPAIR_SCHEMA,
+    label=gettext_lazy("AED repair (context to the corrected action)"),
     description="TRL prompt/completion rows: the run up to the error step, completed by the corrected action "
                 "alone (the accepted proposal, else the one that grades the case).",
     rows=repair_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"),

@@ -5,6 +5,7 @@ import json
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
@@ -14,7 +15,7 @@ from .. import evidence_check, selectors, services
 from .panels import back_to_trace, case_context, case_extras, draft_context, is_htmx, own_case, whole_number
 
 LONG_OBSERVATION = 600  # characters; a longer observation is folded in <details>
-STALE_HINT = " Your change was not saved; the case below is the current one."
+STALE_HINT = gettext_lazy("Your change was not saved; the case below is the current one.")
 
 
 @login_required
@@ -74,6 +75,11 @@ def _case_response(request, project, case, *, error: str = "", notice: str = "",
                    **case_extras(project, case)}, status=status)
 
 
+def _refusal(exc) -> str:
+    """A refused change's message; a stale version adds that the change was not saved."""
+    return f"{exc} {STALE_HINT}" if isinstance(exc, services.StaleCase) else str(exc)
+
+
 def _changes(post, case) -> dict:
     """The update_case changes one edit form asks for."""
     field, value = post.get("field", ""), post.get("value", "")
@@ -85,14 +91,15 @@ def _changes(post, case) -> dict:
         return {"diagnosis": value.strip()}
     if field == "evidence_add":
         quote = post.get("quote", "").strip()
-        ref = {"step": whole_number(post.get("step", ""), "evidence step"), **({"quote": quote} if quote else {})}
+        step = whole_number(post.get("step", ""), gettext("evidence step"))
+        ref = {"step": step, **({"quote": quote} if quote else {})}
         return {"evidence": [*case.evidence, ref]}
     if field == "evidence_remove":
-        position = whole_number(value, "evidence position")
+        position = whole_number(value, gettext("evidence position"))
         if not 0 <= position < len(case.evidence):
-            raise services.CurationError("No such evidence reference; reload the page.")
+            raise services.CurationError(gettext("No such evidence reference; reload the page."))
         return {"evidence": [ref for n, ref in enumerate(case.evidence) if n != position]}
-    raise services.CurationError(f"Unknown field {field!r}.")
+    raise services.CurationError(gettext("Unknown field %(field)r.") % {"field": field})
 
 
 @login_required
@@ -104,9 +111,9 @@ def case_edit(request, slug: str, case_id: int):
         case = services.update_case(case=case, version=_version(request), actor=request.user,
                                     changes=_changes(request.POST, case))
     except services.CurationError as exc:  # shown in the case form it re-renders, with the error's status
-        hint = STALE_HINT if isinstance(exc, services.StaleCase) else ""
-        return _case_response(request, project, case, error=f"{exc}{hint}", status=exc.status)
-    return _case_response(request, project, case, notice=f"Saved (version {case.version}).")
+        return _case_response(request, project, case, error=_refusal(exc), status=exc.status)
+    return _case_response(request, project, case, notice=gettext("Saved (version %(version)s).") % {
+        "version": case.version})
 
 
 @login_required
@@ -116,9 +123,8 @@ def case_submit(request, slug: str, case_id: int):
     try:
         case = services.submit_case(case=case, version=_version(request), actor=request.user)
     except services.CurationError as exc:  # shown in the case form it re-renders, with the error's status
-        hint = STALE_HINT if isinstance(exc, services.StaleCase) else ""
-        return _case_response(request, project, case, error=f"{exc}{hint}", status=exc.status)
-    return _case_response(request, project, case, notice="Case submitted.")
+        return _case_response(request, project, case, error=_refusal(exc), status=exc.status)
+    return _case_response(request, project, case, notice=gettext("Case submitted."))
 
 
 @login_required
@@ -132,7 +138,7 @@ def case_draft(request, slug: str, case_id: int):
     except PlatformError as exc:  # shown in the draft box: a failed job whose row says why, or no job at all
         error = str(exc)
     if not is_htmx(request):
-        return back_to_trace(request, project, case, error=error, notice="The model is drafting the case.")
+        return back_to_trace(request, project, case, error=error, notice=gettext("The model is drafting the case."))
     return render(request, "corpora/aed/_draft.html",
                   {"project": project, "case": case, **draft_context(project, case, draft_error=error)})
 
@@ -148,7 +154,7 @@ def case_check(request, slug: str, case_id: int):
     except PlatformError as exc:
         error = str(exc)
     if not is_htmx(request):
-        return back_to_trace(request, project, case, error=error, notice="The model is checking the evidence.")
+        return back_to_trace(request, project, case, error=error, notice=gettext("The model is checking the evidence."))
     return render(request, "corpora/aed/_draft.html",
                   {"project": project, "case": case, **draft_context(project, case, draft_error=error)})
 

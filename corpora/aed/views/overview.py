@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Exists, F, Func, IntegerField, OuterRef
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
@@ -13,10 +14,12 @@ from dataplatform.imports import page_import
 
 from .. import importers, selectors, stats
 from ..models import CaseStatus
+from .panels import grade_label
 
 PAGE_SIZE = 50
 MAX_FILTER_CHOICES = 200
-CASE_FILTERS = [("with", "with a case"), ("without", "without a case"), ("submitted", "with a submitted case")]
+CASE_FILTERS = [("with", gettext_lazy("with a case")), ("without", gettext_lazy("without a case")),
+                ("submitted", gettext_lazy("with a submitted case"))]
 GRADE_FILTERS = [*stats.GRADE_ORDER, "ungraded"]
 TRACE_FILTERS = ("environment", "harness", "policy_model")
 
@@ -65,7 +68,7 @@ def _render_overview(request, project, *, import_report=None):
         "choices": {field: list(traces.order_by(field).values_list(field, flat=True).distinct()[:MAX_FILTER_CHOICES])
                     for field in TRACE_FILTERS},
         "case_filters": CASE_FILTERS,
-        "grade_filters": GRADE_FILTERS,
+        "grade_filters": [(g, grade_label(g)) for g in GRADE_FILTERS],
         "page": page,
         "rows": [{"trace": trace, "cases": by_trace.get(trace.pk, [])} for trace in page],
     })
@@ -77,6 +80,6 @@ def import_file(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
     result = page_import(request, importers.import_traces, project=project, user=request.user)
     if result is None:
-        messages.error(request, "Choose a JSONL file of traces.")
+        messages.error(request, gettext("Choose a JSONL file of traces."))
         return redirect("aed-overview", slug=slug)
     return _render_overview(request, project, import_report=result)

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_lazy
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.jobs.models import Job
@@ -19,7 +20,21 @@ from ..models import EvidenceCheck, ReplayMode, RetryDesign
 MODEL_JOB_KINDS = ("aed.draft", "aed.check_evidence")  # what the case's model box starts and follows
 REPLAY_DEFAULTS = {"pairs": 10, "seed": 0, "max_steps": 6, "temperature": 0.7}
 MAX_REPLAY_STEPS = 50
-NO_RULE = "No rule applies yet: check the evidence or replay a proposal."
+NO_RULE = gettext_lazy("No rule applies yet: check the evidence or replay a proposal.")
+# Arm R's design in a replay's head line, short ("arm R: original"); the choices' labels say it in full.
+RETRY_NAMES = {"resample": gettext_lazy("resample"), "original": gettext_lazy("original")}
+# What the history calls each kind of event (services write the kinds; an unknown one is shown as it is).
+EVENT_KINDS = {
+    "open": gettext_lazy("opened"),
+    "edit": gettext_lazy("edited"),
+    "submit": gettext_lazy("submitted"),
+    "propose": gettext_lazy("proposed a correction"),
+    "proposal_status": gettext_lazy("proposal status"),
+    "replay": gettext_lazy("replay started"),
+    "draft_failed": gettext_lazy("draft failed"),
+    "model_check": gettext_lazy("evidence checked"),
+    "model_check_failed": gettext_lazy("evidence check failed"),
+}
 
 
 # --- whose case ------------------------------------------------------------------------------------
@@ -60,7 +75,38 @@ def whole_number(value: str, name: str) -> int:
     try:
         return int(str(value).strip())
     except ValueError:
-        raise services.CurationError(f"{name} must be a whole number.") from None
+        raise services.CurationError(gettext("%(name)s must be a whole number.") % {"name": name}) from None
+
+
+# --- the grading rules, in the page's language --------------------------------------------------------
+# `stats.Grading` words them in English for the API and the exports; these say the same in the page's language.
+
+def grade_rules(grading: stats.Grading) -> list[tuple[str, str]]:
+    """`grading.rules()` in the page's language (the same text in English)."""
+    share = f"{stats.DOUBLE_PASS_HIGH:.0%}"
+    return [
+        ("A", gettext("Replayed with at least %(pairs)s pairs: the correction beats the retry significantly (exact "
+                      "McNemar p < %(alpha)s), and in fewer than %(share)s of the pairs where the correction passes "
+                      "does the retry pass too.") % {"pairs": grading.min_pairs, "alpha": f"{grading.alpha:g}",
+                                                     "share": share}),
+        ("B", gettext("Replayed with a positive net gain, but not significant, too few pairs, or the retry also "
+                      "passes in at least %(share)s of the pairs where the correction passes.") % {"share": share}),
+        ("C", gettext("Not replayed yet; the evidence check found the diagnosis supported.")),
+        ("D", gettext("The evidence is unsupported or contradicted, or the replay shows no net gain over the retry.")),
+    ]
+
+
+def describe_grading(grading: stats.Grading) -> str:
+    """`grading.describe()` in the page's language."""
+    values = {"alpha": f"{grading.alpha:g}", "pairs": grading.min_pairs}
+    if grading.evidence == "first":
+        return gettext("graded on the first proposal; A needs p < %(alpha)s with at least %(pairs)s pairs") % values
+    return gettext("graded on the best of the proposals; A needs p < %(alpha)s with at least %(pairs)s pairs") % values
+
+
+def grade_label(grade: str | None) -> str:
+    """A grade letter as it is, "ungraded" (or no grade) in the page's language."""
+    return grade if grade in stats.GRADE_ORDER else gettext("ungraded")
 
 
 # --- the parts of the trace page -----------------------------------------------------------------------
@@ -98,11 +144,13 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
     proposals = list(graded.proposals.all())
     replays = [replay for proposal in proposals for replay in proposal.replays.all()]
     jobs = Job.objects.in_bulk([r.job_id for r in replays if r.job_id])
+    rules = grade_rules(grading)
     return {
         "grade": grade,
-        "grade_text": dict(grading.rules()).get(grade, NO_RULE),
-        "grade_rules": grading.rules(),
-        "grading": grading.describe(),
+        "grade_label": grade_label(grade),
+        "grade_text": dict(rules).get(grade, NO_RULE),
+        "grade_rules": rules,
+        "grading": describe_grading(grading),
         "grade_proposal": best_proposal,
         "grade_replay": best_replay,
         "proposals": [{"proposal": p, "replays": [replay_view(project, r, jobs.get(r.job_id), grading.alpha)
@@ -115,7 +163,8 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
         "replay_defaults": REPLAY_DEFAULTS,
         "max_pairs": services.MAX_REPLAY_PAIRS,
         "max_replay_steps": MAX_REPLAY_STEPS,
-        "events": [{"event": e, "payload": json.dumps(e.payload, ensure_ascii=False) if e.payload else ""}
+        "events": [{"event": e, "kind": EVENT_KINDS.get(e.kind, ""),
+                    "payload": json.dumps(e.payload, ensure_ascii=False) if e.payload else ""}
                    for e in case.events.select_related("actor").order_by("id")],
     }
 
@@ -132,6 +181,7 @@ def replay_view(project, replay, job, alpha: float) -> dict:
         "url": reverse("aed-replay", args=[project.slug, replay.pk]),
         "options": ", ".join(f"{k}={v}" for k, v in sorted(replay.options.items()) if k not in ("url", "headers")),
         "webhook": replay.options.get("url", "") if replay.runner == "webhook" else "",
+        "retry_name": RETRY_NAMES.get(replay.retry, replay.retry),
         "has_stats": bool(s.get("pairs")),
         "recovery": recovery,
         "recovery_runs": replay.stats.get("runs", 0) if recovery else 0,

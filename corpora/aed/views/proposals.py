@@ -4,6 +4,7 @@ it, start a two-arm replay, and poll a replay until its table and statistics are
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
@@ -41,7 +42,7 @@ def proposal_add(request, slug: str, case_id: int):
                               rationale=request.POST.get("rationale", "").strip())
     except services.CurationError as exc:  # shown in the proposals box
         return _proposals_response(request, project, case, error=str(exc), status=exc.status)
-    return _proposals_response(request, project, case, notice="Proposal added.")
+    return _proposals_response(request, project, case, notice=gettext("Proposal added."))
 
 
 @login_required
@@ -52,28 +53,30 @@ def proposal_status(request, slug: str, proposal_id: int):
     status = request.POST.get("status", "")
     try:
         if status not in ProposalStatus.values:
-            raise services.CurationError(f"status must be one of {', '.join(ProposalStatus.values)}.")
+            raise services.CurationError(gettext("status must be one of %(values)s.") % {
+                "values": ", ".join(ProposalStatus.values)})
         services.set_proposal_status(proposal=proposal, status=status, actor=request.user)
     except services.CurationError as exc:  # shown in the proposals box
         return _proposals_response(request, project, proposal.case, error=str(exc), status=exc.status)
     return _proposals_response(request, project, proposal.case,
-                               notice=f"Proposal {proposal.pk} is now {proposal.get_status_display().lower()}.")
+                               notice=gettext("Proposal %(id)s is now %(status)s.") % {
+                                   "id": proposal.pk, "status": proposal.get_status_display().lower()})
 
 
 def _float(value: str, name: str) -> float:
     try:
         return float(str(value).strip())
     except ValueError:
-        raise services.CurationError(f"{name} must be a number.") from None
+        raise services.CurationError(gettext("%(name)s must be a number.") % {"name": name}) from None
 
 
 def _replay_options(post, runner: str) -> dict:
     max_steps = whole_number(post.get("max_steps") or REPLAY_DEFAULTS["max_steps"], "max_steps")
     temperature = _float(post.get("temperature") or REPLAY_DEFAULTS["temperature"], "temperature")
     if not 1 <= max_steps <= MAX_REPLAY_STEPS:
-        raise services.CurationError(f"max_steps must be between 1 and {MAX_REPLAY_STEPS}.")
+        raise services.CurationError(gettext("max_steps must be between 1 and %(max)s.") % {"max": MAX_REPLAY_STEPS})
     if not 0 <= temperature <= 2:
-        raise services.CurationError("temperature must be between 0 and 2.")
+        raise services.CurationError(gettext("temperature must be between 0 and 2."))
     options = {"max_steps": max_steps, "temperature": temperature}
     if runner == "webhook":
         options["url"] = post.get("url", "").strip()  # start_replay checks it against AED_REPLAY_WEBHOOKS
@@ -97,7 +100,9 @@ def replay_start(request, slug: str, proposal_id: int):
     except PlatformError as exc:
         return _proposals_response(request, project, proposal.case, error=str(exc), status=exc.status)
     return _proposals_response(request, project, proposal.case,
-                               notice=f"Replay {replay.pk} started ({replay.pairs} pairs).")
+                               notice=ngettext("Replay %(id)s started (%(pairs)s pair).",
+                                               "Replay %(id)s started (%(pairs)s pairs).",
+                                               replay.pairs) % {"id": replay.pk, "pairs": replay.pairs})
 
 
 @login_required

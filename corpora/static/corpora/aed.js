@@ -68,7 +68,7 @@
 
   function markError() {
     const step = focusedStep();
-    if (!step) { say("Move to a step with j / k first."); return; }
+    if (!step) { say(gettext("Move to a step with j / k first.")); return; }
     send(step.querySelector("form.mark-form"));
   }
 
@@ -86,7 +86,7 @@
     const selected = selectedQuote();
     const step = selected?.step || focusedStep();
     const form = document.getElementById("evidence-form");
-    if (!step || !form) { say("Move to a step with j / k first."); return; }
+    if (!step || !form) { say(gettext("Move to a step with j / k first.")); return; }
     form.elements.step.value = step.dataset.step;
     form.elements.quote.value = selected ? selected.quote : "";
     send(form);
@@ -119,7 +119,7 @@
     event.preventDefault();
     if (writes(event.key) && busy) {
       queued.push(event.key);
-      say("Saving… your key waits for it.");
+      say(gettext("Saving… your key waits for it."));
       return;
     }
     run(event.key);
@@ -168,7 +168,7 @@
   const failed = () => {
     busy = false;
     queued = [];
-    say("Could not save: the server did not answer. Reload the page (F5).");
+    say(gettext("Could not save: the server did not answer. Reload the page (F5)."));
   };
   document.body.addEventListener("htmx:sendError", failed);
   document.body.addEventListener("htmx:responseError", (event) => {
