@@ -3,6 +3,7 @@
 A session's own operations (read, correct, stream, tool calls, rounds, trees, accept) are in session_api.py."""
 
 from django.contrib.auth import get_user_model
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -38,7 +39,7 @@ from .serializers import (
 class ConfigApi(APIView):
     @extend_schema(responses=ConfigSerializer)
     def get(self, request, slug: str):
-        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
+        project, _role = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
         return Response(ConfigSerializer(services.config_for(project)).data)
 
     @extend_schema(request=ConfigSerializer, responses=ConfigSerializer)
@@ -57,7 +58,7 @@ class ImportApi(APIView):
 
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):
-        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        project, _role = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
         return import_upload(request, importers.import_prompts, project=project)
 
 
@@ -71,13 +72,13 @@ class ImportPandaApi(APIView):
 
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):
-        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        project, _role = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
         upload = uploaded_file(request, expected="a .panda.json file")
         annotator = request.user
         if request.data.get("annotator"):
             annotator = get_user_model().objects.filter(username=request.data["annotator"]).first()
             if annotator is None or role_in(annotator, project) not in CAN_ANNOTATE:
-                raise ValidationError({"annotator": ["Not an annotator of this project."]})
+                raise ValidationError({"annotator": [_("Not an annotator of this project.")]})
         data = read_panda_upload(upload)
         report = import_panda_json(project=project, data=data, annotator=annotator, file=upload.name,
                                    dry_run=truthy(request.data.get("dry_run")), backend=services.backend_for(project),
@@ -88,7 +89,7 @@ class ImportPandaApi(APIView):
 class RolloutApi(APIView):
     @extend_schema(request=None, responses={202: JobSerializer})
     def post(self, request, slug: str):
-        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        project, _role = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
         job = job_services.enqueue_job(project=project, kind="annotate.rollouts",
                                        params={"regenerate": truthy(request.data.get("regenerate"))},
                                        user=request.user)
@@ -100,7 +101,7 @@ class ClaimApi(APIView):
 
     @extend_schema(request=None, responses={200: ClaimSerializer, 204: None})
     def post(self, request, slug: str):
-        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request),
+        project, _role = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request),
                                  related=["annotation_config"])
         claim = services.claim_with_session(project=project, annotator=request.user)
         if claim is None:
@@ -113,14 +114,14 @@ class ClaimApi(APIView):
 class MyItemsApi(APIView):
     @extend_schema(responses=ClaimSerializer(many=True))
     def get(self, request, slug: str):
-        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
+        project, _role = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
         return Response(ClaimSerializer(selectors.my_claims(request.user, project)[:200], many=True).data)
 
 
 class QueueApi(APIView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request, slug: str):
-        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        project, _role = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
         return Response(selectors.queue_state(project))
 
 
@@ -130,23 +131,23 @@ class ClaimActionApi(APIView):
     @extend_schema(request=OpenApiTypes.OBJECT, responses=ClaimSerializer)
     def post(self, request, slug: str, claim_id: int, action: str):
         token = request_token(request)
-        project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=token)
+        project, _role = project_for(request.user, slug, CAN_ANNOTATE, token=token)
         claim = Claim.objects.filter(item__project=project, pk=claim_id).select_related("item").first()
         if claim is None:
-            raise NotFound("No such claim.")
+            raise NotFound(_("No such claim."))
         if action in ("skip", "release"):
             if claim.annotator_id != request.user.pk:
-                raise NotFound("No such claim.")
+                raise NotFound(_("No such claim."))
             state = ClaimState.SKIPPED if action == "skip" else ClaimState.RELEASED
             claim = services.end_claim(claim=claim, state=state)
         elif action == "reassign":
             project_for(request.user, slug, CAN_CURATE, token=token)
             to_user = get_user_model().objects.filter(username=request.data.get("username", "")).first()
             if to_user is None or role_in(to_user, project) not in CAN_ANNOTATE:
-                raise ValidationError({"username": ["Not an annotator of this project."]})
+                raise ValidationError({"username": [_("Not an annotator of this project.")]})
             claim = services.reassign(claim=claim, to_user=to_user)
         else:
-            raise NotFound("Unknown action.")
+            raise NotFound(_("Unknown action."))
         return Response(ClaimSerializer(claim).data)
 
 
@@ -169,5 +170,5 @@ class ReviewApi(APIView):
 class MetricsApi(APIView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request, slug: str):
-        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
+        project, _role = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
         return Response(project_metrics(project))

@@ -11,6 +11,7 @@ Every write names the session version the client saw (a stale one is refused) an
 """
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from . import services
 from .models import Event, EventKind, Node, NodeStatus, Origin, Session
@@ -23,25 +24,26 @@ STOP_MARKER = "<|stop|>"  # typed at the end of a rewrite, it ends the response 
 def _current(session: Session, node_id: int) -> Node:
     node = session.current_node
     if node is None or node.pk != node_id:
-        raise CorrectionRefused("Corrections apply to the node you are looking at; reload the session.")
+        raise CorrectionRefused(_("Corrections apply to the node you are looking at; reload the session."))
     if node.status == NodeStatus.STREAMING:
-        raise CorrectionRefused("Wait for the model to finish this response before correcting it.")
+        raise CorrectionRefused(_("Wait for the model to finish this response before correcting it."))
     return node
 
 
 def _correctable(node: Node, position: int) -> None:
     if position < node.locked_until:
         raise CorrectionRefused(
-            f"Token {position} comes before your earlier correction (tokens before {node.locked_until} are "
-            "fixed). Undo that correction first.")
+            _("Token %(position)s comes before your earlier correction (tokens before %(locked)s are "
+              "fixed). Undo that correction first.") % {"position": position, "locked": node.locked_until})
     if not 0 <= position < len(node.token_ids):
-        raise CorrectionRefused(f"Position {position} is outside the response ({len(node.token_ids)} tokens).")
+        raise CorrectionRefused(_("Position %(position)s is outside the response (%(tokens)s tokens).")
+                                % {"position": position, "tokens": len(node.token_ids)})
 
 
 def _append(child: Node, token_ids: list[int], *, origin: str, logprobs=None, top=None, rank=None) -> None:
     child.token_ids += token_ids
     child.logprobs += logprobs or [None] * len(token_ids)
-    child.top += top or [[] for _ in token_ids]
+    child.top += top or [[] for _id in token_ids]
     child.origins += [origin] * len(token_ids)
     child.candidate_ranks += [rank] * len(token_ids)
 
@@ -65,7 +67,7 @@ def correct(*, session: Session, version: int, node_id: int, position: int, acto
     Returns the new child node. Unless the correction ends the response, the child is left `streaming`;
     `streaming.continue_node` then generates the rest from its exact token ids."""
     if sum(x is not None and x is not False for x in (token_id, text, stop or None)) != 1:
-        raise CorrectionRefused("Give exactly one of: a candidate token, a typed rewrite, or stop.")
+        raise CorrectionRefused(_("Give exactly one of: a candidate token, a typed rewrite, or stop."))
     with transaction.atomic():
         session = locked_session(session.pk, version)
         node = _current(session, node_id)
@@ -77,9 +79,10 @@ def correct(*, session: Session, version: int, node_id: int, position: int, acto
         backend = services.backend_for(session.item.project)
         if token_id is not None:
             stop = token_id in backend.eos_token_ids  # picking the model's end token ends the response there
-            candidates = [candidate for candidate, _ in node.top[position]]
+            candidates = [candidate for candidate, _logprob in node.top[position]]
             if token_id not in candidates:
-                raise CorrectionRefused(f"Token {token_id} is not among the model's top-{len(candidates)} here.")
+                raise CorrectionRefused(_("Token %(token)s is not among the model's top-%(k)s here.")
+                                        % {"token": token_id, "k": len(candidates)})
             rank = candidates.index(token_id)
             logprob = node.top[position][rank][1]
             _append(child, [token_id], origin=Origin.CANDIDATE, logprobs=[logprob], top=[node.top[position]],
@@ -93,7 +96,7 @@ def correct(*, session: Session, version: int, node_id: int, position: int, acto
             # The typed text is tokenized alone and appended to the unchanged prefix ids.
             typed_ids = backend.tokenize(typed) if typed else []
             if not typed_ids and not ends_here:
-                raise CorrectionRefused("Type some text, or end it with <|stop|> to stop here.")
+                raise CorrectionRefused(_("Type some text, or end it with <|stop|> to stop here."))
             _append(child, typed_ids, origin=Origin.TYPED)
             stop = ends_here
             kind = EventKind.CONTINUE_WITH_INPUT
@@ -119,14 +122,15 @@ def edit_selection(*, session: Session, version: int, node_id: int, start: int, 
         node = _current(session, node_id)
         _correctable(node, start)
         if not start < end <= len(node.token_ids):
-            raise CorrectionRefused(f"The selection [{start}, {end}) is not a span of the response "
-                                    f"({len(node.token_ids)} tokens).")
+            raise CorrectionRefused(_("The selection [%(start)s, %(end)s) is not a span of the response "
+                                      "(%(tokens)s tokens).") % {"start": start, "end": end,
+                                                                 "tokens": len(node.token_ids)})
         project = session.item.project
         backend = services.backend_for(project)
         typed_ids = backend.tokenize(text) if text else []
         kept = node.token_ids[end:]
         if typed_ids == node.token_ids[start:end]:
-            raise CorrectionRefused("The new text is the same as the selection.")
+            raise CorrectionRefused(_("The new text is the same as the selection."))
         child = fork_of(node, session=session, operator=EventKind.EDIT_SELECTION, keep=start)
         _append(child, typed_ids, origin=Origin.TYPED)
         child.locked_until = len(child.token_ids)
@@ -157,8 +161,10 @@ def continue_generating(*, session: Session, version: int, node_id: int, actor) 
         session = locked_session(session.pk, version)
         node = _current(session, node_id)
         if node.finish_reason != "length":
-            raise CorrectionRefused("Only a response that ran out of tokens can be continued; this one "
-                                    f"ended with {node.finish_reason or 'nothing yet'}.")
+            ended = (_("Only a response that ran out of tokens can be continued; this one ended with "
+                       "%(reason)s.") % {"reason": node.finish_reason} if node.finish_reason
+                     else _("Only a response that ran out of tokens can be continued; this one has not ended."))
+            raise CorrectionRefused(ended)
         child = fork_of(node, session=session, operator=EventKind.CONTINUE_GENERATING, keep=len(node.token_ids))
         child.locked_until = node.locked_until
         child.max_tokens = len(node.token_ids) + config_for(session.item.project).max_tokens

@@ -1,3 +1,4 @@
+from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from dataplatform.jobs.registry import JobKind, register
@@ -6,7 +7,7 @@ from . import services
 
 
 class RolloutParams(serializers.Serializer):
-    regenerate = serializers.BooleanField(default=False, help_text="answer items that already have a rollout again")
+    regenerate = serializers.BooleanField(default=False, help_text=_("answer items that already have a rollout again"))
 
 
 def run_rollouts(job, progress) -> dict:
@@ -15,8 +16,8 @@ def run_rollouts(job, progress) -> dict:
 
 register(JobKind(
     name="annotate.rollouts",
-    label="Generate initial responses",
-    description="The model answers every prompt that has no response yet, keeping top-k logprobs per token.",
+    label=_("Generate initial responses"),
+    description=_("The model answers every prompt that has no response yet, keeping top-k logprobs per token."),
     params_serializer=RolloutParams,
     run=run_rollouts,
 ))

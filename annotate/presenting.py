@@ -13,6 +13,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
+
 from dataplatform.conversations.templates import template_for
 
 from .models import Node, Session, SessionStatus
@@ -20,7 +22,14 @@ from .selectors import TokenGroup
 from .services import config_for
 
 KIND_OF_CHANNEL = {"reasoning": "reasoning", "content": "content", "tool_name": "call", "tool_arguments": "call"}
-LABELS = {"reasoning": "Reasoning", "content": "Answer", "call": "Tool call"}
+LABELS = {"reasoning": gettext_lazy("Reasoning"), "content": gettext_lazy("Answer"), "call": gettext_lazy("Tool call")}
+# A message's role as the page names it (the values stay the format's: system, user, assistant, tool).
+ROLE_LABELS = {"system": pgettext_lazy("chat role", "system"), "user": pgettext_lazy("chat role", "user"),
+               "assistant": pgettext_lazy("chat role", "assistant"), "tool": pgettext_lazy("chat role", "tool")}
+# A node's status in the tree panel, lower case (the model's labels are capitalised and longer).
+NODE_STATUS_WORDS = {"streaming": pgettext_lazy("node status", "streaming"),
+                     "complete": pgettext_lazy("node status", "complete"),
+                     "interrupted": pgettext_lazy("node status", "interrupted")}
 MAX_DEPTH_SHOWN = 12  # the tree panel indents no deeper (workspace.css has a class per depth)
 
 
@@ -49,7 +58,9 @@ class Block:
 
     @property
     def label(self) -> str:
-        return LABELS[self.kind] + (f" {self.call + 1}" if self.call is not None else "")
+        if self.call is None:
+            return str(LABELS[self.kind])
+        return gettext("Tool call %(number)s") % {"number": self.call + 1}
 
 
 def tokens_of(node: Node, groups: list[TokenGroup], pieces: list[bytes]) -> list[Token]:
@@ -130,7 +141,8 @@ def context_messages(node: Node) -> list[dict]:
                   "arguments": _pretty(call["function"].get("arguments", ""))}
                  for call in message.get("tool_calls", [])]
         content = message.get("content") or ""
-        shown.append({"role": message["role"], "content": _pretty(content) if message["role"] == "tool" else content,
+        shown.append({"role": message["role"], "role_label": ROLE_LABELS.get(message["role"], message["role"]),
+                      "content": _pretty(content) if message["role"] == "tool" else content,
                       "reasoning": message.get("reasoning", ""), "tool_calls": calls,
                       "name": message.get("name", ""), "tool_call_id": message.get("tool_call_id", "")})
     return shown
@@ -161,7 +173,8 @@ def tree_of(session: Session) -> list[dict]:
 
     def walk(node: dict, depth: int) -> None:
         node |= {"depth": min(depth, MAX_DEPTH_SHOWN), "current": node["id"] == session.current_node_id,
-                 "accepted": node["id"] == accepted}
+                 "accepted": node["id"] == accepted,
+                 "status_label": NODE_STATUS_WORDS.get(node["status"], node["status"])}
         trees.setdefault(node["tree"], []).append(node)
         for child in children.get(node["id"], []):
             walk(child, depth + 1)

@@ -13,10 +13,11 @@ the annotator changed, i.e. where the model's answer first went wrong.
 from collections.abc import Iterable, Mapping
 
 from django.core.exceptions import PermissionDenied
+from django.utils.translation import gettext as _
 
 from dataplatform.accounts.permissions import CAN_CURATE, role_in
 
-from .models import EventKind, Node, Review, ReviewDecision, Session, SessionStatus
+from .models import SESSION_STATUS_WORDS, EventKind, Node, Review, ReviewDecision, Session, SessionStatus
 from .services import AnnotationError
 
 # node id -> (parent id, fork index, operator); enough of a session tree to walk a lineage.
@@ -33,17 +34,19 @@ def review_session(*, session: Session, reviewer, decision: str, comment: str = 
     PermissionDenied: the API checks roles too, but a service must not rely on it.
     """
     if decision not in ReviewDecision.values:
-        raise AnnotationError(f"Unknown review decision {decision!r}; use one of: {', '.join(ReviewDecision.values)}.")
+        raise AnnotationError(_("Unknown review decision %(decision)r; use one of: %(choices)s.")
+                              % {"decision": decision, "choices": ", ".join(ReviewDecision.values)})
     comment = comment.strip()
     if decision == ReviewDecision.REJECTED and not comment:
-        raise AnnotationError("A rejection needs a comment that says what is wrong.")
+        raise AnnotationError(_("A rejection needs a comment that says what is wrong."))
     if role_in(reviewer, session.item.project) not in CAN_CURATE:
-        raise PermissionDenied("Only a curator or an admin of this project can review its sessions.")
+        raise PermissionDenied(_("Only a curator or an admin of this project can review its sessions."))
     # Read the status from the database, not from the caller's copy, which may be stale. Accepted is a
     # final state (no service moves a session out of it), so no lock is needed between check and insert.
     status = Session.objects.filter(pk=session.pk).values_list("status", flat=True).first()
     if status != SessionStatus.ACCEPTED:
-        raise AnnotationError(f"Only accepted sessions can be reviewed; this one is {status or 'gone'}.")
+        raise AnnotationError(_("Only accepted sessions can be reviewed; this one is %(status)s.") % {
+            "status": SESSION_STATUS_WORDS.get(status, status) if status else _("gone")})
     return Review.objects.create(session_id=session.pk, reviewer=reviewer, decision=decision, comment=comment)
 
 
@@ -83,7 +86,7 @@ def first_error_position(session: Session) -> int | None:
     """
     row = Session.objects.filter(pk=session.pk).values("status", "current_node_id").first()
     if row is None or row["status"] != SessionStatus.ACCEPTED:
-        raise AnnotationError("Only an accepted session has a first error position.")
+        raise AnnotationError(_("Only an accepted session has a first error position."))
     tree = tree_of(Node.objects.filter(session_id=session.pk).values_list(*TREE_FIELDS))
     forks = lineage_forks(tree, row["current_node_id"])
     return forks[0] if forks else None

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from dataplatform.accounts.models import ApiToken, Membership, Project
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, visible_projects
@@ -33,7 +34,7 @@ def sessions_visible_to(user, *, token: ApiToken | None = None) -> QuerySet[Sess
 def session_for(user, session_id: int, *, token: ApiToken | None = None) -> Session:
     session = sessions_visible_to(user, token=token).filter(pk=session_id).first()
     if session is None:
-        raise Http404("No such session.")
+        raise Http404(_("No such session."))
     if session.current_node is not None:
         # Its text is rendered through node.session.item.project: reuse what was loaded (3 queries fewer).
         session.current_node.session = session
@@ -50,14 +51,14 @@ def session_for_writing(user, session_id: int, *, token: ApiToken | None = None)
                .select_related("item", "item__project", "item__project__annotation_config")
                .defer("item__rollout").first())
     if session is None:
-        raise Http404("No such session.")
+        raise Http404(_("No such session."))
     return session
 
 
 def node_of(session: Session, node_id: int) -> Node:
     node = session.nodes.filter(pk=node_id).first()
     if node is None:
-        raise Http404("No such node in this session.")
+        raise Http404(_("No such node in this session."))
     node.session = session  # reuse the loaded session, item and project instead of fetching them again
     return node
 
@@ -124,7 +125,7 @@ def token_groups(node: Node) -> list[TokenGroup]:
 def candidates_at(node: Node, position: int) -> list[dict]:
     """The model's top-k at a position, with text and probability; the current token marked."""
     if not 0 <= position < len(node.token_ids):
-        raise Http404("No token at that position.")
+        raise Http404(_("No token at that position."))
     backend = backend_for(node.session.item.project)
     current = node.token_ids[position]
     top = node.top[position]

@@ -12,6 +12,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from dataplatform import claims
 from dataplatform.accounts.models import Project
@@ -20,6 +21,8 @@ from dataplatform.errors import Conflict, Forbidden, Missing, Refused
 from dataplatform.inference import backend_for_model
 
 from .models import (
+    CLAIM_STATE_WORDS,
+    SESSION_STATUS_WORDS,
     AnnotationConfig,
     Claim,
     ClaimState,
@@ -65,7 +68,7 @@ def config_for(project: Project) -> AnnotationConfig:
         try:  # joined in when the project was read with project_for(..., related=["annotation_config"])
             config = project.annotation_config
         except AnnotationConfig.DoesNotExist:
-            config, _ = AnnotationConfig.objects.get_or_create(project=project)
+            config, _created = AnnotationConfig.objects.get_or_create(project=project)
         project._annotation_config = config
     return config
 
@@ -78,7 +81,7 @@ def update_config(*, project: Project, changes: dict, role: str) -> AnnotationCo
     """Change some of the project's settings; `changes` holds values ConfigSerializer has checked."""
     admin_only = sorted(set(changes) & set(ADMIN_ONLY_SETTINGS))
     if admin_only and role not in CAN_MANAGE_PROJECT:
-        raise Forbidden(f"Only a project admin may change {', '.join(admin_only)}.")
+        raise Forbidden(_("Only a project admin may change %(settings)s.") % {"settings": ", ".join(admin_only)})
     config = config_for(project)
     for name, value in changes.items():
         setattr(config, name, value)
@@ -188,14 +191,14 @@ def reassign(*, claim: Claim, to_user) -> Claim:
         claims.lock_item_of(Claim, "item", claim.pk)
         claim = Claim.objects.select_for_update().get(pk=claim.pk)
         if Claim.objects.filter(item_id=claim.item_id, annotator=to_user).exists():
-            raise AnnotationError(f"{to_user} has already had this item.")
+            raise AnnotationError(_("%(user)s has already had this item.") % {"user": to_user})
         if Claim.objects.filter(project_id=claim.project_id, annotator=to_user, state=ClaimState.ACTIVE).exists():
-            raise AnnotationError(f"{to_user} is working on another item of this project; reassign this one when "
-                                  "they have finished it.")
+            raise AnnotationError(_("%(user)s is working on another item of this project; reassign this one when "
+                                    "they have finished it.") % {"user": to_user})
         keeps_its_slot = claim.state == ClaimState.ACTIVE and claim.lease_expires_at > now
         if not keeps_its_slot and claims.holders(Claim, "item", claim.item_id, now=now) >= config.overlap:
-            raise AnnotationError("This item has no free slot to reassign: its claim has ended and others hold "
-                                  "every slot.")
+            raise AnnotationError(_("This item has no free slot to reassign: its claim has ended and others hold "
+                                    "every slot."))
         if claim.state == ClaimState.ACTIVE:
             claim.state = ClaimState.RELEASED
             claim.save(update_fields=["state", "updated_at"])
@@ -226,7 +229,7 @@ def open_session(*, claim: Claim) -> Session:
     item = Item.objects.only("messages", "tools", "prompt_ids", "rollout").get(pk=claim.item_id)
     rollout = item.rollout
     if not rollout:
-        raise AnnotationError("This item has no model response yet; run the rollout job first.")
+        raise AnnotationError(_("This item has no model response yet; run the rollout job first."))
     with transaction.atomic(savepoint=False):  # inside claim_with_session's transaction: no savepoint needed
         session = Session.objects.create(claim=claim, item_id=claim.item_id, annotator_id=claim.annotator_id)
         count = len(rollout["token_ids"])
@@ -253,11 +256,14 @@ def locked_session(session_id: int, version: int) -> Session:
     session = Session.objects.select_for_update(of=("self",)).select_related(
         "current_node", "item", "claim").get(pk=session_id)
     if session.version != version:
-        raise StaleVersion(f"The session changed (version {session.version}, you had {version}); reload it.")
+        raise StaleVersion(_("The session changed (version %(now)s, you had %(yours)s); reload it.")
+                           % {"now": session.version, "yours": version})
     if session.status != SessionStatus.OPEN:
-        raise AnnotationError(f"The session is {session.status}; it cannot change.")
+        raise AnnotationError(_("The session is %(status)s; it cannot change.") % {
+            "status": SESSION_STATUS_WORDS.get(session.status, session.status)})
     if session.claim.state != ClaimState.ACTIVE:  # skipped, released or reassigned: the item is not yours now
-        raise AnnotationError(f"Your claim on this item was {session.claim.state}; the session cannot change.")
+        raise AnnotationError(_("Your claim on this item was %(state)s; the session cannot change.")
+                              % {"state": CLAIM_STATE_WORDS.get(session.claim.state, session.claim.state)})
     return session
 
 
@@ -273,13 +279,13 @@ def undo(*, session: Session, version: int, actor) -> Session:
         session = locked_session(session.pk, version)
         node = session.current_node
         if node.status == NodeStatus.STREAMING:
-            raise AnnotationError("Wait for the model to finish before undoing.")
+            raise AnnotationError(_("Wait for the model to finish before undoing."))
         back = node.parent_id
         if back is None:  # a tree's root: generate_new and edit_prompt record where they started from
             started = Event.objects.filter(session=session, node=node, kind__in=TREE_STARTS).first()
             back = started.payload.get("from_node") if started else None
         if back is None:
-            raise AnnotationError("Nothing to undo: this is the model's first response.")
+            raise AnnotationError(_("Nothing to undo: this is the model's first response."))
         session.current_node = session.nodes.get(pk=back)
         bump(session)
         Event.objects.create(session=session, kind=EventKind.UNDO, node=session.current_node, actor=actor,
@@ -292,10 +298,10 @@ def select_node(*, session: Session, version: int, node_id: int, actor) -> Sessi
     with transaction.atomic():
         session = locked_session(session.pk, version)
         if session.current_node.status == NodeStatus.STREAMING:
-            raise AnnotationError("Wait for the model to finish this response first.")
+            raise AnnotationError(_("Wait for the model to finish this response first."))
         target = session.nodes.filter(pk=node_id).first()
         if target is None:
-            raise Missing("No such node in this session.")
+            raise Missing(_("No such node in this session."))
         previous = session.current_node_id
         session.current_node = target
         bump(session)
@@ -310,7 +316,7 @@ def finish(*, session: Session, version: int, actor, accept: bool, comment: str 
         session = locked_session(session.pk, version)
         node = session.current_node
         if accept and node.status != NodeStatus.COMPLETE:
-            raise AnnotationError("Only a complete response can be accepted; wait for it or continue it.")
+            raise AnnotationError(_("Only a complete response can be accepted; wait for it or continue it."))
         session.status = SessionStatus.ACCEPTED if accept else SessionStatus.REJECTED
         bump(session)
         Event.objects.create(session=session, kind=EventKind.ACCEPT if accept else EventKind.REJECT, node=node,

@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.db import InterfaceError, OperationalError
 from django.http import StreamingHttpResponse
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -199,13 +200,14 @@ def _token_events(node: Node):
         yield _sse("error", {"message": str(exc)})
     except Exception as exc:  # noqa: BLE001 (the client must hear of it; logged when it is a bug)
         if isinstance(exc, (OperationalError, InterfaceError)):
-            reason = "The database is unavailable for a moment."
+            reason = _("The database is unavailable for a moment.")
         elif isinstance(exc, PlatformError):  # the model backend or a tool server, most likely
             reason = exc.detail.rstrip(".") + "."
         else:
             logger.exception("The continuation of node %s failed", node.pk)
-            reason = "The continuation failed on the server."
-        yield _sse("error", {"message": f"{reason} What was saved before it is kept; retry to continue."})
+            reason = _("The continuation failed on the server.")
+        yield _sse("error", {"message": _("%(reason)s What was saved before it is kept; retry to continue.")
+                              % {"reason": reason}})
 
 
 async def _async_events(events):

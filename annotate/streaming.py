@@ -10,12 +10,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.db import close_old_connections, connection
+from django.utils.translation import gettext as _
 
 from dataplatform.conversations.templates import PENDING, REASONING
 from dataplatform.inference import BackendError
 
 from . import services
-from .models import Event, EventKind, Node, NodeStatus, Origin, SessionStatus
+from .models import SESSION_STATUS_WORDS, Event, EventKind, Node, NodeStatus, Origin, SessionStatus
 from .nodes import parse_into, template_of
 from .services import AnnotationError, config_for, seed_for
 from .turns import NextTurn, auto_run_tool_calls
@@ -94,7 +95,8 @@ def _continue_one(node: Node) -> Iterator[Streamed]:
     if node.status == NodeStatus.COMPLETE:
         return
     if session.status != SessionStatus.OPEN:
-        raise AnnotationError(f"The session is {session.status}; its responses no longer change.")
+        raise AnnotationError(_("The session is %(status)s; its responses no longer change.") % {
+            "status": SESSION_STATUS_WORDS.get(session.status, session.status)})
     if node.status == NodeStatus.INTERRUPTED:
         Event.objects.create(session=session, kind=EventKind.CONTINUE_GENERATING, node=node, actor=None,
                              payload={"from_token": len(node.token_ids)})

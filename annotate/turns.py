@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, replace
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from dataplatform import tools as mcp
 from dataplatform.conversations.model import Conversation, Message
@@ -42,9 +43,9 @@ class NextTurn:
 def _current_answer(session: Session, node_id: int) -> Node:
     node = session.current_node
     if node is None or node.pk != node_id:
-        raise AnnotationError("This applies to the node you are looking at; reload the session.")
+        raise AnnotationError(_("This applies to the node you are looking at; reload the session."))
     if node.status != NodeStatus.COMPLETE:
-        raise AnnotationError("Wait for the model to finish this response first.")
+        raise AnnotationError(_("Wait for the model to finish this response first."))
     return node
 
 
@@ -78,16 +79,17 @@ def run_tool_calls(*, session: Session, version: int, node_id: int, decisions: l
     config = config_for(session.item.project)
     message = response_message(node)
     if not message.tool_calls:
-        raise ToolRunRefused("This response makes no tool calls.")
+        raise ToolRunRefused(_("This response makes no tool calls."))
     if message.finish_reason != "tool_calls":
-        raise ToolRunRefused("The response was cut inside its tool calls; continue generating it first.")
+        raise ToolRunRefused(_("The response was cut inside its tool calls; continue generating it first."))
     if tool_steps(session) >= config.max_tool_steps:
-        raise ToolRunRefused(f"This session has run tools {config.max_tool_steps} times, the project's limit; "
-                             "accept, correct or reject the response instead.")
+        raise ToolRunRefused(_("This session has run tools %(limit)s times, the project's limit; "
+                               "accept, correct or reject the response instead.") % {"limit": config.max_tool_steps})
     decisions = decisions if decisions is not None else [{"action": APPROVE}] * len(message.tool_calls)
     if len(decisions) != len(message.tool_calls):
-        raise ToolRunRefused(f"Decide on each of the {len(message.tool_calls)} tool calls, in order "
-                             f"({len(decisions)} decisions were given).", field="decisions")
+        raise ToolRunRefused(_("Decide on each of the %(calls)s tool calls, in order (%(given)s decisions were "
+                               "given).") % {"calls": len(message.tool_calls), "given": len(decisions)},
+                             field="decisions")
     plans = _plans(message, decisions, config)
     results = [_run(plan) for plan in plans]  # outside the transaction: a tool can take seconds
     with transaction.atomic():
@@ -112,16 +114,18 @@ def _plans(message: Message, decisions: list[dict], config) -> list[dict]:
     for index, (call, decision) in enumerate(zip(message.tool_calls, decisions, strict=True)):
         action = decision.get("action", APPROVE)
         if action not in (APPROVE, EDIT, REJECT):
-            raise ToolRunRefused(f"Decision {index + 1}: {action!r} is not approve, edit or reject.",
+            raise ToolRunRefused(_("Decision %(number)s: %(action)r is not approve, edit or reject.")
+                                 % {"number": index + 1, "action": action},
                                  field=f"decisions[{index}].action")
         plan = {"index": index, "id": call.id, "name": call.name, "action": action, "note": decision.get("note", ""),
                 "arguments": call.arguments, "arguments_text": call.arguments, "tool": None}
         if action != REJECT:
             tool = offered.get(call.name)
             if tool is None:
-                servers = ", ".join(config.tool_servers) or "none: an admin sets them in the project's settings"
-                raise ToolRunRefused(f"No tool server of this project offers {call.name!r} (servers: {servers}); "
-                                     "reject the call or correct its name.", field=f"decisions[{index}]")
+                servers = ", ".join(config.tool_servers) or _("none: an admin sets them in the project's settings")
+                raise ToolRunRefused(_("No tool server of this project offers %(tool)r (servers: %(servers)s); "
+                                       "reject the call or correct its name.") % {"tool": call.name, "servers": servers},
+                                     field=f"decisions[{index}]")
             given = decision.get("arguments") if action == EDIT else call.arguments
             arguments = mcp.validate_arguments(tool, given, where=f"decisions[{index}].arguments")
             plan |= {"tool": tool, "parsed": arguments}
@@ -165,13 +169,13 @@ def auto_run_tool_calls(*, node: Node) -> NextTurn | None:
 def start_new_round(*, session: Session, version: int, node_id: int, text: str, actor) -> Node:
     """A user turn after the current answer: the next round, its context every earlier round."""
     if not text.strip():
-        raise AnnotationError("Write the user's next message.", field="text")
+        raise AnnotationError(_("Write the user's next message."), field="text")
     with transaction.atomic():
         session = locked_session(session.pk, version)
         node = _current_answer(session, node_id)
         message = response_message(node)
         if message.tool_calls:
-            raise AnnotationError("This response makes tool calls: run or reject them before the next round.")
+            raise AnnotationError(_("This response makes tool calls: run or reject them before the next round."))
         before = node_conversation(node)
         answered = replace(message, finish_reason=None)  # context: how it ended is the node's
         conversation = Conversation(before.messages + (answered, Message(role="user", content=text)), before.tools)
@@ -185,7 +189,7 @@ def generate_new(*, session: Session, version: int, actor) -> Node:
         session = locked_session(session.pk, version)
         node = session.current_node
         if node.status == NodeStatus.STREAMING:
-            raise AnnotationError("Wait for the model to finish this response first.")
+            raise AnnotationError(_("Wait for the model to finish this response first."))
         return _start(session, node, actor=actor, kind=EventKind.GENERATE_NEW, conversation=node_conversation(node),
                       parent=None, tree=next_tree(session), payload={"from_node": node.pk})
 
@@ -198,13 +202,13 @@ def edit_prompt(*, session: Session, version: int, messages: list, tools: list |
         raise Refused(f"{where}: {problem}", field="messages" if where.startswith("messages") else "tools")
     conversation = read.conversation
     if not conversation.messages or conversation.messages[-1].role not in ("user", "tool"):
-        raise Refused("The prompt must end with a user message (or tool results) for the model to answer.",
+        raise Refused(_("The prompt must end with a user message (or tool results) for the model to answer."),
                       field="messages")
     with transaction.atomic():
         session = locked_session(session.pk, version)
         node = session.current_node
         if node.status == NodeStatus.STREAMING:
-            raise AnnotationError("Wait for the model to finish this response first.")
+            raise AnnotationError(_("Wait for the model to finish this response first."))
         stored = conversation.as_dict()
         return _start(session, node, actor=actor, kind=EventKind.EDIT_PROMPT, conversation=conversation,
                       parent=None, tree=next_tree(session),

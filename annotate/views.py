@@ -8,6 +8,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from dataplatform import charts
@@ -21,11 +23,42 @@ from dataplatform.jobs.models import Job
 from dataplatform.pagination import parse_id
 
 from . import importers, metrics, presenting, reviews, selectors, services
-from .models import NodeStatus, SeedPolicy, Session, SessionStatus
+from .models import (
+    CLAIM_STATE_WORDS,
+    SESSION_STATUS_WORDS,
+    NodeStatus,
+    ReviewDecision,
+    SeedPolicy,
+    Session,
+    SessionStatus,
+)
 from .panda_json import UnreadableFile, import_panda_json, read_panda_upload
 from .serializers import ConfigSerializer
 
 MAX_PANDA_PROBLEMS_SHOWN = 20  # of a .panda.json import's errors, and again of its warnings
+# The seed policy in the queue's one-line summary of the settings (the form's menu has the long labels).
+SEED_POLICY_SHORT = {
+    SeedPolicy.FIXED: gettext_lazy("fixed"),
+    SeedPolicy.PER_ITEM: gettext_lazy("per item"),
+    SeedPolicy.RANDOM: gettext_lazy("random"),
+}
+# A token's channel in the metrics' chart of corrections (the values are the nodes').
+CHANNEL_LABELS = {
+    "reasoning": gettext_lazy("reasoning"),
+    "content": gettext_lazy("answer"),
+    "tool_name": gettext_lazy("tool name"),
+    "tool_arguments": gettext_lazy("tool arguments"),
+    "marker": gettext_lazy("template"),
+    "unknown": gettext_lazy("unknown"),
+}
+def _with_state_labels(claims) -> list:
+    claims = list(claims)
+    for claim in claims:
+        claim.state_label = CLAIM_STATE_WORDS.get(claim.state, claim.state)
+        session = getattr(claim, "session", None)  # a claim has no session until its workspace opens
+        if session is not None:
+            claim.session_label = SESSION_STATUS_WORDS.get(session.status, session.status)
+    return claims
 
 
 @login_required
@@ -35,16 +68,18 @@ def queue_page(request, slug: str):
 
 
 def _render_queue(request, project, role, *, import_report=None):
-    context = {"project": project, "claims": selectors.my_claims(request.user, project)[:50],
+    context = {"project": project, "claims": _with_state_labels(selectors.my_claims(request.user, project)[:50]),
                "import_report": import_report}
     if role in CAN_CURATE:
+        config = services.config_for(project)
         context |= {
             "curator": True,
             "queue": selectors.queue_state(project),
-            "config": services.config_for(project),
+            "config": config,
             "seed_policies": SeedPolicy.choices,
+            "seed_policy_label": SEED_POLICY_SHORT.get(config.seed_policy, config.seed_policy),
             "rollout_jobs": Job.objects.filter(project=project, kind="annotate.rollouts").order_by("-id")[:3],
-            "all_claims": selectors.project_claims(project)[:50],
+            "all_claims": _with_state_labels(selectors.project_claims(project)[:50]),
             "annotators": selectors.annotators_of(project),
             "template_families": sorted(FAMILIES),
             "mcp_servers": mcp.server_names(),
@@ -56,10 +91,10 @@ def _render_queue(request, project, role, *, import_report=None):
 @login_required
 @require_POST
 def claim(request, slug: str):
-    project, _ = project_for(request.user, slug, CAN_ANNOTATE, related=["annotation_config"])
+    project, _role = project_for(request.user, slug, CAN_ANNOTATE, related=["annotation_config"])
     claimed = services.claim_with_session(project=project, annotator=request.user)
     if claimed is None:
-        messages.info(request, "No items left for you in this project right now.")
+        messages.info(request, _("No items left for you in this project right now."))
         return redirect("annotate-queue", slug=slug)
     return redirect("annotate-workspace", session_id=claimed.session.pk)
 
@@ -70,7 +105,7 @@ def import_prompts(request, slug: str):
     project, role = project_for(request.user, slug, CAN_CURATE)
     result = page_import(request, importers.import_prompts, project=project)
     if result is None:
-        messages.error(request, "Choose a JSONL file to import.")
+        messages.error(request, _("Choose a JSONL file to import."))
         return redirect("annotate-queue", slug=slug)
     return _render_queue(request, project, role, import_report=result)
 
@@ -81,10 +116,10 @@ def import_panda(request, slug: str):
     """`.panda.json` files, each an item with a session of the importing curator: finished, or `live` (open
     under their claim, and they go on correcting it in the workspace). Each file imports whole or not at all,
     and the page reports each: its trees, dialogs and operators, or what is refused."""
-    project, _ = project_for(request.user, slug, CAN_CURATE)
+    project, _role = project_for(request.user, slug, CAN_CURATE)
     uploads = request.FILES.getlist("file")
     if not uploads:
-        messages.error(request, "Choose a .panda.json file to import.")
+        messages.error(request, _("Choose a .panda.json file to import."))
         return redirect("annotate-queue", slug=slug)
     dry_run, live = bool(request.POST.get("dry_run")), bool(request.POST.get("live"))
     backend = services.backend_for(project)
@@ -102,10 +137,11 @@ def import_panda(request, slug: str):
         for warning in report.warnings[:MAX_PANDA_PROBLEMS_SHOWN]:
             messages.warning(request, f"{upload.name}: {warning}")
         if report.duplicate:
-            messages.info(request, f"{upload.name} was imported before; nothing added.")
+            messages.info(request, _("%(file)s was imported before; nothing added.") % {"file": upload.name})
         elif report.ok:
-            verb = "checks out" if report.dry_run else "imported"
-            messages.success(request, f"{upload.name} {verb}: {report.summary()}.")
+            done = (_("%(file)s checks out: %(summary)s.") if report.dry_run
+                    else _("%(file)s imported: %(summary)s."))
+            messages.success(request, done % {"file": upload.name, "summary": report.summary()})
         if report.created:
             created.append(report.session_id)
     if live and len(created) == 1:  # straight on to correcting it
@@ -116,13 +152,13 @@ def import_panda(request, slug: str):
 @login_required
 @require_POST
 def start_rollouts(request, slug: str):
-    project, _ = project_for(request.user, slug, CAN_CURATE)
+    project, _role = project_for(request.user, slug, CAN_CURATE)
     try:
         job = job_services.enqueue_job(project=project, kind="annotate.rollouts", params={}, user=request.user)
     except PlatformError as exc:
         show_error(request, exc)
         return redirect("annotate-queue", slug=slug)
-    messages.success(request, f"Job {job.pk} is generating the model's responses.")
+    messages.success(request, _("Job %(job)s is generating the model's responses.") % {"job": job.pk})
     return redirect("annotate-queue", slug=slug)
 
 
@@ -138,6 +174,7 @@ def workspace(request, session_id: int):
     api = reverse("api-session", args=[session.pk])
     return render(request, "annotate/workspace.html", {
         "session": session,
+        "status_word": SESSION_STATUS_WORDS.get(session.status, session.status),
         "project": project,
         "node": node,
         "blocks": presenting.response_layout(node, groups, selectors.backend_for(project)),
@@ -169,7 +206,7 @@ REVIEW_PAGE_SIZE = 25
 
 @login_required
 def review_page(request, slug: str):
-    project, _ = project_for(request.user, slug, CAN_CURATE)
+    project, _role = project_for(request.user, slug, CAN_CURATE)
     sessions = (Session.objects.filter(item__project=project, status=SessionStatus.ACCEPTED)
                 .select_related("item", "annotator").prefetch_related("reviews").order_by("-id"))
     if request.GET.get("pending"):
@@ -196,42 +233,45 @@ def review_session(request, session_id: int):
     except PlatformError as exc:
         show_error(request, exc)
     else:
-        messages.success(request, f"Session {session.pk}: {request.POST.get('decision')}.")
+        done = (_("Session %(session)s approved.") if request.POST.get("decision") == ReviewDecision.APPROVED
+                else _("Session %(session)s rejected."))
+        messages.success(request, done % {"session": session.pk})
     return redirect("annotate-review", slug=session.item.project.slug)
 
 
 @login_required
 def metrics_page(request, slug: str):
-    project, _ = project_for(request.user, slug, CAN_CURATE)
+    project, _role = project_for(request.user, slug, CAN_CURATE)
     data = metrics.project_metrics(project)
     fork_labels = [f"{int(a * 100)}–{int(b * 100)}%" for a, b in itertools.pairwise(data["fork_positions"]["edges"])]
     origin_mean = data["origin_ratios"]["mean"] or {}
+    origins = [("model", _("model")), ("candidate", _("picked from top-k")), ("typed", _("typed"))]
+    channels = data["corrections_by_channel"]
     return render(request, "annotate/metrics.html", {
         "project": project,
         "m": data,
         "charts": {
-            "origins": charts.bar_chart(["model", "candidate", "typed"],
-                                        [origin_mean.get(k) for k in ("model", "candidate", "typed")],
-                                        title="Token origins, mean share per accepted response"),
+            "origins": charts.bar_chart([label for _key, label in origins], [origin_mean.get(k) for k, _label in origins],
+                                        title=_("Token origins, mean share per accepted response")),
             "forks": charts.bar_chart(fork_labels, data["fork_positions"]["counts"],
-                                      title="Where corrections fall in the response"),
+                                      title=_("Where corrections fall in the response")),
             "ranks": charts.bar_chart(data["candidate_rank"]["labels"], data["candidate_rank"]["counts"],
-                                      title="Rank of the chosen candidate"),
+                                      title=_("Rank of the chosen candidate")),
             "probabilities": charts.histogram(data["candidate_probability"]["edges"],
                                               data["candidate_probability"]["counts"],
-                                              title="Probability of the chosen candidate"),
+                                              title=_("Probability of the chosen candidate")),
             "corrections": charts.bar_chart(data["corrections_per_item"]["labels"],
                                             data["corrections_per_item"]["counts"],
-                                            title="Corrections per accepted response"),
-            "channels": charts.bar_chart(list(data["corrections_by_channel"]),
-                                         list(data["corrections_by_channel"].values()),
-                                         title="Corrections by channel (reasoning, content, tool calls)"),
-            "rounds": charts.bar_chart([f"round {n}" for n in data["corrections_by_round"]],
+                                            title=_("Corrections per accepted response")),
+            "channels": charts.bar_chart([CHANNEL_LABELS.get(channel, channel) for channel in channels],
+                                         list(channels.values()),
+                                         title=_("Corrections by channel (reasoning, content, tool calls)")),
+            "rounds": charts.bar_chart([_("round %(number)s") % {"number": n} for n in data["corrections_by_round"]],
                                        list(data["corrections_by_round"].values()),
-                                       title="Corrections by round"),
+                                       title=_("Corrections by round")),
             "throughput": charts.bar_chart([t["annotator"] for t in data["throughput"]],
                                            [t["accepted"] for t in data["throughput"]],
-                                           title="Accepted responses per annotator"),
+                                           title=_("Accepted responses per annotator")),
         },
     })
 
@@ -239,20 +279,21 @@ def metrics_page(request, slug: str):
 @login_required
 @require_POST
 def reassign_claim(request, slug: str, claim_id: int):
-    project, _ = project_for(request.user, slug, CAN_CURATE)
+    project, _role = project_for(request.user, slug, CAN_CURATE)
     claim = selectors.project_claims(project).filter(pk=claim_id).first()
     to_user = get_user_model().objects.filter(username=request.POST.get("username", "")).first()
     if claim is None:
-        raise Http404("No such claim.")
+        raise Http404(_("No such claim."))
     if to_user is None or role_in(to_user, project) not in CAN_ANNOTATE:
-        messages.error(request, "Choose an annotator of this project.")
+        messages.error(request, _("Choose an annotator of this project."))
         return redirect("annotate-queue", slug=slug)
     try:
         services.reassign(claim=claim, to_user=to_user)
     except PlatformError as exc:
         show_error(request, exc)
     else:
-        messages.success(request, f"Item {claim.item.external_id or claim.item_id} now goes to {to_user.username}.")
+        messages.success(request, _("Item %(item)s now goes to %(user)s.") % {
+            "item": claim.item.external_id or claim.item_id, "user": to_user.username})
     return redirect("annotate-queue", slug=slug)
 
 
@@ -267,7 +308,7 @@ def update_config(request, slug: str):
                                      for key in ConfigSerializer.Meta.fields if key in request.POST}, partial=True)
     if changes.is_valid():
         services.update_config(project=project, changes=changes.validated_data, role=role)
-        messages.success(request, "Settings saved.")
+        messages.success(request, _("Settings saved."))
     else:
         for field, errors in changes.errors.items():
             messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")

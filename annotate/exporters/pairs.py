@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from django.db.models import Exists, OuterRef
+from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from dataplatform.conversations.training import MESSAGES, TOOLS, TOOLS_MEANINGS, record_batch
@@ -214,7 +215,7 @@ register(ExportKind(
     # rejected carry their reasoning and tool calls; pairs only between answers to the same conversation.
     version=3,
     schema=PAIRS_SCHEMA,
-    label="onPanda preference pairs",
+    label=_("onPanda preference pairs"),
     description="Preference pairs as onPanda makes them: fork pairs (each other node of an accepted session vs its "
                 "accepted answer) and outcome pairs (nodes of rejected sessions vs accepted answers to the same "
                 "prompt). TRL format: prompt, chosen, rejected.",

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from django.db.models import Prefetch
+from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
@@ -59,7 +60,7 @@ register(ExportKind(
     # imported file's own fields written back
     version=3,
     schema=PANDA_JSON_SCHEMA,
-    label="onPanda .panda.json",
+    label=_("onPanda .panda.json"),
     description="One row per finished session: the whole correction tree as a .panda.json v2 document (a string), "
                 "for the onPanda tool and the onpanda package.",
     rows=panda_json_rows,

@@ -4,6 +4,7 @@ conversation cells of a row (`dataplatform.conversations.training`: the shape TR
 from dataclasses import dataclass
 
 from django.db.models import Exists, Max, OuterRef, QuerySet
+from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
@@ -62,7 +63,7 @@ class SessionFilters(ExportFilters):
     """Filters on the sessions an export reads; `created_*` bound when the session was opened."""
 
     annotator = serializers.ListField(child=serializers.CharField(), required=False,
-                                      help_text="usernames; only their sessions")
+                                      help_text=_("usernames; only their sessions"))
 
 
 def finished_sessions(query: ExportQuery, statuses=FINISHED) -> QuerySet[Session]:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from dataplatform.conversations.token_masks import IDENTITY_COLUMNS, IDENTITY_MEANINGS, identity_columns, note_identity
@@ -34,8 +35,8 @@ UNREVIEWED = "unreviewed"
 
 class SftFilters(SessionFilters):
     review = serializers.MultipleChoiceField(
-        choices=[*ReviewDecision.choices, (UNREVIEWED, "Not reviewed yet")], required=False,
-        help_text="the session's latest review")
+        choices=[*ReviewDecision.choices, (UNREVIEWED, _("Not reviewed yet"))], required=False,
+        help_text=_("the session's latest review"))
 
 
 SFT_SCHEMA = pa.schema([
@@ -134,7 +135,7 @@ register(ExportKind(
     # prompt-completion format, loss on the completion only); the tokenizer identity.
     version=4,
     schema=SFT_SCHEMA,
-    label="onPanda SFT",
+    label=_("onPanda SFT"),
     description="One row per accepted session: the prompt (with its tools) and the accepted response as chat "
                 "messages (prompt and completion, and joined as messages), with the response's token ids, per-token origins (model / candidate / typed) and "
                 "candidate ranks.",

@@ -10,6 +10,7 @@ stays in `rejected_chunks` and `rejected_loss`."""
 from collections.abc import Iterator
 
 import pyarrow as pa
+from django.utils.translation import gettext_lazy as _
 
 from dataplatform.conversations.token_masks import (
     IDENTITY_COLUMNS,
@@ -162,7 +163,7 @@ register(ExportKind(
     # chosen side pre-tokenized (input_ids, completion_mask, labels) and as a completion; the tokenizer identity.
     version=4,
     schema=TOKEN_SUPERVISION_SCHEMA,
-    label="onPanda token-level supervision",
+    label=_("onPanda token-level supervision"),
     description="One row per fork pair: the first differing token, and chosen/rejected chunks [pre, patch, post] "
                 "where only the patch (the smallest span around the fork that survives decode->encode) gets loss; "
                 "the rejected patch gets loss only when it is one token. Computed on the stored token ids. The chosen side is "

@@ -80,7 +80,7 @@ def test_review_page_and_decisions(client, members, project, session):
     client.post(reverse("annotate-review-session", args=[session.pk]),
                 {"decision": "rejected", "comment": "<b>too long</b>"})
     page = client.get(reverse("annotate-review", args=["alpha"])).content.decode()
-    assert "rejected: &lt;b&gt;too long&lt;/b&gt;" in page
+    assert 'Rejected: <span translate="no">&lt;b&gt;too long&lt;/b&gt;</span>' in page
     client.force_login(members["annotator"])
     assert client.get(reverse("annotate-review", args=["alpha"])).status_code == 403
 
@@ -285,7 +285,7 @@ def test_settings_form_saves_the_agentic_settings(client, members, project, sett
     client.force_login(members["admin"])
     page = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
     assert 'name="tool_servers" value="git"' in page and 'name="tool_servers" value="time"' in page
-    assert 'name="auto_approve_tools" value="false"' in page and '<option value="chatml-think">' in page
+    assert 'name="auto_approve_tools" value="false"' in page and '<option value="chatml-think" translate="no">' in page
     # As the form sends them: the hidden empty value and "false" before the checked boxes.
     client.post(url, {"response_template": "qwen3", "reasoning_budget": "12", "max_tool_steps": "3",
                       "tool_servers": ["", "time"], "auto_approve_tools": ["false", "true"]})

@@ -11,11 +11,17 @@
   const box = document.getElementById("response");
   const toolbar = document.querySelector(".ws-toolbar");
   const TEXT_KIND = { reasoning: "reasoning", content: "content", tool_name: "call", tool_arguments: "call" };
-  const LABEL = { reasoning: "Reasoning", content: "Answer", call: "Tool call", pending: "" };
+  const LABEL = { reasoning: gettext("Reasoning"), content: gettext("Answer"), call: gettext("Tool call"), pending: "" };
   ns.root = root;
   ns.data = data;
   ns.box = box;
   ns.kindOf = (channel) => TEXT_KIND[channel];
+  // A token's channel and origin in the page's words (the values are the server's).
+  const CHANNEL = { reasoning: gettext("reasoning"), content: gettext("answer"), tool_name: gettext("tool name"),
+    tool_arguments: gettext("tool arguments"), marker: gettext("markup"), pending: gettext("pending") };
+  const ORIGIN = { model: gettext("model"), candidate: gettext("picked from top-k"), typed: gettext("typed"),
+    template: gettext("template") };
+  ns.channelName = (channel) => (channel ? CHANNEL[channel] ?? channel : "");
   ns.typing = () => {
     const active = document.activeElement;
     return !!active && (["INPUT", "TEXTAREA", "SELECT"].includes(active.tagName) || active.isContentEditable);
@@ -62,12 +68,12 @@
       toggle.type = "button";
       toggle.className = "block-toggle";
       toggle.setAttribute("aria-expanded", "true");
-      toggle.textContent = "Reasoning";
+      toggle.textContent = gettext("Reasoning");
       top.appendChild(toggle);
     } else {
       const label = document.createElement("span");
       label.className = "block-label";
-      label.textContent = LABEL[kind] + (call !== undefined ? ` ${call + 1}` : "");
+      label.textContent = call !== undefined ? interpolate(gettext("Tool call %s"), [call + 1]) : LABEL[kind];
       top.appendChild(label);
     }
   }
@@ -83,6 +89,7 @@
     top.className = "block-head";
     const tokens = document.createElement("div");
     tokens.className = "block-tokens";
+    tokens.setAttribute("translate", "no");  // model text
     block.append(top, tokens);
     setKind(block, kind, call);
     if (after) after.after(block); else box.appendChild(block);
@@ -170,7 +177,7 @@
     const key = `${data.node}:${position}`;
     if (!cache.has(key)) {
       cache.set(key, fetch(`${data.urlCandidates}${position}/`, { credentials: "same-origin" }).then((response) => {
-        if (!response.ok) throw new Error(`HTTP ${response.status}`);
+        if (!response.ok) throw new Error(interpolate(gettext("HTTP %s"), [response.status]));
         return response.json();
       }));
       cache.get(key).catch(() => cache.delete(key));  // a failed fetch is asked again next time
@@ -182,10 +189,11 @@
   // --- the hover card ------------------------------------------------------------------------------
   const tip = document.getElementById("tok-tip");
   let shown = null;
-  function line(className, text) {
+  function line(className, text, isData = false) {
     const element = document.createElement("div");
     element.className = className;
     element.textContent = text;
+    if (isData) element.setAttribute("translate", "no");
     return element;
   }
   function place(span) {
@@ -197,17 +205,18 @@
     if (!tip) return;
     shown = span;
     const d = span.dataset;
-    const facts = [`token ${d.start}${Number(d.end) - Number(d.start) > 1 ? `–${Number(d.end) - 1}` : ""}`,
-      `id ${d.ids || "?"}`, d.bytes ? `bytes ${d.bytes}` : "", d.p ? `p ${ns.percent(Number(d.p))}` : "",
-      d.channel || "", Array.from(span.classList).find((c) => c.startsWith("origin-"))?.slice(7) || ""];
-    tip.replaceChildren(line("tip-text", JSON.stringify(span.textContent)),
+    const origin = Array.from(span.classList).find((c) => c.startsWith("origin-"))?.slice(7) || "";
+    const facts = [interpolate(gettext("token %s"), [`${d.start}${Number(d.end) - Number(d.start) > 1 ? `–${Number(d.end) - 1}` : ""}`]),
+      interpolate(gettext("id %s"), [d.ids || "?"]), d.bytes ? interpolate(gettext("bytes %s"), [d.bytes]) : "",
+      d.p ? `p ${ns.percent(Number(d.p))}` : "", ns.channelName(d.channel), ORIGIN[origin] ?? origin];
+    tip.replaceChildren(line("tip-text", JSON.stringify(span.textContent), true),
       line("tip-facts", facts.filter(Boolean).join(" · ")));
     place(span);
     tip.hidden = false;
     if (span.classList.contains("streamed")) return;  // the model is still writing it: no top-k yet
     ns.candidates(Number(d.start)).then((candidates) => {
       if (shown !== span) return;
-      if (!candidates.length) { tip.appendChild(line("muted", "No top-k: typed or written by the template.")); return; }
+      if (!candidates.length) { tip.appendChild(line("muted", gettext("No top-k: typed or written by the template."))); return; }
       const list = document.createElement("ol");
       candidates.forEach((candidate) => {
         const item = document.createElement("li");
@@ -216,13 +225,14 @@
         prob.className = "tip-prob";
         prob.textContent = ns.percent(candidate.probability);
         const text = document.createElement("span");
+        text.setAttribute("translate", "no");  // model text
         text.textContent = `${JSON.stringify(candidate.text)} #${candidate.token_id}`;
         item.append(prob, text);
         list.appendChild(item);
       });
       tip.appendChild(list);
       place(span);
-    }).catch(() => { if (shown === span) tip.appendChild(line("muted", "The top-k could not be loaded.")); });
+    }).catch(() => { if (shown === span) tip.appendChild(line("muted", gettext("The top-k could not be loaded."))); });
   }
   function hideTip() {
     shown = null;

@@ -74,9 +74,12 @@
     holder.className = `tool-result${result.is_error ? " is-error" : ""}`;
     const facts = document.createElement("div");
     facts.className = "result-facts";
-    const how = result.action === "reject" ? "rejected, not run"
-      : `${result.is_error ? "the tool answered with an error" : "result"} from ${result.server} in ${result.latency_ms} ms`;
-    facts.textContent = `${result.name}: ${how}${result.action === "edit" ? " (edited arguments)" : ""}`;
+    const values = { server: result.server, ms: result.latency_ms };
+    let how = result.action === "reject" ? gettext("rejected, not run")
+      : interpolate(result.is_error ? gettext("the tool answered with an error from %(server)s in %(ms)s ms")
+        : gettext("result from %(server)s in %(ms)s ms"), values, true);
+    if (result.action === "edit") how = interpolate(gettext("%s (edited arguments)"), [how]);
+    facts.textContent = `${result.name}: ${how}`;
     const content = document.createElement("pre");
     content.className = "tool-content";
     content.textContent = result.content;
@@ -96,7 +99,7 @@
       item.className = "ctx ctx-tool";
       const role = document.createElement("strong");
       role.className = "ctx-role";
-      role.textContent = `tool · ${result.name}`;
+      role.textContent = `${pgettext("chat role", "tool")} · ${result.name}`;
       item.append(role, fill(document.createElement("div"), result));
       context.appendChild(item);
     });
@@ -106,11 +109,11 @@
     if (!toolPanel || runButton.disabled || ns.busy) return;
     clearErrors();
     runButton.disabled = true;
-    sayTools("Running the tool calls…");
+    sayTools(gettext("Running the tool calls…"));
     try {
       await ns.makeNode(data.urlToolCalls, { node_id: Number(data.node), decisions: decisions() }, {
         before: (node) => {
-          sayTools(`Ran: the model answers the results (node ${node.key}).`);
+          sayTools(interpolate(gettext("Ran: the model answers the results (node %s)."), [node.key]));
           ns.showToolResults(node.tool_results);
           ns.startTurn(node.id, node.key);
         },
@@ -119,8 +122,8 @@
       // Nothing was saved (503: a tool failed, hung or is down; 400: bad arguments): the decisions stay.
       runButton.disabled = false;
       const placed = error.status === 400 && showErrors(error.body);
-      const why = error.status === 503 ? "A tool could not run; nothing was saved. " : "";
-      sayTools(`${why}${placed ? "Fix the call marked below and run again." : error.message}`, true);
+      const what = placed ? gettext("Fix the call marked below and run again.") : error.message;
+      sayTools(error.status === 503 ? interpolate(gettext("A tool could not run; nothing was saved. %s"), [what]) : what, true);
     }
   }
   runButton?.addEventListener("click", runTools);
@@ -140,9 +143,10 @@
           item.className = "ctx ctx-user";
           const role = document.createElement("strong");
           role.className = "ctx-role";
-          role.textContent = "user";
+          role.textContent = pgettext("chat role", "user");
           const content = document.createElement("span");
           content.className = "prompt-text";
+          content.setAttribute("translate", "no");  // what the annotator typed
           content.textContent = text;
           item.append(role, content);
           context?.appendChild(item);
@@ -180,7 +184,7 @@
       try {
         parsed[field] = JSON.parse(document.getElementById(`edit-${field}`).value || "[]");
       } catch (error) {
-        fieldError(field, `Not JSON: ${error.message}`);
+        fieldError(field, interpolate(gettext("Not JSON: %s"), [error.message]));
         return;
       }
     }

@@ -10,8 +10,8 @@
 
   function go(nodeId) {
     if (!nodeId || nodeId === data.node) return;
-    if (ns.busy) { ns.say("Wait for the model to finish this response first.", true); return; }
-    ns.say("Moving to that node…");
+    if (ns.busy) { ns.say(gettext("Wait for the model to finish this response first."), true); return; }
+    ns.say(gettext("Moving to that node…"));
     ns.act(data.urlSelect, { node_id: Number(nodeId) });
   }
 
@@ -35,7 +35,7 @@
     if (event.key === "[" || event.key === "]") {
       const target = sibling(event.key === "]" ? 1 : -1);
       if (target) go(target.dataset.node);
-      else ns.say(`No ${event.key === "]" ? "next" : "previous"} sibling of this node.`);
+      else ns.say(event.key === "]" ? gettext("No next sibling of this node.") : gettext("No previous sibling of this node."));
       event.preventDefault();
     } else if (ns.inTree() && (event.key === "j" || event.key === "k")) {
       const items = Array.from(panel.querySelectorAll(".tree-select, .tree-label"));

@@ -46,8 +46,8 @@
     if (response.ok) return response.status === 204 ? null : response.json();
     let json = null;
     try { json = await response.json(); } catch (e) { /* not JSON: keep the status */ }
-    const message = response.status === 409 ? "This item changed in another tab. Reload the page (F5)."
-      : (json && (json.detail || ns.describe(json))) || `HTTP ${response.status}`;
+    const message = response.status === 409 ? gettext("This item changed in another tab. Reload the page (F5).")
+      : (json && (json.detail || ns.describe(json))) || interpolate(gettext("HTTP %s"), [response.status]);
     throw Object.assign(new Error(message), { status: response.status, body: json });
   };
   // A DRF error body ({field: [messages]}, nested for lists) as one line per field.
@@ -81,11 +81,16 @@
   ns.stream = async (url) => {
     ns.busy = true;
     retry.hidden = true;
-    say("The model is writing…");
+    say(gettext("The model is writing…"));
     const response = await fetch(url, {
       method: "POST", headers: { "X-CSRFToken": csrf(), Accept: "text/event-stream" }, credentials: "same-origin",
     });
-    if (!response.ok) { ns.busy = false; say(`The model could not start (HTTP ${response.status}).`, true); retry.hidden = false; return; }
+    if (!response.ok) {
+      ns.busy = false;
+      say(interpolate(gettext("The model could not start (HTTP %s)."), [response.status]), true);
+      retry.hidden = false;
+      return;
+    }
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
     let buffer = "";
@@ -109,7 +114,7 @@
           ns.startTurn(payload.node);
         } else if (event === "done") {
           finished = true;
-          say(`Done (${payload.finish_reason}). Loading the tokens' candidates…`);
+          say(interpolate(gettext("Done (%s). Loading the tokens' candidates…"), [payload.finish_reason]));
         } else if (event === "error") {
           say(payload.message, true);
           retry.hidden = false;
@@ -125,7 +130,8 @@
     data.urlStream = `${data.urlNodes}${nodeId}/stream/`;
     ns.clearResponse();
     document.getElementById("tool-panel")?.querySelectorAll("button, textarea, input").forEach((c) => { c.disabled = true; });
-    document.getElementById("response-facts").textContent = `(node ${key ?? nodeId}: the model is answering…)`;
+    document.getElementById("response-facts").textContent =
+      interpolate(gettext("(node %s: the model is answering…)"), [key ?? nodeId]);
   };
 
   // --- choosing a position and a replacement -------------------------------------------------------
@@ -137,7 +143,7 @@
     box.querySelectorAll(".selected").forEach((s) => s.classList.remove("selected"));
     span.classList.add("selected");
     position = Number(span.dataset.start);
-    document.getElementById("cand-position").textContent = `${position} (${span.dataset.channel || "content"})`;
+    document.getElementById("cand-position").textContent = `${position} (${ns.channelName(span.dataset.channel || "content")})`;
     list.replaceChildren();
     panel.hidden = false;
     try {
@@ -151,7 +157,11 @@
         button.className = candidate.current ? "current" : "";
         button.dataset.token = candidate.token_id;
         const label = document.createElement("span");
-        label.textContent = `${candidate.rank <= 9 ? candidate.rank + ". " : ""}${JSON.stringify(candidate.text)}${candidate.current ? " (current)" : ""}`;
+        const text = document.createElement("span");
+        text.setAttribute("translate", "no");  // model text
+        text.textContent = JSON.stringify(candidate.text);
+        label.append(candidate.rank <= 9 ? `${candidate.rank}. ` : "", text,
+          candidate.current ? ` ${gettext("(current)")}` : "");
         const prob = document.createElement("span");
         prob.className = "prob";
         prob.textContent = ns.percent(candidate.probability);
@@ -163,7 +173,7 @@
       // Move focus to the first candidate unless the annotator already went elsewhere in the panel (t).
       if (!panel.contains(document.activeElement)) list.querySelector("button")?.focus();
     } catch (error) {
-      say(`Could not load the candidates: ${error.message}`, true);
+      say(interpolate(gettext("Could not load the candidates: %s"), [error.message]), true);
     }
   }
 
@@ -228,7 +238,7 @@
     event.preventDefault();
     if (!selection || ns.busy) return;
     ns.busy = true;
-    say("Replacing the selection and scoring the rest…");
+    say(gettext("Replacing the selection and scoring the rest…"));
     try {
       await ns.post(data.urlEditSelection, { version: version(), node_id: Number(data.node), start: selection.start,
         end: selection.end, text: selectionText.value });
