@@ -1,0 +1,148 @@
+"""onPanda's pages and messages in English and Simplified Chinese, where the page test
+(tests/test_translations.py) cannot see them: refusals and flash messages, the scripts' strings, plurals,
+the empty states and their example file."""
+
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+
+from annotate import importers, services
+from annotate.models import Item
+from tests.untranslated import untranslated
+
+from ..conftest import api_client_for
+
+pytestmark = pytest.mark.django_db
+
+ANNOTATE = Path(settings.BASE_DIR) / "annotate"
+EXAMPLE = ANNOTATE / "static" / "annotate" / "examples" / "prompts.jsonl"
+SCRIPTS = sorted((ANNOTATE / "static" / "annotate").glob("*.js"))
+ZH = {"HTTP_ACCEPT_LANGUAGE": "zh-hans"}
+
+
+# --- the example file the import form offers ---------------------------------------------------------
+
+def test_the_example_prompt_file_imports_through_the_real_importer(project):
+    with EXAMPLE.open("rb") as lines:
+        report = importers.import_prompts(project=project, lines=lines, file=EXAMPLE.name)
+    assert report.errors == [] and report.created == 3
+    items = {item.external_id: item for item in Item.objects.filter(project=project)}
+    assert set(items) == {"capital-fr", "spring-poem-zh", "weather-paris"}
+    assert items["weather-paris"].tools[0]["function"]["name"] == "get_weather"
+
+
+def test_the_example_file_is_what_the_queue_page_links_to(client, members, project):
+    client.force_login(members["curator"])
+    page = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
+    assert 'href="/static/annotate/examples/prompts.jsonl" download' in page
+    assert 'id="import-prompts"' in page
+
+
+# --- empty states ---------------------------------------------------------------------------------
+
+def test_an_empty_queue_says_to_import_prompts_and_links_to_the_form(client, members, project):
+    client.force_login(members["curator"])
+    page = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
+    assert 'id="queue-empty"' in page and '<a href="#import-prompts">Import a JSONL file of prompts</a>' in page
+    client.force_login(members["annotator"])  # no import form for them: they are told to claim
+    page = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
+    assert "Claim the next item above to start correcting." in page and "#import-prompts" not in page
+
+
+def test_empty_review_and_metrics_pages_link_to_the_queue_and_its_import_form(client, members, project):
+    client.force_login(members["curator"])
+    form = reverse("annotate-queue", args=["alpha"]) + "#import-prompts"
+    for name in ("annotate-review", "annotate-metrics"):
+        page = client.get(reverse(name, args=["alpha"])).content.decode()
+        assert f'href="{form}"' in page, name
+    chinese = client.get(reverse("annotate-review", args=["alpha"]), **ZH).content.decode()
+    assert "暂无可审阅的内容" in chinese and f'href="{form}"' in chinese
+
+
+# --- plurals in English, numbers per language ---------------------------------------------------------
+
+def test_counts_read_as_proper_plurals_in_english(client, members, project, make_items):
+    make_items(1)
+    client.force_login(members["curator"])
+    page = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
+    assert "1 prompt, 1 answered by the model." in page and "1 prompts" not in page
+    Item.objects.create(project=project, messages=[{"role": "user", "content": "q"}], source_sha256="f" * 64)
+    page = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
+    assert "2 prompts, 1 answered by the model." in page
+
+
+def test_the_response_heading_counts_tokens_in_both_languages(client, members, project, session):
+    client.force_login(members["annotator"])
+    url = reverse("annotate-workspace", args=[session.pk])
+    english = client.get(url).content.decode()
+    assert re.search(r"\(node 1, 6 tokens, Complete, <code>stop</code>, round 1, tree 1\)", english)
+    chinese = client.get(url, **ZH).content.decode()
+    assert "（节点 1，6 个 token，已完成，<code>stop</code>，第 1 轮，树 1）" in chinese
+    assert not untranslated(chinese), untranslated(chinese)  # the annotator's own, writable workspace
+
+
+# --- refusals and flash messages follow the language ------------------------------------------------
+
+def test_a_refused_review_says_why_in_chinese(client, members, project, session):
+    services.finish(session=session, version=0, actor=members["annotator"], accept=True)
+    client.force_login(members["curator"])
+    refused = client.post(reverse("annotate-review-session", args=[session.pk]), {"decision": "rejected"},
+                          follow=True, **ZH).content.decode()
+    assert "拒绝时需要填写评语，说明哪里有问题。" in refused
+    done = client.post(reverse("annotate-review-session", args=[session.pk]),
+                       {"decision": "approved"}, follow=True, **ZH).content.decode()
+    assert f"会话 {session.pk} 已通过。" in done
+
+
+def test_the_language_cookie_chooses_the_flash_message(client, members, project):
+    client.force_login(members["annotator"])
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    page = client.post(reverse("annotate-claim", args=["alpha"]), follow=True).content.decode()
+    assert "本项目目前没有可供你领取的条目了。" in page
+
+
+def test_the_session_api_refuses_in_the_callers_language(members, project, session):
+    api = api_client_for(members["annotator"])
+    url = f"/api/v1/sessions/{session.pk}/undo/"
+    stale = api.post(url, {"version": 5}, format="json", **ZH)
+    assert stale.status_code == 409 and stale.json()["detail"] == "会话已变更（当前版本 0，你的版本 5）；请重新加载。"
+    nothing = api.post(url, {"version": 0}, format="json")
+    assert nothing.status_code == 400 and nothing.json()["detail"] == \
+        "Nothing to undo: this is the model's first response."
+    assert api.post(url, {"version": 0}, format="json", **ZH).json()["detail"] == "没有可撤销的操作：这是模型的第一个回答。"
+
+
+# --- the scripts' strings -----------------------------------------------------------------------------
+
+def _script_messages() -> set[str]:
+    """Every literal the workspace's scripts pass to gettext() or pgettext()."""
+    found = set()
+    for script in SCRIPTS:
+        text = script.read_text()
+        found |= set(re.findall(r'\bgettext\("((?:[^"\\]|\\.)*)"\)', text))
+        found |= set(re.findall(r'\bpgettext\("[^"]*", "((?:[^"\\]|\\.)*)"\)', text))
+    return found
+
+
+def test_every_script_string_is_in_the_javascript_catalog_and_translated(client):
+    messages = _script_messages()
+    assert {"The model is writing…", "Running the tool calls…", "No next sibling of this node."} <= messages
+    po = (ANNOTATE / "locale" / "zh_Hans" / "LC_MESSAGES" / "djangojs.po").read_text()
+    for message in messages:
+        assert f'msgid "{message}"' in po, message
+    catalog = client.get(reverse("javascript-catalog"), **ZH).content.decode()
+    assert "\\u6a21\\u578b\\u6b63\\u5728\\u5199" in catalog or "模型正在写" in catalog  # "The model is writing…"
+    english = client.get(reverse("javascript-catalog"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "模型正在写" not in english and "\\u6a21\\u578b" not in english
+
+
+def test_the_scripts_show_no_untranslated_literal():
+    """Text the scripts put in the page goes through gettext: no English sentence left as a bare literal in
+    say(), sayTools(), textContent or an Error."""
+    bare = re.compile(r'(?:say|sayTools|ns\.say)\(\s*"[A-Z]|textContent = "[A-Za-z]|new Error\(`[A-Za-z]')
+    for script in SCRIPTS:
+        for number, line in enumerate(script.read_text().splitlines(), 1):
+            assert not bare.search(line), f"{script.name}:{number}: {line.strip()}"
