@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext
 
 BAR_FILL = "#4c78a8"
 TEXT_FILL = "#333333"
@@ -137,8 +138,9 @@ class _Frame:
                 f'height="{_num(self.base - y)}" fill="{BAR_FILL}"/></g>')
 
     def empty(self, parts: list[str]) -> None:
+        no_data = gettext("No data")
         parts.append(f'<text class="chart-empty" x="{_num(self.width / 2)}" y="{_num(self.top + self.plot_height / 2)}" '
-                     'text-anchor="middle">No data</text>')
+                     f'text-anchor="middle">{_text(no_data)}</text>')
 
 
 def _label_step(count: int, room: float, per_label: float) -> int:
@@ -172,7 +174,8 @@ def bar_chart(labels: Sequence[object], values: Sequence[float | None], *, title
         if value is not None:
             parts.append(frame.bar(x + slot * 0.1, slot * 0.8, value, f"{full}: {value_format(value)}"))
         else:
-            parts.append(f'<g class="chart-missing"><title>{_text(full)}: no data</title>'
+            missing = gettext("%(label)s: no data") % {"label": full}
+            parts.append(f'<g class="chart-missing"><title>{_text(missing)}</title>'
                          f'<rect x="{_num(x)}" y="{frame.top}" width="{_num(slot)}" '
                          f'height="{_num(frame.plot_height)}" fill="none"/></g>')
         if index % step:

@@ -23,6 +23,16 @@ pytestmark = pytest.mark.django_db
 world = matrix.world  # the matrix's objects, built once for this module
 quiet_platform = matrix.quiet_platform
 
+
+@pytest.fixture(autouse=True)
+def shipped_export_kinds_only(monkeypatch):
+    """The export form lists every registered kind; the test suite's own kinds (tests/exports/kinds.py,
+    registered once a test imports them) are not the interface's."""
+    from dataplatform.exports import views
+    from dataplatform.exports.registry import all_kinds
+
+    monkeypatch.setattr(views, "all_kinds", lambda: [kind for kind in all_kinds() if not kind.name.startswith("test.")])
+
 # Who opens each page: the first of these the page's rule allows with alpha's own objects.
 OPENERS = ["admin", "curator", "annotator", "trainer", "superuser", "anonymous"]
 # Pages that are not pages: the scripts' catalog, and URLs that only redirect on GET.
