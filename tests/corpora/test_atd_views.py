@@ -193,5 +193,5 @@ def test_position_biased_near_ties_are_counted_left_out_and_kept_on_request(clie
     selection = Selection.objects.get(project=project, name="ties")
     assert (selection.size, selection.excluded_biased, selection.recipe["bias_threshold"]) == (2, 1, 0.2)
     page = client.get("/projects/alpha/atd/").content.decode()
-    assert "position-biased near ties (bias &gt; 0.2): 1 left out" in page
+    assert "Position-biased near ties (bias &gt; 0.2): 1 left out." in page
     assert '<option value="one_word">One word' in page and '<option value="logprobs">' in page

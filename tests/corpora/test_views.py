@@ -497,7 +497,7 @@ def test_trace_case_and_model_text_are_escaped(client, members, project):
     trace_page = pages[0]
     assert trace_page.count(ESCAPED) >= 8  # id, env, harness, 2 step texts, 20 folded, meta, diagnosis, ...
     assert f"thinking {ESCAPED}" in trace_page and f"obs {ESCAPED}" in trace_page
-    assert f'<textarea name="value" id="id_diagnosis" rows="5" placeholder="Why this step is the first decisive error, and what it should have been.">{ESCAPED}</textarea>' in trace_page
+    assert f'<textarea name="value" id="id_diagnosis" rows="5" translate="no" placeholder="Why this step is the first decisive error, and what it should have been.">{ESCAPED}</textarea>' in trace_page
     assert ESCAPED in pages[1] and ESCAPED in pages[3] and ESCAPED in pages[5]
 
 
