@@ -5,6 +5,7 @@ from django.core.management import CommandError, call_command
 
 from dataplatform.accounts import services
 from dataplatform.accounts.models import ApiToken, Membership, Project
+from dataplatform.jobs.models import Job
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -45,9 +46,13 @@ def test_bootstrap_demo_is_idempotent(settings, tmp_path):
     settings.DATA_DIR = tmp_path
     first, second = io.StringIO(), io.StringIO()
     call_command("bootstrap_demo", stdout=first)
+    jobs = Job.objects.count()
     call_command("bootstrap_demo", stdout=second)
-    assert first.getvalue() == second.getvalue()  # same password printed both times
+    login = first.getvalue().splitlines()[-1]
+    assert login.startswith("Log in at") and second.getvalue().splitlines()[-1] == login  # the same password
+    assert "Queued job" in first.getvalue() and "Demo data already there" in second.getvalue()
     assert Project.objects.filter(slug="demo").count() == 1
+    assert Job.objects.count() == jobs  # the demo's jobs are queued once (tests/demo/test_bootstrap.py)
     password = (tmp_path / "demo-login.txt").read_text().strip()
     from django.contrib.auth import authenticate
 

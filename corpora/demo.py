@@ -1,0 +1,9 @@
+"""The curated corpora's parts of the demo project (dataplatform/demo.py): AED, then ATD."""
+
+from dataplatform.demo import register
+
+from .aed.demo import PART as AED
+from .atd.demo import PART as ATD
+
+register(AED)
+register(ATD)

@@ -1,0 +1,62 @@
+"""The SWE Labeler's part of the demo project (dataplatform/demo.py).
+
+24 SWE-bench-style tasks written for the demo (demo_data/tasks.jsonl: small made-up repositories, each with an
+issue, a patch, a test patch and the repository's description), imported as an upload is, and labeled by a
+`labeler.autolabel` job, the job *Run auto-labeling* starts.
+
+The project pins a small taxonomy (demo_data/swe_demo.yaml: 10 families, 20 tags, 2 dimensions), loaded as a
+curator loads one, so that the CPU model labels all 24 tasks in about a minute; under swe_v1 (47 families, 6
+dimensions) the same model takes about a minute per task. Pin swe_v1 or swe_v2 in the settings for real work.
+"""
+
+from pathlib import Path
+
+from dataplatform.accounts.models import Project
+from dataplatform.demo import DemoPart, register, unfinished_job
+from dataplatform.jobs import services as job_services
+from dataplatform.jobs.models import Job
+
+from . import importers, services
+from .models import Label, LabelOrigin, SweTask
+
+DATA = Path(__file__).parent / "demo_data"
+TASKS = DATA / "tasks.jsonl"
+TAXONOMY = DATA / "swe_demo.yaml"
+# Both stages of a task fit in it (a rationale of at most 160 characters before each field); the batch is
+# every demo task at once.
+MAX_TOKENS = 192
+BATCH_SIZE = 24
+
+
+def prepare(*, project: Project, user) -> list[Job]:
+    with TASKS.open("rb") as lines:
+        report = importers.import_tasks(project=project, lines=lines, file=TASKS.name, user=user)
+    if report.errors:
+        raise ValueError(f"The demo's {TASKS.name} does not import: {report.errors[:3]}")
+    if report.created:  # the first import only: later the project's settings are the user's
+        taxonomy = services.load_taxonomy(text=TAXONOMY.read_text(encoding="utf-8"), filename=TAXONOMY.name,
+                                          user=user)
+        services.update_settings(project=project, taxonomy=taxonomy, max_tokens=MAX_TOKENS, batch_size=BATCH_SIZE)
+    if not services.to_autolabel(project, services.settings_for(project).taxonomy).exists():
+        return []
+    job = unfinished_job(project, "labeler.autolabel") or job_services.enqueue_job(
+        project=project, kind="labeler.autolabel", params={}, user=user, publish=False)
+    return [job]
+
+
+def _model_labels(project: Project):
+    return Label.objects.filter(task__project=project, origin=LabelOrigin.MODEL,
+                                taxonomy=services.settings_for(project).taxonomy)
+
+
+def summary(project: Project) -> str:
+    return (f"{SweTask.objects.filter(project=project).count()} tasks, "
+            f"{_model_labels(project).count()} labeled by the model")
+
+
+def ready(project: Project) -> bool:
+    tasks = SweTask.objects.filter(project=project)
+    return tasks.exists() and _model_labels(project).count() >= tasks.count()
+
+
+register(DemoPart(name="SWE Labeler", prepare=prepare, summary=summary, ready=ready))
