@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from dataplatform.accounts.models import Project
 from dataplatform.conversations.reading import read_conversation
@@ -56,17 +57,17 @@ def parse_record(file: str, number: int, text: str) -> tuple[PromptRecord | None
     roles = [message.role for message in prompt.messages] if prompt else []
     if prompt and roles[-1] == "assistant":
         errors.append(LineError(file, number, f"messages[{len(roles) - 1}].role",
-                                "the last message is the model's turn to answer; it must not be 'assistant'"))
+                                _("the last message is the model's turn to answer; it must not be 'assistant'")))
     if prompt and "user" not in roles:
-        errors.append(LineError(file, number, "messages", "needs at least one 'user' message"))
+        errors.append(LineError(file, number, "messages", _("needs at least one 'user' message")))
     external_id = data.get("id", "")
     if not isinstance(external_id, str | int) or isinstance(external_id, bool):
-        errors.append(LineError(file, number, "id", "must be a string or an integer"))
+        errors.append(LineError(file, number, "id", _("must be a string or an integer")))
     elif len(str(external_id)) > ID_MAX:  # the database would refuse the whole file
-        errors.append(LineError(file, number, "id", f"must be at most {ID_MAX} characters long"))
+        errors.append(LineError(file, number, "id", _("must be at most %(max)s characters long") % {"max": ID_MAX}))
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
-        errors.append(LineError(file, number, "meta", "must be an object"))
+        errors.append(LineError(file, number, "meta", _("must be an object")))
     if errors:
         return None, errors
     stored = prompt.as_dict()
@@ -94,8 +95,9 @@ def import_prompts(*, project: Project, lines: Iterable[bytes | str], file: str 
             continue
         earlier = first_line_of.setdefault(record.external_id, number) if record.external_id else number
         if earlier != number:  # the same id with other messages: which one is the prompt?
-            report.errors.append(LineError(file, number, "id", f"id {record.external_id!r} already appears on line "
-                                           f"{earlier} with different messages"))
+            report.errors.append(LineError(file, number, "id", _("id %(id)r already appears on line %(line)s with "
+                                                                 "different messages")
+                                           % {"id": record.external_id, "line": earlier}))
             continue
         seen.add(record.source_sha256)
         records.append(record)

@@ -7,6 +7,8 @@ of the field at fault (`dialogs.2.messages[1].role`) rather than a line.
 from collections import Counter
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext, ngettext
+
 
 @dataclass
 class FieldError:
@@ -50,8 +52,13 @@ class PandaImportReport:
     def summary(self) -> str:
         """One line for the import page: what the file holds."""
         operators = ", ".join(f"{name} {count}" for name, count in self.operators.items())
-        deleted = f", {len(self.deleted_dialogs)} deleted" if self.deleted_dialogs else ""
-        return f"{self.dialogs} dialogs{deleted} in {self.trees} trees ({operators})"
+        dialogs = ngettext("%(count)s dialog", "%(count)s dialogs", self.dialogs) % {"count": self.dialogs}
+        if self.deleted_dialogs:
+            dialogs = gettext("%(dialogs)s, %(deleted)s deleted") % {"dialogs": dialogs,
+                                                                     "deleted": len(self.deleted_dialogs)}
+        trees = ngettext("%(count)s tree", "%(count)s trees", self.trees) % {"count": self.trees}
+        return gettext("%(dialogs)s in %(trees)s (%(operators)s)") % {"dialogs": dialogs, "trees": trees,
+                                                                      "operators": operators}
 
     @property
     def ok(self) -> bool:

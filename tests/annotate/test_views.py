@@ -184,7 +184,7 @@ def test_several_panda_files_are_reported_each(client, members, project, monkeyp
     files = [SimpleUploadedFile(name, json.dumps(document).encode())
              for name, document in (("a.panda.json", good), ("b.panda.json", broken), ("c.panda.json", other))]
     page = client.post(reverse("annotate-import-panda", args=["alpha"]), {"file": files}, follow=True).content.decode()
-    assert "a.panda.json imported: 2 dialogs in 1 trees (continue_with_chosen 1, generate_new 1)" in page
+    assert "a.panda.json imported: 2 dialogs in 1 tree (continue_with_chosen 1, generate_new 1)" in page
     assert "c.panda.json imported: 2 dialogs" in page
     assert "b.panda.json, dialogs.1.messages[0].role: must be one of system, user, assistant, tool" in page
     assert Session.objects.count() == 2  # the broken file wrote nothing; the others are whole
