@@ -164,7 +164,7 @@ def test_trace_list_filters_by_environment_harness_model_case_and_grade(client, 
 
     def listed(**query) -> list[str]:
         page = client.get(url, query).content.decode()
-        return re.findall(r'<a href="/projects/alpha/aed/traces/\d+/" translate="no">([^<]+)</a>', page)
+        return re.findall(r'<a href="/projects/alpha/aed/traces/\d+/" translate="no"[^>]*>([^<]+)</a>', page)
 
     assert listed() == ["t-1", "t-2", "t-3"]
     assert listed(environment="web-v2") == ["t-2"] and listed(harness="swe-agent") == ["t-2"]
@@ -174,6 +174,7 @@ def test_trace_list_filters_by_environment_harness_model_case_and_grade(client, 
     assert listed(grade="C") == ["t-2"] and listed(grade="ungraded") == ["t-1"] and listed(grade="A") == []
     page = client.get(url).content.decode()
     assert ">curator</span>: submitted" in page and ">curator</span>: draft · C" in page
+    assert page.count("data-uncurated") == 1  # t-3, which nobody has opened a case on
     assert '<option value="web-v2" translate="no">web-v2</option>' in page and "<strong>3</strong>" in page
 
 
