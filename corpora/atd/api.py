@@ -218,7 +218,7 @@ class AtdTieCountsApi(APIView):
         run = selectors.run_for(request.user, project, run_id, token=request_token(request))
         values = request.query_params.getlist("epsilon") or ["0.02"]
         if len(values) > MAX_EPSILONS:
-            raise ValidationError({"epsilon": [f"At most {MAX_EPSILONS} values."]})
+            raise ValidationError({"epsilon": [gettext("At most %(n)s values.") % {"n": MAX_EPSILONS}]})
         try:
             epsilons = [parse_epsilon(value) for value in values]
         except ValueError as exc:  # a query parameter that is not a number: an error on that parameter
@@ -230,7 +230,8 @@ class AtdTieCountsApi(APIView):
             raise ValidationError({"bias_threshold": [str(exc)]}) from exc
         value = request.query_params.get("histogram", "q")
         if value not in selectors.HISTOGRAM_VALUES:
-            raise ValidationError({"histogram": [f"Must be one of {', '.join(selectors.HISTOGRAM_VALUES)}."]})
+            raise ValidationError({"histogram": [gettext("Must be one of %(values)s.") % {
+                "values": ", ".join(selectors.HISTOGRAM_VALUES)}]})
         scored = selectors.scored_count(run)
         kept = []
         for epsilon in epsilons:
@@ -258,7 +259,7 @@ class AtdSelectionListApi(APIView):
         runs = selectors.runs_visible_to(request.user, project, token=request_token(request))
         run = runs.filter(pk=data.validated_data["run"]).first()
         if run is None:
-            raise ValidationError({"run": ["No such scoring run in this project."]})
+            raise ValidationError({"run": [gettext("No such scoring run in this project.")]})
         selection = services.freeze_selection(run=run, user=request.user, **{
             key: data.validated_data[key] for key in ("name", "epsilon", "bias_threshold", "include_biased")})
         return Response(AtdSelectionSerializer(selection).data, status=status.HTTP_201_CREATED)
