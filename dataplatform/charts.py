@@ -153,7 +153,8 @@ def bar_chart(labels: Sequence[object], values: Sequence[float | None], *, title
               height: int = 320, value_format: Callable[[float], str] = short_number) -> SafeString:
     """A vertical bar chart: one bar per label. A None value draws no bar (shown as "no data").
 
-    Labels are escaped (they may be user text) and cut to LABEL_MAX_CHARS on the axis;
+    Labels are escaped (they may be user text), marked translate="no" (usernames and tags are names, and
+    the callers pass interface labels already translated) and cut to LABEL_MAX_CHARS on the axis;
     the full label and value are in each bar's tooltip (<title>).
     """
     if len(labels) != len(values):
@@ -183,10 +184,11 @@ def bar_chart(labels: Sequence[object], values: Sequence[float | None], *, title
         shown = full if len(full) <= LABEL_MAX_CHARS else full[: LABEL_MAX_CHARS - 1] + "…"
         cx, ly = _num(x + slot / 2), _num(frame.base + 14)
         if rotate:
-            parts.append(f'<text class="chart-label" x="{cx}" y="{ly}" text-anchor="end" '
+            parts.append(f'<text class="chart-label" translate="no" x="{cx}" y="{ly}" text-anchor="end" '
                          f'transform="rotate(-45 {cx} {ly})">{_text(shown)}</text>')
         else:
-            parts.append(f'<text class="chart-label" x="{cx}" y="{ly}" text-anchor="middle">{_text(shown)}</text>')
+            parts.append(f'<text class="chart-label" translate="no" x="{cx}" y="{ly}" '
+                         f'text-anchor="middle">{_text(shown)}</text>')
     return frame.close(parts)
 
 
