@@ -8,8 +8,9 @@ Each app contributes a part from its own `demo.py` (found at start-up like `job_
    returns the jobs its model work still needs, created with `enqueue_job(publish=False)`: each has its own
    row and page with a progress bar (onPanda's rollouts, the SWE auto-labeler, an AED replay, ATD scoring);
 2. one `demo.seed` job is queued. The worker runs those jobs one after the other (`execute_job`, the same
-   path a worker takes), then each part's `finish` (ATD freezes its selection once scoring is done), and logs
-   "Demo ready: ... N s after bootstrap_demo started".
+   path a worker takes), then each part's `finish` (ATD freezes its selection once scoring is done), logs
+   "Demo ready: ... N s after bootstrap_demo started", and queues each part's `later` jobs (the SWE
+   auto-labeler's remaining tasks), which fill the pages further in the background.
 
 Idempotent: a demo.seed job that is queued, running or succeeded means nothing is queued again; after a failed
 one, a rerun queues only the work that is still missing.
@@ -47,6 +48,12 @@ class DemoPart:
     ready: Callable[[Project], bool]
     # finish(project=, user=) -> a line about what it did, after every demo job ran (None: nothing to do)
     finish: Callable[..., str] | None = None
+    # later(project=, user=) -> jobs queued (sent to the workers) once the demo is ready: more of the same work,
+    # too slow for the demo's two minutes, that fills the pages further in the background
+    later: Callable[..., list[Job]] | None = None
+    # The seed job runs the parts' jobs by this, then in INSTALLED_APPS order: the slow ones last, so that the
+    # pages fill fast.
+    order: int = 0
 
 
 _PARTS: dict[str, DemoPart] = {}
@@ -93,7 +100,7 @@ def prepare_demo(*, project: Project, user, started_at: float, since: str = "boo
         return Prepared(seed=found, queued=False, jobs=list(Job.objects.filter(pk__in=found.params.get("jobs", []))))
     jobs: list[Job] = []
     with transaction.atomic():
-        for part in parts():
+        for part in sorted(parts(), key=lambda part: part.order):
             jobs += part.prepare(project=project, user=user)
         seed = job_services.enqueue_job(project=project, kind=SEED_KIND, user=user,
                                         params={"started_at": started_at, "since": since,
@@ -160,8 +167,12 @@ def run_seed(job: Job, progress) -> dict:
     _say(f"Demo ready: data in all {len(parts())} workflows, {after} s after {since} started ({took}).")
     for line in finished:
         _say(f"Demo: {line}")
+    later = [queued for part in parts() if part.later is not None
+             for queued in part.later(project=job.project, user=job.created_by)]
+    for queued in later:
+        _say(f"Demo: queued job {queued.pk} ({queued.kind}) to go on in the background")
     return {"ready_after_seconds": after, "since": since, "jobs": ran, "finished": finished,
-            "summary": summary_lines(job.project)}
+            "later": [queued.pk for queued in later], "summary": summary_lines(job.project)}
 
 
 register_kind(JobKind(

@@ -28,8 +28,11 @@ DIAGNOSIS = {
     "evidence_check": EvidenceCheck.SUPPORTED,
 }
 CORRECTED_ACTION = "calc 391 - 45"
-# Six pairs: the fewest the default grading needs for an A. Two arms of six runs go through the model together.
+# Six pairs: the fewest the default grading needs for an A; the twelve runs go through the model together.
 PAIRS = 6
+# The replay form's defaults, but four steps (the corrected step 1, then an answer) and 16 tokens a step (an
+# action is one short line): the replay then takes about 30 s on 2 cores.
+OPTIONS = {"max_steps": 4, "temperature": 0.7, "max_tokens": 16}
 
 
 def _curated_case(trace: Trace, user) -> Case:
@@ -54,7 +57,8 @@ def prepare(*, project: Project, user) -> list[Job]:
         return []
     if replay is not None and replay.job is not None and replay.job.state in (JobState.QUEUED, JobState.RUNNING):
         return [replay.job]  # queued by an earlier bootstrap: the seed job runs it
-    return [services.start_replay(proposal=proposal, pairs=PAIRS, user=user, publish=False).job]
+    return [services.start_replay(proposal=proposal, pairs=PAIRS, options=OPTIONS, user=user,
+                                   publish=False).job]
 
 
 def _finished(replay: Replay) -> bool:

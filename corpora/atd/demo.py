@@ -1,8 +1,8 @@
 """ATD's part of the demo project (dataplatform/demo.py).
 
 A pool of twelve prompts written for the demo (demo_data/pool.jsonl, English and Chinese), each with two
-candidate answers, imported as an upload is; an `atd.score` job scores it (the judge method, both orders), the
-job *Score the pool* starts. Once it has run, `finish` freezes a selection of the near ties, as a curator does
+candidate answers, imported as an upload is; an `atd.score` job scores it (by the candidates' mean token
+likelihood), the job *Score the pool* starts. Once it has run, `finish` freezes a selection of the near ties, as a curator does
 after moving epsilon: the smallest epsilon of a few round ones that keeps at least a quarter of the pool.
 """
 
@@ -13,11 +13,14 @@ from dataplatform.demo import DemoPart
 from dataplatform.jobs.models import Job, JobState
 
 from . import importers, selectors, services
-from .models import AtdPrompt, Score, ScoringRun, Selection
+from .models import AtdPrompt, Score, ScoringMethod, ScoringRun, Selection
 
 POOL = Path(__file__).parent / "demo_data" / "pool.jsonl"
 SELECTION = "demo-near-ties"
 EPSILONS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
+# The embedded 135M model as a judge prefers one position so strongly that every near tie is left out as
+# position-biased; the length-normalized likelihood of each candidate has no positions, and takes ~7 s here.
+METHOD = ScoringMethod.LIKELIHOOD_MEAN
 
 
 def _run(project: Project) -> ScoringRun | None:
@@ -38,7 +41,7 @@ def prepare(*, project: Project, user) -> list[Job]:
         return []
     if run is not None and run.job is not None and run.job.state in (JobState.QUEUED, JobState.RUNNING):
         return [run.job]  # queued by an earlier bootstrap: the seed job runs it
-    return [services.start_scoring(project=project, user=user, publish=False).job]
+    return [services.start_scoring(project=project, method=METHOD, user=user, publish=False).job]
 
 
 def epsilon_for(run: ScoringRun) -> float:

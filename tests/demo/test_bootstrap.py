@@ -16,7 +16,7 @@ from labeler.models import LabelerSettings, SweTask
 
 pytestmark = pytest.mark.django_db
 
-MODEL_JOBS = ["annotate.rollouts", "labeler.autolabel", "aed.replay", "atd.score"]
+MODEL_JOBS = ["annotate.rollouts", "aed.replay", "atd.score", "labeler.autolabel"]  # the slow one last
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_bootstrap_demo_seeds_all_four_workflows(bootstrap):
 
     assert SweTask.objects.filter(project=project).count() == 24
     labeler = LabelerSettings.objects.get(project=project)
-    assert (labeler.taxonomy.name, labeler.batch_size) == ("swe-demo", 24)
+    assert (labeler.taxonomy.name, labeler.batch_size) == ("swe-demo", 8)
 
     assert Trace.objects.filter(project=project, environment="calc-v1").count() == 4
     case = Case.objects.get(trace__project=project)
@@ -71,8 +71,10 @@ def test_bootstrap_demo_seeds_all_four_workflows(bootstrap):
     children = [Job.objects.get(pk=pk) for pk in seed.params["jobs"]]
     assert [job.kind for job in children] == MODEL_JOBS
     assert all(job.state == JobState.QUEUED and job.project == project for job in [seed, *children])
-    assert children[2].params == {"replay": replay.pk} and children[3].params == {"run": run.pk}
-    assert replay.job == children[2] and run.job == children[3]
+    assert children[1].params == {"replay": replay.pk} and children[2].params == {"run": run.pk}
+    assert replay.job == children[1] and run.job == children[2]
+    assert children[3].params == {"limit": 4, "retry_errors": False, "subjects": "tasks"}  # the rest: later
+    assert run.method == "likelihood_mean" and replay.options["max_steps"] == 4
     assert seed.params["since"] == "bootstrap_demo" and seed.params["started_at"] > 0
     assert f"Queued job {seed.pk} (demo.seed: http://127.0.0.1:8000/jobs/{seed.pk}/)" in out
     assert "SWE Labeler: 24 tasks, 0 labeled by the model" in out

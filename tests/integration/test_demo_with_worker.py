@@ -41,10 +41,13 @@ def test_the_demo_fills_every_workflow_through_a_live_worker(settings, tmp_path,
     project = Project.objects.get(slug="demo")
     assert all(part.ready(project) for part in demo.parts())
     assert [run["state"] for run in seed.result["jobs"]] == [JobState.SUCCEEDED] * 4
+    assert took < 240, f"the demo took {took:.0f} s; its budget is two minutes on 2 cores"
     items = Item.objects.filter(project=project)
     assert items.count() == 6 and all(item.rollout["token_ids"] for item in items)
     labels = Label.objects.filter(task__project=project, origin=LabelOrigin.MODEL)
-    assert labels.count() == 24 and labels.filter(status=LabelStatus.SUBMITTED).count() >= 20
+    assert labels.count() >= 4 and labels.filter(status=LabelStatus.SUBMITTED).exists()
+    later = Job.objects.get(pk__in=seed.result["later"])  # the other 20 tasks, in the background
+    assert later.kind == "labeler.autolabel" and later.params["limit"] is None
     case = Case.objects.get(trace__project=project)
     assert ReplayRun.objects.filter(replay__proposal__case=case).count() == 12
     assert aed_selectors.grade_of(case, aed_selectors.grading_of(project)) in {"A", "B", "D"}
