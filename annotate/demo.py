@@ -21,8 +21,8 @@ from .models import Item
 
 PROMPTS = Path(__file__).parent / "demo_data" / "prompts.jsonl"
 # The demo's answers: long enough for a reasoning and a reply, short enough for the CPU model (six prompts
-# in one batch of about 10 s on 2 cores). A curator changes it in the settings.
-MAX_TOKENS = 128
+# in one batch of about 25 s on 2 cores). A curator changes it in the settings.
+MAX_TOKENS = 96
 TIME_SERVER = "time"  # the reference MCP time server; bin/run allow-lists it when it is installed
 
 

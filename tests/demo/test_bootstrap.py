@@ -51,7 +51,7 @@ def test_bootstrap_demo_seeds_all_four_workflows(bootstrap):
     assert [tool["function"]["name"] for tool in with_tools.tools] == ["get_current_time"]
     reasoning = items.get(external_id="demo-en-reasoning")
     assert sum(1 for m in reasoning.messages if m["role"] == "assistant" and m.get("reasoning")) >= 5
-    assert AnnotationConfig.objects.get(project=project).max_tokens == 128
+    assert AnnotationConfig.objects.get(project=project).max_tokens == 96
 
     assert SweTask.objects.filter(project=project).count() == 24
     labeler = LabelerSettings.objects.get(project=project)
@@ -73,7 +73,7 @@ def test_bootstrap_demo_seeds_all_four_workflows(bootstrap):
     assert all(job.state == JobState.QUEUED and job.project == project for job in [seed, *children])
     assert children[1].params == {"replay": replay.pk} and children[2].params == {"run": run.pk}
     assert replay.job == children[1] and run.job == children[2]
-    assert children[3].params == {"limit": 4, "retry_errors": False, "subjects": "tasks"}  # the rest: later
+    assert children[3].params == {"limit": 3, "retry_errors": False, "subjects": "tasks"}  # the rest: later
     assert run.method == "likelihood_mean" and replay.options["max_steps"] == 4
     assert seed.params["since"] == "bootstrap_demo" and seed.params["started_at"] > 0
     assert f"Queued job {seed.pk} (demo.seed: http://127.0.0.1:8000/jobs/{seed.pk}/)" in out
