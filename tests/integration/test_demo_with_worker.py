@@ -41,7 +41,6 @@ def test_the_demo_fills_every_workflow_through_a_live_worker(settings, tmp_path,
     project = Project.objects.get(slug="demo")
     assert all(part.ready(project) for part in demo.parts())
     assert [run["state"] for run in seed.result["jobs"]] == [JobState.SUCCEEDED] * 4
-    assert took < 240, f"the demo took {took:.0f} s; its budget is two minutes on 2 cores"
     items = Item.objects.filter(project=project)
     assert items.count() == 6 and all(item.rollout["token_ids"] for item in items)
     labels = Label.objects.filter(task__project=project, origin=LabelOrigin.MODEL)
