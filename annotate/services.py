@@ -13,12 +13,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from dataplatform import claims
 from dataplatform.accounts.models import Project
 from dataplatform.accounts.permissions import CAN_MANAGE_PROJECT
 from dataplatform.errors import Conflict, Forbidden, Missing, Refused
 from dataplatform.inference import backend_for_model
+from dataplatform.jobs.status import Status
 
 from .models import (
     CLAIM_STATE_WORDS,
@@ -132,7 +134,8 @@ def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -
             rollout = rollout_of(steps, seed=seeds[index], backend=backend, template=template)
             Item.objects.filter(pk=batch[index].pk).update(prompt_ids=prompts[index], rollout=rollout)
             done += 1
-            progress.report(done, message=f"{done} of {progress.job.progress_total} items answered")
+            progress.report(done, message=Status(gettext_noop("%(done)s of %(total)s items answered"), done=done,
+                                                  total=progress.job.progress_total))
     return {"answered": done}
 
 

@@ -1,9 +1,10 @@
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, gettext_noop
 from rest_framework import serializers
 
 from dataplatform.apiutils import MAX_ID, MAX_SEED
 from dataplatform.inference import validate_served_model_name
 from dataplatform.jobs.registry import JobKind, register
+from dataplatform.jobs.status import Status
 
 from .aed import evidence_check
 from .aed import services as aed
@@ -29,11 +30,17 @@ def run_replay(job, progress) -> dict:
     return aed.run_replay(replay=replay, progress=progress)
 
 
+INVALID_ANSWERS = Status(gettext_noop("the model's answers were invalid; see the result"))
+FOUND = {"supported": Status(gettext_noop("the model found it supported")),
+         "unsupported": Status(gettext_noop("the model found it unsupported")),
+         "contradicted": Status(gettext_noop("the model found it contradicted"))}  # evidence_check.EVIDENCE_VERDICTS
+
+
 def run_draft(job, progress) -> dict:
     case = Case.objects.select_related("trace", "taxonomy").get(pk=job.params["case"], trace__project=job.project)
     progress.set_total(1)
     result = aed.draft_case(case=case, model_name=job.params.get("model_name", ""))
-    progress.report(1, message="drafted" if result["drafted"] else "the model's answers were invalid; see the result")
+    progress.report(1, message=Status(gettext_noop("drafted")) if result["drafted"] else INVALID_ANSWERS)
     return result
 
 
@@ -41,8 +48,7 @@ def run_check_evidence(job, progress) -> dict:
     case = Case.objects.select_related("trace").get(pk=job.params["case"], trace__project=job.project)
     progress.set_total(1)
     result = evidence_check.check_evidence(case=case, model_name=job.params.get("model_name", ""))
-    progress.report(1, message=f"the model found it {result['verdict']}" if result["checked"]
-                    else "the model's answers were invalid; see the result")
+    progress.report(1, message=FOUND[result["verdict"]] if result["checked"] else INVALID_ANSWERS)
     return result
 
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from dataplatform import claims
 from dataplatform.accounts.models import Project
 from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import Backend, backend_for_model
+from dataplatform.jobs.status import Status
 from dataplatform.yamlfile import YamlFileError
 
 from . import autolabel, selectors, trajectory_mode, upstream
@@ -167,7 +168,9 @@ def autolabel_project(*, project: Project, progress, job=None, retry_errors: boo
             save_model_label(item=item, taxonomy=taxonomy, outcome=outcome, model_id=backend.model_id, job=job)
             counts["errors" if outcome.error else "labeled"] += 1
         done = counts["labeled"] + counts["errors"]
-        progress.report(done, message=f"{done} of {total} {subjects} labeled ({counts['errors']} with errors)")
+        line = (gettext_noop("%(done)s of %(total)s tasks labeled (%(errors)s with errors)") if subjects == TASKS
+                else gettext_noop("%(done)s of %(total)s trajectories labeled (%(errors)s with errors)"))
+        progress.report(done, message=Status(line, done=done, total=total, errors=counts["errors"]))
     return counts
 
 

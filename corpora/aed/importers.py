@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext, ngettext
 
 from dataplatform.accounts.models import Project
 from dataplatform.conversations.readers import TraceRecord, detect, document_name, json_texts, read_trace
@@ -95,16 +96,16 @@ def _text_fields(data: dict, shape: _Shape, problems: _Problems) -> dict:
     for key, column in shape.texts.items():
         value = data.get(key)
         if key == shape.id_key and (not isinstance(value, str) or not value.strip()):
-            problems.add(key, "is required: a non-empty string")
+            problems.add(key, gettext("is required: a non-empty string"))
             value = ""
         elif value is None:
             value = ""
         elif not isinstance(value, str):
-            problems.add(key, "must be a string")
+            problems.add(key, gettext("must be a string"))
             value = ""
         limit = Trace._meta.get_field(column).max_length
         if len(value) > limit:
-            problems.add(key, f"must be at most {limit} characters long")
+            problems.add(key, gettext("must be at most %(max)s characters long") % {"max": limit})
         fields[column] = value
     return fields
 
@@ -113,18 +114,18 @@ def _outcome(data: dict, shape: _Shape, problems: _Problems) -> tuple[bool | Non
     outcome = data.get("outcome")
     if outcome is None:
         if shape.outcome_required:
-            problems.add("outcome", "is required: an object with passed (true or false) and an optional score")
+            problems.add("outcome", gettext("is required: an object with passed (true or false) and an optional score"))
         return None, None
     if not isinstance(outcome, dict):
-        problems.add("outcome", "must be an object with passed (true or false) and an optional score")
+        problems.add("outcome", gettext("must be an object with passed (true or false) and an optional score"))
         return None, None
     passed, score = outcome.get("passed"), outcome.get("score")
     if not isinstance(passed, bool):
-        problems.add("outcome.passed", f"must be true or false, got {passed!r}" if "passed" in outcome
-                     else "is required: true or false")
+        problems.add("outcome.passed", gettext("must be true or false, got %(value)s") % {"value": repr(passed)}
+                     if "passed" in outcome else gettext("is required: true or false"))
         passed = None
     if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
-        problems.add("outcome.score", f"must be a number, got {score!r}")
+        problems.add("outcome.score", gettext("must be a number, got %(value)s") % {"value": repr(score)})
         score = None
     return passed, None if score is None else float(score)
 
@@ -133,34 +134,38 @@ def _step_problems(found: list[tuple[str, str]], problems: _Problems) -> None:
     problems.extend(found[:MAX_STEP_PROBLEMS])
     if len(found) > MAX_STEP_PROBLEMS:
         problems.add(found[MAX_STEP_PROBLEMS][0].split("[")[0],
-                     f"{len(found) - MAX_STEP_PROBLEMS} more problems in this list are not shown")
+                     ngettext("%(count)s more problem in this list is not shown",
+                              "%(count)s more problems in this list are not shown", len(found) - MAX_STEP_PROBLEMS)
+                     % {"count": len(found) - MAX_STEP_PROBLEMS})
 
 
 def _aed_steps(value, problems: _Problems) -> list[dict]:
     if not isinstance(value, list) or not value:
-        problems.add("steps", "must be a non-empty list of {index, role, content} objects")
+        problems.add("steps", gettext("must be a non-empty list of {index, role, content} objects"))
         return []
     found, steps, numbering_checked = _Problems(), [], False
     for position, step in enumerate(value):
         where = f"steps[{position}]"
         if not isinstance(step, dict):
-            found.add(where, "must be an object with index, role and content")
+            found.add(where, gettext("must be an object with index, role and content"))
             continue
         index = step.get("index")
         if not numbering_checked and (isinstance(index, bool) or not isinstance(index, int)):
-            found.add(f"{where}.index", f"must be the integer {position} (steps count 0, 1, 2, ... in order)")
+            found.add(f"{where}.index", gettext("must be the integer %(position)s (steps count 0, 1, 2, ... in order)")
+                      % {"position": position})
             numbering_checked = True
         elif not numbering_checked and index != position:
-            found.add(f"{where}.index", f"is {index}, expected {position} (steps count 0, 1, 2, ... in order)")
+            found.add(f"{where}.index", gettext("is %(index)s, expected %(position)s (steps count 0, 1, 2, ... in order)")
+                      % {"index": index, "position": position})
             numbering_checked = True
         role = step.get("role")
         if not isinstance(role, str) or not role.strip():
-            found.add(f"{where}.role", "must be a non-empty string")
+            found.add(f"{where}.role", gettext("must be a non-empty string"))
         if not isinstance(step.get("content"), str):
-            found.add(f"{where}.content", "must be a string")
+            found.add(f"{where}.content", gettext("must be a string"))
         for key in ("action", "observation"):
             if step.get(key) is not None and not isinstance(step[key], str):
-                found.add(f"{where}.{key}", "must be a string or null")
+                found.add(f"{where}.{key}", gettext("must be a string or null"))
         steps.append({"index": position, "role": role, "content": step.get("content"), "action": step.get("action"),
                       "observation": step.get("observation")}
                      | {k: v for k, v in step.items() if k not in STEP_KEYS})
@@ -172,7 +177,8 @@ def _step_keys_in(message: dict, where: str) -> Iterator[tuple[str, str]]:
     """A message becomes a step, whose index, action, observation and content_parts come from elsewhere."""
     for key in ("index", "action", "observation", "content_parts"):
         if key in message:
-            yield f"{where}.{key}", f"{key!r} is a key of the normalised step; a message cannot carry it"
+            yield f"{where}.{key}", gettext("%(key)s is a key of the normalised step; a message cannot carry it") % {
+                "key": repr(key)}
 
 
 def _message_steps(value, problems: _Problems) -> list[dict]:
@@ -194,7 +200,7 @@ def _meta(data: dict, shape: _Shape, problems: _Problems) -> dict:
     if meta is None:
         meta = {}
     elif not isinstance(meta, dict):
-        problems.add("meta", "must be an object")
+        problems.add("meta", gettext("must be an object"))
         meta = {}
     meta = dict(meta)
     known = {*shape.texts, shape.list_key, "outcome", "meta"}
@@ -204,7 +210,8 @@ def _meta(data: dict, shape: _Shape, problems: _Problems) -> dict:
         extra["outcome"] = outcome
     for key, value in extra.items():
         if key in meta:
-            problems.add(key, "is also a key of meta (unknown top-level keys are kept in meta); rename one of them")
+            problems.add(key, gettext("is also a key of meta (unknown top-level keys are kept in meta); rename one of "
+                                      "them"))
         meta[key] = value
     return meta
 
@@ -212,11 +219,12 @@ def _meta(data: dict, shape: _Shape, problems: _Problems) -> dict:
 def _fields(data: dict, sha256: str, file: str, problems: _Problems) -> tuple[str, dict]:
     """(the key that names the trace in errors, the Trace fields) of one line."""
     if "steps" in data and "messages" in data:
-        problems.add("steps", "a line holds either steps (an AED trace) or messages (a trajectory), not both")
+        problems.add("steps", gettext("a line holds either steps (an AED trace) or messages (a trajectory), not both"))
         return "", {}
     if "steps" not in data and not ("messages" in data and "trajectory_id" in data):
         if detect(data) is None:
-            problems.add("steps", "a line holds either steps (an AED trace) or messages (a trajectory); it has neither")
+            problems.add("steps", gettext("a line holds either steps (an AED trace) or messages (a trajectory); it has "
+                                          "neither"))
             return "", {}
         return _read_fields(data, sha256, file, problems)
     shape = AED_STEPS if "steps" in data else TRAJECTORY
@@ -245,7 +253,8 @@ def _read_fields(data: dict, sha256: str, file: str, problems: _Problems) -> tup
     for column, value in fields.items():
         limit = Trace._meta.get_field(column).max_length
         if len(value) > limit:
-            problems.add(record.origins.get(READ_TEXTS[column]) or column, f"must be at most {limit} characters long")
+            problems.add(record.origins.get(READ_TEXTS[column]) or column,
+                         gettext("must be at most %(max)s characters long") % {"max": limit})
     fields |= {"passed": record.passed, "score": None, "steps": _conversation_steps(record),
                "tools": list(record.conversation.tools), "meta": record.meta, "source_format": record.format}
     return record.origins.get("trace_id") or "(line)", fields
@@ -295,8 +304,8 @@ class _TraceImport:
         if first.sha256 == record.sha256:
             self.report.duplicates += 1
         else:
-            self.error(record.line, record.id_key, f"trace {record.trace_id!r} already appears on line "
-                       f"{first.line} with different content")
+            self.error(record.line, record.id_key, gettext("trace %(id)s already appears on line %(line)s with different "
+                                                           "content") % {"id": repr(record.trace_id), "line": first.line})
 
     def new_records(self) -> list[_Record]:
         """The good records the project does not hold yet (same content held: duplicate; other: error)."""
@@ -312,8 +321,8 @@ class _TraceImport:
             elif stored[trace_id] == record.sha256:
                 self.report.duplicates += 1
             else:
-                self.error(record.line, record.id_key, f"trace {trace_id!r} already exists in this project with "
-                           "different content")
+                self.error(record.line, record.id_key, gettext("trace %(id)s already exists in this project with "
+                                                               "different content") % {"id": repr(trace_id)})
         return new
 
     def write(self, records: list[_Record], sha256: str, user) -> None:
@@ -325,8 +334,8 @@ class _TraceImport:
                     (Trace(project=self.project, source=source, source_sha256=r.sha256, **r.fields) for r in records),
                     batch_size=BATCH_SIZE)
         except IntegrityError:
-            self.error(0, "(file)", "another import stored this file or some of its traces at the same time; "
-                       "nothing was written, import it again")
+            self.error(0, "(file)", gettext("another import stored this file or some of its traces at the same time; "
+                                            "nothing was written, import it again"))
             return
         self.report.created = len(records)
 

@@ -8,12 +8,13 @@ task skips the runs it already has, so nothing is lost or counted twice.
 import json
 
 from django.db import IntegrityError, transaction
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from dataplatform.apiutils import MAX_SEED
 from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import backend_for_model
 from dataplatform.jobs import services as job_services
+from dataplatform.jobs.status import Status
 
 from . import runners, selectors, stats
 from .models import (
@@ -327,7 +328,8 @@ def run_replay(*, replay: Replay, progress) -> dict:
                       "steps": result.steps})
         done.add((pair, arm))
         refresh_table(replay, alpha=alpha)
-        progress.report(len(done), message=f"{len(done)} of {replay.pairs * len(arms)} runs")
+        progress.report(len(done), message=Status(gettext_noop("%(done)s of %(total)s runs"), done=len(done),
+                                                   total=replay.pairs * len(arms)))
     replay = refresh_table(replay, alpha=alpha)
     return {"replay": replay.pk, "table": [replay.n11, replay.n10, replay.n01, replay.n00], **replay.stats}
 

@@ -20,6 +20,7 @@ is an error on `id`, and bytes already imported into the project add nothing.
 from collections.abc import Iterable, Iterator
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext, ngettext
 
 from dataplatform.accounts.models import Project
 from dataplatform.conversations.validation import check_messages
@@ -55,25 +56,25 @@ class _LineCheck:
         if isinstance(value, int) and not isinstance(value, bool):
             value = str(value)
         if not isinstance(value, str) or not value.strip():
-            self.problem("id", "is required: a non-empty string or an integer")
+            self.problem("id", gettext("is required: a non-empty string or an integer"))
             return ""
         if len(value) > ID_MAX:
-            self.problem("id", f"must be at most {ID_MAX} characters long")
+            self.problem("id", gettext("must be at most %(max)s characters long") % {"max": ID_MAX})
         return value
 
     def messages(self) -> list:
         has_prompt, has_messages = "prompt" in self.data, "messages" in self.data
         if has_prompt and has_messages:
-            self.problem("prompt", "give either prompt or messages, not both")
+            self.problem("prompt", gettext("give either prompt or messages, not both"))
             return []
         if has_prompt:
             prompt = self.data["prompt"]
             if not isinstance(prompt, str) or not prompt.strip():
-                self.problem("prompt", "must be a non-empty string")
+                self.problem("prompt", gettext("must be a non-empty string"))
                 return []
             return [{"role": "user", "content": prompt}]
         if not has_messages:
-            self.problem("prompt", "is required: a prompt string or a messages list")
+            self.problem("prompt", gettext("is required: a prompt string or a messages list"))
             return []
         messages = self.data["messages"]
         self.problems.extend(check_messages(messages).problems)
@@ -85,16 +86,21 @@ class _LineCheck:
         if value is None:
             return "", "", "missing"
         if not isinstance(value, list) or len(value) != 2:
-            got = f"{len(value)} items" if isinstance(value, list) else type(value).__name__
-            self.problem("candidates", f"must be a list of exactly two answers [a, b], got {got}")
+            if isinstance(value, list):
+                got = ngettext("must be a list of exactly two answers [a, b], got %(count)s item",
+                               "must be a list of exactly two answers [a, b], got %(count)s items", len(value))
+                self.problem("candidates", got % {"count": len(value)})
+            else:
+                self.problem("candidates", gettext("must be a list of exactly two answers [a, b], got %(type)s")
+                             % {"type": type(value).__name__})
             return "", "", "missing"
         valid = True
         for position, text in enumerate(value):
             if not isinstance(text, str) or not text.strip():
-                self.problem(f"candidates[{position}]", "must be a non-empty string")
+                self.problem(f"candidates[{position}]", gettext("must be a non-empty string"))
                 valid = False
         if valid and value[0] == value[1]:
-            self.problem("candidates[1]", "is identical to candidates[0]; the two answers must differ")
+            self.problem("candidates[1]", gettext("is identical to candidates[0]; the two answers must differ"))
         return value[0], value[1], "imported"
 
     def meta(self) -> dict:
@@ -102,12 +108,12 @@ class _LineCheck:
         if meta is None:
             meta = {}
         elif not isinstance(meta, dict):
-            self.problem("meta", "must be an object")
+            self.problem("meta", gettext("must be an object"))
             meta = {}
         merged = dict(meta)
         for key in [k for k in self.data if k not in KNOWN_KEYS]:
             if key in merged:
-                self.problem(key, "is also a key of meta (other top-level keys are kept in meta); rename one")
+                self.problem(key, gettext("is also a key of meta (other top-level keys are kept in meta); rename one"))
             merged[key] = self.data[key]
         return merged
 
@@ -147,8 +153,8 @@ def _unique_in_file(report: ImportReport, lines: Iterable[bytes | str]) -> dict[
         elif first[key][1] == sha256:
             report.duplicates += 1
         else:
-            report.errors.append(LineError(report.file, number, "id", f"id {key!r} is already on line "
-                                           f"{first[key][0]} with different content"))
+            report.errors.append(LineError(report.file, number, "id", gettext(
+                "id %(id)s is already on line %(line)s with different content") % {"id": repr(key), "line": first[key][0]}))
     return first
 
 
@@ -173,8 +179,8 @@ def _not_yet_stored(project: Project, report: ImportReport,
         elif held == sha256:
             report.duplicates += 1
         else:
-            report.errors.append(LineError(report.file, number, "id", f"id {key!r} already exists in this "
-                                           "project with different content"))
+            report.errors.append(LineError(report.file, number, "id", gettext(
+                "id %(id)s already exists in this project with different content") % {"id": repr(key)}))
     return fresh
 
 
@@ -187,8 +193,8 @@ def _store(project: Project, report: ImportReport, rows: list[tuple[int, str, di
             AtdPrompt.objects.bulk_create([AtdPrompt(project=project, source=source, source_sha256=sha256, **fields)
                                            for _, sha256, fields in rows], batch_size=BATCH_SIZE)
     except IntegrityError:
-        report.errors.append(LineError(report.file, 0, "(file)", "a concurrent import stored this file or some of "
-                                       "its prompts; nothing was written, import it again"))
+        report.errors.append(LineError(report.file, 0, "(file)", gettext(
+            "a concurrent import stored this file or some of its prompts; nothing was written, import it again")))
     else:
         report.created = len(rows)
 

@@ -14,12 +14,13 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from dataplatform.errors import Refused
 from dataplatform.inference import Backend, backend_for_model, validate_served_model_name
 from dataplatform.inference.sampling import sampled_texts
 from dataplatform.jobs import services as job_services
+from dataplatform.jobs.status import Status
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 
 from . import scoring, selectors
@@ -86,7 +87,8 @@ def sample_candidates(*, project, progress, backend: Backend | None = None, temp
             prompt.meta = {**prompt.meta, "sampling": {"gave_up_after": tries, "model_id": backend.model_id}}
             prompt.save(update_fields=["meta"])
         gave_up += len(todo)
-        progress.report(filled + gave_up, message=f"{filled} prompts have two candidates, {gave_up} gave up")
+        progress.report(filled + gave_up, message=Status(gettext_noop("%(filled)s prompts have two candidates, %(gave_up)s gave up"),
+                                                              filled=filled, gave_up=gave_up))
 
 
 def _candidate_seed(seed: int, attempt: int, prompt: AtdPrompt, side: str) -> int:
@@ -141,7 +143,7 @@ def score_prompts(*, run: ScoringRun, progress, backend: Backend | None = None) 
                                                                                              strict=True)],
                                   ignore_conflicts=True)
         done += len(batch)
-        progress.report(done, message=f"{done:,} of {total:,} prompts scored")
+        progress.report(done, message=Status(gettext_noop("%(done)s of %(total)s prompts scored"), done=done, total=total))
 
 
 def judge_scores(backend: Backend, prompts: list[AtdPrompt], debias: bool, verdict: tuple[int, int]) -> list[dict]:
@@ -319,7 +321,7 @@ def ask_teacher(*, run: TeacherRun, progress, backend: Backend | None = None, ba
                                            in zip(prompts, ask(backend, run, prompts), strict=True)],
                                           ignore_conflicts=True)
         done += len(batch)
-        progress.report(done, message=f"{done:,} of {todo:,} teacher queries")
+        progress.report(done, message=Status(gettext_noop("%(done)s of %(total)s teacher queries"), done=done, total=todo))
     return {"asked": done, "remaining": pending.count()}
 
 

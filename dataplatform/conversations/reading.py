@@ -16,6 +16,8 @@ Accepted spellings:
 import json
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext, pgettext
+
 from .model import ROLES, Conversation, Message, ToolCall
 
 REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
@@ -43,11 +45,11 @@ def read_conversation(messages, tools=None, *, path: str = "messages", tools_pat
 
 def _message(raw, where: str, index: int, problems: list[Problem]) -> Message | None:
     if not isinstance(raw, dict):
-        problems.append((where, "must be an object with a role"))
+        problems.append((where, gettext("must be an object with a role")))
         return None
     role = raw.get("role")
     if role not in ROLES:
-        problems.append((f"{where}.role", f"must be one of {', '.join(ROLES)}"))
+        problems.append((f"{where}.role", gettext("must be one of %(roles)s") % {"roles": ", ".join(ROLES)}))
         return None
     content = _text(raw.get("content"), f"{where}.content", problems)
     if role == "assistant":
@@ -55,12 +57,12 @@ def _message(raw, where: str, index: int, problems: list[Problem]) -> Message | 
         calls = _tool_calls(raw.get("tool_calls"), f"{where}.tool_calls", index, problems)
         finish = raw.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
-            problems.append((f"{where}.finish_reason", "must be a string such as 'stop' or 'tool_calls'"))
+            problems.append((f"{where}.finish_reason", gettext("must be a string such as 'stop' or 'tool_calls'")))
             finish = None
         return Message(role=role, content=content or "", reasoning=reasoning, tool_calls=calls, finish_reason=finish)
     for key in ("tool_calls", *REASONING_KEYS):
         if raw.get(key):
-            problems.append((f"{where}.{key}", f"only an assistant message can have {key}"))
+            problems.append((f"{where}.{key}", gettext("only an assistant message can have %(key)s") % {"key": key}))
     if role == "tool":
         return Message(role=role, content=content or "", tool_call_id=_string(raw, "tool_call_id", where, problems),
                        name=_string(raw, "name", where, problems))
@@ -71,7 +73,7 @@ def _text(content, where: str, problems: list[Problem]) -> str | None:
     if content is None or isinstance(content, str):
         return content
     if not isinstance(content, list):
-        problems.append((where, "must be a string, null, or a list of content parts"))
+        problems.append((where, gettext("must be a string, null, or a list of content parts")))
         return None
     texts = []
     for index, part in enumerate(content):
@@ -79,10 +81,10 @@ def _text(content, where: str, problems: list[Problem]) -> str | None:
         if kind == "text" and isinstance(part.get("text"), str):
             texts.append(part["text"])
         elif kind is None or kind == "text":
-            problems.append((f"{where}[{index}]", "must be a part object; a text part is {type: text, text: string}"))
+            problems.append((f"{where}[{index}]", gettext("must be a part object; a text part is {type: text, text: string}")))
         else:
-            problems.append((f"{where}[{index}]", f"a {kind!r} part: only text is supported, and a message is "
-                                                  "never imported with a part left out"))
+            problems.append((f"{where}[{index}]", gettext("a %(kind)s part: only text is supported, and a message is "
+                                                          "never imported with a part left out") % {"kind": repr(kind)}))
     return "".join(texts)
 
 
@@ -90,10 +92,12 @@ def _reasoning(raw: dict, where: str, problems: list[Problem]) -> str:
     given = {key: raw[key] for key in REASONING_KEYS if raw.get(key) is not None}
     for key, value in given.items():
         if not isinstance(value, str):
-            problems.append((f"{where}.{key}", "must be a string"))
+            problems.append((f"{where}.{key}", gettext("must be a string")))
             return ""
     if len(set(given.values())) > 1:
-        problems.append((f"{where}.{next(iter(given))}", f"{' and '.join(given)} are both given, with different text"))
+        joined = (" " + pgettext("between two field names", "and") + " ").join(given)
+        problems.append((f"{where}.{next(iter(given))}", gettext("%(keys)s are both given, with different text")
+                         % {"keys": joined}))
     return next(iter(given.values()), "")
 
 
@@ -101,28 +105,28 @@ def _tool_calls(raw, where: str, message_index: int, problems: list[Problem]) ->
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        problems.append((where, "must be a list of {id, type: function, function: {name, arguments}}"))
+        problems.append((where, gettext("must be a list of {id, type: function, function: {name, arguments}}")))
         return ()
     calls = []
     for index, call in enumerate(raw):
         at = f"{where}[{index}]"
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
-            problems.append((f"{at}.function", "must be an object {name, arguments}"))
+            problems.append((f"{at}.function", gettext("must be an object {name, arguments}")))
             continue
         name = function.get("name")
         if not isinstance(name, str) or not name:
-            problems.append((f"{at}.function.name", "must be a non-empty string"))
+            problems.append((f"{at}.function.name", gettext("must be a non-empty string")))
             continue
         arguments = function.get("arguments", "{}")
         if isinstance(arguments, dict):
             arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
         elif not isinstance(arguments, str):
-            problems.append((f"{at}.function.arguments", "must be JSON text or an object"))
+            problems.append((f"{at}.function.arguments", gettext("must be JSON text or an object")))
             continue
         call_id = call.get("id") or f"call_{message_index}_{index}"
         if not isinstance(call_id, str):
-            problems.append((f"{at}.id", "must be a string"))
+            problems.append((f"{at}.id", gettext("must be a string")))
             continue
         calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
     return tuple(calls)
@@ -131,7 +135,7 @@ def _tool_calls(raw, where: str, message_index: int, problems: list[Problem]) ->
 def _string(raw: dict, key: str, where: str, problems: list[Problem]) -> str:
     value = raw.get(key) or ""
     if not isinstance(value, str):
-        problems.append((f"{where}.{key}", "must be a string"))
+        problems.append((f"{where}.{key}", gettext("must be a string")))
         return ""
     return value
 
@@ -140,17 +144,17 @@ def _tools(tools, where: str, problems: list[Problem]) -> tuple[dict, ...]:
     if tools is None:
         return ()
     if not isinstance(tools, list):
-        problems.append((where, "must be a list of function schemas"))
+        problems.append((where, gettext("must be a list of function schemas")))
         return ()
     read = []
     for index, tool in enumerate(tools):
         function = tool.get("function", tool) if isinstance(tool, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
-            problems.append((f"{where}[{index}]", "must be {type: function, function: {name, description?, "
-                                                  "parameters?}} or the function object itself"))
+            problems.append((f"{where}[{index}]", gettext("must be {type: function, function: {name, description?, "
+                                                          "parameters?}} or the function object itself")))
             continue
         if "parameters" in function and not isinstance(function["parameters"], dict):
-            problems.append((f"{where}[{index}].parameters", "must be a JSON schema object"))
+            problems.append((f"{where}[{index}].parameters", gettext("must be a JSON schema object")))
             continue
         read.append(in_stored_order({"type": "function", "function": function}))
     return tuple(read)

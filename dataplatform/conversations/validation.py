@@ -17,6 +17,8 @@ errors, and reads the text of each message for the importers that store text.
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext, gettext_noop
+
 Problem = tuple[str, str]  # (field path, message)
 
 
@@ -26,7 +28,7 @@ class ContentRule:
     not allowed; `refusal` then says what it must be."""
 
     text: Callable[[object], str | None]
-    refusal: str
+    refusal: str  # marked with gettext_noop; translated where it is reported
 
 
 def _string(content) -> str | None:
@@ -49,11 +51,12 @@ def _any_parts_or_null(content) -> str | None:
     return _string(content)
 
 
-STRING = ContentRule(_string, "must be a string")
+STRING = ContentRule(_string, gettext_noop("must be a string"))
 # onPanda writes long text as a list of text chunks; together they are the message's text.
-STRING_OR_TEXT_PARTS = ContentRule(_string_or_text_parts, "must be text (a string or a list of text chunks)")
+STRING_OR_TEXT_PARTS = ContentRule(_string_or_text_parts, gettext_noop("must be text (a string or a list of text chunks)"))
 # OpenAI's: null beside tool calls, or parts of any type (images...) of which the text parts are read, one a line.
-ANY_PARTS_OR_NULL = ContentRule(_any_parts_or_null, "must be a string, null, or a list of content-part objects")
+ANY_PARTS_OR_NULL = ContentRule(_any_parts_or_null,
+                                gettext_noop("must be a string, null, or a list of content-part objects"))
 
 
 @dataclass
@@ -70,12 +73,12 @@ def check_messages(messages, *, path: str = "messages", roles: Collection[str] |
     object message."""
     checked = CheckedMessages()
     if not isinstance(messages, list) or not messages:
-        checked.problems.append((path, "must be a non-empty list of {role, content} objects"))
+        checked.problems.append((path, gettext("must be a non-empty list of {role, content} objects")))
         return checked
     for index, message in enumerate(messages):
         where = f"{path}[{index}]"
         if not isinstance(message, dict):
-            checked.problems.append((where, "must be an object with role and content"))
+            checked.problems.append((where, gettext("must be an object with role and content")))
             checked.texts.append(None)
             continue
         found = []
@@ -83,7 +86,7 @@ def check_messages(messages, *, path: str = "messages", roles: Collection[str] |
             found.append((f"{where}.role", refusal))
         text = content.text(message.get("content"))
         if text is None:
-            found.append((f"{where}.content", content.refusal))
+            found.append((f"{where}.content", gettext(content.refusal)))
         if message_rules is not None:
             found.extend(message_rules(message, where))
         checked.problems.extend(found)
@@ -93,5 +96,6 @@ def check_messages(messages, *, path: str = "messages", roles: Collection[str] |
 
 def _role_refusal(role, roles: Collection[str] | None) -> str | None:
     if roles is None:
-        return None if isinstance(role, str) and role.strip() else "must be a non-empty string"
-    return None if isinstance(role, str) and role in roles else f"must be one of {', '.join(sorted(roles))}"
+        return None if isinstance(role, str) and role.strip() else gettext("must be a non-empty string")
+    return (None if isinstance(role, str) and role in roles
+            else gettext("must be one of %(roles)s") % {"roles": ", ".join(sorted(roles))})

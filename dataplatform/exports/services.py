@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone, translation
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
@@ -24,6 +24,7 @@ from dataplatform.conversations.training import text_schema
 from dataplatform.errors import Conflict, Refused
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import JobState
+from dataplatform.jobs.status import Status
 
 from . import cards
 from .models import Export, ExportFormat
@@ -171,7 +172,7 @@ def write_export(*, export: Export, progress) -> dict:
             pending.append(background.submit(write_batch, batch))
             while len(pending) > WRITE_AHEAD_BATCHES:
                 pending.popleft().result()  # bounds memory, and raises the writer's error here
-            progress.report(rows_read, message=f"{rows_read:,} rows read")
+            progress.report(rows_read, message=Status(gettext_noop("%(rows)s rows read"), rows=rows_read))
         while pending:
             pending.popleft().result()
         background.shutdown()
@@ -202,7 +203,8 @@ def write_export(*, export: Export, progress) -> dict:
     Export.objects.filter(pk=export.pk).update(
         rows_total=manifest["totals"]["rows"], bytes_total=manifest["totals"]["bytes"], manifest=manifest
     )
-    progress.report(rows_read, message=f"{manifest['totals']['rows']:,} rows in {len(shards)} shards", force=True)
+    progress.report(rows_read, message=Status(gettext_noop("%(rows)s rows in %(shards)s shards"),
+                                               rows=manifest["totals"]["rows"], shards=len(shards)), force=True)
     return {"export_id": export.pk, "rows": manifest["totals"]["rows"], "shards": len(shards)}
 
 

@@ -6,6 +6,8 @@ import json
 import math
 import re
 
+from django.utils.translation import gettext, gettext_noop
+
 from .report import LineError
 
 # Deeper JSON is refused: nothing we import nests this deep, and Python's json (and json.dumps, and the
@@ -49,7 +51,7 @@ def _json_object(pairs: list[tuple[str, object]]) -> dict:
 
 def _reject_constant(name: str):
     # Python's json accepts NaN and Infinity; standard JSON (and PostgreSQL's jsonb) does not.
-    raise JsonProblem(f"invalid JSON: {name} is not allowed")
+    raise JsonProblem(gettext("invalid JSON: %(name)s is not allowed") % {"name": name})
 
 
 def _loads(text: str):
@@ -59,9 +61,10 @@ def _loads(text: str):
     except (json.JSONDecodeError, JsonProblem):
         raise
     except RecursionError:  # json's decoder recurses once per level of nesting
-        raise JsonProblem(f"invalid JSON: nested more than {MAX_JSON_DEPTH} levels deep") from None
-    except ValueError as exc:  # an integer of more digits than Python converts
-        raise JsonProblem(f"invalid JSON: {exc}") from None
+        raise JsonProblem(gettext("invalid JSON: nested more than %(depth)s levels deep") % {"depth": MAX_JSON_DEPTH}) \
+            from None
+    except ValueError as exc:  # an integer of more digits than Python converts (Python's words)
+        raise JsonProblem(gettext("invalid JSON: %(problem)s") % {"problem": exc}) from None
 
 
 def load_json(text: str):
@@ -74,7 +77,8 @@ def load_json(text: str):
     return data
 
 
-UNSTORABLE_MESSAGE = "contains a NUL character or an unpaired surrogate (\\u0000, \\ud800-\\udfff), which cannot be stored"
+UNSTORABLE_MESSAGE = gettext_noop("contains a NUL character or an unpaired surrogate (\\u0000, \\ud800-\\udfff), which "
+                                  "cannot be stored")
 
 
 def check_storable(data) -> None:
@@ -90,30 +94,50 @@ def _first_problem(value, depth: int) -> tuple[str, list] | None:
 
     Recursive, but never deeper than MAX_JSON_DEPTH: deeper data is refused before it is walked."""
     if isinstance(value, str):
-        return (UNSTORABLE_MESSAGE, []) if UNSTORABLE.search(value) else None
+        return (gettext(UNSTORABLE_MESSAGE), []) if UNSTORABLE.search(value) else None
     if isinstance(value, float):
-        return None if math.isfinite(value) else ("is a number too large to store", [])
+        return None if math.isfinite(value) else (gettext("is a number too large to store"), [])
     if isinstance(value, dict):
         if depth > MAX_JSON_DEPTH:
-            return f"nested more than {MAX_JSON_DEPTH} levels deep", []
+            return gettext("nested more than %(depth)s levels deep") % {"depth": MAX_JSON_DEPTH}, []
         if isinstance(value, _RepeatedKey):
-            return "is given twice in one object", [value.repeated]
+            return gettext("is given twice in one object"), [value.repeated]
         for key, item in value.items():
             if UNSTORABLE.search(key):
-                return UNSTORABLE_MESSAGE, [key]
+                return gettext(UNSTORABLE_MESSAGE), [key]
             found = _first_problem(item, depth + 1)
             if found is not None:
                 found[1].append(key)
                 return found
     elif isinstance(value, list):
         if depth > MAX_JSON_DEPTH:
-            return f"nested more than {MAX_JSON_DEPTH} levels deep", []
+            return gettext("nested more than %(depth)s levels deep") % {"depth": MAX_JSON_DEPTH}, []
         for index, item in enumerate(value):
             found = _first_problem(item, depth + 1)
             if found is not None:
                 found[1].append(index)
                 return found
     return None
+
+
+# What Python's json decoder says (json.JSONDecodeError.msg), in the interface's language.
+JSON_ERRORS = frozenset((
+    gettext_noop("Expecting value"), gettext_noop("Extra data"), gettext_noop("Expecting ',' delimiter"),
+    gettext_noop("Expecting ':' delimiter"), gettext_noop("Expecting property name enclosed in double quotes"),
+    gettext_noop("Unterminated string starting at"), gettext_noop("Invalid \\uXXXX escape")))
+_INVALID_ESCAPE = re.compile(r"^Invalid \\escape: (.*)$", re.DOTALL)
+_CONTROL_CHARACTER = re.compile(r"^Invalid control character (.*) at$", re.DOTALL)
+
+
+def json_error(msg: str) -> str:
+    """A json.JSONDecodeError's `msg` translated: Python's own words when it says something not listed here."""
+    if msg in JSON_ERRORS:
+        return gettext(msg)
+    if match := _INVALID_ESCAPE.match(msg):
+        return gettext("Invalid \\escape: %(escape)s") % {"escape": match[1]}
+    if match := _CONTROL_CHARACTER.match(msg):
+        return gettext("Invalid control character %(character)s at") % {"character": match[1]}
+    return msg
 
 
 def json_path(path: tuple) -> str:
@@ -132,11 +156,12 @@ def parse_json_object(file: str, number: int, text: str) -> tuple[dict | None, L
     try:
         data = _loads(text)
     except json.JSONDecodeError as exc:
-        return None, LineError(file, number, "(line)", f"invalid JSON: {exc.msg} at column {exc.colno}")
+        return None, LineError(file, number, "(line)", gettext("invalid JSON: %(problem)s at column %(column)s")
+                               % {"problem": json_error(exc.msg), "column": exc.colno})
     except JsonProblem as exc:
         return None, LineError(file, number, "(line)", exc.message)
     if not isinstance(data, dict):
-        return None, LineError(file, number, "(line)", "each line must be a JSON object")
+        return None, LineError(file, number, "(line)", gettext("each line must be a JSON object"))
     try:
         check_storable(data)
     except JsonProblem as exc:

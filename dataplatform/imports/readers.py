@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.utils.translation import gettext, gettext_lazy
 
 from .report import LineError
 
@@ -121,7 +122,7 @@ class FileTooLarge(ValueError):
 def human_bytes(count: int) -> str:
     """512 -> "512 bytes", 1536 -> "1.5 KiB", 2 * 1024**3 -> "2.0 GiB" (binary units, as the setting is)."""
     if count < 1024:
-        return f"{count:,} bytes"
+        return gettext("%(count)s bytes") % {"count": f"{count:,}"}
     value = float(count)
     for unit in ("KiB", "MiB", "GiB"):
         value /= 1024
@@ -138,50 +139,68 @@ def check_upload_size(upload) -> None:
         return
     size, most = human_bytes(upload.size), human_bytes(limit)
     if size == most:  # one decimal hides the difference ("2.0 GiB is over the 2.0 GiB limit"): say the bytes
-        size, most = f"{upload.size:,} bytes", f"{limit:,} bytes"
-    raise FileTooLarge(f"{upload.name}: {size} is over the {most} limit per file (IMPORT_MAX_FILE_BYTES)")
+        size, most = (gettext("%(count)s bytes") % {"count": f"{count:,}"} for count in (upload.size, limit))
+    raise FileTooLarge(gettext("%(file)s: %(size)s is over the %(limit)s limit per file (IMPORT_MAX_FILE_BYTES)")
+                       % {"file": upload.name, "size": size, "limit": most})
 
 
-SAVE_AS_UTF8 = "save the file as UTF-8 without a byte-order mark and import it again"
-EMPTY_FILE = "the file is empty: it holds no lines of JSON (one JSON object per line)"
+# In the language of the request that reads the file (lazy: other messages take it in).
+SAVE_AS_UTF8 = gettext_lazy("save the file as UTF-8 without a byte-order mark and import it again")
+EMPTY_FILE = gettext_lazy("the file is empty: it holds no lines of JSON (one JSON object per line)")
+
+
+def _too_long(size: int) -> str:
+    return (gettext("line is %(size)s bytes long; a line may hold at most %(limit)s bytes")
+            % {"size": f"{size:,}", "limit": f"{MAX_LINE_BYTES:,}"})
 
 
 def decode_whole_file(data: bytes) -> str:
     """The text of a small uploaded file read whole (a taxonomy); ValueError with the line and what
     to do when it is UTF-16 or not UTF-8. A UTF-8 byte-order mark is dropped: YAML allows one."""
     if data.startswith(UTF16_BOMS):
-        raise ValueError(f"line 1: not UTF-8: the file is UTF-16 (it starts with a UTF-16 byte-order mark); "
-                         f"{SAVE_AS_UTF8}")
+        raise ValueError(gettext("line %(line)s: %(problem)s") % {"line": 1, "problem": _utf16()})
     try:
         return data.removeprefix(UTF8_BOM).decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise ValueError(f"line {line}: not UTF-8 ({exc.reason} at byte {exc.start}); {SAVE_AS_UTF8}") from None
+        raise ValueError(gettext("line %(line)s: %(problem)s") % {"line": line, "problem": _not_utf8(exc)}) from None
+
+
+def _utf16() -> str:
+    return (gettext("not UTF-8: the file is UTF-16 (it starts with a UTF-16 byte-order mark); %(fix)s")
+            % {"fix": SAVE_AS_UTF8})
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    # exc.reason is Python's ("invalid start byte"...): it names the byte, it is left as it is.
+    return (gettext("not UTF-8 (%(reason)s at byte %(byte)s); %(fix)s")
+            % {"reason": exc.reason, "byte": exc.start, "fix": SAVE_AS_UTF8})
 
 
 def _decode(raw: bytes | str | TooLongLine, first: bool) -> tuple[str | None, str | None, bool]:
     """(text, problem, give up on the rest of the file) for one physical line."""
     if isinstance(raw, TooLongLine):
-        return None, f"line is {raw.size:,} bytes long; a line may hold at most {MAX_LINE_BYTES:,} bytes", False
+        return None, _too_long(raw.size), False
     if isinstance(raw, bytes):
         if first and raw.startswith(UTF16_BOMS):
             # Every later "line" is half of a UTF-16 character or worse: one error says it all.
-            return None, f"not UTF-8: the file is UTF-16 (it starts with a UTF-16 byte-order mark); {SAVE_AS_UTF8}", True
+            return None, _utf16(), True
         if first and raw.startswith(UTF8_BOM):
-            return None, f"the file starts with a UTF-8 byte-order mark (BOM); {SAVE_AS_UTF8}", False
+            return None, gettext("the file starts with a UTF-8 byte-order mark (BOM); %(fix)s") % {"fix": SAVE_AS_UTF8}, False
     elif first and raw.startswith("\ufeff"):
-        return None, f"the file starts with a byte-order mark (BOM); {SAVE_AS_UTF8}", False
+        return None, gettext("the file starts with a byte-order mark (BOM); %(fix)s") % {"fix": SAVE_AS_UTF8}, False
     size = len(raw) - _ending(raw)
     if size > MAX_LINE_BYTES:
-        return None, f"line is {size:,} bytes long; a line may hold at most {MAX_LINE_BYTES:,} bytes", False
+        return None, _too_long(size), False
     if (b"\x00" if isinstance(raw, bytes) else "\x00") in raw:
         # Never in JSON text (a NUL inside a string is written \u0000); typical of UTF-16 without a BOM.
-        return None, f"holds NUL bytes, so it is not UTF-8 text (is the file UTF-16?); {SAVE_AS_UTF8}", False
+        return None, (gettext("holds NUL bytes, so it is not UTF-8 text (is the file UTF-16?); %(fix)s")
+                      % {"fix": SAVE_AS_UTF8}), False
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            return None, f"not UTF-8 ({exc.reason} at byte {exc.start}); {SAVE_AS_UTF8}", False
+            return None, _not_utf8(exc), False
     return raw, None, False
 
 
@@ -206,7 +225,7 @@ def read_lines(lines: Iterable[bytes | str]) -> Iterator[tuple[int, str | None, 
             anything = True
             yield number, text, None
     if not anything:
-        yield 0, None, EMPTY_FILE
+        yield 0, None, str(EMPTY_FILE)
 
 
 def read_error(file: str, number: int, problem: str) -> LineError:

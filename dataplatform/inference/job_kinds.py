@@ -3,10 +3,11 @@
 It proves the whole path: browser -> job row -> Celery worker -> backend -> progress -> result.
 """
 
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, gettext_noop
 from rest_framework import serializers
 
 from dataplatform.jobs.registry import JobKind, register
+from dataplatform.jobs.status import Status
 
 from . import get_backend
 
@@ -33,7 +34,7 @@ def sample_continuations(job, progress) -> dict:
             top_k=params["top_k"],
         ):
             steps.append(step)
-            progress.report(index * params["max_tokens"] + len(steps), message=f"Sample {index + 1} of {params['n']}")
+            progress.report(index * params["max_tokens"] + len(steps), message=Status(gettext_noop("Sample %(sample)s of %(n)s"), sample=index + 1, n=params["n"]))
         ids = [step.token_id for step in steps]
         # The end-of-sequence token is kept in token_ids but not shown in the text.
         text_ids = ids[:-1] if steps[-1].finish_reason == "stop" else ids

@@ -6,6 +6,8 @@ from django.utils.translation import gettext_lazy as _
 
 from dataplatform.accounts.models import Project
 
+from .status import Status, render_status
+
 
 class JobState(models.TextChoices):
     QUEUED = "queued", _("Queued")
@@ -26,7 +28,10 @@ class Job(models.Model):
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     # A short human-readable line about what the job is doing now (e.g. "retrying in 10 s").
+    # It is in English (the API and the logs show it); `status_i18n` holds the same line as a message id and
+    # its values ({"text": ..., "params": {...}}, see status.py), which pages show in their own language.
     status_message = models.CharField(max_length=500, blank=True)
+    status_i18n = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
@@ -56,6 +61,16 @@ class Job(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    def set_status(self, status: Status) -> None:
+        """Set the status line (both fields); the caller saves."""
+        self.status_message = status.english()[:500]
+        self.status_i18n = status.as_json()
+
+    @property
+    def status_text(self) -> str:
+        """The status line in the active language (the English one for rows written before translation)."""
+        return render_status(self.status_i18n, self.status_message)
 
     @property
     def percent(self) -> int:

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 from kombu.exceptions import OperationalError as KombuOperationalError
 from psycopg.pq import TransactionStatus
 
@@ -22,6 +22,7 @@ from dataplatform.errors import Overloaded, Refused, Transient
 
 from .models import TERMINAL_STATES, Job, JobState
 from .registry import JobCancelled, get_kind
+from .status import Status
 
 
 class JobLost(Exception):
@@ -135,17 +136,19 @@ class ProgressReporter:
         if not self._own_row().update(progress_total=total, updated_at=timezone.now()):
             raise JobLost()
 
-    def report(self, done: int, *, message: str | None = None, force: bool = False) -> None:
+    def report(self, done: int, *, message: Status | str | None = None, force: bool = False) -> None:
+        """`message`: a Status (shown in each page's language) or, from code not yet translated, an English str."""
         self.job.progress_done = done
         if self.listener:
-            self.listener(done, self.job.progress_total, message)
+            self.listener(done, self.job.progress_total, None if message is None else str(message))
         now = time.monotonic()
         if not force and now - self._last_write < self.min_interval:
             return
         self._last_write = now
         fields = {"progress_done": done, "updated_at": timezone.now()}
         if message is not None:
-            fields["status_message"] = message[:500]
+            fields["status_message"] = str(message)[:500]
+            fields["status_i18n"] = message.as_json() if isinstance(message, Status) else None
         # One query: the row is updated only while no cancel was asked for and this worker still owns
         # it, so "0 rows" means cancelled (or lost, which the next question tells apart).
         if not self._own_row().filter(cancel_requested=False).update(**fields):
@@ -173,7 +176,7 @@ def start_job(*, job_id: int) -> Job | None:
             logger.info("Job %s is already running on %s; dropping a duplicate message.", job_id, job.worker)
             return None
         if job.cancel_requested:
-            _finish(job, JobState.CANCELLED, status_message="Cancelled before it started.")
+            _finish(job, JobState.CANCELLED, status=Status(gettext_noop("Cancelled before it started.")))
             return None
         job.state = JobState.RUNNING
         job.attempts += 1
@@ -182,7 +185,7 @@ def start_job(*, job_id: int) -> Job | None:
         # A rerun replaces what an earlier attempt wrote; it never adds to it.
         job.progress_done = 0
         job.result = None
-        job.status_message = f"Running (attempt {job.attempts})."
+        job.set_status(Status(gettext_noop("Running (attempt %(attempt)s)."), attempt=job.attempts))
         job.save()
     return job
 
@@ -206,18 +209,18 @@ def execute_job(*, job_id: int, listener=None) -> None:
         logger.error("Job %s (%s) reached the soft time limit and was stopped.", job_id, job.kind)
         _drop_interrupted_connection()
         _finish_by_id(job_id, JobState.FAILED, worker=job.worker, error=time_limit_message(time.monotonic() - started),
-                      status_message="Failed: time limit reached.")
+                      status=Status(gettext_noop("Failed: time limit reached.")))
     except JobCancelled:
-        _finish_by_id(job_id, JobState.CANCELLED, worker=job.worker, status_message="Cancelled by a user.")
+        _finish_by_id(job_id, JobState.CANCELLED, worker=job.worker, status=Status(gettext_noop("Cancelled by a user.")))
     except Transient:
         raise
     except Exception as exc:  # a bug or bad input: fail clearly, do not retry
         logger.exception("Job %s (%s) failed", job_id, job.kind)
         _finish_by_id(job_id, JobState.FAILED, worker=job.worker, error=f"{type(exc).__name__}: {exc}",
-                      status_message="Failed.")
+                      status=Status(gettext_noop("Failed.")))
     else:
         _finish_by_id(job_id, JobState.SUCCEEDED, worker=job.worker, result=result,
-                      progress_done=job.progress_total or job.progress_done, status_message="Done.")
+                      progress_done=job.progress_total or job.progress_done, status=Status(gettext_noop("Done.")))
 
 
 def _drop_interrupted_connection() -> None:
@@ -310,12 +313,14 @@ def reap_stale_jobs() -> dict:
                         error=f"{lost}. It was lost {job.attempts} times, so it is not run again: "
                               "a crashing input, too little memory or code stuck past JOB_HARD_TIME_LIMIT_SECONDS "
                               "is likely. Retry it once that is fixed.",
-                        status_message="Failed: its worker died.")
+                        status=Status(gettext_noop("Failed: its worker died.")))
                 failed.append(job.pk)
                 continue
+            job.set_status(Status(gettext_noop("The worker running it (%(worker)s) stopped answering (last heartbeat "
+                                               "%(last_seen)s); queued again. It resumes where it stopped."),
+                                  worker=job.worker, last_seen=last_seen))
             job.state, job.worker = JobState.QUEUED, ""
-            job.status_message = f"{lost}; queued again. It resumes where it stopped."[:500]
-            job.save(update_fields=["state", "worker", "status_message", "updated_at"])
+            job.save(update_fields=["state", "worker", "status_message", "status_i18n", "updated_at"])
             requeued.append(job.pk)
         resend_before = now - timedelta(seconds=settings.JOB_REPUBLISH_QUEUED_AFTER_SECONDS)
         waiting = (Job.objects.select_for_update(skip_locked=True)
@@ -331,9 +336,12 @@ def reap_stale_jobs() -> dict:
 
 
 def mark_retrying(*, job_id: int, error: str, retry_in: float, attempt: int, max_attempts: int) -> None:
+    status = Status(gettext_noop("Model backend unavailable (attempt %(attempt)s of %(max_attempts)s); retrying in "
+                                 "%(seconds)s s."), attempt=attempt, max_attempts=max_attempts, seconds=round(retry_in))
     Job.objects.filter(pk=job_id).exclude(state__in=TERMINAL_STATES).update(
         state=JobState.QUEUED,
-        status_message=f"Model backend unavailable (attempt {attempt} of {max_attempts}); retrying in {retry_in:.0f} s.",
+        status_message=status.english(),
+        status_i18n=status.as_json(),
         error=error,
         updated_at=timezone.now(),
     )
@@ -351,7 +359,7 @@ def _resend(job_id: int) -> None:
 
 
 def fail_job(*, job_id: int, error: str) -> None:
-    _finish_by_id(job_id, JobState.FAILED, error=error, status_message="Failed.")
+    _finish_by_id(job_id, JobState.FAILED, error=error, status=Status(gettext_noop("Failed.")))
 
 
 def cancel_job(*, job: Job) -> Job:
@@ -360,11 +368,11 @@ def cancel_job(*, job: Job) -> Job:
         job = Job.objects.select_for_update().get(pk=job.pk)
         if job.state == JobState.QUEUED:
             job.cancel_requested = True
-            _finish(job, JobState.CANCELLED, status_message="Cancelled before it started.")
+            _finish(job, JobState.CANCELLED, status=Status(gettext_noop("Cancelled before it started.")))
         elif job.state == JobState.RUNNING:
             job.cancel_requested = True
-            job.status_message = "Cancelling…"
-            job.save(update_fields=["cancel_requested", "status_message", "updated_at"])
+            job.set_status(Status(gettext_noop("Cancelling…")))
+            job.save(update_fields=["cancel_requested", "status_message", "status_i18n", "updated_at"])
     return job
 
 
@@ -380,7 +388,7 @@ def retry_job(*, job: Job) -> Job:
         job.state = JobState.QUEUED
         job.cancel_requested = False
         job.error = ""
-        job.status_message = "Queued again."
+        job.set_status(Status(gettext_noop("Queued again.")))
         job.finished_at = None
         job.save()
         transaction.on_commit(lambda: publish_job(job_id=job.pk))
@@ -399,9 +407,11 @@ def _finish_by_id(job_id: int, state: JobState, *, worker: str | None = None, **
         _finish(job, state, **fields)
 
 
-def _finish(job: Job, state: JobState, **fields) -> None:
+def _finish(job: Job, state: JobState, *, status: Status | None = None, **fields) -> None:
     job.state = state
     job.finished_at = timezone.now()
+    if status is not None:
+        job.set_status(status)
     for name, value in fields.items():
         setattr(job, name, value)
     job.save()

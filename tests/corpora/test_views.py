@@ -136,13 +136,13 @@ def test_import_errors_are_tabled_and_nothing_is_written(client, members, projec
     upload = SimpleUploadedFile("traces.jsonl", f"{good}\n{{bad\n{json.dumps({'trace_id': 'x'})}\n".encode())
     page = client.post(reverse("aed-import", args=["alpha"]), {"file": upload}).content.decode()
     assert "<th>File</th><th>Line</th><th>Field</th><th>Message</th>" in page
-    assert "<td>traces.jsonl</td><td>2</td><td>(line)</td><td>invalid JSON" in page
-    assert re.search(r"<td>traces.jsonl</td><td>3</td><td>[a-z_.]+</td>", page)
+    assert '<td translate="no">traces.jsonl</td><td>2</td><td>(line)</td><td>invalid JSON' in page
+    assert re.search(r'<td translate="no">traces.jsonl</td><td>3</td><td translate="no">[a-z_.]+</td>', page)
     assert "Nothing was written" in page and not Trace.objects.exists()
 
     upload = SimpleUploadedFile("traces.jsonl", f"{good}\n{{bad\n".encode())
     page = client.post(reverse("aed-import", args=["alpha"]), {"file": upload, "dry_run": "1"}).content.decode()
-    assert "traces.jsonl (dry run)" in page and "Nothing was written" in page and not Trace.objects.exists()
+    assert '<span translate="no">traces.jsonl</span> (dry run)' in page and "Nothing was written" in page and not Trace.objects.exists()
 
     upload = SimpleUploadedFile("traces.jsonl", f"{good}\n{{bad\n".encode())
     page = client.post(reverse("aed-import", args=["alpha"]), {"file": upload, "skip_bad_lines": "1"}).content.decode()

@@ -198,7 +198,7 @@ def test_the_import_form_tables_the_refusal_as_a_whole_file_error(client, projec
     client.force_login(members["curator"])
     with override_settings(IMPORT_MAX_FILE_BYTES=len(entry.body) - 1):
         page = _post_page(entry, client, skip_bad_lines="1")
-    assert f"<td>{entry.filename}</td><td>0</td><td>(file)</td><td>{_too_big(entry)}</td>" in page
+    assert f'<td translate="no">{entry.filename}</td><td>0</td><td>(file)</td><td>{_too_big(entry)}</td>' in page
     assert "Nothing was written." in page and "Skip bad lines”." not in page
 
 

@@ -14,6 +14,8 @@ position of the built message.
 import re
 from dataclasses import dataclass, field, replace
 
+from django.utils.translation import gettext
+
 from ..model import Conversation
 from ..reading import Problem, read_conversation
 
@@ -84,7 +86,7 @@ def text(record: dict, key: str, problems: list[Problem], *, where: str = "", re
     if value is None and not required:
         return ""
     if not isinstance(value, str) or (required and not value.strip()):
-        problems.append((where or key, "must be a non-empty string" if required else "must be a string"))
+        problems.append((where or key, gettext("must be a non-empty string") if required else gettext("must be a string")))
         return ""
     return value
 

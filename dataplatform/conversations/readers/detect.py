@@ -7,6 +7,8 @@
 - any other `messages`: OpenAI chat.
 """
 
+from django.utils.translation import gettext, gettext_noop
+
 from ..reading import Problem
 from . import openai, openhands, swe_agent, swe_labeler
 from .base import TraceRecord
@@ -14,7 +16,7 @@ from .base import TraceRecord
 READERS = {reader.FORMAT: reader.read for reader in (openai, swe_agent, openhands, swe_labeler)}
 FORMATS = tuple(READERS)
 LABELER_KEYS = ("trajectory_id", "request_id", "scaffold")
-UNKNOWN = ("a trace is one of: OpenAI chat {messages, tools?}, a SWE-agent trajectory {history and/or trajectory, "
+UNKNOWN = gettext_noop("a trace is one of: OpenAI chat {messages, tools?}, a SWE-agent trajectory {history and/or trajectory, "
            "info}, an OpenHands output line {instance_id, history of events}, a SWE Labeler trajectory "
            "{trajectory_id, messages or json_content}")
 
@@ -40,6 +42,6 @@ def read_trace(record: dict, *, task_id: str = "") -> tuple[TraceRecord | None, 
     (a .traj file is named after its instance: `documents.document_name`)."""
     found = detect(record)
     if found is None:
-        return None, [("(line)", UNKNOWN)]
+        return None, [("(line)", gettext(UNKNOWN))]
     trace, problems = READERS[found](record)
     return (trace.named(task_id) if trace else None), problems

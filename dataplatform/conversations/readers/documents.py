@@ -4,6 +4,8 @@ over many lines (SWE-agent indents it) and named after the instance it attempts.
 from collections.abc import Iterable, Iterator
 from pathlib import PurePath
 
+from django.utils.translation import gettext
+
 from dataplatform.imports import human_bytes, read_lines
 
 DOCUMENT_SUFFIX = ".traj"
@@ -32,8 +34,8 @@ def json_texts(lines: Iterable[bytes | str], file: str) -> Iterator[tuple[int, s
         first = number if first is None else first
         size += len(text)
         if size > MAX_DOCUMENT_BYTES:
-            yield 0, None, (f"a .traj file is read whole, and this one is over {human_bytes(MAX_DOCUMENT_BYTES)}; "
-                            "import its trajectory as a line of JSONL instead")
+            yield 0, None, (gettext("a .traj file is read whole, and this one is over %(limit)s; import its "
+                                    "trajectory as a line of JSONL instead") % {"limit": human_bytes(MAX_DOCUMENT_BYTES)})
             return
         parts.append(text)
     if readable and parts:

@@ -24,6 +24,8 @@ either may carry `tool_call_metadata`). Older files hold `[action, observation]`
   Everything else is meta.
 """
 
+from django.utils.translation import gettext
+
 from ..reading import Problem
 from .base import Built, TraceRecord, conversation_of, dig, text, without
 
@@ -63,7 +65,7 @@ def read(record: dict) -> tuple[TraceRecord | None, list[Problem]]:
 def _events(history, problems: list[Problem]) -> list[tuple[str, dict]]:
     """(path, event) for each event, the pairs of older files taken apart."""
     if not isinstance(history, list) or not history:
-        problems.append(("history", "must be a non-empty list of events"))
+        problems.append(("history", gettext("must be a non-empty list of events")))
         return []
     events = []
     for index, item in enumerate(history):
@@ -72,7 +74,7 @@ def _events(history, problems: list[Problem]) -> list[tuple[str, dict]]:
         elif isinstance(item, list) and len(item) == 2 and all(isinstance(event, dict) for event in item):
             events += [(f"history[{index}][{half}]", event) for half, event in enumerate(item)]
         else:
-            problems.append((f"history[{index}]", "must be an event object, or an [action, observation] pair"))
+            problems.append((f"history[{index}]", gettext("must be an event object, or an [action, observation] pair")))
     return events
 
 
@@ -105,12 +107,12 @@ class _History:
         elif "observation" in event:
             self._observation(where, event)
         else:
-            self.problems.append((where, "must be an action (with `action`) or an observation (with `observation`)"))
+            self.problems.append((where, gettext("must be an action (with `action`) or an observation (with `observation`)")))
 
     def _action(self, where: str, event: dict, args: dict) -> None:
         kind = event["action"]
         if not isinstance(kind, str):
-            self.problems.append((f"{where}.action", "must be the kind of action, a string such as 'run'"))
+            self.problems.append((f"{where}.action", gettext("must be the kind of action, a string such as 'run'")))
         elif kind == "system":
             self.built.append(Built({"role": "system", "content": args.get("content")}, f"{where}.args",
                                     {"events": [_facts(event, "content", "tools")]}))
@@ -119,8 +121,9 @@ class _History:
         elif kind == "message":
             for key in IMAGE_KEYS:
                 if args.get(key):
-                    self.problems.append((f"{where}.args.{key}", "images and files are not supported: the platform "
-                                                                 "keeps text only and never drops part of a message"))
+                    self.problems.append((f"{where}.args.{key}", gettext("images and files are not supported: the platform "
+                                                                         "keeps text only and never drops part of a "
+                                                                         "message")))
             role = "user" if event.get("source") == "user" else "assistant"
             self.built.append(Built({"role": role, "content": args.get("content")}, f"{where}.args",
                                     {"events": [_facts(event, "content")]}))

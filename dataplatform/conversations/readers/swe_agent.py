@@ -24,6 +24,8 @@ thought, action, observation, the prompt `query`...), `info` (exit status, submi
 
 import json
 
+from django.utils.translation import gettext
+
 from dataplatform.imports import JsonProblem, load_json
 
 from ..reading import Problem
@@ -107,7 +109,7 @@ def _thinking(blocks, where: str, problems: list[Problem]) -> tuple[str, bool]:
     if blocks is None:
         return "", True
     if not isinstance(blocks, list):
-        problems.append((where, "must be a list of thinking blocks {type: thinking, thinking: text}"))
+        problems.append((where, gettext("must be a list of thinking blocks {type: thinking, thinking: text}")))
         return "", True
     thoughts = [block["thinking"] for block in blocks if isinstance(block, dict) and block.get("type") == "thinking"
                 and isinstance(block.get("thinking"), str)]
@@ -119,7 +121,7 @@ def _call_id(ids, where: str, problems: list[Problem]) -> str:
     if ids is None:
         return ""
     if not isinstance(ids, list) or len(ids) != 1 or not isinstance(ids[0], str):
-        problems.append((where, "must be a list holding the one call id this result answers"))
+        problems.append((where, gettext("must be a list holding the one call id this result answers")))
         return ""
     return ids[0]
 
@@ -131,7 +133,7 @@ def _steps(trajectory: list, problems: list[Problem]) -> list[Built]:
     for index, step in enumerate(trajectory):
         where = f"trajectory[{index}]"
         if not isinstance(step, dict):
-            problems.append((where, "must be an object with thought, action and observation"))
+            problems.append((where, gettext("must be an object with thought, action and observation")))
             continue
         thought, action, observation, response = (text(step, key, problems, where=f"{where}.{key}")
                                                   for key in ("thought", "action", "observation", "response"))

@@ -17,7 +17,9 @@ scaffold?, messages}`. Optional: `instance_id`, `request_id`, `labels` or `label
 
 import json
 
-from dataplatform.imports import JsonProblem, load_json
+from django.utils.translation import gettext
+
+from dataplatform.imports import JsonProblem, json_error, load_json
 
 from ..reading import Problem
 from .base import Built, TraceRecord, conversation_of, openai_messages, text, without
@@ -64,7 +66,8 @@ def _content(record: dict, problems: list[Problem]) -> tuple[dict, object, str]:
         try:  # load_json: the text is as untrusted as the line (deep nesting, NaN, NUL...)
             content = load_json(content)
         except json.JSONDecodeError as exc:
-            problems.append(("json_content", f"must hold JSON: {exc.msg} at column {exc.colno}"))
+            problems.append(("json_content", gettext("must hold JSON: %(problem)s at column %(column)s")
+                             % {"problem": json_error(exc.msg), "column": exc.colno}))
             return {}, _UNREADABLE, "json_content"
         except JsonProblem as exc:
             problems.append(("json_content", exc.message))
@@ -73,7 +76,8 @@ def _content(record: dict, problems: list[Problem]) -> tuple[dict, object, str]:
         return content, content.get("messages"), "json_content.messages"
     if isinstance(content, list):
         return {}, content, "json_content"
-    problems.append(("json_content", "must be a list of messages, or an object with messages (as JSON text or not)"))
+    problems.append(("json_content", gettext("must be a list of messages, or an object with messages (as JSON text or "
+                                             "not)")))
     return {}, _UNREADABLE, "json_content"
 
 
@@ -112,8 +116,9 @@ def _from_blocks(item: Built, blocks: list, problems: list[Problem]) -> list[Bui
             result = {"role": "tool", "tool_call_id": block.get("tool_use_id") or "", "content": block.get("content")}
             results.append(Built(result, at, without(block, "type", "tool_use_id", "content")))
         else:
-            problems.append((at, f"a {kind!r} block in a {role} message: only text, thinking, tool_use (assistant) "
-                                 "and tool_result (user) blocks are read, and no block is left out"))
+            problems.append((at, gettext("a %(kind)s block in a %(role)s message: only text, thinking, tool_use "
+                                         "(assistant) and tool_result (user) blocks are read, and no block is left "
+                                         "out") % {"kind": repr(kind), "role": role}))
     extras = item.extras | ({"redacted_thinking": redacted} if redacted else {})
     if role == "assistant":
         message = {"role": role, "content": "".join(texts), "reasoning": "\n\n".join(thinking), "tool_calls": calls}
@@ -124,11 +129,11 @@ def _from_blocks(item: Built, blocks: list, problems: list[Problem]) -> list[Bui
 def _tool_use(block: dict, at: str, problems: list[Problem]) -> list[dict]:
     name, arguments, call_id = block.get("name"), block.get("input", {}), block.get("id")
     if not isinstance(name, str) or not name:
-        problems.append((f"{at}.name", "must be the tool's name, a non-empty string"))
+        problems.append((f"{at}.name", gettext("must be the tool's name, a non-empty string")))
     elif not isinstance(arguments, dict):
-        problems.append((f"{at}.input", "must be an object: the tool's arguments"))
+        problems.append((f"{at}.input", gettext("must be an object: the tool's arguments")))
     elif call_id is not None and not isinstance(call_id, str):
-        problems.append((f"{at}.id", "must be a string"))
+        problems.append((f"{at}.id", gettext("must be a string")))
     else:
         return [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]
     return []

@@ -46,8 +46,8 @@ def test_import_errors_are_tabled_and_nothing_is_written(client, members, projec
     upload = SimpleUploadedFile("tasks.jsonl", f"{good}\n{{bad\n{json.dumps({'instance_id': 'x'})}\n".encode())
     page = client.post(reverse("labeler-import", args=["alpha"]), {"kind": "tasks", "file": upload}).content.decode()
     assert "<th>File</th><th>Line</th><th>Field</th><th>Message</th>" in page
-    assert "<td>tasks.jsonl</td><td>2</td><td>(line)</td><td>invalid JSON" in page
-    assert "<td>tasks.jsonl</td><td>3</td><td>problem_statement</td>" in page
+    assert '<td translate="no">tasks.jsonl</td><td>2</td><td>(line)</td><td>invalid JSON' in page
+    assert '<td translate="no">tasks.jsonl</td><td>3</td><td translate="no">problem_statement</td>' in page
     assert "Nothing was written" in page and not SweTask.objects.exists()
 
     upload = SimpleUploadedFile("tasks.jsonl", f"{good}\n{{bad\n".encode())
@@ -64,7 +64,7 @@ def test_import_dry_run_and_trajectories(client, members, project, make_tasks):
     page = client.post(reverse("labeler-import", args=["alpha"]),
                        {"kind": "trajectories", "dry_run": "1",
                         "file": SimpleUploadedFile("t.jsonl", line.encode())}).content.decode()
-    assert "t.jsonl (dry run)" in page and "Nothing was written" in page
+    assert '<span translate="no">t.jsonl</span> (dry run)' in page and "Nothing was written" in page
     assert not SweTask.objects.get().trajectories.exists()
     client.post(reverse("labeler-import", args=["alpha"]),
                 {"kind": "trajectories", "file": SimpleUploadedFile("t.jsonl", line.encode())})

@@ -1,0 +1,107 @@
+"""A job's status line in the page's language: stored as English (status_message, for the API and logs) and
+as a message id with its values (status_i18n), which the job page and the progress partial render."""
+
+import pytest
+from django.urls import reverse
+from django.utils import translation
+from django.utils.translation import gettext, gettext_noop
+
+from dataplatform.jobs import services
+from dataplatform.jobs.models import Job, JobState
+from dataplatform.jobs.services import ProgressReporter
+from dataplatform.jobs.status import Status
+from tests.conftest import api_client_for
+
+from . import kinds  # noqa: F401  (registers test.count)
+
+pytestmark = pytest.mark.django_db
+
+
+def _page(client, name, job, language):
+    return client.get(reverse(name, args=[job.pk]), HTTP_ACCEPT_LANGUAGE=language).content.decode()
+
+
+@pytest.fixture
+def running(project, members):
+    return Job.objects.create(project=project, kind="test.count", params={"to": 5}, created_by=members["curator"],
+                              state=JobState.RUNNING, worker="box:1", progress_total=20000)
+
+
+def test_a_reported_status_is_shown_in_the_pages_language_and_stored_in_english(client, members, running):
+    ProgressReporter(running).report(12345, message=Status(gettext_noop("%(rows)s rows read"), rows=12345),
+                                     force=True)
+    running.refresh_from_db()
+    assert running.status_message == "12,345 rows read"
+    assert running.status_i18n == {"text": "%(rows)s rows read", "params": {"rows": 12345}}
+    client.force_login(members["curator"])
+    for name in ("job-progress", "job-detail"):
+        assert '<span class="muted">12,345 rows read</span>' in _page(client, name, running, "en")
+        chinese = _page(client, name, running, "zh-hans")
+        assert '<span class="muted">已读取 12345 行</span>' in chinese and "rows read" not in chinese
+    # The API answers with the English line whatever the language asked for.
+    api = api_client_for(members["curator"]).get(f"/api/v1/jobs/{running.pk}/", HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert api.status_code == 200 and api.json()["status_message"] == "12,345 rows read"
+    assert "status_i18n" not in api.json()
+
+
+def test_a_plain_string_status_replaces_a_translated_one(running):
+    progress = ProgressReporter(running)
+    progress.report(1, message=Status(gettext_noop("Sample %(sample)s of %(n)s"), sample=1, n=3), force=True)
+    progress.report(2, message="Blocking.", force=True)
+    running.refresh_from_db()
+    assert (running.status_message, running.status_i18n) == ("Blocking.", None)
+    with translation.override("zh-hans"):
+        assert running.status_text == "Blocking."
+
+
+def test_the_frameworks_own_status_lines_are_translated(client, project, members):
+    job = services.enqueue_job(project=project, kind="test.count", params={"to": 2}, user=members["curator"],
+                               publish=False)
+    services.execute_job(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED and job.status_message == "Done."
+    client.force_login(members["curator"])
+    assert '<span class="muted">Done.</span>' in _page(client, "job-progress", job, "en")
+    assert '<span class="muted">完成。</span>' in _page(client, "job-progress", job, "zh-hans")
+
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+    services.mark_retrying(job_id=job.pk, error="x", retry_in=9.6, attempt=1, max_attempts=3)
+    job.refresh_from_db()
+    assert job.status_message == "Model backend unavailable (attempt 1 of 3); retrying in 10 s."
+    with translation.override("zh-hans"):
+        assert job.status_text == "模型后端不可用（第 1 次尝试，共 3 次）；10 秒后重试。"
+
+
+def test_a_row_without_a_translated_status_shows_its_text(client, members, running):
+    Job.objects.filter(pk=running.pk).update(status_message="Running (attempt 1).", status_i18n=None)
+    client.force_login(members["curator"])
+    for language in ("en", "zh-hans"):
+        assert '<span class="muted">Running (attempt 1).</span>' in _page(client, "job-progress", running, language)
+
+
+def test_a_malformed_stored_status_falls_back_to_the_english_line(running):
+    running.status_message, running.status_i18n = "3 of 4 runs", {"text": "%(done)s of %(total)s runs", "params": {}}
+    with translation.override("zh-hans"):
+        assert running.status_text == "3 of 4 runs"
+
+
+# One status line of each place that writes them: each is in its own app's catalog (bin/messages found it).
+WRITTEN = [
+    ("%(done)s of %(total)s items answered", {"done": 1, "total": 2}),  # annotate
+    ("%(done)s of %(total)s tasks labeled (%(errors)s with errors)", {"done": 1, "total": 2, "errors": 0}),  # labeler
+    ("%(done)s of %(total)s prompts scored", {"done": 1, "total": 2}),  # corpora (ATD)
+    ("%(done)s of %(total)s runs", {"done": 1, "total": 2}),  # corpora (AED)
+    ("the model found it contradicted", {}),  # corpora job kinds
+    ("%(rows)s rows in %(shards)s shards", {"rows": 1, "shards": 2}),  # exports
+    ("Sample %(sample)s of %(n)s", {"sample": 1, "n": 2}),  # inference
+    ("Cancelling…", {}),  # the jobs framework
+]
+
+
+@pytest.mark.parametrize("text, params", WRITTEN, ids=[text for text, _ in WRITTEN])
+def test_every_writer_of_status_lines_has_them_translated(text, params):
+    stored = Status(text, **params).as_json()
+    with translation.override("zh-hans"):
+        assert gettext(text) != text
+        line = Job(status_message=Status(text, **params).english(), status_i18n=stored).status_text
+    assert line != Status(text, **params).english()
