@@ -136,7 +136,9 @@ def run_seed(job: Job, progress) -> dict:
     ran = []
     for n, job_id in enumerate(ids):
         child = Job.objects.get(pk=job_id, project=job.project)
-        progress.report(n, message=f"Running job {child.pk} ({child.kind}), {n + 1} of {len(ids)}", force=True)
+        progress.report(n, message=job_services.Status(
+            job_services.gettext_noop("Running job %(job)s (%(kind)s), %(n)s of %(total)s"), job=str(child.pk),
+            kind=child.kind, n=n + 1, total=len(ids)), force=True)
         began = time.monotonic()
         if not child.is_terminal:
             try:
@@ -148,7 +150,7 @@ def run_seed(job: Job, progress) -> dict:
         ran.append({"job": child.pk, "kind": child.kind, "state": child.state, "seconds": seconds})
         _say(f"Demo: job {child.pk} ({child.kind}) {child.state} in {seconds} s"
              f"{': ' + child.error[:300] if child.error else ''}")
-    progress.report(len(ids), message="Finishing", force=True)
+    progress.report(len(ids), message=job_services.Status(job_services.gettext_noop("Finishing")), force=True)
     failed = [run for run in ran if run["state"] != JobState.SUCCEEDED]
     if failed:
         raise DemoIncomplete("Demo job(s) did not succeed: " + ", ".join(f"{run['job']} ({run['kind']}, {run['state']})"
