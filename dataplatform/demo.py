@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.apps import apps
 from django.db import transaction
 from django.utils.module_loading import autodiscover_modules
 from rest_framework import serializers
@@ -66,10 +67,19 @@ def register(part: DemoPart) -> DemoPart:
     return part
 
 
+def _app_index(part: DemoPart) -> int:
+    """The position in INSTALLED_APPS of the app whose module registered `part`."""
+    module = part.prepare.__module__
+    names = [config.name for config in apps.get_app_configs()]
+    return next((index for index, name in enumerate(names) if module == name or module.startswith(name + ".")),
+                len(names))
+
+
 def parts() -> list[DemoPart]:
-    """Every app's part, in the order of INSTALLED_APPS (onPanda, SWE Labeler, AED, ATD)."""
+    """Every app's part, in the order of INSTALLED_APPS (onPanda, SWE Labeler, AED, ATD), whichever module
+    happened to be imported first; an app's own parts in the order it registers them."""
     autodiscover_modules("demo")  # imports each app's demo.py once (then it is in sys.modules)
-    return list(_PARTS.values())
+    return sorted(_PARTS.values(), key=_app_index)
 
 
 @dataclass

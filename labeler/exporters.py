@@ -62,12 +62,12 @@ SCHEMA = pa.schema(TASK_COLUMNS + LABEL_COLUMNS)
 
 class LabelFilters(ExportFilters):
     taxonomy = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
-                                        help_text="taxonomy version id (default: the pinned one)")
+                                        help_text=gettext_lazy("taxonomy version id (default: the pinned one)"))
     review_status = serializers.ListField(child=serializers.ChoiceField(choices=STATUSES), required=False,
-                                          help_text="reviewed, auto (model only), error, unlabeled")
+                                          help_text=gettext_lazy("reviewed, auto (model only), error, unlabeled"))
     category = serializers.ListField(child=serializers.CharField(), required=False)
     where = serializers.ListField(child=serializers.CharField(), required=False,
-                                  help_text='label conditions "field=value"; for an L2 field, the tag is among them')
+                                  help_text=gettext_lazy('label conditions "field=value"; for an L2 field, the tag is among them'))
 
     def validate_where(self, value: list[str]) -> list[str]:
         for condition in value:
@@ -79,15 +79,16 @@ class LabelFilters(ExportFilters):
 
 class BalancedFilters(LabelFilters):
     size = serializers.IntegerField(min_value=1, max_value=10_000_000, required=False,
-                                    help_text="rows wanted in all (default: as many as equal shares allow)")
+                                    help_text=gettext_lazy("rows wanted in all (default: as many as equal shares allow)"))
     allocation = serializers.ChoiceField(
         choices=[("equal", "equal"), ("fill", "fill")], default="equal",
-        help_text="equal: the same number from every category, as the paper's Balanced mix (at most the smallest "
-                  "category's count); fill: a short category's share goes to the others")
+        help_text=gettext_lazy("equal: the same number from every category, as the paper's Balanced mix (at most the "
+                               "smallest category's count); fill: a short category's share goes to the others"))
     seed = serializers.IntegerField(default=0, min_value=0, max_value=MAX_SEED,
-                                    help_text="the same seed picks the same sample")
+                                    help_text=gettext_lazy("the same seed picks the same sample"))
     include_unassigned = serializers.BooleanField(
-        default=False, help_text="also draw from the tasks no category expert takes (the paper leaves them out)")
+        default=False,
+        help_text=gettext_lazy("also draw from the tasks no category expert takes (the paper leaves them out)"))
 
 
 def data_version(project: Project) -> str:

@@ -16,7 +16,7 @@ from html.parser import HTMLParser
 # Words a Chinese interface keeps in English: names of products, formats, standards and units, and the
 # abbreviations Chinese ML tooling writes in Latin letters.
 KEPT_IN_ENGLISH = frozenset("""
-    onPanda panda SWE Labeler AED ATD AREX DPO SFT RL LLM vLLM TRL MCP CPU GPU
+    onPanda panda json SWE Labeler AED ATD AREX DPO SFT RL LLM vLLM TRL MCP CPU GPU
     API APIs URL HTTP HTTPS JSON JSONL NDJSON YAML CSV Parquet README SHA UTC ID IDs
     PostgreSQL SQLite Redis Celery ADBC Arrow htmx Django Hugging Face Hub datasets Python SPDX gzip ping ORM GGUF
     OpenAI OpenHands SWE-agent SWE-bench top-k top token tokens Token Tokens ms MB GB KB kB GiB MiB

@@ -28,8 +28,9 @@ DIAGNOSIS = {
     "evidence_check": EvidenceCheck.SUPPORTED,
 }
 CORRECTED_ACTION = "calc 391 - 45"
-# Six pairs: the fewest the default grading needs for an A; the twelve runs go through the model together.
-PAIRS = 6
+# Two pairs: enough to show both arms side by side within the demo's two minutes (the four runs go through
+# the model together); a grade of A needs six, which the curator can replay with the form.
+PAIRS = 2
 # The replay form's defaults, but four steps (the corrected step 1, then an answer) and 16 tokens a step (an
 # action is one short line): the replay then takes about 30 s on 2 cores.
 OPTIONS = {"max_steps": 4, "temperature": 0.7, "max_tokens": 16}

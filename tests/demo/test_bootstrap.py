@@ -7,11 +7,13 @@ import pytest
 from django.core.management import call_command
 
 from annotate.models import AnnotationConfig, Item
+from corpora.aed import demo as aed_demo
 from corpora.aed.models import Case, CaseStatus, Proposal, Replay, Trace
 from corpora.atd.models import AtdPrompt, ScoringRun, Selection
 from dataplatform import demo
 from dataplatform.accounts.models import Project
 from dataplatform.jobs.models import Job, JobState
+from labeler import demo as labeler_demo
 from labeler.models import LabelerSettings, SweTask
 
 pytestmark = pytest.mark.django_db
@@ -61,7 +63,7 @@ def test_bootstrap_demo_seeds_all_four_workflows(bootstrap):
     case = Case.objects.get(trace__project=project)
     assert (case.status, case.error_step, case.category) == (CaseStatus.SUBMITTED, 1, "requirement-misread")
     replay = Replay.objects.get(proposal__case=case)
-    assert replay.proposal.corrected_action == "calc 391 - 45" and replay.pairs == 6
+    assert replay.proposal.corrected_action == "calc 391 - 45" and replay.pairs == aed_demo.PAIRS
 
     assert AtdPrompt.objects.filter(project=project, candidates_origin="imported").count() == 12
     run = ScoringRun.objects.get(project=project)
@@ -73,7 +75,7 @@ def test_bootstrap_demo_seeds_all_four_workflows(bootstrap):
     assert all(job.state == JobState.QUEUED and job.project == project for job in [seed, *children])
     assert children[1].params == {"replay": replay.pk} and children[2].params == {"run": run.pk}
     assert replay.job == children[1] and run.job == children[2]
-    assert children[3].params == {"limit": 3, "retry_errors": False, "subjects": "tasks"}  # the rest: later
+    assert children[3].params == {"limit": labeler_demo.LABELED_FIRST, "retry_errors": False, "subjects": "tasks"}  # the rest: later
     assert run.method == "likelihood_mean" and replay.options["max_steps"] == 4
     assert seed.params["since"] == "bootstrap_demo" and seed.params["started_at"] > 0
     assert f"Queued job {seed.pk} (demo.seed: http://127.0.0.1:8000/jobs/{seed.pk}/)" in out
