@@ -28,7 +28,7 @@ MAX_TOKENS = 160
 # Auto-labeling costs the CPU model about 12 s a task on 2 cores (two stages of ~600 prompt tokens and ~120
 # constrained answer tokens each), so the demo's two minutes hold LABELED_FIRST tasks, in one batch; once the
 # demo is ready, a second job labels the rest in the background (about 4 minutes).
-LABELED_FIRST = 1
+LABELED_FIRST = 2
 BATCH_SIZE = 8
 
 

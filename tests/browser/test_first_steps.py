@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.utils import translation
 from playwright.sync_api import expect
 
-from annotate.models import Item
+from annotate.models import Item, Session
 from corpora.aed.models import Case, ReplayRun
 from corpora.atd.models import Score, Selection
 from dataplatform import demo
@@ -81,10 +81,12 @@ def demo_instance(settings, tmp_path, start_worker, local_backend):
     seed = wait_for_the_demo()
     print(f"demo ready {time.monotonic() - began:.1f} s after bootstrap_demo: {seed.result['jobs']}")
     assert "Demo ready: data in all 4 workflows" in worker.log()
-    # The demo queues the rest of its SWE labeling to go on in the background; here it would only keep
-    # the one worker from the walk's export.
+    # The demo queues the rest of its SWE labeling to go on in the background. Here it would only take the
+    # cores from the walk: it is cancelled (it stops at its next batch), and a second worker takes the
+    # walk's export meanwhile.
     for job in Job.objects.filter(project__slug="demo").exclude(state__in=TERMINAL_STATES):
         cancel_job(job=job)
+    start_worker()
     yield (tmp_path / "demo-login.txt").read_text().strip()
     storages._storages.pop("exports", None)
 
@@ -109,6 +111,13 @@ def check_the_demo_data() -> None:
     assert Job.objects.count() == jobs
 
 
+def eventually(condition, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
 def log_in_as_demo_admin(page, live_server, password: str, words: Words) -> None:
     page.goto(f"{live_server.url}/")
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
@@ -118,7 +127,7 @@ def log_in_as_demo_admin(page, live_server, password: str, words: Words) -> None
     page.get_by_label(words("Username")).fill("admin")
     page.get_by_label(words("Password")).fill(password)
     page.keyboard.press("Enter")
-    expect(page.get_by_role("heading", name=words("Projects"))).to_be_visible()
+    expect(page.get_by_role("heading", name=words("Projects"), exact=True)).to_be_visible()
 
 
 def follow_home_link(page, live_server, words: Words, label: str) -> None:
@@ -137,6 +146,9 @@ def correct_a_response(page, live_server, words: Words) -> None:
     page.keyboard.press("2")  # the model's second choice at that token; the model continues from it
     expect(workspace).to_have_attribute("data-key", "2", timeout=90_000)  # the page reloads on the new node
     assert page.evaluate("Number(sessionStorage.streamedTokens || 0)") >= 1  # tokens arrived one by one
+    accepted = Session.objects.filter(status="accepted").count()
+    page.keyboard.press("a")  # accept the corrected response (the next walk then claims a new item)
+    eventually(lambda: Session.objects.filter(status="accepted").count() == accepted + 1)
 
 
 def accept_a_label(page, live_server, words: Words) -> None:
@@ -158,9 +170,12 @@ def submit_a_case(page, live_server, words: Words) -> None:
     page.keyboard.press("e")  # the focused (first) step is the first decisive error
     case_box = page.locator("#case")
     expect(case_box).to_have_attribute("data-error-step", "0")
+    expect(case_box).to_have_attribute("data-version", "1")
     page.locator("#id_category").select_option(index=1)
+    expect(case_box).to_have_attribute("data-version", "2")  # each change is saved as it is made
     page.locator("#id_diagnosis").fill("The first step already used the wrong operand.")
     page.keyboard.press("Control+Enter")
+    expect(case_box).to_have_attribute("data-version", "3")
     page.get_by_role("button", name=words("Submit case")).click()
     expect(page.locator(".case-notice")).to_have_text(words("Case submitted."))
     assert Case.objects.filter(status="submitted").count() == submitted + 1
