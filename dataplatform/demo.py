@@ -101,6 +101,15 @@ def seed_job_of(project: Project) -> Job | None:
     return Job.objects.filter(project=project, kind=SEED_KIND).order_by("-id").first()
 
 
+def seed_jobs_filling(projects) -> dict[int, Job]:
+    """project id -> its latest demo.seed job while that has not succeeded: the home page shows its progress,
+    so a newcomer sees the sample data arrive."""
+    latest = {}
+    for job in Job.objects.filter(project__in=projects, kind=SEED_KIND).order_by("id"):
+        latest[job.project_id] = job
+    return {project_id: job for project_id, job in latest.items() if job.state != JobState.SUCCEEDED}
+
+
 def prepare_demo(*, project: Project, user, started_at: float, since: str = "bootstrap_demo") -> Prepared:
     """Import every part's sample data and queue one demo.seed job to run their model work (see the module
     docstring). `started_at` (a Unix time) is what the worker's "Demo ready" line counts from, and `since` names

@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
+from dataplatform import demo
 from dataplatform.audit.selectors import can_read_audit
 from dataplatform.client_address import client_ip
 from dataplatform.errors import PlatformError
@@ -80,9 +81,11 @@ def project_list(request, *, status: int = 200, **form_state):
     """The home page: what each workflow does, the user's projects with the first action of each workflow their
     role allows, and for a superuser the new-project form (`form_state`: a refused form's error and values)."""
     projects = list(selectors.projects_for_user(request.user))
+    filling = demo.seed_jobs_filling(projects)
     for project in projects:
         project.first_actions = _first_actions(project, request.user)
         project.role_label = _role_label(project.my_role)
+        project.demo_job = filling.get(project.pk)
     return render(request, "accounts/project_list.html", {
         "projects": projects, "can_read_audit": can_read_audit(request.user),
         "can_create_projects": request.user.is_superuser, "suggested_licenses": SUGGESTED_LICENSES,

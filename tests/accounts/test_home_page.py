@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from dataplatform.accounts.models import Membership, Project, Role
 from dataplatform.audit.models import Action, AuditEvent
+from dataplatform.jobs.models import Job, JobState
 from tests.factories import UserFactory
 from tests.page_roles import logged_in
 
@@ -75,3 +76,16 @@ def test_the_home_page_links_each_workflows_first_action_the_role_allows(client,
     assert [label for label in pages if label in cell] == actions
     for label in actions:
         assert f'<a href="{reverse(pages[label], args=["alpha"])}">{label}</a>' in cell
+
+
+def test_the_home_page_shows_the_demo_filling_in_until_it_is_done(client, project, members):
+    """`make run`'s demo.seed job: its progress on the home page while it runs, gone once it succeeded."""
+    seed = Job.objects.create(project=project, kind="demo.seed", params={"started_at": 0}, state=JobState.RUNNING,
+                              progress_total=5, progress_done=2, created_by=members["admin"])
+    client.force_login(members["annotator"])
+    page = client.get("/").content.decode()
+    assert f'id="job-progress-{seed.pk}"' in page and f'href="/jobs/{seed.pk}/"' in page
+    assert "being filled in" in page
+    Job.objects.filter(pk=seed.pk).update(state=JobState.SUCCEEDED)
+    page = client.get("/").content.decode()
+    assert f"job-progress-{seed.pk}" not in page and "being filled in" not in page
