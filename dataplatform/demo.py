@@ -27,6 +27,7 @@ from django.utils.module_loading import autodiscover_modules
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
+from dataplatform.apiutils import MAX_ID
 from dataplatform.errors import Transient
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job, JobState
@@ -140,7 +141,7 @@ class DemoIncomplete(Exception):
 class SeedParams(serializers.Serializer):
     started_at = serializers.FloatField(min_value=0, help_text="when bootstrap_demo started (Unix time)")
     since = serializers.CharField(max_length=40, default="bootstrap_demo", help_text="what started then")
-    jobs = serializers.ListField(child=serializers.IntegerField(min_value=1), max_length=20, default=list,
+    jobs = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID), max_length=20, default=list,
                                  help_text="the demo's jobs, run in this order")
 
 

@@ -23,24 +23,19 @@ from collections.abc import Iterator
 import pyarrow as pa
 from django.db.models import Max, Q
 from django.utils.translation import gettext_lazy, gettext_noop
-from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
-from dataplatform.apiutils import MAX_ID, MAX_SEED
 from dataplatform.conversations.reading import read_conversation
 from dataplatform.conversations.training import MESSAGES, TOOLS, messages_cell, record_batch, tools_cell
-from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
+from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.exports.sources import keyset_pages
 
 from . import services
 from .export_fields import TASK_LABEL_MEANINGS, TRAJECTORY_MEANINGS, UPSTREAM_MEANINGS
+from .export_filters import MULTI, SINGLE, STATUSES, BalancedFilters, LabelFilters
 from .models import Label, LabelEvent, LabelEventKind, LabelOrigin, SweTask, Taxonomy, Trajectory
 from .taxonomy import UNASSIGNED
 
-SINGLE = ("task_type_l1", "domain_l1", "code_language", "task_spec_type", "dependency_context", "scope",
-          "cognitive_complexity", "time_estimate")
-MULTI = ("task_type_l2", "domain_l2")
-STATUSES = ("reviewed", "auto", "error", "unlabeled")
 TRAINING_STATUSES = ["reviewed", "auto"]
 MAX_BALANCED = 10_000_000  # a balanced sample without a size: as many as the shares allow
 
@@ -58,37 +53,6 @@ LABEL_COLUMNS = [
     ("values_json", pa.string()), ("rationales_json", pa.string()), ("provenance_json", pa.string()),
 ]
 SCHEMA = pa.schema(TASK_COLUMNS + LABEL_COLUMNS)
-
-
-class LabelFilters(ExportFilters):
-    taxonomy = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
-                                        help_text=gettext_lazy("taxonomy version id (default: the pinned one)"))
-    review_status = serializers.ListField(child=serializers.ChoiceField(choices=STATUSES), required=False,
-                                          help_text=gettext_lazy("reviewed, auto (model only), error, unlabeled"))
-    category = serializers.ListField(child=serializers.CharField(), required=False)
-    where = serializers.ListField(child=serializers.CharField(), required=False,
-                                  help_text=gettext_lazy('label conditions "field=value"; for an L2 field, the tag is among them'))
-
-    def validate_where(self, value: list[str]) -> list[str]:
-        for condition in value:
-            field, sep, wanted = condition.partition("=")
-            if not sep or field not in SINGLE + MULTI or not wanted:
-                raise serializers.ValidationError(f"{condition!r}: expected field=value with a field of {SINGLE + MULTI}")
-        return value
-
-
-class BalancedFilters(LabelFilters):
-    size = serializers.IntegerField(min_value=1, max_value=10_000_000, required=False,
-                                    help_text=gettext_lazy("rows wanted in all (default: as many as equal shares allow)"))
-    allocation = serializers.ChoiceField(
-        choices=[("equal", "equal"), ("fill", "fill")], default="equal",
-        help_text=gettext_lazy("equal: the same number from every category, as the paper's Balanced mix (at most the "
-                               "smallest category's count); fill: a short category's share goes to the others"))
-    seed = serializers.IntegerField(default=0, min_value=0, max_value=MAX_SEED,
-                                    help_text=gettext_lazy("the same seed picks the same sample"))
-    include_unassigned = serializers.BooleanField(
-        default=False,
-        help_text=gettext_lazy("also draw from the tasks no category expert takes (the paper leaves them out)"))
 
 
 def data_version(project: Project) -> str:
