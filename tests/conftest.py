@@ -90,6 +90,17 @@ def export_storage_in_tmp(settings, tmp_path):
 
 
 @pytest.fixture(autouse=True)
+def interface_language_restored():
+    """Each test ends in the default language: a request in Chinese leaves its language active in the
+    thread (Django's test client runs the view there), which would make the next test's English differ."""
+    from django.conf import settings
+    from django.utils import translation
+
+    yield
+    translation.activate(settings.LANGUAGE_CODE)
+
+
+@pytest.fixture(autouse=True)
 def fresh_auth_failure_counters(monkeypatch):
     """Each test starts with no failed log-ins or tokens counted against 127.0.0.1.
 

@@ -19,12 +19,6 @@ pytestmark = pytest.mark.django_db
 HOME = reverse("project-list")
 
 
-@pytest.fixture(autouse=True)
-def english_afterwards():
-    yield
-    translation.activate(settings.LANGUAGE_CODE)
-
-
 def _lang(html: str) -> str:
     return html.split('<html lang="', 1)[1].split('"', 1)[0]
 

@@ -34,12 +34,6 @@ AED_EXAMPLE = "corpora/examples/aed-traces.jsonl"
 ATD_EXAMPLE = "corpora/examples/atd-prompts.jsonl"
 
 
-@pytest.fixture(autouse=True)
-def _english_afterwards():
-    yield
-    translation.activate(settings.LANGUAGE_CODE)
-
-
 def both_languages(client, url, query=None) -> str:
     """The page in Chinese (asserting no English is left) and in English (no Chinese); the English page."""
     zh = client.get(url, query or {}, **ZH)
