@@ -9,7 +9,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, pgettext
 from django.views.decorators.http import require_POST
 
 from dataplatform import charts
@@ -133,9 +133,12 @@ def import_panda(request, slug: str):
         report = import_panda_json(project=project, data=data, annotator=request.user, file=upload.name,
                                    dry_run=dry_run, live=live, backend=backend)
         for error in report.errors[:MAX_PANDA_PROBLEMS_SHOWN]:
-            messages.error(request, f"{error.file}, {error.field}: {error.message}")
+            field = (pgettext("import error: the field is the whole file", "(file)") if error.field == "(file)"
+                     else error.field)
+            messages.error(request, _("%(file)s, %(field)s: %(message)s")
+                           % {"file": error.file, "field": field, "message": error.message})
         for warning in report.warnings[:MAX_PANDA_PROBLEMS_SHOWN]:
-            messages.warning(request, f"{upload.name}: {warning}")
+            messages.warning(request, _("%(file)s: %(warning)s") % {"file": upload.name, "warning": warning})
         if report.duplicate:
             messages.info(request, _("%(file)s was imported before; nothing added.") % {"file": upload.name})
         elif report.ok:

@@ -8,9 +8,11 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
+from django.utils.translation import gettext_noop
 from kombu.transport import filesystem
 
 from dataplatform.errors import Unavailable
+from dataplatform.jobs.status import Status
 
 
 class BrokerUnavailable(Unavailable):
@@ -41,13 +43,19 @@ def redacted_url(url: str | None = None) -> str:
     return urlunsplit(parts)
 
 
-def unreachable_message(cause: BaseException | str, url: str | None = None) -> str:
+def unreachable_status(cause: BaseException | str, url: str | None = None) -> Status:
+    """Why the broker cannot be reached and what to do, as a message (a failed job keeps it for its pages)."""
     hint = (
-        "Start Redis (or fix REDIS_URL), or unset REDIS_URL to use the embedded filesystem broker."
+        Status(gettext_noop("Start Redis (or fix REDIS_URL), or unset REDIS_URL to use the embedded filesystem broker."))
         if (url or settings.CELERY_BROKER_URL).startswith(("redis", "rediss"))
-        else "Check the broker settings."
+        else Status(gettext_noop("Check the broker settings."))
     )
-    return f"Cannot reach the Celery broker at {redacted_url(url)}: {cause}. {hint}"
+    return Status(gettext_noop("Cannot reach the Celery broker at %(url)s: %(cause)s. %(hint)s"),
+                  url=redacted_url(url), cause=str(cause), hint=hint)
+
+
+def unreachable_message(cause: BaseException | str, url: str | None = None) -> str:
+    return unreachable_status(cause, url).english()
 
 
 def check_broker(app=None, timeout: float = 3.0) -> None:

@@ -8,19 +8,23 @@ and its lists `LocatedList`s (the line of each item). Each app validates the dat
 """
 
 import yaml
+from django.utils.translation import gettext, ngettext
 
 from .errors import Refused
 
 
 class YamlFileError(Refused, ValueError):
     """Every problem of one file, each as {file, line, field, message}: the answer's `errors`; str() names
-    the first."""
+    the first. The messages, and this summary, are written in the active language (a request's)."""
 
     def __init__(self, errors: list[dict]):
         self.errors = errors
         first = errors[0]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        super().__init__(f"{first['file']}, line {first['line']}, {first['field']}: {first['message']}{more}")
+        summary = gettext("%(file)s, line %(line)s, %(field)s: %(message)s") % first
+        if len(errors) > 1:
+            summary = (ngettext("%(problem)s (and %(count)s more)", "%(problem)s (and %(count)s more)", len(errors) - 1)
+                       % {"problem": summary, "count": len(errors) - 1})
+        super().__init__(summary)
 
     def body(self) -> dict:
         return {"errors": self.errors}
@@ -78,8 +82,9 @@ def load_yaml(text: str, *, filename: str):
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise YamlFileError([{"file": filename, "line": mark.line + 1 if mark else 0, "field": "(file)",
-                              "message": f"not valid YAML: {getattr(exc, 'problem', None) or exc}"}]) from None
+                              "message": gettext("not valid YAML: %(problem)s")  # PyYAML's words, as they are
+                              % {"problem": getattr(exc, "problem", None) or exc}}]) from None
     except RecursionError:  # PyYAML's parser recurses once per level: "[[[[..." a few hundred deep
         # Both files read this way are taxonomies, whose tests and users know this wording.
         raise YamlFileError([{"file": filename, "line": 1, "field": "(file)",
-                              "message": "not valid YAML for a taxonomy: nested too deeply"}]) from None
+                              "message": gettext("not valid YAML for a taxonomy: nested too deeply")}]) from None

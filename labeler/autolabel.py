@@ -19,6 +19,10 @@ files it touched; its second stage is shown every level-1 value, kept or answere
 import json
 import re
 
+from django.utils.translation import gettext_noop
+
+from dataplatform.jobs.status import Status
+
 from .taxonomy import UNSPECIFIED, TaxonomySpec
 
 SYSTEM = ("You are an expert software engineering analyst. You label software-engineering tasks for a "
@@ -170,7 +174,17 @@ def stage_two_schema(spec: TaxonomySpec, chosen: dict) -> dict:
 
 
 class InvalidAnswer(ValueError):
-    pass
+    """What is wrong with a model answer: str() in English (kept with the raw answers), `problems` the same as
+    messages (the label's error, shown in the page's language; the model's values in them are data)."""
+
+    def __init__(self, *problems: Status):
+        super().__init__("; ".join(problem.english() for problem in problems))
+        self.problems = list(problems)
+
+
+def _invalid(problems: dict[str, Status]) -> InvalidAnswer:
+    return InvalidAnswer(*(Status(gettext_noop("%(field)s: %(problem)s"), field=name, problem=problem)
+                           for name, problem in problems.items()))
 
 
 def answer_object(text: str) -> dict:
@@ -181,13 +195,14 @@ def answer_object(text: str) -> dict:
     body = tagged.group(1) if tagged else text
     start = body.find("{")
     if start < 0:
-        raise InvalidAnswer("no JSON object in the answer")
+        raise InvalidAnswer(Status(gettext_noop("no JSON object in the answer")))
     try:
         data, _ = json.JSONDecoder().raw_decode(body[start:])
     except json.JSONDecodeError as exc:
-        raise InvalidAnswer(f"malformed JSON: {exc.msg} at character {start + exc.pos}") from None
+        raise InvalidAnswer(Status(gettext_noop("malformed JSON: %(problem)s at character %(position)s"),
+                                   problem=exc.msg, position=start + exc.pos)) from None
     if not isinstance(data, dict):
-        raise InvalidAnswer("the answer is not a JSON object")
+        raise InvalidAnswer(Status(gettext_noop("the answer is not a JSON object")))
     flat = {}
     for name, entry in data.items():
         if isinstance(entry, dict) and "value" in entry:
@@ -210,7 +225,7 @@ def parse_answer(text: str, fields: list[str]) -> tuple[dict, dict]:
 def _fields(data: dict, fields: list[str]) -> tuple[dict, dict]:
     missing = [name for name in fields if name not in data]
     if missing:
-        raise InvalidAnswer(f"missing field(s): {', '.join(missing)}")
+        raise InvalidAnswer(Status(gettext_noop("missing field(s): %(fields)s"), fields=", ".join(missing)))
     return {name: data[name] for name in fields}, {name: _rationale(data, name) for name in fields}
 
 
@@ -218,10 +233,10 @@ def check_stage_one(spec: TaxonomySpec, text: str) -> tuple[dict, dict]:
     """Stage one's answer parsed and validated: every field in its closed set, or InvalidAnswer."""
     fields = spec.stage_fields(1)
     values, rationales = parse_answer(text, fields)
-    problems = {name: message for name, message in spec.validate_values(values, partial=True).items()
+    problems = {name: problem for name, problem in spec.value_problems(values, partial=True).items()
                 if name in fields}
     if problems:
-        raise InvalidAnswer("; ".join(f"{name}: {message}" for name, message in problems.items()))
+        raise _invalid(problems)
     return values, rationales
 
 
@@ -243,9 +258,9 @@ def check_stage_two(spec: TaxonomySpec, text: str, chosen: dict) -> tuple[dict, 
         if dropped or not isinstance(given, list):
             replaced[name] = dropped if isinstance(given, list) else given
         values[name], rationales[name] = kept, _rationale(data, name)
-    problems = {name: message for name, message in spec.validate_values({**chosen, **values}, partial=True).items()
+    problems = {name: problem for name, problem in spec.value_problems({**chosen, **values}, partial=True).items()
                 if name in fields}
     if problems:
-        raise InvalidAnswer("; ".join(f"{name}: {message}" for name, message in problems.items()))
+        raise _invalid(problems)
     return values, rationales, replaced
 

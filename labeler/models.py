@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from dataplatform.accounts.models import Project
 from dataplatform.claims import ClaimBase, ClaimState, one_active_claim_per_queue
 from dataplatform.imports import ImportedFile
+from dataplatform.jobs.status import render_html
 
 from .taxonomy import TaxonomySpec
 
@@ -195,7 +196,9 @@ class Label(models.Model):
     task_sha256 = models.CharField(max_length=64, blank=True)  # the task's (trajectory's) record it was made from
     l1_source = models.CharField(max_length=16, choices=L1Source.choices, blank=True)  # trajectory labels
     raw_responses = models.JSONField(default=list, blank=True)  # every model answer, stage by stage
-    error = models.TextField(blank=True)
+    error = models.TextField(blank=True)  # English: the API, the exports and the history keep it
+    # The same error as a message id and its values (dataplatform/jobs/status.py), for pages in their language.
+    error_i18n = models.JSONField(null=True, blank=True)
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -220,6 +223,12 @@ class Label(models.Model):
     def item(self) -> "SweTask | Trajectory":
         """What the label labels."""
         return self.task if self.task_id is not None else self.trajectory
+
+    @property
+    def error_html(self) -> str:
+        """Why the model's answer was unusable, in the active language; the model's values in it marked
+        translate="no"."""
+        return render_html(self.error_i18n, self.error)
 
 
 class LabelEventKind(models.TextChoices):

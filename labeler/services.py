@@ -15,7 +15,7 @@ from dataplatform import claims
 from dataplatform.accounts.models import Project
 from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import Backend, backend_for_model
-from dataplatform.jobs.status import Status
+from dataplatform.jobs.status import Status, for_row
 from dataplatform.yamlfile import YamlFileError
 
 from . import autolabel, selectors, trajectory_mode, upstream
@@ -82,8 +82,9 @@ def _store(spec, sha256: str, filename: str, user) -> Taxonomy:
         if existing.sha256 == sha256:
             return existing
         raise YamlFileError([{"file": filename, "line": 0, "field": "version",
-                              "message": f"{spec.name} v{spec.version} is already loaded with other content; "
-                                         "give the changed file a new version"}])
+                              "message": gettext("%(name)s v%(version)s is already loaded with other content; give "
+                                                 "the changed file a new version")
+                              % {"name": spec.name, "version": spec.version}}])
     try:
         return Taxonomy.objects.create(name=spec.name, version=spec.version, title=spec.data["title"],
                                        sha256=sha256, spec=spec.data, source_filename=filename, created_by=user)
@@ -182,7 +183,7 @@ class Outcome:
         self.values: dict = {}
         self.rationales: dict = {}
         self.raw: list[dict] = []
-        self.error = ""
+        self.error: Status | str = ""  # a Status: the label keeps it in English and as a message (for its pages)
         self.l1_source = ""
 
 
@@ -205,7 +206,7 @@ def label_trajectories(backend: Backend, taxonomy: Taxonomy, settings: LabelerSe
             texts.append(trajectory_mode.describe(trajectory, settings))
         except trajectory_mode.Unreadable as exc:
             texts.append("")
-            outcome.error = f"summary: {exc}"
+            outcome.error = Status(gettext_noop("summary: %(problem)s"), problem=Status(str(exc)))
             continue
         kept = None
         if settings.trajectory_l1_mode == "preserve":
@@ -235,6 +236,9 @@ def _two_stages(backend, spec, settings, texts: list[str], outcomes: list[Outcom
     return outcomes
 
 
+STAGE_NAMES = {"stage 1": gettext_noop("stage 1"), "stage 2": gettext_noop("stage 2")}  # in a label's error
+
+
 def _run_stage(backend, settings, stage: str, texts, outcomes, todo: list[int], *, messages, schema, check) -> None:
     """Ask (the outcomes numbered in `todo` that have no error), check, and ask once more with twice the token
     budget (at most MAX_RETRY_TOKENS) where the answer was invalid; an answer still invalid is the item's error.
@@ -257,7 +261,8 @@ def _run_stage(backend, settings, stage: str, texts, outcomes, todo: list[int], 
                 values, rationales, replaced = check(answer.text, outcome)
             except autolabel.InvalidAnswer as exc:
                 if attempt == 2:
-                    outcome.error = f"{stage}: {exc} (after a retry with {budget} tokens)"
+                    outcome.error = Status(gettext_noop("%(stage)s: %(problem)s (after a retry with %(tokens)s tokens)"),
+                                           stage=Status(STAGE_NAMES[stage]), problem=exc.problems, tokens=budget)
                 else:
                     retry.append(n)
                 continue
@@ -303,7 +308,8 @@ def save_model_label(*, item: SweTask | Trajectory, taxonomy: Taxonomy, outcome:
         old = dict(label.values)
         label.status, label.values, label.rationales = status, outcome.values, outcome.rationales
         label.provenance = {name: LabelOrigin.MODEL for name in outcome.values}
-        label.model_id, label.task_sha256, label.error = model_id, item.source_sha256, outcome.error
+        label.model_id, label.task_sha256 = model_id, item.source_sha256
+        label.error, label.error_i18n = for_row(outcome.error)
         label.l1_source = outcome.l1_source
         label.raw_responses = label.raw_responses + outcome.raw
         label.job, label.version = job, label.version + 1
@@ -312,7 +318,7 @@ def save_model_label(*, item: SweTask | Trajectory, taxonomy: Taxonomy, outcome:
             label=label, kind=LabelEventKind.AUTO_ERROR if outcome.error else LabelEventKind.AUTO,
             origin=LabelOrigin.MODEL, actor=None,
             changes={name: [old.get(name), value] for name, value in outcome.values.items()
-                     if old.get(name) != value} | ({"error": [None, outcome.error]} if outcome.error else {}))
+                     if old.get(name) != value} | ({"error": [None, label.error]} if outcome.error else {}))
     return label
 
 

@@ -21,8 +21,9 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
+from dataplatform.jobs.status import Status
 from dataplatform.yamlfile import YamlFileError, load_yaml
 
 SCHEMA = "swe-taxonomy/1"
@@ -112,36 +113,42 @@ class TaxonomySpec:
                 "tags": sum(len(tags) for fams in self.families.values() for tags in fams.values())}
 
     def validate_values(self, values: dict, *, partial: bool = False) -> dict[str, str]:
-        """Field → message for every value outside the closed sets (an L2 must sit under the chosen L1)."""
-        problems: dict[str, str] = {}
+        """Field → message (in the active language) for every value outside the closed sets (an L2 must sit
+        under the chosen L1)."""
+        return {name: problem.translated() for name, problem in self.value_problems(values, partial=partial).items()}
+
+    def value_problems(self, values: dict, *, partial: bool = False) -> dict[str, Status]:
+        """`validate_values`'s problems as messages, for a row that keeps them (a model label's error)."""
+        problems: dict[str, Status] = {}
         for name in self.single_fields():
             if name not in values:
                 if not partial:
-                    problems[name] = gettext("missing")
+                    problems[name] = Status(gettext_noop("missing"))
                 continue
             if values[name] not in self.options(name):
-                problems[name] = (gettext("%(value)s is not one of the %(count)s allowed values")
-                                  % {"value": repr(values[name]), "count": len(self.options(name))})
+                problems[name] = Status(gettext_noop("%(value)s is not one of the %(count)s allowed values"),
+                                        value=repr(values[name]), count=len(self.options(name)))
         for axis in self.axes:
             name = f"{axis}_l2"
             if name not in values:
                 if not partial:
-                    problems[name] = gettext("missing")
+                    problems[name] = Status(gettext_noop("missing"))
                 continue
             tags = values[name]
             if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-                problems[name] = gettext("must be a list of tag slugs")
+                problems[name] = Status(gettext_noop("must be a list of tag slugs"))
                 continue
             allowed = set(self.tags_under(axis, values.get(f"{axis}_l1", ""))) | {UNSPECIFIED}
             wrong = [t for t in tags if t not in allowed]
             if wrong:
-                problems[name] = (gettext("%(tags)s not under %(field)s %(family)s")
-                                  % {"tags": ", ".join(map(repr, wrong)), "field": f"{axis}_l1",
-                                     "family": repr(values.get(f"{axis}_l1"))})
+                problems[name] = Status(gettext_noop("%(tags)s not under %(field)s %(family)s"),
+                                        tags=", ".join(map(repr, wrong)), field=f"{axis}_l1",
+                                        family=repr(values.get(f"{axis}_l1")))
             elif len(set(tags)) != len(tags):
-                problems[name] = gettext("a tag is listed twice")
+                problems[name] = Status(gettext_noop("a tag is listed twice"))
             elif not tags and not partial:
-                problems[name] = gettext("pick at least one tag, or %(unspecified)s") % {"unspecified": repr(UNSPECIFIED)}
+                problems[name] = Status(gettext_noop("pick at least one tag, or %(unspecified)s"),
+                                        unspecified=repr(UNSPECIFIED))
         return problems
 
 
@@ -176,28 +183,28 @@ class _Validator:
             elif isinstance(value, str | int | float) and not isinstance(value, bool):
                 kept[str(key)] = str(value)
             else:
-                self.error(entry, f"{path}.{key}", "must be text or a list of texts")
+                self.error(entry, f"{path}.{key}", gettext("must be text or a list of texts"))
         return kept
 
     def text(self, entry, path: str, key: str, *, required: bool = True) -> str:
         value = entry.get(key) if isinstance(entry, dict) else None
         if value is None or (isinstance(value, str) and not value.strip()):
             if required:
-                self.error(entry, f"{path}.{key}", "is required")
+                self.error(entry, f"{path}.{key}", gettext("is required"))
             return ""
         if not isinstance(value, str | int | float):
-            self.error(entry, f"{path}.{key}", "must be text")
+            self.error(entry, f"{path}.{key}", gettext("must be text"))
             return ""
         return str(value)
 
     def entry(self, entry, path: str, *, slug_re=SLUG_RE, extra: tuple[str, ...] = (),
               nested: tuple[str, ...] = ()) -> dict | None:
         if not isinstance(entry, dict):
-            self.error(entry, path, "must be a mapping with slug, name and definition")
+            self.error(entry, path, gettext("must be a mapping with slug, name and definition"))
             return None
         slug = self.text(entry, path, "slug")
         if slug and not slug_re.match(slug):
-            self.error(entry, f"{path}.slug", f"{slug!r} is not a valid slug")
+            self.error(entry, f"{path}.slug", gettext("%(slug)s is not a valid slug") % {"slug": repr(slug)})
         out = {"slug": slug, "name": self.text(entry, path, "name"),
                "definition": self.text(entry, path, "definition")}
         for key in ("example", *extra):
@@ -208,43 +215,48 @@ class _Validator:
             out["details"] = details
         return out
 
-    def unique(self, entry, path: str, slug: str, scope: str) -> None:
-        """A slug is unique within its scope: an axis for families, a family for tags."""
+    def unique(self, entry, path: str, slug: str, scope: tuple[str, str]) -> None:
+        """A slug is unique within its scope: ("axis", name) for families, ("family", "axis.slug") for tags."""
         if not slug:
             return
         if slug == UNSPECIFIED:
-            self.error(entry, f"{path}.slug", f"{UNSPECIFIED!r} is reserved")
+            self.error(entry, f"{path}.slug", gettext("%(slug)s is reserved") % {"slug": repr(UNSPECIFIED)})
         elif (scope, slug) in self.slugs:
+            where = {"slug": repr(slug), "scope": scope[1], "first": self.slugs[scope, slug]}
             self.error(entry, f"{path}.slug",
-                       f"duplicate slug {slug!r} in {scope} (first defined at {self.slugs[scope, slug]})")
+                       gettext("duplicate slug %(slug)s in axis %(scope)s (first defined at %(first)s)") % where
+                       if scope[0] == "axis" else
+                       gettext("duplicate slug %(slug)s in family %(scope)s (first defined at %(first)s)") % where)
         else:
-            self.slugs[scope, slug] = f"{path}, line {getattr(entry, 'line', 0)}"
+            self.slugs[scope, slug] = (gettext("%(field)s, line %(line)s")
+                                       % {"field": path, "line": getattr(entry, "line", 0)})
 
     def listing(self, parent, path: str, key: str) -> list:
         value = parent.get(key) if isinstance(parent, dict) else None
         if not isinstance(value, list) or not value:
-            self.error(parent, f"{path}.{key}", "must be a non-empty list")
+            self.error(parent, f"{path}.{key}", gettext("must be a non-empty list"))
             return []
         return value
 
     def optional_list(self, parent: dict, path: str, key: str) -> list:
         value = parent.get(key) or []
         if not isinstance(value, list):
-            self.error(parent, f"{path}.{key}" if path else key, "must be a list")
+            self.error(parent, f"{path}.{key}" if path else key, gettext("must be a list"))
             return []
         return value
 
     def validate(self, raw) -> TaxonomySpec:
         if not isinstance(raw, dict):
-            self.error(raw, "(file)", "must be a YAML mapping")
+            self.error(raw, "(file)", gettext("must be a YAML mapping"))
             raise YamlFileError(self.errors)
         if raw.get("schema") != SCHEMA:
-            self.error(raw, "schema", f"must be {SCHEMA!r}, got {raw.get('schema')!r}")
+            self.error(raw, "schema", gettext("must be %(schema)s, got %(value)s")
+                       % {"schema": repr(SCHEMA), "value": repr(raw.get("schema"))})
         data = {"name": self.text(raw, "", "name").strip(), "version": self.text(raw, "", "version").strip(),
                 "title": self.text(raw, "", "title", required=False),
                 "description": self.text(raw, "", "description", required=False)}
         if data["name"] and not SLUG_RE.match(data["name"]):
-            self.error(raw, "name", f"{data['name']!r} is not a valid slug")
+            self.error(raw, "name", gettext("%(slug)s is not a valid slug") % {"slug": repr(data["name"])})
         data["axes"] = self.axes(raw)
         data["dimensions"] = self.dimensions(raw)
         data["routing"] = self.routing(raw, data["axes"])
@@ -257,7 +269,7 @@ class _Validator:
     def axes(self, raw) -> dict:
         axes = raw.get("axes")
         if not isinstance(axes, dict) or not axes:
-            self.error(raw, "axes", "must map each axis name to its families")
+            self.error(raw, "axes", gettext("must map each axis name to its families"))
             return {}
         out = {}
         for axis, spec in axes.items():
@@ -268,8 +280,8 @@ class _Validator:
                 entry = self.entry(family, fpath, extra=("grounding",), nested=("tags",))
                 if entry is None:
                     continue
-                self.unique(family, fpath, entry["slug"], f"axis {axis}")
-                scope = f"family {axis}.{entry['slug']}"
+                self.unique(family, fpath, entry["slug"], ("axis", axis))
+                scope = ("family", f"{axis}.{entry['slug']}")
                 entry["tags"] = [tag for m, item in enumerate(self.optional_list(family, fpath, "tags"))
                                  if (tag := self.tag(item, f"{fpath}.tags[{m}]", scope)) is not None]
                 families.append(entry)
@@ -278,14 +290,15 @@ class _Validator:
             path = f"tags[{n}]"
             family_slug = self.text(item, path, "family") if isinstance(item, dict) else ""
             homes = [(axis, f) for axis, spec in out.items() for f in spec["families"] if f["slug"] == family_slug]
-            tag = self.tag(item, path, f"family {homes[0][0]}.{family_slug}" if homes else path)
+            tag = self.tag(item, path, ("family", f"{homes[0][0]}.{family_slug}" if homes else path))
             if tag is not None and family_slug and not homes:
-                self.error(item, f"{path}.family", f"unknown level-1 family {family_slug!r}")
+                self.error(item, f"{path}.family", gettext("unknown level-1 family %(family)s")
+                           % {"family": repr(family_slug)})
             elif tag is not None and homes:
                 homes[0][1]["tags"].append(tag)
         return out
 
-    def tag(self, item, path: str, scope: str) -> dict | None:
+    def tag(self, item, path: str, scope: tuple[str, str]) -> dict | None:
         entry = self.entry(item, path, extra=("reference",), nested=("family",))
         if entry is not None:
             self.unique(item, path, entry["slug"], scope)
@@ -294,7 +307,7 @@ class _Validator:
     def dimensions(self, raw) -> dict:
         dims = raw.get("dimensions") or {}
         if not isinstance(dims, dict):
-            self.error(raw, "dimensions", "must map each dimension name to its choices")
+            self.error(raw, "dimensions", gettext("must map each dimension name to its choices"))
             return {}
         out = {}
         for name, spec in dims.items():
@@ -303,10 +316,10 @@ class _Validator:
                        if (c := self.entry(item, f"{path}.choices[{n}]", slug_re=CHOICE_RE)) is not None]
             seen = [c["slug"] for c in choices]
             for slug in {s for s in seen if seen.count(s) > 1}:
-                self.error(spec, f"{path}.choices", f"duplicate choice {slug!r}")
+                self.error(spec, f"{path}.choices", gettext("duplicate choice %(slug)s") % {"slug": repr(slug)})
             stage = spec.get("stage", 1) if isinstance(spec, dict) else 1
             if stage not in (1, 2):
-                self.error(spec, f"{path}.stage", "must be 1 (asked with the families) or 2 (with the tags)")
+                self.error(spec, f"{path}.stage", gettext("must be 1 (asked with the families) or 2 (with the tags)"))
             out[name] = {"description": self.text(spec, path, "description", required=False), "choices": choices,
                          "stage": stage if stage in (1, 2) else 1}
             details = self.details(spec, path, {"description", "choices", "stage"}) if isinstance(spec, dict) else {}
@@ -317,23 +330,26 @@ class _Validator:
     def routing(self, raw, axes: dict) -> dict:
         routing = raw.get("routing")
         if not isinstance(routing, dict):
-            self.error(raw, "routing", "must give the categories and an <axis>_l1 table")
+            self.error(raw, "routing", gettext("must give the categories and an <axis>_l1 table"))
             return {"axis": "", "categories": [], "table": {}}
         categories = [c for n, item in enumerate(self.listing(routing, "routing", "categories"))
                       if (c := self.entry(item, f"routing.categories[{n}]", slug_re=CHOICE_RE)) is not None]
         known = {c["slug"] for c in categories}
         tables = [key for key in routing if isinstance(key, str) and key.endswith("_l1")]
         if len(tables) != 1 or tables[0][:-3] not in axes:
-            self.error(routing, "routing", f"needs exactly one table named <axis>_l1 for one of {sorted(axes)}")
+            self.error(routing, "routing", gettext("needs exactly one table named <axis>_l1 for one of %(axes)s")
+                       % {"axes": sorted(axes)})
             return {"axis": "", "categories": categories, "table": {}}
         axis = tables[0][:-3]
         table = routing[tables[0]] if isinstance(routing[tables[0]], dict) else {}
         families = {f["slug"] for f in axes[axis]["families"]}
         for l1, category in table.items():
             if l1 not in families:
-                self.error(table, f"routing.{tables[0]}.{l1}", f"unknown {axis} family {l1!r}")
+                self.error(table, f"routing.{tables[0]}.{l1}", gettext("unknown %(axis)s family %(family)s")
+                           % {"axis": axis, "family": repr(l1)})
             if not isinstance(category, str) or category not in known:
-                self.error(table, f"routing.{tables[0]}.{l1}", f"unknown category {category!r}")
+                self.error(table, f"routing.{tables[0]}.{l1}", gettext("unknown category %(category)s")
+                           % {"category": repr(category)})
         return {"axis": axis, "categories": categories, "table": dict(table)}
 
     def counts(self, raw, axes: dict) -> None:
@@ -344,4 +360,5 @@ class _Validator:
                   "tags": sum(len(f["tags"]) for a in axes.values() for f in a["families"])}
         for key, value in actual.items():
             if isinstance(declared, dict) and key in declared and declared[key] != value:
-                self.error(declared, f"counts.{key}", f"declares {declared[key]} but the file defines {value}")
+                self.error(declared, f"counts.{key}", gettext("declares %(declared)s but the file defines %(defined)s")
+                           % {"declared": declared[key], "defined": value})

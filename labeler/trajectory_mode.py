@@ -15,6 +15,8 @@ attempts; otherwise, and always with "relabel", the model answers it from the su
 import json
 import re
 
+from django.utils.translation import gettext_noop
+
 from dataplatform.conversations.model import Conversation
 from dataplatform.conversations.reading import read_conversation
 
@@ -82,7 +84,7 @@ def describe(trajectory, settings) -> str:
     (`settings`: the project's LabelerSettings, for the size)."""
     conversation = read_conversation(trajectory.messages, trajectory.tools).conversation
     if conversation is None:
-        raise Unreadable("the stored messages do not read as a conversation")
+        raise Unreadable(gettext_noop("the stored messages do not read as a conversation"))  # a msgid: a label's error
     task = trajectory.task
     header = [f"Trajectory: {trajectory.trajectory_id}"]
     if task is not None:

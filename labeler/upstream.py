@@ -22,6 +22,8 @@ import re
 import zipfile
 from pathlib import PurePosixPath
 
+from django.utils.translation import gettext
+
 from dataplatform.yamlfile import YamlFileError, load_yaml
 
 from .taxonomy import SCHEMA, TaxonomySpec, validated
@@ -50,10 +52,12 @@ def unpack(files: dict[str, bytes]) -> dict[str, bytes]:
             archive = zipfile.ZipFile(io.BytesIO(data))
             members = [info for info in archive.infolist() if not info.is_dir()]
         except zipfile.BadZipFile as exc:
-            raise YamlFileError([_problem(name, 0, "(file)", f"not a zip file: {exc}")]) from None
+            raise YamlFileError([_problem(name, 0, "(file)", gettext("not a zip file: %(problem)s")
+                                          % {"problem": exc})]) from None
         if len(members) > MAX_ZIP_MEMBERS or sum(info.file_size for info in members) > MAX_UNPACKED_BYTES:
-            raise YamlFileError([_problem(name, 0, "(file)", f"holds more than {MAX_ZIP_MEMBERS} files or "
-                                                             f"{MAX_UNPACKED_BYTES:,} bytes unpacked")])
+            raise YamlFileError([_problem(name, 0, "(file)", gettext("holds more than %(files)s files or %(bytes)s "
+                                                                     "bytes unpacked")
+                                          % {"files": MAX_ZIP_MEMBERS, "bytes": f"{MAX_UNPACKED_BYTES:,}"})])
         for info in members:
             base = PurePosixPath(info.filename).name
             if base in FILES:
@@ -84,18 +88,18 @@ class _Reader:
         if items is None:
             return []
         if not isinstance(items, list):
-            self.error(file, owner, f"{path}.{key}", "must be a list", key)
+            self.error(file, owner, f"{path}.{key}", gettext("must be a list"), key)
             return []
         out, seen = [], {}
         for n, item in enumerate(items):
             where = f"{path}.{key}[{n}]"
             name = item.get("name") if isinstance(item, dict) else None
             if not isinstance(name, str) or not name.strip():
-                self.error(file, item if isinstance(item, dict) else owner, f"{where}.name", "is required")
+                self.error(file, item if isinstance(item, dict) else owner, f"{where}.name", gettext("is required"))
                 continue
             if name in seen:
-                self.error(file, item, f"{where}.name", f"{name!r} is listed twice (first at [{seen[name]}])",
-                           "name")
+                self.error(file, item, f"{where}.name", gettext("%(name)s is listed twice (first at [%(first)s])")
+                           % {"name": repr(name), "first": seen[name]}, "name")
                 continue
             seen[name] = n
             details = {}
@@ -107,7 +111,7 @@ class _Reader:
                 elif isinstance(value, str | int | float) and not isinstance(value, bool):
                     details[field] = str(value).strip()
                 else:
-                    self.error(file, item, f"{where}.{field}", "must be text or a list of texts", field)
+                    self.error(file, item, f"{where}.{field}", gettext("must be text or a list of texts"), field)
             definition = next((_text(item[field]) for field in ("operational_definition", "official_definition")
                                if item.get(field)), name)
             out.append({"slug": name.strip(), "name": name.strip(), "definition": definition,
@@ -116,12 +120,12 @@ class _Reader:
 
     def families(self, file: str, data, known: dict) -> list[dict]:
         if not isinstance(data, dict) or not data:
-            self.error(file, data, "(file)", "must map each level-1 family to its `l2` list")
+            self.error(file, data, "(file)", gettext("must map each level-1 family to its `l2` list"))
             return []
         families = []
         for key, spec in data.items():
             if spec is not None and not isinstance(spec, dict):
-                self.error(file, data, str(key), "must be a mapping with `l2` (and `source_framework`)", key)
+                self.error(file, data, str(key), gettext("must be a mapping with `l2` (and `source_framework`)"), key)
                 continue
             spec = spec or {}
             details = {field: _text(value) for field, value in spec.items()
@@ -137,16 +141,16 @@ class _Reader:
 
     def dimensions(self, file: str, data) -> dict:
         if not isinstance(data, dict) or not data:
-            self.error(file, data, "(file)", "must map each dimension to its `levels`")
+            self.error(file, data, "(file)", gettext("must map each dimension to its `levels`"))
             return {}
         out = {}
         for key, spec in data.items():
             if not isinstance(spec, dict):
-                self.error(file, data, str(key), "must be a mapping with `levels`", key)
+                self.error(file, data, str(key), gettext("must be a mapping with `levels`"), key)
                 continue
             choices = self.entries(file, spec, str(key), "levels")
             if not choices:
-                self.error(file, spec, f"{key}.levels", "must be a non-empty list", "levels")
+                self.error(file, spec, f"{key}.levels", gettext("must be a non-empty list"), "levels")
             details = {field: _text(value) for field, value in spec.items()
                        if field != "levels" and isinstance(value, str | int | float)}
             out[str(key)] = {"description": details.get("dimension_name", str(key)), "stage": 2,
@@ -157,35 +161,40 @@ class _Reader:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            self.errors.append(_problem(file, exc.lineno, "(file)", f"not JSON: {exc.msg}"))
+            self.errors.append(_problem(file, exc.lineno, "(file)", gettext("not JSON: %(problem)s") % {"problem": exc.msg}))
             return {}
         if not isinstance(data, dict) or not isinstance(data.get("routes"), dict):
-            self.errors.append(_problem(file, 1, "routes", "must map each category to its families"))
+            self.errors.append(_problem(file, 1, "routes", gettext("must map each category to its families")))
             return {}
         axis = str(data.get("routing_axis") or "domain_l1")
         if not axis.endswith("_l1") or axis[:-3] not in families:
-            self.errors.append(_problem(file, 1, "routing_axis", f"{axis!r} is not <axis>_l1 of {sorted(families)}"))
+            self.errors.append(_problem(file, 1, "routing_axis", gettext("%(axis)s is not <axis>_l1 of %(axes)s")
+                                        % {"axis": repr(axis), "axes": sorted(families)}))
             return {}
         table: dict[str, str] = {}
         for category, members in data["routes"].items():
             if not isinstance(members, list):
-                self.errors.append(_problem(file, 1, f"routes.{category}", "must be a list of families"))
+                self.errors.append(_problem(file, 1, f"routes.{category}", gettext("must be a list of families")))
                 continue
             for family in members:
                 if family not in families[axis[:-3]]:
-                    self.errors.append(_problem(file, 1, f"routes.{category}", f"unknown {axis[:-3]} family {family!r}"))
+                    self.errors.append(_problem(file, 1, f"routes.{category}", gettext("unknown %(axis)s family %(family)s")
+                                                % {"axis": axis[:-3], "family": repr(family)}))
                 elif family in table:
-                    self.errors.append(_problem(file, 1, f"routes.{category}",
-                                                f"{family!r} is also routed to {table[family]}"))
+                    self.errors.append(_problem(file, 1, f"routes.{category}", _routed_twice(family, table[family])))
                 else:
                     table[family] = str(category)
         for family in data.get("unassigned_" + axis) or []:
             if family in table:
-                self.errors.append(_problem(file, 1, f"unassigned_{axis}", f"{family!r} is also routed to {table[family]}"))
+                self.errors.append(_problem(file, 1, f"unassigned_{axis}", _routed_twice(family, table[family])))
         categories = [{"slug": str(c), "name": f"Category {c}",
                        "definition": f"The experts of category {c} in the published routing ({file})."}
                       for c in data["routes"]]
         return {"categories": categories, axis: table}
+
+
+def _routed_twice(family, category: str) -> str:
+    return gettext("%(family)s is also routed to %(category)s") % {"family": repr(family), "category": category}
 
 
 def read_upstream(files: dict[str, bytes], *, name: str, version: str, builtin: TaxonomySpec) -> TaxonomySpec:
@@ -194,15 +203,17 @@ def read_upstream(files: dict[str, bytes], *, name: str, version: str, builtin: 
     files = unpack(files)
     missing = [filename for filename in FILES if filename not in files]
     if missing:
-        raise YamlFileError([_problem(filename, 0, "(file)", "missing from the upload (the published files are "
-                                      f"{', '.join(FILES)})") for filename in missing])
+        raise YamlFileError([_problem(filename, 0, "(file)", gettext("missing from the upload (the published files "
+                                                                     "are %(files)s)") % {"files": ", ".join(FILES)})
+                             for filename in missing])
     reader = _Reader()
     texts = {}
     for filename in FILES:
         try:
             texts[filename] = files[filename].decode("utf-8")
         except UnicodeDecodeError as exc:
-            reader.errors.append(_problem(filename, 0, "(file)", f"not UTF-8 text: {exc.reason} at byte {exc.start}"))
+            reader.errors.append(_problem(filename, 0, "(file)", gettext("not UTF-8 text: %(reason)s at byte %(byte)s")
+                                          % {"reason": exc.reason, "byte": exc.start}))
     if reader.errors:
         raise YamlFileError(reader.errors)
     known = {axis: {f["slug"]: f for f in builtin.data["axes"][axis]["families"]} for axis in builtin.axes}
@@ -220,4 +231,5 @@ def read_upstream(files: dict[str, bytes], *, name: str, version: str, builtin: 
                            "families": families} for axis, families in axes.items()},
            "dimensions": {**{key: dict(spec) for key, spec in dimensions.items()}},
            "routing": routing}
-    return validated(raw, filename="the published definition files")
+    # Not a file's name: the problems of the files taken together (a family routed twice...) name them so.
+    return validated(raw, filename=gettext("the published definition files"))

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from dataplatform.accounts.models import Project
 from dataplatform.conversations.model import Message
@@ -110,8 +111,9 @@ def _build(tree: ParsedTree, project: Project, backend: Backend, file: str,
         if unread:
             report.errors.append(FieldError(
                 file, f"{section}.{dialog.key}.messages[{len(stored['messages'])}].{unread}",
-                f"the project's response template ({template.name}) does not read this answer's {unread} back as "
-                "written (it holds the template's own markers?), so it cannot be stored as it is"))
+                gettext("the project's response template (%(template)s) does not read this answer's %(part)s back as "
+                        "written (it holds the template's own markers?), so it cannot be stored as it is")
+                % {"template": template.name, "part": unread}))
         time = time_ms(first.get("time"))
         if dialog.root:
             operator = root_operator(first)
@@ -181,8 +183,9 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
 
     backend = backend or services.backend_for(project)
     if live and Claim.objects.filter(project=project, annotator=annotator, state=ClaimState.ACTIVE).exists():
-        report.errors.append(FieldError(file, "live", f"{annotator} is working on another item of this project; "
-                                        "finish it first, or import the file as finished"))
+        report.errors.append(FieldError(file, "live", gettext("%(user)s is working on another item of this project; "
+                                                              "finish it first, or import the file as finished")
+                                        % {"user": annotator}))
         return report
     built = _build(tree, project, backend, file, report)
     report.describe([entry.node for entry in built])

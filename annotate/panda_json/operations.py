@@ -17,6 +17,8 @@ A dialog that starts a tree is `generate_new` or `edit_prompt` (a new tree of th
 `run_tool_calls` / `start_new_round` (the next turn of the dialog it names).
 """
 
+from django.utils.translation import gettext
+
 from dataplatform.inference import Backend
 
 from .. import corrections
@@ -120,7 +122,8 @@ def correction(spec, parent, operation: dict, backend: Backend, warnings: list[s
     if operator == EventKind.CONTINUE_GENERATING or fork == len(parent.token_ids):
         spec.locked_until = parent.locked_until
         return EventKind.CONTINUE_GENERATING, {"from_token": fork}
-    warnings.append(f"dialog {spec.key}: operator {operator!r} is imported as a typed rewrite")
+    warnings.append(gettext("dialog %(key)s: operator %(operator)s is imported as a typed rewrite")
+                    % {"key": spec.key, "operator": repr(operator)})
     spec.origins[fork:] = [Origin.TYPED] * tail
     spec.locked_until = len(ids)
     return EventKind.CONTINUE_WITH_INPUT, base | {"text": backend.detokenize(ids[fork:]), "token_ids": ids[fork:],

@@ -12,6 +12,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from django.utils.translation import gettext, pgettext
+
 from dataplatform.conversations.model import Conversation, Message
 from dataplatform.errors import Refused
 from dataplatform.imports import (
@@ -44,35 +46,40 @@ class UnreadableFile(Refused, ValueError):
 
 def read_panda_upload(upload) -> dict:
     """Parse an uploaded `.panda.json`, refusing oversized, empty, non-UTF-8 or non-JSON files with a message
-    naming the file and, where it can, the line and column (or the JSON path) at fault."""
+    naming the file and, where it can, the line and column (or the JSON path) at fault. The messages are in the
+    request's language; the file's name, and Python's words about a byte or a JSON error, are left as they are."""
+    values = {"file": upload.name, "fix": SAVE_AS_UTF8}
     try:
         check_upload_size(upload)
     except FileTooLarge as exc:
-        raise UnreadableFile(f"{exc}.") from None
+        raise UnreadableFile(gettext("%(problem)s.") % {"problem": exc}) from None
     if upload.size > MAX_FILE_BYTES:
-        raise UnreadableFile(f"{upload.name}: {upload.size:,} bytes is more than the {MAX_FILE_BYTES:,} allowed.")
+        raise UnreadableFile(gettext("%(file)s: %(size)s bytes is more than the %(limit)s allowed.")
+                             % {**values, "size": f"{upload.size:,}", "limit": f"{MAX_FILE_BYTES:,}"})
     raw = upload.read()
     if not raw.strip():
-        raise UnreadableFile(f"{upload.name}: the file is empty; a .panda.json file is one JSON object.")
+        raise UnreadableFile(gettext("%(file)s: the file is empty; a .panda.json file is one JSON object.") % values)
     if raw.startswith(UTF16_BOMS):
-        raise UnreadableFile(f"{upload.name}, line 1: not UTF-8: the file is UTF-16 (it starts with a UTF-16 "
-                             f"byte-order mark); {SAVE_AS_UTF8}.")
+        raise UnreadableFile(gettext("%(file)s, line 1: not UTF-8: the file is UTF-16 (it starts with a UTF-16 "
+                                     "byte-order mark); %(fix)s.") % values)
     if raw.startswith(UTF8_BOM):
-        raise UnreadableFile(f"{upload.name}, line 1: the file starts with a UTF-8 byte-order mark (BOM); "
-                             f"{SAVE_AS_UTF8}.")
+        raise UnreadableFile(gettext("%(file)s, line 1: the file starts with a UTF-8 byte-order mark (BOM); %(fix)s.")
+                             % values)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise UnreadableFile(f"{upload.name}, line {line}: not UTF-8 ({exc.reason} at byte {exc.start}); "
-                             f"{SAVE_AS_UTF8}.") from exc
+        raise UnreadableFile(gettext("%(file)s, line %(line)s: not UTF-8 (%(reason)s at byte %(byte)s); %(fix)s.")
+                             % {**values, "line": line, "reason": exc.reason, "byte": exc.start}) from exc
     try:
         return load_json(text)
     except json.JSONDecodeError as exc:
-        raise UnreadableFile(f"{upload.name}, line {exc.lineno} column {exc.colno}: not a JSON file ({exc.msg}).") \
-            from exc
+        raise UnreadableFile(gettext("%(file)s, line %(line)s column %(column)s: not a JSON file (%(problem)s).")
+                             % {**values, "line": exc.lineno, "column": exc.colno, "problem": exc.msg}) from exc
     except JsonProblem as exc:
-        raise UnreadableFile(f"{upload.name}, {json_path(exc.path) or '(file)'}: {exc.message}.") from exc
+        where = json_path(exc.path) or pgettext("import error: the field is the whole file", "(file)")
+        raise UnreadableFile(gettext("%(file)s, %(field)s: %(problem)s.")
+                             % {**values, "field": where, "problem": exc.message}) from exc
 
 
 @dataclass
@@ -150,40 +157,40 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> ParsedTre
         report.errors.append(FieldError(file, field_name, message))
 
     if not isinstance(data, dict):
-        error("(file)", "a .panda.json file is a JSON object")
+        error("(file)", gettext("a .panda.json file is a JSON object"))
         return None
     if data.get("version") not in SUPPORTED_VERSIONS:
-        error("version", f"must be missing, '1.0' or '2.0' (what onpanda's PandaTree reads), not "
-                         f"{data.get('version')!r}")
+        error("version", gettext("must be missing, '1.0' or '2.0' (what onpanda's PandaTree reads), not %(version)s")
+              % {"version": repr(data.get("version"))})
     update_time = time_ms(data.get("update_time"))
     if update_time is None:
-        error("update_time", "missing or not a number: the file was never saved by the annotator")
+        error("update_time", gettext("missing or not a number: the file was never saved by the annotator"))
     hash_map = data.get("hash_map", {})
     if not isinstance(hash_map, dict):
-        error("hash_map", "must be an object")
+        error("hash_map", gettext("must be an object"))
         hash_map = {}
     raw_dialogs = data.get("dialogs")
     if not isinstance(raw_dialogs, dict) or not raw_dialogs:
-        error("dialogs", "must be a non-empty object of dialogs keyed 1, 2, ...")
+        error("dialogs", gettext("must be a non-empty object of dialogs keyed 1, 2, ..."))
         return None
     raw_deleted = data.get("deleted_dialogs") or {}
     if not isinstance(raw_deleted, dict):
-        error("deleted_dialogs", "must be an object of dialogs keyed like dialogs")
+        error("deleted_dialogs", gettext("must be an object of dialogs keyed like dialogs"))
         raw_deleted = {}
     missing: list[str] = []
     raw_dialogs = _recover_hash_map(raw_dialogs, hash_map, missing)
     raw_deleted = _recover_hash_map(raw_deleted, hash_map, missing, where="deleted_dialogs")
     for path in missing:
-        error(path, "refers to a hash that is not in hash_map")
+        error(path, gettext("refers to a hash that is not in hash_map"))
 
     keys: dict[int, tuple[str, str]] = {}  # key -> (section, raw key)
     for section, dialogs in (("dialogs", raw_dialogs), ("deleted_dialogs", raw_deleted)):
         for raw_key in dialogs:
             key = _key(raw_key)
             if key is None:
-                error(f"{section}.{raw_key}", "dialog keys are positive integers")
+                error(f"{section}.{raw_key}", gettext("dialog keys are positive integers"))
             elif key in keys:
-                error(f"{section}.{raw_key}", f"dialog {key} is in both dialogs and deleted_dialogs")
+                error(f"{section}.{raw_key}", gettext("dialog %(key)s is in both dialogs and deleted_dialogs") % {"key": key})
             else:
                 keys[key] = (section, raw_key)
     sections = {"dialogs": raw_dialogs, "deleted_dialogs": raw_deleted}
@@ -192,7 +199,7 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> ParsedTre
     if report.errors:
         return None
     if not dialogs:
-        error("dialogs", "no dialog ends with an assistant response; there is nothing to import")
+        error("dialogs", gettext("no dialog ends with an assistant response; there is nothing to import"))
         return None
     meta = data.get("dataplatform") if isinstance(data.get("dataplatform"), dict) else {}
     # A file exported here keeps its item's external id (even an empty one); others are known by their uuid.
@@ -253,10 +260,10 @@ def _read_dialogs(sections: dict, keys: dict[int, tuple[str, str]], last_live: i
             operations = copy.deepcopy(operations)
             operations[0]["is_prompt_modified"] = True
             kept["operations"] = operations
-            report.warnings.append(
-                f"{where}: its prompt differs from dialog {parent}'s, which it names as its parent, but "
+            report.warnings.append(gettext(
+                "%(field)s: its prompt differs from dialog %(parent)s's, which it names as its parent, but "
                 "is_prompt_modified is not set; imported as an edited prompt (a tree of its own) and exported "
-                "with is_prompt_modified: true")
+                "with is_prompt_modified: true") % {"field": where, "parent": parent})
         dialogs.append(ParsedDialog(key=key, prompt=prompt, answer=answer, is_good=is_good, parent=parent,
                                     root=root or parent is None, deleted=deleted, operations=operations,
                                     kept=kept, raw=dialog))

@@ -6,6 +6,8 @@ names every bad dialog. What is refused is what the conversation model cannot ho
 not know, content it cannot store), malformed keys, verdicts, operations and parents.
 """
 
+from django.utils.translation import gettext
+
 from dataplatform.conversations.model import Conversation
 from dataplatform.conversations.reading import read_conversation
 
@@ -32,7 +34,7 @@ def read_dialog(dialog, where: str) -> Conversation:
     reasoning, tool calls and tool results, and the answer (the last message, when it is the
     assistant's) with its reasoning and tool calls too."""
     if not isinstance(dialog, dict):
-        raise DialogRefused((where, "must be an object"))
+        raise DialogRefused((where, gettext("must be an object")))
     messages = dialog.get("messages")
     path = f"{where}.messages"
     read = read_conversation(messages, dialog.get("tools"), path=path, tools_path=f"{where}.tools")
@@ -47,7 +49,8 @@ def _finish_reason_problems(messages, path: str) -> list[Problem]:
     finish_reason = last.get("finish_reason") if isinstance(last, dict) else None
     if finish_reason is not None and (not isinstance(finish_reason, str) or len(finish_reason) > FINISH_MAX):
         return [(f"{path}[{len(messages) - 1}].finish_reason",
-                 f"must be a string of at most {FINISH_MAX} characters, such as 'stop' or 'length'")]
+                 gettext("must be a string of at most %(max)s characters, such as 'stop' or 'length'")
+                 % {"max": FINISH_MAX})]
     return []
 
 
@@ -57,7 +60,7 @@ def prompt_of(dialog: Conversation, where: str) -> Conversation:
     prompt = dialog.messages[:-1]
     if not any(m.role == "user" for m in prompt) or prompt[-1].role == "assistant":
         raise DialogRefused((f"{where}.messages",
-                             "needs a prompt with a 'user' message, followed by one assistant response"))
+                             gettext("needs a prompt with a 'user' message, followed by one assistant response")))
     return Conversation(messages=prompt, tools=dialog.tools)
 
 
@@ -66,18 +69,18 @@ def verdict(dialog: dict, where: str) -> bool | None:
     annotate = dialog.get("annotate") or {}
     value = annotate.get("is_good") if isinstance(annotate, dict) else None
     if not isinstance(annotate, dict) or not isinstance(value, bool | None):
-        raise DialogRefused((f"{where}.annotate.is_good", "must be true, false or null"))
+        raise DialogRefused((f"{where}.annotate.is_good", gettext("must be true, false or null")))
     return value
 
 
 def operations_of(dialog: dict, where: str) -> list[dict]:
     operations = dialog.get("operations") or []
     if not isinstance(operations, list) or not all(isinstance(op, dict) for op in operations):
-        raise DialogRefused((f"{where}.operations", "must be a list of objects"))
+        raise DialogRefused((f"{where}.operations", gettext("must be a list of objects")))
     first = operations[0] if operations else {}
     if len(model_of(first)) > MODEL_MAX:
         raise DialogRefused((f"{where}.operations[0].chat_config.model",
-                             f"must be at most {MODEL_MAX} characters long"))
+                             gettext("must be at most %(max)s characters long") % {"max": MODEL_MAX}))
     return operations
 
 
@@ -96,7 +99,7 @@ def parent_of(operations: list[dict], where: str) -> int | None:
     try:
         return int(first["parent"])
     except (TypeError, ValueError):
-        raise DialogRefused((f"{where}.operations[0].parent", "must be the key of another dialog")) from None
+        raise DialogRefused((f"{where}.operations[0].parent", gettext("must be the key of another dialog"))) from None
 
 
 def model_of(operation: dict) -> str:

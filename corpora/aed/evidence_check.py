@@ -5,13 +5,13 @@ curator's own check, which it never changes: the curator confirms or overrides i
 import json
 
 from django.db import transaction
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from dataplatform.inference import backend_for_model
 from dataplatform.jobs import services as job_services
 
 from .models import Case, CaseEvent, EvidenceCheck
-from .services import CurationError
+from .services import CurationError, UnusableAnswer
 
 EVIDENCE_PROMPT_VERSION = "aed-evidence-v1"  # evidence_messages and EVIDENCE_SCHEMA; change with them
 
@@ -55,12 +55,12 @@ def _parse_evidence(text: str) -> tuple[str, str]:
     try:
         data, _ = json.JSONDecoder().raw_decode(text[start:]) if start >= 0 else (None, 0)
     except json.JSONDecodeError as exc:
-        raise CurationError(f"malformed JSON: {exc.msg}") from None
+        raise UnusableAnswer(gettext_noop("malformed JSON: %(problem)s"), problem=exc.msg) from None
     if not isinstance(data, dict) or data.get("verdict") not in [v.value for v in EVIDENCE_VERDICTS]:
-        raise CurationError("the verdict is not one of supported, unsupported, contradicted")
+        raise UnusableAnswer(gettext_noop("the verdict is not one of supported, unsupported, contradicted"))
     rationale = data.get("rationale")
     if not isinstance(rationale, str) or not rationale.strip():
-        raise CurationError("the rationale is missing")
+        raise UnusableAnswer(gettext_noop("the rationale is missing"))
     return data["verdict"], rationale.strip()[:EVIDENCE_RATIONALE_CHARS]
 
 
@@ -74,13 +74,14 @@ def check_evidence(*, case: Case, model_name: str = "") -> dict:
     backend = backend_for_model(model_name)
     prompt = backend.chat_prompt_ids(evidence_messages(case))
     schema = EVIDENCE_SCHEMA if backend.supports_json_schema else None
-    problems = []
+    problems, reason = [], None
     for budget in (EVIDENCE_MAX_TOKENS, 2 * EVIDENCE_MAX_TOKENS):
         answer = backend.generate([prompt], max_tokens=budget, temperature=0.0, seed=0, json_schema=schema)[0]
         try:
             verdict, rationale = _parse_evidence(answer.text)
-        except CurationError as exc:
+        except UnusableAnswer as exc:
             problems.append({"max_tokens": budget, "error": str(exc), "text": answer.text[:2000]})
+            reason = exc.i18n.as_json()
             continue
         with transaction.atomic():
             Case.objects.filter(pk=case.pk).update(model_evidence_check=verdict, model_evidence_rationale=rationale,
@@ -90,7 +91,7 @@ def check_evidence(*, case: Case, model_name: str = "") -> dict:
                                               "prompt_version": EVIDENCE_PROMPT_VERSION})
         return {"checked": True, "verdict": verdict, "model_id": backend.model_id, "attempts": problems}
     CaseEvent.objects.create(case=case, kind="model_check_failed", origin="model", payload={"attempts": problems})
-    return {"checked": False, "model_id": backend.model_id, "attempts": problems}
+    return {"checked": False, "model_id": backend.model_id, "attempts": problems, "reason": reason}
 
 
 def start_evidence_check(*, case: Case, user):

@@ -34,10 +34,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from django.conf import settings
+from django.utils.translation import gettext_noop
 
 from dataplatform.errors import Transient
 from dataplatform.inference import BackendError, BackendUnavailable, backend_for_model
 from dataplatform.inference.sampling import sampled_texts
+from dataplatform.jobs.status import Status
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 
 from . import calc_env, kv_env
@@ -94,12 +96,29 @@ class PolicyStep:
     seed: int
 
 
-class RunnerError(Exception):
+class _Worded:
+    """An error worded as a message (Status): str() in English (a failed replay job's `error`, the logs), `i18n`
+    the message, which the job's pages show in their language; an error passed on as text has none."""
+
+    def __init__(self, message: Status | str):
+        super().__init__(str(message))
+        self.i18n = message if isinstance(message, Status) else None
+
+    def text(self) -> str:
+        """The message in the active language."""
+        return self.i18n.translated() if self.i18n else str(self)
+
+
+class RunnerError(_Worded, Exception):
     """A bad payload or configuration; retrying will not help."""
 
 
-class RunnerUnavailable(Transient):
+class RunnerUnavailable(_Worded, Transient):
     """The runner could not be reached or failed on its side (timeout, connection error, 5xx)."""
+
+
+def _ended_early(error_step: int) -> RunnerError:
+    return RunnerError(Status(gettext_noop("the episode ended before the error step %(step)s"), step=error_step))
 
 
 class BuiltinRunner:
@@ -135,7 +154,8 @@ class BuiltinRunner:
         """One arm, step by step: yields the PolicyStep it needs, is sent the policy's text, returns the result."""
         environment = ENVIRONMENTS.get(trace.environment)
         if environment is None:
-            raise RunnerError(f"the builtin runner runs {', '.join(ENVIRONMENTS)}, not {trace.environment!r}")
+            raise RunnerError(Status(gettext_noop("the builtin runner runs %(environments)s, not %(environment)s"),
+                                     environments=", ".join(ENVIRONMENTS), environment=repr(trace.environment)))
         max_steps = int(options.get("max_steps", environment.max_steps))
         try:
             task = environment.task(trace)
@@ -147,14 +167,14 @@ class BuiltinRunner:
             if step.get("role", "assistant") != "assistant" or not step.get("action"):
                 continue  # user/system messages carry no action
             if env.done:
-                raise RunnerError(f"the episode ended before the error step {error_step}")
+                raise _ended_early(error_step)
             observation, _, _ = env.step(step["action"])
             history.append({"action": step["action"], "observation": observation})
             if observation != step.get("observation"):
                 result_steps.append({**step, "observation": observation, "stored_observation": step.get("observation"),
                                      "origin": "prefix", "replayed": True})
         if env.done:
-            raise RunnerError(f"the episode ended before the error step {error_step}")
+            raise _ended_early(error_step)
 
         index, passed = error_step, False
         best = environment.score(env, None)
@@ -200,7 +220,7 @@ class BuiltinRunner:
         except BackendUnavailable:
             raise
         except BackendError as exc:
-            raise RunnerError(f"the policy model failed: {exc}") from exc
+            raise RunnerError(Status(gettext_noop("the policy model failed: %(problem)s"), problem=str(exc))) from exc
 
 
 def _advance(episode: Generator, text: str | None = None) -> PolicyStep | RunResult:
@@ -236,11 +256,11 @@ def webhook_url(options: dict) -> str:
     scheduled and again before every call (the list may have changed since)."""
     url = options.get("url")
     if not isinstance(url, str):
-        raise RunnerError('the webhook runner needs options["url"], an http(s) URL')
+        raise RunnerError(Status(gettext_noop('the webhook runner needs options["url"], an http(s) URL')))
     try:
         return allowed_url(url, settings.AED_REPLAY_WEBHOOKS, "AED_REPLAY_WEBHOOKS")
     except UrlNotAllowed as exc:
-        raise RunnerError(f"the webhook: {exc}") from None
+        raise RunnerError(Status(gettext_noop("the webhook: %(problem)s"), problem=str(exc))) from None
 
 
 class WebhookRunner:
@@ -259,36 +279,40 @@ class WebhookRunner:
         try:
             response = httpx.post(url, json=payload, headers=options.get("headers") or {}, timeout=timeout)
         except httpx.TimeoutException as exc:
-            raise RunnerUnavailable(f"webhook {safe} timed out after {timeout:g} s") from exc
+            raise RunnerUnavailable(Status(gettext_noop("webhook %(url)s timed out after %(seconds)s s"),
+                                           url=safe, seconds=f"{timeout:g}")) from exc
         except httpx.TransportError as exc:
-            raise RunnerUnavailable(f"webhook {safe} unreachable: {type(exc).__name__}: {exc}") from exc
+            raise RunnerUnavailable(Status(gettext_noop("webhook %(url)s unreachable: %(problem)s"), url=safe,
+                                           problem=f"{type(exc).__name__}: {exc}")) from exc
         if response.status_code >= 500:
-            raise RunnerUnavailable(f"webhook {safe} failed with HTTP {response.status_code}: "
-                                    f"{_server_message(response)}")
+            raise RunnerUnavailable(Status(gettext_noop("webhook %(url)s failed with HTTP %(status)s: %(answer)s"),
+                                           url=safe, status=str(response.status_code),
+                                           answer=_server_message(response)))
         if response.status_code >= 300:
-            raise RunnerError(f"webhook {safe} refused the run (HTTP {response.status_code}): "
-                              f"{_server_message(response)}")
+            raise RunnerError(Status(gettext_noop("webhook %(url)s refused the run (HTTP %(status)s): %(answer)s"),
+                                     url=safe, status=str(response.status_code), answer=_server_message(response)))
         return self._result(response)
 
     @staticmethod
     def _result(response: httpx.Response) -> RunResult:
-        def unexpected(why: str) -> RunnerError:
-            return RunnerError(f"webhook answered an unexpected payload: {why}")
+        def unexpected(why: str, **values) -> RunnerError:
+            return RunnerError(Status(gettext_noop("webhook answered an unexpected payload: %(why)s"),
+                                      why=Status(why, **values)))
 
         try:
             body = response.json()
         except ValueError:
-            raise unexpected(f"not JSON: {response.text[:200]!r}") from None
+            raise unexpected(gettext_noop("not JSON: %(answer)s"), answer=repr(response.text[:200])) from None
         if not isinstance(body, dict):
-            raise unexpected("not a JSON object")
+            raise unexpected(gettext_noop("not a JSON object"))
         if not isinstance(body.get("passed"), bool):
-            raise unexpected(f"passed must be true or false, got {body.get('passed')!r}")
+            raise unexpected(gettext_noop("passed must be true or false, got %(value)s"), value=repr(body.get("passed")))
         score = body.get("score")
         if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
-            raise unexpected(f"score must be a number or null, got {score!r}")
+            raise unexpected(gettext_noop("score must be a number or null, got %(value)s"), value=repr(score))
         steps = body.get("steps", [])
         if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
-            raise unexpected("steps must be a list of objects")
+            raise unexpected(gettext_noop("steps must be a list of objects"))
         return RunResult(passed=body["passed"], score=None if score is None else float(score), steps=steps)
 
 
@@ -308,15 +332,19 @@ def run_arms(*, runner: str, trace, error_step: int, runs: list[tuple[str, int]]
     """Run the (arm, seed) `runs` of one trace, yielding (index into `runs`, result) as each ends: the builtin
     runner plays them side by side, a batch of policy steps a round; the webhook runner, one after another."""
     if runner not in RUNNERS:
-        raise RunnerError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNERS)}")
+        raise RunnerError(Status(gettext_noop("unknown runner %(runner)s; choose one of %(runners)s"),
+                                 runner=repr(runner), runners=", ".join(RUNNERS)))
     if bad := [arm for arm, _ in runs if arm not in ARMS]:
-        raise RunnerError(f"arm must be one of {', '.join(ARMS)}, not {bad[0]!r}")
+        raise RunnerError(Status(gettext_noop("arm must be one of %(arms)s, not %(arm)s"), arms=", ".join(ARMS),
+                                 arm=repr(bad[0])))
     if retry not in RETRY_DESIGNS:
-        raise RunnerError(f"retry must be one of {', '.join(RETRY_DESIGNS)}, not {retry!r}")
+        raise RunnerError(Status(gettext_noop("retry must be one of %(designs)s, not %(retry)s"),
+                                 designs=", ".join(RETRY_DESIGNS), retry=repr(retry)))
     if any(arm == "C" for arm, _ in runs) and not (isinstance(corrected_action, str) and corrected_action.strip()):
-        raise RunnerError("arm C needs a corrected action")
+        raise RunnerError(Status(gettext_noop("arm C needs a corrected action")))
     if not isinstance(error_step, int) or not 0 <= error_step < len(trace.steps):
-        raise RunnerError(f"error_step {error_step!r} is not a step of this trace (0..{len(trace.steps) - 1})")
+        raise RunnerError(Status(gettext_noop("error_step %(step)s is not a step of this trace (0..%(last)s)"),
+                                 step=repr(error_step), last=len(trace.steps) - 1))
     shared = {"trace": trace, "error_step": error_step, "corrected_action": corrected_action,
               "options": options or {}, "retry": retry}
     if runner == "builtin":

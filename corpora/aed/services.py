@@ -46,6 +46,17 @@ class StaleCase(Conflict, CurationError):
     """The case changed since the client read it."""
 
 
+class UnusableAnswer(CurationError):
+    """Why a model's answer (a draft, an evidence verdict) cannot be used: str() in English (kept with the
+    answers), `i18n` the message: the job's result keeps the last one as `reason`, which the case page shows in
+    its language."""
+
+    def __init__(self, text: str, /, **values):
+        self.i18n = Status(text, **values)
+        super().__init__(self.i18n.english())
+
+
+
 # --- cases ----------------------------------------------------------------------------------------
 
 def open_case(*, trace: Trace, curator) -> Case:
@@ -213,16 +224,16 @@ def _parse_draft(text: str, case: Case) -> dict:
     try:
         data, _ = json.JSONDecoder().raw_decode(text[start:]) if start >= 0 else (None, 0)
     except json.JSONDecodeError as exc:
-        raise CurationError(f"malformed JSON: {exc.msg}") from None
+        raise UnusableAnswer(gettext_noop("malformed JSON: %(problem)s"), problem=exc.msg) from None
     if not isinstance(data, dict):
-        raise CurationError("no JSON object in the answer")
+        raise UnusableAnswer(gettext_noop("no JSON object in the answer"))
     step, category = data.get("error_step"), data.get("category")
     if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < len(case.trace.steps):
-        raise CurationError(f"error_step {step!r} is not a step of the trace")
+        raise UnusableAnswer(gettext_noop("error_step %(step)s is not a step of the trace"), step=repr(step))
     if category not in case.taxonomy.slugs:
-        raise CurationError(f"category {category!r} is not in the error taxonomy")
+        raise UnusableAnswer(gettext_noop("category %(category)s is not in the error taxonomy"), category=repr(category))
     if not isinstance(data.get("diagnosis"), str) or not data["diagnosis"].strip():
-        raise CurationError("diagnosis is missing")
+        raise UnusableAnswer(gettext_noop("diagnosis is missing"))
     action = data.get("corrected_action")
     return {"error_step": step, "category": category, "diagnosis": data["diagnosis"].strip(),
             "corrected_action": action.strip() if isinstance(action, str) else ""}
@@ -236,13 +247,14 @@ def draft_case(*, case: Case, progress=None, model_name: str = "") -> dict:
     backend = backend_for_model(model_name)
     prompt = backend.chat_prompt_ids(draft_messages(case))
     schema = draft_schema(case) if backend.supports_json_schema else None
-    problems = []
+    problems, reason = [], None
     for budget in (DRAFT_MAX_TOKENS, 2 * DRAFT_MAX_TOKENS):
         answer = backend.generate([prompt], max_tokens=budget, temperature=0.0, seed=0, json_schema=schema)[0]
         try:
             draft = _parse_draft(answer.text, case)
-        except CurationError as exc:
+        except UnusableAnswer as exc:
             problems.append({"max_tokens": budget, "error": str(exc), "text": answer.text[:2000]})
+            reason = exc.i18n.as_json()
             continue
         case = update_case(case=case, version=Case.objects.get(pk=case.pk).version, actor=case.curator,
                            origin="model", model_id=backend.model_id,
@@ -252,7 +264,7 @@ def draft_case(*, case: Case, progress=None, model_name: str = "") -> dict:
                          model_id=backend.model_id, rationale="drafted by the model")
         return {"drafted": True, "model_id": backend.model_id, "attempts": problems}
     CaseEvent.objects.create(case=case, kind="draft_failed", origin="model", payload={"attempts": problems})
-    return {"drafted": False, "model_id": backend.model_id, "attempts": problems}
+    return {"drafted": False, "model_id": backend.model_id, "attempts": problems, "reason": reason}
 
 
 def start_draft(*, case: Case, user):
@@ -291,7 +303,7 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
         try:
             runners.webhook_url(options or {})
         except runners.RunnerError as exc:
-            raise CurationError(gettext("Cannot replay on %(reason)s.") % {"reason": exc}) from None
+            raise CurationError(gettext("Cannot replay on %(reason)s.") % {"reason": exc.text()}) from None
     with transaction.atomic():
         replay = Replay.objects.create(proposal=proposal, runner=runner, pairs=pairs, seed=seed, retry=retry,
                                        mode=mode, options=options, created_by=user)

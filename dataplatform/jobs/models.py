@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 
 from dataplatform.accounts.models import Project
 
-from .status import Status, render_status
+from .status import Status, for_row, render_html, render_status
 
 
 class JobState(models.TextChoices):
@@ -34,6 +34,11 @@ class Job(models.Model):
     status_i18n = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # An error the platform words itself (a time limit, a lost worker, an outage that outlasted its retries) is
+    # also kept as a message id and its values, as `status_i18n` is, so that pages show it in their own
+    # language (`error_html`) while `error` stays English for the API and the logs. An exception's own text
+    # (a bug, a library's refusal) has none and is shown as it is.
+    error_i18n = models.JSONField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
     # Who runs it ("host:pid") and when that worker last said it is alive: a running job whose
@@ -66,6 +71,15 @@ class Job(models.Model):
         """Set the status line (both fields); the caller saves."""
         self.status_message = status.english()[:500]
         self.status_i18n = status.as_json()
+
+    def set_error(self, error: Status | str) -> None:
+        """Set the error (both fields); the caller saves."""
+        self.error, self.error_i18n = for_row(error)
+
+    @property
+    def error_html(self) -> str:
+        """The error in the active language, its data marked translate="no" (an exception's text as it is)."""
+        return render_html(self.error_i18n, self.error)
 
     @property
     def status_text(self) -> str:

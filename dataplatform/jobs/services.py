@@ -17,7 +17,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from psycopg.pq import TransactionStatus
 
 from dataplatform.accounts.models import Project
-from dataplatform.broker import BrokerUnavailable, unreachable_message
+from dataplatform.broker import BrokerUnavailable, unreachable_message, unreachable_status
 from dataplatform.errors import Overloaded, Refused, Transient
 
 from .models import TERMINAL_STATES, Job, JobState
@@ -116,9 +116,9 @@ def publish_job(*, job_id: int) -> None:
     try:
         send_run_job(job_id)
     except (KombuOperationalError, OSError) as exc:
-        message = unreachable_message(exc)
+        message = unreachable_status(exc)
         fail_job(job_id=job_id, error=message)
-        raise BrokerUnavailable(message) from exc
+        raise BrokerUnavailable(message.translated()) from exc  # in the request's language; the row keeps both
 
 
 class ProgressReporter:
@@ -216,7 +216,7 @@ def execute_job(*, job_id: int, listener=None) -> None:
         raise
     except Exception as exc:  # a bug or bad input: fail clearly, do not retry
         logger.exception("Job %s (%s) failed", job_id, job.kind)
-        _finish_by_id(job_id, JobState.FAILED, worker=job.worker, error=f"{type(exc).__name__}: {exc}",
+        _finish_by_id(job_id, JobState.FAILED, worker=job.worker, error=_exception_error(exc),
                       status=Status(gettext_noop("Failed.")))
     else:
         _finish_by_id(job_id, JobState.SUCCEEDED, worker=job.worker, result=result,
@@ -238,21 +238,31 @@ def _drop_interrupted_connection() -> None:
     connection.close()
 
 
-def time_limit_message(ran_for: float) -> str:
-    return (f"Stopped after running {_duration(ran_for)}, the time limit of one run "
-            "(JOB_SOFT_TIME_LIMIT_SECONDS). What it saved is kept and a retry continues from there (an export "
-            "starts over); if it needs longer, raise the limit.")
+def _exception_error(exc: Exception) -> Status | str:
+    """A failed job's error: the exception's class and text; worded as a message (shown in the page's language)
+    when the exception carries one as `i18n` (a replay runner's refusal, say)."""
+    message = getattr(exc, "i18n", None)
+    if isinstance(message, Status):
+        return Status(gettext_noop("%(kind)s: %(message)s"), kind=type(exc).__name__, message=message)
+    return f"{type(exc).__name__}: {exc}"
 
 
-def _duration(seconds: float) -> str:
+def time_limit_message(ran_for: float) -> Status:
+    return Status(gettext_noop("Stopped after running %(duration)s, the time limit of one run "
+                               "(JOB_SOFT_TIME_LIMIT_SECONDS). What it saved is kept and a retry continues from there "
+                               "(an export starts over); if it needs longer, raise the limit."),
+                  duration=_duration(ran_for))
+
+
+def _duration(seconds: float) -> Status:
     """'6 h 0 min', '12 min', '3 s'."""
     seconds = round(seconds)
     if seconds < 60:
-        return f"{seconds} s"
+        return Status(gettext_noop("%(seconds)s s"), seconds=seconds)
     minutes = seconds // 60
     if minutes < 60:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60} min"
+        return Status(gettext_noop("%(minutes)s min"), minutes=minutes)
+    return Status(gettext_noop("%(hours)s h %(minutes)s min"), hours=minutes // 60, minutes=minutes % 60)
 
 
 class Heartbeat:
@@ -307,13 +317,13 @@ def reap_stale_jobs() -> dict:
                          state=JobState.RUNNING))
         for job in stale:
             last_seen = timezone.localtime(job.heartbeat_at or job.updated_at).strftime("%Y-%m-%d %H:%M:%S %Z")
-            lost = f"The worker running it ({job.worker}) stopped answering (last heartbeat {last_seen})"
             if job.attempts >= settings.JOB_MAX_STALE_RUNS:
-                _finish(job, JobState.FAILED, worker="",
-                        error=f"{lost}. It was lost {job.attempts} times, so it is not run again: "
-                              "a crashing input, too little memory or code stuck past JOB_HARD_TIME_LIMIT_SECONDS "
-                              "is likely. Retry it once that is fixed.",
-                        status=Status(gettext_noop("Failed: its worker died.")))
+                _finish(job, JobState.FAILED, worker="", status=Status(gettext_noop("Failed: its worker died.")),
+                        error=Status(gettext_noop(
+                            "The worker running it (%(worker)s) stopped answering (last heartbeat %(last_seen)s). It "
+                            "was lost %(attempts)s times, so it is not run again: a crashing input, too little memory "
+                            "or code stuck past JOB_HARD_TIME_LIMIT_SECONDS is likely. Retry it once that is fixed."),
+                            worker=job.worker, last_seen=last_seen, attempts=job.attempts))
                 failed.append(job.pk)
                 continue
             job.set_status(Status(gettext_noop("The worker running it (%(worker)s) stopped answering (last heartbeat "
@@ -343,6 +353,7 @@ def mark_retrying(*, job_id: int, error: str, retry_in: float, attempt: int, max
         status_message=status.english(),
         status_i18n=status.as_json(),
         error=error,
+        error_i18n=None,
         updated_at=timezone.now(),
     )
 
@@ -358,7 +369,7 @@ def _resend(job_id: int) -> None:
         logger.warning("Could not re-send job %s (%s); the next reap tries again.", job_id, unreachable_message(exc))
 
 
-def fail_job(*, job_id: int, error: str) -> None:
+def fail_job(*, job_id: int, error: Status | str) -> None:
     _finish_by_id(job_id, JobState.FAILED, error=error, status=Status(gettext_noop("Failed.")))
 
 
@@ -387,7 +398,7 @@ def retry_job(*, job: Job) -> Job:
         _ensure_room_in_queue(job.project)
         job.state = JobState.QUEUED
         job.cancel_requested = False
-        job.error = ""
+        job.set_error("")
         job.set_status(Status(gettext_noop("Queued again.")))
         job.finished_at = None
         job.save()
@@ -412,6 +423,8 @@ def _finish(job: Job, state: JobState, *, status: Status | None = None, **fields
     job.finished_at = timezone.now()
     if status is not None:
         job.set_status(status)
+    if "error" in fields:
+        job.set_error(fields.pop("error"))
     for name, value in fields.items():
         setattr(job, name, value)
     job.save()

@@ -3,10 +3,12 @@
 from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
+from django.utils.translation import gettext_noop
 
 from dataplatform.errors import Transient
 
 from . import services
+from .status import Status
 
 
 # The time limits catch code that hangs while its heartbeat thread still beats (a prefork pool only,
@@ -23,10 +25,11 @@ def run_job(self, job_id: int) -> None:
         attempt = self.request.retries + 1
         max_attempts = settings.JOB_MAX_RETRIES + 1
         if attempt >= max_attempts:
-            services.fail_job(
-                job_id=job_id,
-                error=f"{exc.detail} It stayed unavailable after {attempt} attempts.",
-            )
+            # The outage's own text (a backend's) is data, unless it was worded as a message (a replay runner's);
+            # the sentence after it is ours.
+            services.fail_job(job_id=job_id, error=Status(
+                gettext_noop("%(detail)s It stayed unavailable after %(attempts)s attempts."),
+                detail=exc.i18n if isinstance(getattr(exc, "i18n", None), Status) else exc.detail, attempts=attempt))
             return
         retry_in = settings.JOB_RETRY_BACKOFF_SECONDS * 2 ** self.request.retries
         services.mark_retrying(

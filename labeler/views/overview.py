@@ -9,7 +9,9 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import redirect, render
 from django.utils.formats import number_format
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext, gettext_lazy, pgettext
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
@@ -18,6 +20,7 @@ from dataplatform.imports import decode_whole_file, page_import
 from dataplatform.inference import validate_served_model_name
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
+from dataplatform.jobs.status import render_html
 from dataplatform.yamlfile import YamlFileError
 
 from .. import importers, selectors, services, upstream
@@ -87,9 +90,9 @@ def _curator_context(request, project) -> dict:
         listed = selectors.with_review_state(tasks, taxonomy)
     page = Paginator(listed.order_by("id"), PAGE_SIZE).get_page(request.GET.get("page"))
     failed = [task.pk for task in page if task.has_error]
-    errors = dict(selectors.project_labels(project).filter(
+    errors = {task_id: render_html(i18n, error) for task_id, error, i18n in selectors.project_labels(project).filter(
         task_id__in=failed, taxonomy=taxonomy, origin=LabelOrigin.MODEL, status=LabelStatus.ERROR,
-    ).values_list("task_id", "error")) if failed else {}
+    ).values_list("task_id", "error", "error_i18n")} if failed else {}
     return {
         "curator": True,
         "counts": _state_counts(tasks, taxonomy),
@@ -148,6 +151,16 @@ def pin_taxonomy(request, slug: str):
     return redirect("labeler-overview", slug=slug)
 
 
+def _taxonomy_problem(error: dict) -> str:
+    """One problem of an uploaded taxonomy: the file name and the field path as they are (marked translate="no"),
+    the message the interface's, in the request's language (as an import's line errors)."""
+    field = (escape(pgettext("import error: the field is the whole file", "(file)")) if error["field"] == "(file)"
+             else format_html('<span translate="no">{}</span>', error["field"]))
+    return mark_safe(escape(gettext("%(file)s, line %(line)s, %(field)s: %(message)s"))  # noqa: S308 - escaped
+                     % {"file": format_html('<span translate="no">{}</span>', error["file"]), "line": error["line"],
+                        "field": field, "message": escape(error["message"])})
+
+
 @login_required
 @require_POST
 def upload_taxonomy(request, slug: str):
@@ -182,9 +195,7 @@ def upload_taxonomy(request, slug: str):
             taxonomy = services.load_taxonomy(text=text, filename=uploads[0].name, user=request.user)
     except YamlFileError as exc:
         for error in exc.errors[:MAX_TAXONOMY_PROBLEMS_SHOWN]:
-            messages.error(request, with_data(gettext("%(file)s, line %(line)s, %(field)s: %(message)s"),
-                                              file=error["file"], line=error["line"], field=error["field"],
-                                              message=error["message"]))
+            messages.error(request, _taxonomy_problem(error))
         return redirect("labeler-overview", slug=slug)
     counts = taxonomy.definition.counts()
     messages.success(request, with_data(gettext("Loaded taxonomy %(taxonomy)s: %(families)s families, %(tags)s tags."),

@@ -2,11 +2,13 @@
 (tests/test_translations.py) cannot see them: refusals and flash messages, the scripts' strings, plurals,
 the empty states and their example file."""
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from annotate import importers, services
@@ -146,3 +148,58 @@ def test_the_scripts_show_no_untranslated_literal():
     for script in SCRIPTS:
         for number, line in enumerate(script.read_text().splitlines(), 1):
             assert not bare.search(line), f"{script.name}:{number}: {line.strip()}"
+
+
+# --- a malformed .panda.json: the problems in the request's language, the file and field as they are ------
+
+def _broken_panda_file() -> bytes:
+    from tests.annotate.test_panda_json import minimal_file
+
+    data = minimal_file()
+    data["version"] = "9.9"
+    data["dialogs"]["2"]["annotate"] = {"is_good": "yes"}
+    return json.dumps(data).encode()
+
+
+def _import_panda(members, name: str, content: bytes, **language):
+    return api_client_for(members["curator"]).post("/api/v1/projects/alpha/annotate/import-panda/",
+                                                   {"file": SimpleUploadedFile(name, content)}, format="multipart",
+                                                   **language)
+
+
+def test_a_malformed_panda_file_is_refused_in_the_callers_language(members, project, monkeypatch):
+    from tests.annotate.test_supervision import CharBackend
+
+    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend())
+    chinese = _import_panda(members, "s.panda.json", _broken_panda_file(), **ZH)
+    assert chinese.status_code == 400
+    assert chinese.json()["errors"] == [
+        {"file": "s.panda.json", "field": "version",
+         "message": "必须省略，或为 '1.0' 或 '2.0'（onpanda 的 PandaTree 能读取的版本），而不是 '9.9'"},
+        {"file": "s.panda.json", "field": "dialogs.2.annotate.is_good", "message": "必须是 true、false 或 null"}]
+    english = _import_panda(members, "s.panda.json", _broken_panda_file())
+    assert [e["message"] for e in english.json()["errors"]] == [
+        "must be missing, '1.0' or '2.0' (what onpanda's PandaTree reads), not '9.9'", "must be true, false or null"]
+    # A file that is not JSON at all: the file, line and column named, Python's own words about it left as they are.
+    unreadable = _import_panda(members, "x.panda.json", b"{nope", **ZH)
+    assert unreadable.json() == {"file": ["x.panda.json，第 1 行第 2 列：不是 JSON 文件（Expecting property name "
+                                          "enclosed in double quotes）。"]}
+    bom = _import_panda(members, "x.panda.json", "\ufeff{}".encode(), **ZH).json()["file"][0]
+    assert bom.startswith("x.panda.json，第 1 行：文件以 UTF-8 字节顺序标记（BOM）开头；请把文件另存为")
+    assert _import_panda(members, "x.panda.json", b"  ").json() == {
+        "file": ["x.panda.json: the file is empty; a .panda.json file is one JSON object."]}
+
+
+def test_a_malformed_panda_file_on_the_queue_page_names_the_file_and_field(client, members, project, monkeypatch):
+    from tests.annotate.test_supervision import CharBackend
+
+    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend())
+    client.force_login(members["curator"])
+    url = reverse("annotate-import-panda", args=["alpha"])
+    page = client.post(url, {"file": SimpleUploadedFile("s.panda.json", _broken_panda_file())}, follow=True,
+                       **ZH).content.decode()
+    assert "s.panda.json，dialogs.2.annotate.is_good：必须是 true、false 或 null" in page
+    assert "must be true" not in page
+    page = client.post(url, {"file": SimpleUploadedFile("s.panda.json", _broken_panda_file())},
+                       follow=True).content.decode()
+    assert "s.panda.json, dialogs.2.annotate.is_good: must be true, false or null" in page

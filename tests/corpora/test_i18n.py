@@ -21,6 +21,7 @@ from corpora.aed.views.panels import describe_grading, grade_rules
 from corpora.atd import services as atd_services
 from corpora.atd.importers import import_prompts
 from corpora.atd.models import AtdPrompt, Score, ScoringRun, Selection, TeacherAnswer, TeacherRun
+from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job, JobState
 from tests.conftest import api_client_for
 from tests.untranslated import chinese_in, untranslated
@@ -246,3 +247,40 @@ def test_aed_js_strings_are_in_the_javascript_catalog(client):
                               "无法保存：服务器没有响应。请刷新页面（F5）。")):
         assert f'gettext("{english}")' in script
         assert json.dumps(chinese)[1:-1] in catalog or chinese in catalog
+
+
+# --- what our code says when a model's answer or a replay cannot go on: the page's language, data as it is ------
+
+def test_an_unusable_draft_and_a_failed_replay_say_why_in_the_page_language(client, members, project, monkeypatch):
+    from tests.labeler.conftest import ScriptedBackend
+
+    curator = members["curator"]
+    (trace,) = add_traces(project, demo("t-9", environment="web-v2"))  # not an environment the builtin runner has
+    case = complete(services.open_case(trace=trace, curator=curator), curator)
+    wrong = '{"error_step": 1, "category": "nowhere", "diagnosis": "d", "corrected_action": "x"}'
+    monkeypatch.setattr(services, "backend_for_model", lambda name: ScriptedBackend({"stage1": [wrong, wrong]}))
+    draft = job_services.enqueue_job(project=project, kind="aed.draft", params={"case": case.pk}, user=curator,
+                                     publish=False)
+    job_services.execute_job(job_id=draft.pk)
+    draft.refresh_from_db()
+    assert draft.result["attempts"][-1]["error"] == "category 'nowhere' is not in the error taxonomy"  # data: English
+    client.force_login(curator)
+    status_url = reverse("aed-case-draft-status", args=["alpha", case.pk])
+    zh = client.get(status_url, **ZH).content.decode()
+    assert ('最后一个回答无法使用的原因：类别 <span translate="no">&#x27;nowhere&#x27;</span> 不在错误分类体系中。'
+            in zh)
+    en = client.get(status_url, **EN).content.decode()
+    assert ('Why the last answer was unusable: category <span translate="no">&#x27;nowhere&#x27;</span> is not in the '
+            "error taxonomy." in en)
+
+    proposal = services.add_proposal(case=case, actor=curator, corrected_action="calc 391 - 45")
+    replay = services.start_replay(proposal=proposal, pairs=1, user=curator, publish=False)
+    job_services.execute_job(job_id=replay.job_id)
+    job = Job.objects.get(pk=replay.job_id)
+    assert job.state == JobState.FAILED
+    assert job.error == "RunnerError: the builtin runner runs calc-v1, kv-v1, not 'web-v2'"  # the API's, the logs'
+    zh = client.get(reverse("job-progress", args=[job.pk]), **ZH).content.decode()
+    assert ('<span translate="no">RunnerError</span>：内置运行器只运行 <span translate="no">calc-v1, kv-v1</span>，'
+            '不运行 <span translate="no">&#x27;web-v2&#x27;</span>') in zh and "builtin runner" not in zh
+    en = client.get(reverse("job-progress", args=[job.pk]), **EN).content.decode()
+    assert "the builtin runner runs" in en and not chinese_in(en)

@@ -1,12 +1,16 @@
 """A job's status line in the page's language: stored as English (status_message, for the API and logs) and
 as a message id with its values (status_i18n), which the job page and the progress partial render."""
 
+from datetime import timedelta
+from types import SimpleNamespace
+
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 from django.urls import reverse
-from django.utils import translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext, gettext_noop
 
-from dataplatform.jobs import services
+from dataplatform.jobs import services, tasks
 from dataplatform.jobs.models import Job, JobState
 from dataplatform.jobs.services import ProgressReporter
 from dataplatform.jobs.status import Status
@@ -105,3 +109,66 @@ def test_every_writer_of_status_lines_has_them_translated(text, params):
         assert gettext(text) != text
         line = Job(status_message=Status(text, **params).english(), status_i18n=stored).status_text
     assert line != Status(text, **params).english()
+
+
+# --- the errors the platform writes: English in the row and the API, the page's language on pages -------------
+
+def test_a_timed_out_job_says_why_in_the_pages_language(client, project, members, monkeypatch):
+    job = services.enqueue_job(project=project, kind="test.count", params={"to": 2}, user=members["curator"],
+                               publish=False)
+
+    def hangs(job, progress):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(services, "get_kind", lambda name: SimpleNamespace(run=hangs))
+    services.execute_job(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED and job.error.startswith("Stopped after running 0 s, the time limit")
+    client.force_login(members["curator"])
+    chinese = _page(client, "job-detail", job, "zh-hans")
+    assert "运行了 0 秒后被停止，这是单次运行的时间限制（JOB_SOFT_TIME_LIMIT_SECONDS）。" in chinese
+    assert "Stopped after" not in chinese
+    assert "Stopped after running 0 s, the time limit of one run" in _page(client, "job-progress", job, "en")
+    api = api_client_for(members["curator"]).get(f"/api/v1/jobs/{job.pk}/", HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert api.json()["error"] == job.error and "error_i18n" not in api.json()
+
+
+def test_a_job_the_reaper_gives_up_on_says_why_in_the_pages_language(client, project, members, settings):
+    settings.JOB_STALE_AFTER_SECONDS, settings.JOB_MAX_STALE_RUNS = 60, 3
+    job = Job.objects.create(project=project, kind="test.count", params={"to": 2}, created_by=members["curator"],
+                             state=JobState.RUNNING, worker="box:7", attempts=3,
+                             heartbeat_at=timezone.now() - timedelta(seconds=120))
+    assert services.reap_stale_jobs()["failed"] == [job.pk]
+    job.refresh_from_db()
+    assert job.error.startswith("The worker running it (box:7) stopped answering") and "lost 3 times" in job.error
+    client.force_login(members["curator"])
+    chinese = _page(client, "job-progress", job, "zh-hans")
+    assert '运行它的工作进程（<span translate="no">box:7</span>）已停止响应' in chinese
+    assert "它已失联 3 次，因此不再运行" in chinese and "stopped answering" not in chinese
+    english = _page(client, "job-progress", job, "en")
+    assert 'The worker running it (<span translate="no">box:7</span>) stopped answering' in english
+    assert "It was lost 3 times, so it is not run again" in english
+
+
+def test_an_outage_that_outlasts_its_retries_and_an_exceptions_text(client, project, members, settings):
+    settings.JOB_MAX_RETRIES = 0
+    job = services.enqueue_job(project=project, kind="test.count", params={"to": 2, "fail_with": "backend"},
+                               user=members["curator"], publish=False)
+    tasks.run_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.error.endswith(" It stayed unavailable after 1 attempts.")
+    broken = services.enqueue_job(project=project, kind="test.count", params={"to": 5, "fail_with": "error"},
+                                  user=members["curator"], publish=False)
+    services.execute_job(job_id=broken.pk)
+    broken.refresh_from_db()
+    assert broken.error == "ValueError: the count broke at 3" and broken.error_i18n is None
+    client.force_login(members["curator"])
+    chinese = _page(client, "job-progress", job, "zh-hans")
+    assert f'<span translate="no">{job.error.removesuffix(" It stayed unavailable after 1 attempts.")}</span> 尝试 1 ' \
+           "次后仍不可用。" in chinese
+    # An exception's own text is shown as it is, marked as not the interface's.
+    assert ('<pre class="error"><span translate="no">ValueError: the count broke at 3</span></pre>'
+            in _page(client, "job-progress", broken, "zh-hans"))
+    services.retry_job(job=job)
+    job.refresh_from_db()
+    assert (job.error, job.error_i18n) == ("", None)

@@ -81,4 +81,4 @@ def test_only_the_job_task_has_time_limits():
 @pytest.mark.parametrize(("seconds", "text"), [(0.4, "0 s"), (59.6, "1 min"), (754, "12 min"),
                                                (6 * 3600, "6 h 0 min"), (7 * 3600 + 125, "7 h 2 min")])
 def test_the_message_says_how_long_the_job_ran(seconds, text):
-    assert services.time_limit_message(seconds).startswith(f"Stopped after running {text}, ")
+    assert services.time_limit_message(seconds).english().startswith(f"Stopped after running {text}, ")

@@ -12,6 +12,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.jobs.models import Job
+from dataplatform.jobs.status import render_html
 from dataplatform.jobs.views import stalled_reason
 
 from .. import runners, selectors, services, stats
@@ -129,7 +130,9 @@ def case_context(project, case, *, error: str = "", notice: str = "") -> dict:
 
 def draft_context(project, case, *, draft_error: str = "") -> dict:
     job = Job.objects.filter(project=project, kind__in=MODEL_JOB_KINDS, params__case=case.pk).order_by("-id").first()
+    reason = job.result.get("reason") if job is not None and isinstance(job.result, dict) else None
     return {"draft_job": job, "draft_error": draft_error, "stalled_reason": stalled_reason(job),
+            "draft_reason": render_html(reason, "") if reason else "",  # why the model's last answer was unusable
             "draft_url": reverse("aed-case-draft", args=[project.slug, case.pk]),
             "check_url": reverse("aed-case-check", args=[project.slug, case.pk]),
             "draft_status_url": reverse("aed-case-draft-status", args=[project.slug, case.pk])}

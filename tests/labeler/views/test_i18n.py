@@ -7,10 +7,16 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils import translation
 
-from labeler import importers
-from labeler.models import SweTask, Trajectory
+from dataplatform.yamlfile import YamlFileError, load_yaml
+from labeler import importers, upstream
+from labeler.models import Label, LabelStatus, SweTask, Trajectory
+from labeler.taxonomy import parse_taxonomy
+from tests.conftest import api_client_for
+from tests.labeler.conftest import STAGE_ONE, answer
 from tests.untranslated import chinese_in, untranslated
 
 pytestmark = pytest.mark.django_db
@@ -98,3 +104,88 @@ def test_english_plurals(client, members, project, make_tasks, make_trajectories
     make_trajectories(1, task=task)
     page = client.get(reverse("labeler-task", args=["alpha", task.pk])).content.decode()
     assert "1 linked trajectory." in page
+
+
+# --- a malformed taxonomy: every problem in the request's language, the file, line and field as they are -----
+
+BROKEN_TAXONOMY = b"""\
+schema: swe-taxonomy/1
+name: Bad Name
+version: "1"
+axes:
+  task_type:
+    families:
+      - {slug: fix, name: Fix, definition: d}
+      - {slug: fix, name: Again, definition: d}
+routing:
+  categories: [{slug: A, name: A, definition: d}]
+  task_type_l1: {fix: B}
+"""
+
+
+def _upload_taxonomy(client, **language) -> str:
+    return client.post(reverse("labeler-taxonomy-upload", args=["alpha"]),
+                       {"file": SimpleUploadedFile("broken.yaml", BROKEN_TAXONOMY)}, follow=True,
+                       **language).content.decode()
+
+
+def test_a_malformed_taxonomy_upload_says_what_is_wrong_in_the_pages_language(client, members, project):
+    client.force_login(members["curator"])
+    chinese = _upload_taxonomy(client, **CHINESE)
+    marked = '<span translate="no">{}</span>'.format
+    assert (f"{marked('broken.yaml')}，第 8 行，{marked('axes.task_type.families[1].slug')}：轴 task_type 中的短标识 "
+            "&#x27;fix&#x27; 重复（首次定义于 axes.task_type.families[0]，第 7 行）") in chinese
+    assert f"{marked('routing.task_type_l1.fix')}：未知的类别 &#x27;B&#x27;" in chinese
+    assert "duplicate slug" not in chinese and "unknown category" not in chinese
+    english = _upload_taxonomy(client, HTTP_ACCEPT_LANGUAGE="en")
+    assert (f"{marked('broken.yaml')}, line 8, {marked('axes.task_type.families[1].slug')}: duplicate slug "
+            "&#x27;fix&#x27; in axis task_type (first defined at axes.task_type.families[0], line 7)") in english
+    assert not chinese_in(english)
+
+
+def test_the_taxonomy_api_and_the_error_summary_follow_the_language(members, project):
+    url = "/api/v1/projects/alpha/labeler/taxonomy/"
+    api = api_client_for(members["curator"])
+    refused = api.post(url, {"file": SimpleUploadedFile("broken.yaml", BROKEN_TAXONOMY)}, format="multipart", **CHINESE)
+    assert refused.status_code == 400
+    assert refused.json()["errors"][-1] == {"file": "broken.yaml", "line": 11, "field": "routing.task_type_l1.fix",
+                                            "message": "未知的类别 'B'"}
+    english = api.post(url, {"file": SimpleUploadedFile("broken.yaml", BROKEN_TAXONOMY)}, format="multipart")
+    assert english.json()["errors"][-1]["message"] == "unknown category 'B'"
+    for language, summary in (("zh-hans", "broken.yaml，第 1 行，name：'Bad Name' 不是有效的短标识（另有 2 个问题）"),
+                              ("en", "broken.yaml, line 1, name: 'Bad Name' is not a valid slug (and 2 more)")):
+        with translation.override(language), pytest.raises(YamlFileError) as refused:
+            parse_taxonomy(BROKEN_TAXONOMY.decode(), filename="broken.yaml")
+        assert str(refused.value) == summary
+    with translation.override("zh-hans"), pytest.raises(YamlFileError) as refused:
+        upstream.read_upstream({"routing.json": b"{"}, name="u", version="1", builtin=None)
+    assert refused.value.errors[0] == {"file": "task_type_l2.yaml", "line": 0, "field": "(file)", "message":
+                                       "上传的文件中缺少它（公开版文件为 task_type_l2.yaml, domain_l2.yaml, "
+                                       "orthogonal.yaml, routing.json）"}
+    with translation.override("zh-hans"), pytest.raises(YamlFileError) as refused:
+        load_yaml("name: [unclosed\n", filename="f.yaml")
+    assert refused.value.errors[0]["message"] == "不是有效的 YAML：expected ',' or ']', but got '<stream end>'"
+
+
+# --- a model answer the labeler cannot use: our sentence translated, the model's values as they are ---------
+
+def test_an_unusable_model_answer_is_shown_in_the_pages_language(client, members, project, labeled):
+    kitchen = answer({**STAGE_ONE, "domain_l1": "kitchen"})  # a value outside the closed set
+    labeled(2, stage_one=["nope", kitchen, "still nope", kitchen], stage_two=[])  # each asked twice, in a batch
+    label = Label.objects.get(status=LabelStatus.ERROR, task__instance_id="org__repo-1")
+    assert label.error.startswith("stage 1: domain_l1: 'kitchen' is not one of the ")  # English for the API
+    with translation.override("zh-hans"):
+        assert str(label.error_html).startswith('第 1 阶段：<span translate="no">domain_l1</span>：'
+                                                '<span translate="no">&#x27;kitchen&#x27;</span> 不在 ')
+    client.force_login(members["curator"])
+    url = reverse("labeler-overview", args=["alpha"])
+    chinese = client.get(url, {"state": "error"}, **CHINESE).content.decode()
+    assert "（已用 768 个 token 重试过一次）" in chinese and "after a retry" not in chinese
+    english = client.get(url, {"state": "error"}, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "(after a retry with 768 tokens)" in english and not chinese_in(english)
+    task_page = client.get(reverse("labeler-task", args=["alpha", label.task_id]), **CHINESE).content.decode()
+    assert '第 1 阶段：<span translate="no">domain_l1</span>：' in task_page and "is not one of" not in task_page
+    # The API keeps the English text whatever the language asked for.
+    detail = api_client_for(members["curator"]).get(f"/api/v1/projects/alpha/labeler/tasks/{label.task_id}/",
+                                                    **CHINESE).json()
+    assert [model["error"] for model in detail["labels"] if model["origin"] == "model"] == [label.error]
