@@ -73,7 +73,7 @@ class ImportPandaApi(APIView):
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):
         project, _role = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        upload = uploaded_file(request, expected="a .panda.json file")
+        upload = uploaded_file(request, expected=_("a .panda.json file"))
         annotator = request.user
         if request.data.get("annotator"):
             annotator = get_user_model().objects.filter(username=request.data["annotator"]).first()

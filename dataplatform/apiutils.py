@@ -1,5 +1,6 @@
 """Small pieces every app's API shares."""
 
+from django.utils.translation import gettext
 from rest_framework import status
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import JSONParser
@@ -22,7 +23,8 @@ class JSONObjectParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         data = super().parse(stream, media_type, parser_context)
         if not isinstance(data, dict):
-            raise ParseError(f"The JSON body must be an object with named fields, not {type(data).__name__}.")
+            raise ParseError(gettext("The JSON body must be an object with named fields, not %(type)s.")
+                             % {"type": type(data).__name__})
         return data
 
 
@@ -43,11 +45,17 @@ def checked_upload_size(upload) -> None:
         raise ValidationError({"file": [str(exc)]}) from None
 
 
+def _no_file(expected: str) -> ValidationError:
+    """The 400 for an upload without its file; `expected` says what to send, in the request's language
+    (`gettext("a JSONL file")`), the field stays `file`."""
+    return ValidationError({"file": [gettext("Upload %(expected)s in the field 'file'.") % {"expected": expected}]})
+
+
 def uploaded_files(request, *, expected: str) -> list:
     """Every file of the multipart field `file`, for an upload that is several files (400 when there is none)."""
     uploads = request.FILES.getlist("file")
     if not uploads:
-        raise ValidationError({"file": [f"Upload {expected} in the field 'file'."]})
+        raise _no_file(expected)
     for upload in uploads:
         checked_upload_size(upload)
     return uploads
@@ -58,17 +66,17 @@ def uploaded_file(request, *, expected: str):
     `file` are a 400 too: request.FILES.get() would import the last one and quietly drop the others."""
     uploads = request.FILES.getlist("file")
     if not uploads:
-        raise ValidationError({"file": [f"Upload {expected} in the field 'file'."]})
+        raise _no_file(expected)
     if len(uploads) > 1:
-        raise ValidationError({"file": [f"Send one file in the field 'file', not {len(uploads)}: "
-                                        "each upload imports exactly one file."]})
+        raise ValidationError({"file": [gettext("Send one file in the field 'file', not %(count)s: each upload "
+                                                "imports exactly one file.") % {"count": len(uploads)}]})
     return uploads[0]
 
 
 def import_upload(request, importer, **arguments) -> Response:
     """Run `importer` on the request's multipart `file` with its `dry_run` and `skip_bad_lines` form
     fields; the report is the body, with 400 when the file was refused (errors, and not skipped)."""
-    upload = uploaded_file(request, expected="a JSONL file")
+    upload = uploaded_file(request, expected=gettext("a JSONL file"))
     checked_upload_size(upload)
     skip = truthy(request.data.get("skip_bad_lines"))
     report = importer(lines=upload, file=upload.name, dry_run=truthy(request.data.get("dry_run")),

@@ -59,7 +59,8 @@ def unreachable_message(cause: BaseException | str, url: str | None = None) -> s
 
 
 def check_broker(app=None, timeout: float = 3.0) -> None:
-    """Connect to the broker once; raise BrokerUnavailable with a clear message if that fails."""
+    """Connect to the broker once; raise BrokerUnavailable with a clear message if that fails, in the active
+    language (a request's: the system page and the API's status; English for a command's start-up check)."""
     from dataplatform.celery import app as default_app
 
     app = app or default_app
@@ -67,4 +68,4 @@ def check_broker(app=None, timeout: float = 3.0) -> None:
         with app.connection_for_write() as connection:
             connection.ensure_connection(max_retries=1, timeout=timeout)
     except Exception as exc:  # kombu wraps every transport error differently; all mean "unreachable"
-        raise BrokerUnavailable(unreachable_message(exc, app.conf.broker_url)) from exc
+        raise BrokerUnavailable(unreachable_status(exc, app.conf.broker_url).translated()) from exc

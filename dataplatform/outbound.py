@@ -8,6 +8,8 @@ against a setting an admin controls, when the run is created and again when it r
 
 from urllib.parse import urlsplit
 
+from django.utils.translation import gettext
+
 
 class UrlNotAllowed(ValueError):
     pass
@@ -24,9 +26,10 @@ def allowed_url(url: str, allowed: list[str], setting: str) -> str:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or \
             any(c.isspace() for c in url):
-        raise UrlNotAllowed(f"{url!r} is not an http(s) URL with a host.")
+        raise UrlNotAllowed(gettext("%(url)s is not an http(s) URL with a host.") % {"url": repr(url)})
     listed = [entry.rstrip("/") for entry in allowed]
     if url not in listed:
-        raise UrlNotAllowed(f"{url} is not allowed here ({', '.join(listed) or 'none are listed'}); "
-                            f"an admin lists permitted addresses in {setting}.")
+        listing = ", ".join(listed) or gettext("none are listed")
+        raise UrlNotAllowed(gettext("%(url)s is not allowed here (%(listed)s); an admin lists permitted addresses "
+                                    "in %(setting)s.") % {"url": url, "listed": listing, "setting": setting})
     return url

@@ -8,6 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from tests.conftest import api_client_for
 from tests.untranslated import WORD, untranslated
 
 pytestmark = pytest.mark.django_db
@@ -65,3 +66,48 @@ def test_reader_and_file_problems_of_a_trace_import_in_chinese(client, members, 
 
     html = _import(client, "aed-import", "traces.jsonl", ["\ufeff" + GOOD], "zh-hans")
     assert "文件以 UTF-8 字节顺序标记（BOM）开头；请把文件另存为不带字节顺序标记的 UTF-8，再重新导入" in html
+
+
+# --- the API's refusals of an upload: in the request's language (Accept-Language), on the field `file` -----
+
+IMPORT_API = "/api/v1/projects/alpha/annotate/import/"
+PANDA_API = "/api/v1/projects/alpha/annotate/import-panda/"
+
+
+def _api_post(members, url, language, files=(), **data):
+    if files:
+        data["file"] = [SimpleUploadedFile(name, body) for name, body in files]
+    return api_client_for(members["curator"]).post(url, data, format="multipart", HTTP_ACCEPT_LANGUAGE=language)
+
+
+def _put_json_list(members, language):
+    return api_client_for(members["admin"]).put("/api/v1/projects/alpha/annotate/config/", "[1]",
+                                                content_type="application/json", HTTP_ACCEPT_LANGUAGE=language)
+
+
+def test_the_apis_upload_refusals_are_in_chinese_and_name_the_field(members, project, settings):
+    missing = _api_post(members, IMPORT_API, "zh-hans", dry_run="1")
+    assert missing.status_code == 400 and missing.json() == {"file": ["请在字段 'file' 中上传一个 JSONL 文件。"]}
+    panda = _api_post(members, PANDA_API, "zh-hans")
+    assert panda.status_code == 400 and panda.json() == {"file": ["请在字段 'file' 中上传一个 .panda.json 文件。"]}
+    two = _api_post(members, IMPORT_API, "zh-hans", files=[("a.jsonl", GOOD.encode()), ("b.jsonl", GOOD.encode())])
+    assert two.status_code == 400
+    assert two.json() == {"file": ["请在字段 'file' 中只发送一个文件，而不是 2 个：每次上传只导入一个文件。"]}
+    settings.IMPORT_MAX_FILE_BYTES = 10
+    large = _api_post(members, IMPORT_API, "zh-hans", files=[("big.jsonl", GOOD.encode())])
+    assert large.status_code == 400 and list(large.json()) == ["file"]
+    [message] = large.json()["file"]
+    assert message.startswith("big.jsonl：") and "IMPORT_MAX_FILE_BYTES" in message and "limit" not in message
+    # A JSON body that is not an object: the parser's refusal, in the same language.
+    body = _put_json_list(members, "zh-hans")
+    assert body.status_code == 400 and body.json() == {"detail": "JSON 请求体必须是带命名字段的对象，而不是 list。"}
+
+
+def test_the_apis_upload_refusals_in_english_are_as_they_were(members, project):
+    missing = _api_post(members, IMPORT_API, "en", dry_run="1")
+    assert missing.json() == {"file": ["Upload a JSONL file in the field 'file'."]}
+    assert _api_post(members, PANDA_API, "en").json() == {"file": ["Upload a .panda.json file in the field 'file'."]}
+    two = _api_post(members, IMPORT_API, "en", files=[("a.jsonl", GOOD.encode()), ("b.jsonl", GOOD.encode())])
+    assert two.json() == {"file": ["Send one file in the field 'file', not 2: each upload imports exactly one file."]}
+    body = _put_json_list(members, "en")
+    assert body.json() == {"detail": "The JSON body must be an object with named fields, not list."}

@@ -8,6 +8,8 @@ cold-start burst (4 first requests at once) used to build 4 backends, load the m
 
 import threading
 
+from django.utils.translation import gettext
+
 from .base import Backend, BackendError, BackendHealth, BackendUnavailable, Generation, TokenStep
 
 __all__ = ["Backend", "BackendError", "BackendHealth", "BackendUnavailable", "Generation", "TokenStep", "get_backend",
@@ -35,7 +37,7 @@ def build_backend(name: str, model: str | None = None) -> Backend:
             timeout=settings.VLLM_TIMEOUT_SECONDS,
             tokenizer_dir=settings.VLLM_TOKENIZER_DIR or None,
         )
-    raise BackendError(f"MODEL_BACKEND must be 'local' or 'vllm', not {name!r}.")
+    raise BackendError(gettext("MODEL_BACKEND must be 'local' or 'vllm', not %(name)s.") % {"name": repr(name)})
 
 
 def _the_one(key: str, build) -> Backend:
@@ -69,8 +71,9 @@ def backend_for_model(model_name: str) -> Backend:
     if settings.MODEL_BACKEND != "vllm":
         if model_name == default.model_id:
             return default
-        raise BackendError(f"The local backend serves only {default.model_id}, not {model_name!r}. "
-                           "Clear the project's model setting, or run the platform with MODEL_BACKEND=vllm.")
+        raise BackendError(gettext("The local backend serves only %(model)s, not %(name)s. Clear the project's "
+                                   "model setting, or run the platform with MODEL_BACKEND=vllm.")
+                           % {"model": default.model_id, "name": repr(model_name)})
     if model_name == settings.MODEL_NAME:  # the default's own model: the same client
         return default
     return _the_one(model_name, lambda: build_backend("vllm", model=model_name))
@@ -86,5 +89,6 @@ def validate_served_model_name(model_name: str) -> None:
         return
     served = get_backend().served_models()
     if model_name not in served:
-        raise ValidationError(f"{model_name!r} is not served by the model backend, which serves: "
-                              f"{', '.join(served)}. Leave it empty for the platform's default.")
+        raise ValidationError(gettext("%(name)s is not served by the model backend, which serves: %(served)s. "
+                                      "Leave it empty for the platform's default.")
+                              % {"name": repr(model_name), "served": ", ".join(served)})

@@ -5,6 +5,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from django.utils.translation import gettext
+
 from dataplatform.errors import Transient, Unavailable
 
 
@@ -14,7 +16,7 @@ class BackendError(Unavailable):
 
     @property
     def detail(self) -> str:
-        return f"The model backend failed: {self}"
+        return gettext("The model backend failed: %(error)s") % {"error": self}
 
 
 class BackendUnavailable(BackendError, Transient):

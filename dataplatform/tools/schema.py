@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 
 import jsonschema
+from django.utils.translation import gettext, ngettext
 from jsonschema.exceptions import best_match
 
 from dataplatform.errors import Refused
@@ -44,13 +45,13 @@ def parse_arguments(arguments, *, where: str = "arguments") -> dict:
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError as error:
-            raise Refused(f"{where}: not JSON (line {error.lineno}, column {error.colno}: {error.msg}).",
-                          field=where) from None
+            raise Refused(gettext("%(field)s: not JSON (line %(line)s, column %(column)s: %(error)s).") % {
+                "field": where, "line": error.lineno, "column": error.colno, "error": error.msg}, field=where) from None
     if arguments is None:
         return {}
     if not isinstance(arguments, dict):
-        raise Refused(f"{where}: must be a JSON object (name: value), not {type(arguments).__name__}.",
-                      field=where)
+        raise Refused(gettext("%(field)s: must be a JSON object (name: value), not %(type)s.")
+                      % {"field": where, "type": type(arguments).__name__}, field=where)
     return arguments
 
 
@@ -70,7 +71,8 @@ def validate_arguments(tool: Tool, arguments, *, where: str = "arguments") -> di
     if not errors:
         return arguments
     error = best_match(errors)
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    message = error.message if len(error.message) <= 300 else error.message[:300] + "…"
-    raise Refused(f"{_path(where, error.absolute_path)}: {message}{more}",
-                  field=where)
+    message = error.message if len(error.message) <= 300 else error.message[:300] + "…"  # jsonschema's words
+    if len(errors) > 1:
+        message = ngettext("%(message)s (and %(count)s more problem)", "%(message)s (and %(count)s more problems)",
+                           len(errors) - 1) % {"message": message, "count": len(errors) - 1}
+    raise Refused(f"{_path(where, error.absolute_path)}: {message}", field=where)

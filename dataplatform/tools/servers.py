@@ -5,6 +5,7 @@ called, with the command or URL the settings give them.
 """
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 from dataplatform.errors import Refused, Unavailable
 
@@ -25,18 +26,19 @@ def server_names() -> list[str]:
 
 def _allowed() -> str:
     names = server_names()
-    return ", ".join(names) if names else "none (the admin has allow-listed no MCP server: MCP_SERVERS)"
+    return ", ".join(names) if names else gettext("none (the admin has allow-listed no MCP server: MCP_SERVERS)")
 
 
 def check_server_names(names, *, field: str = "mcp_servers") -> list[str]:
     """`names` (each once, in their order) if every one is on the allow-list; Refused naming the first
     one that is not, with the allowed names."""
     if isinstance(names, str) or not all(isinstance(name, str) for name in names):
-        raise Refused("MCP server names must be a list of strings.", field=field)
+        raise Refused(gettext("MCP server names must be a list of strings."), field=field)
     checked = list(dict.fromkeys(names))
     for name in checked:
         if name not in settings.MCP_SERVERS:
-            raise Refused(f"{name[:100]!r} is not an allowed MCP server; allowed: {_allowed()}.", field=field)
+            raise Refused(gettext("%(name)s is not an allowed MCP server; allowed: %(allowed)s.")
+                          % {"name": repr(name[:100]), "allowed": _allowed()}, field=field)
     return checked
 
 

@@ -203,3 +203,57 @@ def test_a_malformed_panda_file_on_the_queue_page_names_the_file_and_field(clien
     page = client.post(url, {"file": SimpleUploadedFile("s.panda.json", _broken_panda_file())},
                        follow=True).content.decode()
     assert "s.panda.json, dialogs.2.annotate.is_good: must be true, false or null" in page
+
+
+# --- tool servers, tool calls and response templates: the platform's refusals in the caller's language ------
+
+def test_an_unknown_tool_server_is_refused_in_the_callers_language(members, project, settings):
+    settings.MCP_SERVERS = {"time": {"command": "/bin/true"}}
+    admin = api_client_for(members["admin"])
+    url = "/api/v1/projects/alpha/annotate/config/"
+    chinese = admin.put(url, {"tool_servers": ["/bin/sh"]}, format="json", **ZH)
+    assert chinese.status_code == 400
+    assert chinese.json() == {"tool_servers": ["'/bin/sh' 不是允许使用的 MCP 服务器；允许的有：time。"]}
+    english = admin.put(url, {"tool_servers": ["/bin/sh"]}, format="json", HTTP_ACCEPT_LANGUAGE="en")
+    assert english.json() == {"tool_servers": ["'/bin/sh' is not an allowed MCP server; allowed: time."]}
+
+
+def test_tool_call_and_template_refusals_follow_the_active_language():
+    from django.utils import translation
+
+    from dataplatform.conversations.model import Message
+    from dataplatform.conversations.templates.base import check_partial
+    from dataplatform.errors import Refused
+    from dataplatform.tools.client import _translated
+    from dataplatform.tools.schema import Tool, validate_arguments
+
+    tool = Tool("time", "now", "", {"type": "object", "required": ["tz"],
+                                    "properties": {"tz": {"type": "string"}, "n": {"type": "integer"}}})
+
+    def refusals():
+        said = []
+        for arguments in ("{bad", "[1]", {"tz": 3, "n": "x"}, {"tz": 3}):
+            with pytest.raises(Refused) as refused:
+                validate_arguments(tool, arguments, where="decisions[0].arguments")
+            said.append((refused.value.field, refused.value.detail))
+        with pytest.raises(Refused) as refused:
+            check_partial(Message(role="user", content="hi"))
+        said.append((None, refused.value.detail))
+        said.append((None, _translated(FileNotFoundError(), "time", doing="", timeout=1).detail))
+        return said
+
+    with translation.override("zh-hans"):
+        chinese = refusals()
+    assert chinese[0] == ("decisions[0].arguments", "decisions[0].arguments：不是 JSON（第 1 行，第 2 列："
+                          "Expecting property name enclosed in double quotes）。")
+    assert chinese[1] == ("decisions[0].arguments", "decisions[0].arguments：必须是 JSON 对象（名称: 值），而不是 list。")
+    # jsonschema's own words about the field, with how many more problems there are in the page's language
+    assert chinese[2][1] == "decisions[0].arguments.tz: 3 is not of type 'string'（另有 1 个问题）"
+    assert chinese[3][1] == "decisions[0].arguments.tz: 3 is not of type 'string'"
+    assert chinese[4:] == [(None, "只有 assistant 消息可以续写，user 消息不能。"),
+                           (None, "MCP 服务器 'time' 不可用：找不到它的命令。")]
+    english = refusals()
+    assert english[1][1] == "decisions[0].arguments: must be a JSON object (name: value), not list."
+    assert english[2][1] == "decisions[0].arguments.tz: 3 is not of type 'string' (and 1 more problem)"
+    assert english[4:] == [(None, "Only an assistant message can be continued, not a user message."),
+                           (None, "The MCP server 'time' is unavailable: its command was not found.")]

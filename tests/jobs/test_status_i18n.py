@@ -172,3 +172,30 @@ def test_an_outage_that_outlasts_its_retries_and_an_exceptions_text(client, proj
     services.retry_job(job=job)
     job.refresh_from_db()
     assert (job.error, job.error_i18n) == ("", None)
+
+
+def test_an_unreachable_broker_is_reported_in_the_callers_language(members, monkeypatch):
+    """check_broker's message reaches the system page and its API: in the request's language, the URL (its
+    password hidden) and the transport's own words as they are."""
+    from dataplatform.celery import app
+    from dataplatform.system import selectors
+
+    def refused():
+        raise OSError("Connection refused")
+
+    monkeypatch.setattr(app, "connection_for_write", refused)
+    monkeypatch.setattr(app.conf, "broker_url", "redis://:secret@127.0.0.1:1/0")
+    monkeypatch.setattr(selectors, "backend_status", lambda: selectors.ServiceStatus("Model backend", True, "ok"))
+    api = api_client_for(members["curator"])
+
+    def broker(language):
+        services = api.get("/api/v1/system/status/", HTTP_ACCEPT_LANGUAGE=language).json()["services"]
+        return next(service for service in services if service["name"] == "Broker")  # the name stays as it is
+
+    chinese = broker("zh-hans")
+    assert not chinese["ok"] and chinese["detail"] == (
+        "无法连接位于 redis://:***@127.0.0.1:1/0 的 Celery 消息代理：Connection refused。请启动 Redis（或修正 "
+        "REDIS_URL），或取消设置 REDIS_URL 以使用内置的文件系统消息代理。")
+    assert broker("en")["detail"] == (
+        "Cannot reach the Celery broker at redis://:***@127.0.0.1:1/0: Connection refused. Start Redis (or fix "
+        "REDIS_URL), or unset REDIS_URL to use the embedded filesystem broker.")

@@ -4,6 +4,8 @@ token ids, and `parse` response token ids back into the message with the channel
 import codecs
 from dataclasses import dataclass
 
+from django.utils.translation import gettext
+
 from dataplatform.errors import Refused
 
 from ..model import Conversation, Message, ToolCall
@@ -79,7 +81,8 @@ class Template:
 
 def check_partial(partial: Message | None) -> None:
     if partial is not None and partial.role != "assistant":
-        raise Refused(f"Only an assistant message can be continued, not a {partial.role} message.")
+        raise Refused(gettext("Only an assistant message can be continued, not a %(role)s message.")
+                      % {"role": partial.role})
 
 
 def check_spelled(ids: list[int], text: str, backend) -> None:
@@ -87,9 +90,9 @@ def check_spelled(ids: list[int], text: str, backend) -> None:
     prefix nobody saw (SmolLM2's tokenizer, for one, silently drops a few control characters). Decoded
     whole rather than piece by piece: a vLLM backend without a local tokenizer has lossy pieces."""
     if backend.detokenize(ids) != text:
-        raise Refused(f"The partial message cannot be written exactly in the tokens of {backend.model_id} (its "
-                      "tokenizer drops some of its characters, or its chat template changes the text), so it "
-                      "cannot be continued as it stands.")
+        raise Refused(gettext("The partial message cannot be written exactly in the tokens of %(model)s (its "
+                              "tokenizer drops some of its characters, or its chat template changes the text), so "
+                              "it cannot be continued as it stands.") % {"model": backend.model_id})
 
 
 def token_channels(pieces: list[bytes], spans: list[Span]) -> list[str]:

@@ -12,6 +12,8 @@ an empty think block there, say) or changes its text is refused rather than cont
 the annotator did not see: such a model needs a family of its own (docs/conversations.md, "Adding a model family").
 """
 
+from django.utils.translation import gettext
+
 from dataplatform.errors import Refused
 
 from ..model import Conversation, Message
@@ -36,8 +38,9 @@ class GenericTemplate(Template):
         ids = backend.chat_prompt_ids([*messages, {"role": "assistant", "content": text}], tools=tools,
                                       continue_final_message=True)
         if ids[:len(context)] != context:
-            raise Refused(f"The chat template of {backend.model_id} does not open a partial assistant message "
-                          "the way its generation prompt does; choose a response template family made for it.")
+            raise Refused(gettext("The chat template of %(model)s does not open a partial assistant message the "
+                                  "way its generation prompt does; choose a response template family made for it.")
+                          % {"model": backend.model_id})
         check_spelled(ids[len(context):], text, backend)
         if is_complete(partial):
             ids += self._end_of_turn_ids(backend)
@@ -45,6 +48,6 @@ class GenericTemplate(Template):
 
     def _end_of_turn_ids(self, backend) -> list[int]:
         if len(backend.eos_token_ids) != 1:
-            raise Refused(f"Which token ends a turn of {backend.model_id} is not known here, so a finished "
-                          "message cannot be rendered through its own chat template.")
+            raise Refused(gettext("Which token ends a turn of %(model)s is not known here, so a finished message "
+                                  "cannot be rendered through its own chat template.") % {"model": backend.model_id})
         return list(backend.eos_token_ids)

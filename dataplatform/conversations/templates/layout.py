@@ -15,6 +15,8 @@ This module writes the layout (render); scanner.py reads it back from bytes (par
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext, gettext_lazy
+
 from dataplatform.errors import Refused
 
 from ..model import Message
@@ -58,14 +60,14 @@ def response_pieces(message: Message, markers: Markers, *, complete: bool) -> li
             pieces.append((channel, text))
 
     if message.reasoning:
-        opening, closing = _needed(markers.reasoning, "reasoning")
+        opening, closing = _needed(markers.reasoning, gettext_lazy("reasoning"))
         add(MARKER, opening + "\n")
         add(REASONING, message.reasoning)
         if complete or message.content or message.tool_calls:  # the reasoning is finished
             add(MARKER, f"\n{closing}\n\n")
     add(CONTENT, message.content)
     if message.tool_calls:
-        opening, closing = _needed(markers.tool_call, "tool calls")
+        opening, closing = _needed(markers.tool_call, gettext_lazy("tool calls"))
         for index, call in enumerate(message.tool_calls):
             separator = "\n" if message.content or index else ""
             add(MARKER, f'{separator}{opening}\n{{"name": "')
@@ -81,8 +83,9 @@ def response_text(message: Message, markers: Markers, *, complete: bool) -> str:
     return "".join(text for _, text in response_pieces(message, markers, complete=complete))
 
 
-def _needed(pair: tuple[str, str] | None, what: str) -> tuple[str, str]:
+def _needed(pair: tuple[str, str] | None, what) -> tuple[str, str]:
     if pair is None:
-        raise Refused(f"This response template has no markers for {what}, so the message cannot be rendered "
-                      "without losing them; choose a template family that has them.")
+        raise Refused(gettext("This response template has no markers for %(what)s, so the message cannot be "
+                              "rendered without losing them; choose a template family that has them.")
+                      % {"what": what})
     return pair

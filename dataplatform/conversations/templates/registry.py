@@ -3,6 +3,8 @@ a project may name a family instead (its setting overrides the pattern)."""
 
 import re
 
+from django.utils.translation import gettext
+
 from dataplatform.errors import Refused
 
 from .base import Template
@@ -23,8 +25,8 @@ MODEL_PATTERNS: list[tuple[re.Pattern, str]] = [
 def template_for(model_id: str, override: str = "") -> Template:
     if override:
         if override not in FAMILIES:
-            raise Refused(f"{override!r} is not a response template family; the families are "
-                          f"{', '.join(sorted(FAMILIES))}.", field="response_template")
+            raise Refused(gettext("%(name)s is not a response template family; the families are %(families)s.")
+                          % {"name": repr(override), "families": ", ".join(sorted(FAMILIES))}, field="response_template")
         return FAMILIES[override]
     name = next((name for pattern, name in MODEL_PATTERNS if pattern.search(model_id)), "generic")
     return FAMILIES[name]
