@@ -1,5 +1,7 @@
 """Shared fixtures: users in every role of a project, API clients with tokens, the real model."""
 
+import os
+import sys
 import uuid
 
 import pytest
@@ -9,6 +11,11 @@ from dataplatform.accounts import services as account_services
 from dataplatform.accounts.models import Role
 
 from .factories import MembershipFactory, ProjectFactory, UserFactory
+
+if os.environ.get("PYTEST_XDIST_WORKER") and "tests.parallel" not in sys.modules:
+    # Without it the processes would share one Redis database, queue and DATA_DIR (see tests/parallel.py).
+    pytest.exit("Run several test processes with bin/test, or add `-p tests.parallel` (with python -m pytest).",
+                returncode=4)
 
 
 @pytest.fixture
