@@ -69,6 +69,7 @@ def test_correct_with_a_candidate_then_a_rewrite_then_accept(page, live_server, 
     page.keyboard.type(" Paris, of course")
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name=re.compile(r"node 3,"))).to_be_visible(timeout=60_000)
+    page.wait_for_load_state("load")  # a key pressed before the reloaded page's scripts run is lost
     page.keyboard.press("a")
     expect(page.get_by_role("heading", name=re.compile("accepted"))).to_be_visible(timeout=15_000)
     assert page.console_errors == []

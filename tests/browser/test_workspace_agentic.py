@@ -132,6 +132,7 @@ def test_correct_the_reasoning_undo_run_the_tool_and_accept(page, live_server, m
     # Undo goes back to the root; its tool call runs for real; the result shows, the next turn streams.
     page.keyboard.press("u")
     expect(page.get_by_role("heading", name=re.compile(r"node 1,"))).to_be_visible(timeout=15_000)
+    page.wait_for_load_state("load")  # a click before the reloaded page's scripts run does nothing
     config = services.config_for(agent_project)
     config.max_tokens = 12  # the next turn only has to be seen streaming (CPU time is CI's budget)
     config.save(update_fields=["max_tokens"])
@@ -144,6 +145,7 @@ def test_correct_the_reasoning_undo_run_the_tool_and_accept(page, live_server, m
     assert [index for index, _, _ in streamed(page)] == list(range(len(answer.token_ids)))
     expect(page.locator("#context .ctx-tool .tool-content")).to_contain_text('"timezone": "Asia/Tokyo"')
     expect(page.locator("#context .ctx-assistant .call-name")).to_have_text("get_current_time")
+    page.wait_for_load_state("load")  # a key pressed before the reloaded page's scripts run is lost
     page.keyboard.press("a")
     expect(page.get_by_role("heading", name=re.compile("accepted"))).to_be_visible(timeout=15_000)
     expect(page.locator("#tree-panel .tree-node.accepted")).to_contain_text("run_tool_calls")
