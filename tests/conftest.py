@@ -18,6 +18,14 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "tests.parallel" not in sys.modules
                 returncode=4)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """pytest-xdist (bin/test) keys the tests it hands out by node id: of two items with one id, it runs one."""
+    seen = set()
+    if twice := sorted({item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)}):
+        raise pytest.UsageError(f"{len(twice)} node ids are given to more than one test, e.g. {twice[0]}")
+
+
 @pytest.fixture
 def project(db):
     return ProjectFactory(slug="alpha", name="Alpha")
