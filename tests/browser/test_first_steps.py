@@ -23,7 +23,6 @@ from corpora.atd.models import Score, Selection
 from dataplatform import demo
 from dataplatform.accounts.models import Project
 from dataplatform.jobs.models import TERMINAL_STATES, Job, JobState
-from dataplatform.jobs.services import cancel_job
 from labeler.models import Label, LabelOrigin, LabelStatus
 
 from .test_annotate import COUNT_STREAMED_TOKENS
@@ -82,10 +81,10 @@ def demo_instance(settings, tmp_path, start_worker, local_backend):
     print(f"demo ready {time.monotonic() - began:.1f} s after bootstrap_demo: {seed.result['jobs']}")
     assert "Demo ready: data in all 4 workflows" in worker.log()
     # The demo queues the rest of its SWE labeling to go on in the background. Here it would only take the
-    # cores from the walk: it is cancelled (it stops at its next batch), and a second worker takes the
-    # walk's export meanwhile.
-    for job in Job.objects.filter(project__slug="demo").exclude(state__in=TERMINAL_STATES):
-        cancel_job(job=job)
+    # cores from the walks (a cancelled job stops only at its next batch of 8 tasks, minutes later): the
+    # worker is stopped, the job marked cancelled, and a fresh worker takes the walks' exports.
+    worker.kill()
+    Job.objects.filter(project__slug="demo").exclude(state__in=TERMINAL_STATES).update(state=JobState.CANCELLED)
     start_worker()
     yield (tmp_path / "demo-login.txt").read_text().strip()
     storages._storages.pop("exports", None)
@@ -153,6 +152,8 @@ def correct_a_response(page, live_server, words: Words) -> None:
     page.wait_for_load_state("load")
     page.keyboard.press("a")  # accept the corrected response (the next walk then claims a new item)
     eventually(lambda: Session.objects.filter(status="accepted").count() == accepted + 1)
+    # The page reloads on the accepted session, read-only; a navigation before that would be interrupted by it.
+    expect(workspace).to_have_attribute("data-can-write", "0")
 
 
 def accept_a_label(page, live_server, words: Words) -> None:
@@ -160,6 +161,7 @@ def accept_a_label(page, live_server, words: Words) -> None:
     submitted = Label.objects.filter(origin=LabelOrigin.HUMAN, status=LabelStatus.SUBMITTED).count()
     page.get_by_role("button", name=words("Review next task")).click()
     expect(page.locator("#shortcut-help")).to_be_attached()
+    page.wait_for_load_state("load")  # the review keys are the page's script
     page.keyboard.press("a")  # accept the model's label as it stands
     expect(page.locator(".messages")).to_be_visible()
     assert Label.objects.filter(origin=LabelOrigin.HUMAN, status=LabelStatus.SUBMITTED).count() == submitted + 1
