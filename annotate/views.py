@@ -9,7 +9,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, pgettext
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from dataplatform import charts
@@ -17,7 +17,7 @@ from dataplatform import tools as mcp
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, CAN_MANAGE_PROJECT, project_for, role_in
 from dataplatform.conversations.templates import FAMILIES
 from dataplatform.errors import PlatformError, show_error
-from dataplatform.imports import page_import
+from dataplatform.imports import field_label, page_import
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 from dataplatform.pagination import parse_id
@@ -133,10 +133,8 @@ def import_panda(request, slug: str):
         report = import_panda_json(project=project, data=data, annotator=request.user, file=upload.name,
                                    dry_run=dry_run, live=live, backend=backend)
         for error in report.errors[:MAX_PANDA_PROBLEMS_SHOWN]:
-            field = (pgettext("import error: the field is the whole file", "(file)") if error.field == "(file)"
-                     else error.field)
             messages.error(request, _("%(file)s, %(field)s: %(message)s")
-                           % {"file": error.file, "field": field, "message": error.message})
+                           % {"file": error.file, "field": field_label(error.field), "message": error.message})
         for warning in report.warnings[:MAX_PANDA_PROBLEMS_SHOWN]:
             messages.warning(request, _("%(file)s: %(warning)s") % {"file": upload.name, "warning": warning})
         if report.duplicate:

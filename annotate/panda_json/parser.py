@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from django.utils.translation import gettext, pgettext
+from django.utils.translation import gettext
 
 from dataplatform.conversations.model import Conversation, Message
 from dataplatform.errors import Refused
@@ -23,6 +23,7 @@ from dataplatform.imports import (
     FileTooLarge,
     JsonProblem,
     check_upload_size,
+    field_label,
     json_path,
     load_json,
 )
@@ -77,7 +78,7 @@ def read_panda_upload(upload) -> dict:
         raise UnreadableFile(gettext("%(file)s, line %(line)s column %(column)s: not a JSON file (%(problem)s).")
                              % {**values, "line": exc.lineno, "column": exc.colno, "problem": exc.msg}) from exc
     except JsonProblem as exc:
-        where = json_path(exc.path) or pgettext("import error: the field is the whole file", "(file)")
+        where = field_label(json_path(exc.path) or "(file)")
         raise UnreadableFile(gettext("%(file)s, %(field)s: %(problem)s.")
                              % {**values, "field": where, "problem": exc.message}) from exc
 

@@ -39,7 +39,7 @@ from django.utils.translation import gettext_noop
 from dataplatform.errors import Transient
 from dataplatform.inference import BackendError, BackendUnavailable, backend_for_model
 from dataplatform.inference.sampling import sampled_texts
-from dataplatform.jobs.status import Status
+from dataplatform.jobs.status import Status, WordedError
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 
 from . import calc_env, kv_env
@@ -96,24 +96,11 @@ class PolicyStep:
     seed: int
 
 
-class _Worded:
-    """An error worded as a message (Status): str() in English (a failed replay job's `error`, the logs), `i18n`
-    the message, which the job's pages show in their language; an error passed on as text has none."""
-
-    def __init__(self, message: Status | str):
-        super().__init__(str(message))
-        self.i18n = message if isinstance(message, Status) else None
-
-    def text(self) -> str:
-        """The message in the active language."""
-        return self.i18n.translated() if self.i18n else str(self)
-
-
-class RunnerError(_Worded, Exception):
+class RunnerError(WordedError):
     """A bad payload or configuration; retrying will not help."""
 
 
-class RunnerUnavailable(_Worded, Transient):
+class RunnerUnavailable(WordedError, Transient):
     """The runner could not be reached or failed on its side (timeout, connection error, 5xx)."""
 
 

@@ -14,7 +14,7 @@ from dataplatform.apiutils import MAX_SEED
 from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import backend_for_model
 from dataplatform.jobs import services as job_services
-from dataplatform.jobs.status import Status
+from dataplatform.jobs.status import Status, WordedError
 
 from . import runners, selectors, stats
 from .models import (
@@ -46,14 +46,12 @@ class StaleCase(Conflict, CurationError):
     """The case changed since the client read it."""
 
 
-class UnusableAnswer(CurationError):
-    """Why a model's answer (a draft, an evidence verdict) cannot be used: str() in English (kept with the
-    answers), `i18n` the message: the job's result keeps the last one as `reason`, which the case page shows in
-    its language."""
+class UnusableAnswer(WordedError, CurationError):
+    """Why a model's answer (a draft, an evidence verdict) cannot be used; the job's result keeps the last one's
+    message as `reason`, which the case page shows in its language."""
 
     def __init__(self, text: str, /, **values):
-        self.i18n = Status(text, **values)
-        super().__init__(self.i18n.english())
+        super().__init__(Status(text, **values))
 
 
 

@@ -43,7 +43,7 @@ from .readers import (
     read_error,
     read_lines,
 )
-from .report import ImportReport, LineError
+from .report import WHOLE, ImportReport, LineError, field_label
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -69,4 +69,6 @@ __all__ = [
     "parse_json_object",
     "read_error",
     "read_lines",
+    "WHOLE",
+    "field_label",
 ]

@@ -2,6 +2,21 @@
 
 from dataclasses import dataclass, field
 
+from django.utils.translation import pgettext_lazy
+
+# A problem's field when it is no field of the record: shown in the page's language (a real field path is data).
+WHOLE = {
+    "(line)": pgettext_lazy("import error: the field is the whole line", "(line)"),
+    "(file)": pgettext_lazy("import error: the field is the whole file", "(file)"),
+    "(file name)": pgettext_lazy("import error: the field is the file's name", "(file name)"),
+}
+
+
+def field_label(name: str) -> str:
+    """A problem's field as a message shows it: `(line)`, `(file)`, `(file name)` in the active language, a field
+    path as it is."""
+    return str(WHOLE.get(name, name))
+
 
 @dataclass
 class LineError:

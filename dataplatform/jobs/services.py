@@ -22,7 +22,7 @@ from dataplatform.errors import Overloaded, Refused, Transient
 
 from .models import TERMINAL_STATES, Job, JobState
 from .registry import JobCancelled, get_kind
-from .status import Status
+from .status import Status, WordedError
 
 
 class JobLost(Exception):
@@ -240,10 +240,9 @@ def _drop_interrupted_connection() -> None:
 
 def _exception_error(exc: Exception) -> Status | str:
     """A failed job's error: the exception's class and text; worded as a message (shown in the page's language)
-    when the exception carries one as `i18n` (a replay runner's refusal, say)."""
-    message = getattr(exc, "i18n", None)
-    if isinstance(message, Status):
-        return Status(gettext_noop("%(kind)s: %(message)s"), kind=type(exc).__name__, message=message)
+    when it is a WordedError (a replay runner's refusal, say)."""
+    if isinstance(exc, WordedError) and exc.i18n:
+        return Status(gettext_noop("%(kind)s: %(message)s"), kind=type(exc).__name__, message=exc.i18n)
     return f"{type(exc).__name__}: {exc}"
 
 

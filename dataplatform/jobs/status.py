@@ -109,3 +109,16 @@ def render_html(stored: dict | None, fallback: str) -> SafeString:
         except (KeyError, TypeError, ValueError):
             pass
     return format_html('<span translate="no">{}</span>', fallback) if fallback else mark_safe("")
+
+
+class WordedError(Exception):
+    """An exception worded as a message: str() is the English text (the logs, a failed job's `error`), `i18n` the
+    Status, which pages show in their language (a failed job's `error_html`); raised with plain text, it has none."""
+
+    def __init__(self, message: Status | str):
+        super().__init__(str(message))
+        self.i18n = message if isinstance(message, Status) else None
+
+    def text(self) -> str:
+        """The message in the active language."""
+        return self.i18n.translated() if self.i18n else str(self)

@@ -8,7 +8,7 @@ from django.utils.translation import gettext_noop
 from dataplatform.errors import Transient
 
 from . import services
-from .status import Status
+from .status import Status, WordedError
 
 
 # The time limits catch code that hangs while its heartbeat thread still beats (a prefork pool only,
@@ -29,7 +29,7 @@ def run_job(self, job_id: int) -> None:
             # the sentence after it is ours.
             services.fail_job(job_id=job_id, error=Status(
                 gettext_noop("%(detail)s It stayed unavailable after %(attempts)s attempts."),
-                detail=exc.i18n if isinstance(getattr(exc, "i18n", None), Status) else exc.detail, attempts=attempt))
+                detail=exc.i18n if isinstance(exc, WordedError) and exc.i18n else exc.detail, attempts=attempt))
             return
         retry_in = settings.JOB_RETRY_BACKOFF_SECONDS * 2 ** self.request.retries
         services.mark_retrying(

@@ -11,12 +11,12 @@ from django.shortcuts import redirect, render
 from django.utils.formats import number_format
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
-from django.utils.translation import gettext, gettext_lazy, pgettext
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
 from dataplatform.errors import PlatformError, Refused, show_error
-from dataplatform.imports import decode_whole_file, page_import
+from dataplatform.imports import WHOLE, decode_whole_file, field_label, page_import
 from dataplatform.inference import validate_served_model_name
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
@@ -154,7 +154,7 @@ def pin_taxonomy(request, slug: str):
 def _taxonomy_problem(error: dict) -> str:
     """One problem of an uploaded taxonomy: the file name and the field path as they are (marked translate="no"),
     the message the interface's, in the request's language (as an import's line errors)."""
-    field = (escape(pgettext("import error: the field is the whole file", "(file)")) if error["field"] == "(file)"
+    field = (escape(field_label(error["field"])) if error["field"] in WHOLE
              else format_html('<span translate="no">{}</span>', error["field"]))
     return mark_safe(escape(gettext("%(file)s, line %(line)s, %(field)s: %(message)s"))  # noqa: S308 - escaped
                      % {"file": format_html('<span translate="no">{}</span>', error["file"]), "line": error["line"],
