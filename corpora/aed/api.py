@@ -97,7 +97,8 @@ class ReplayCreateSerializer(serializers.Serializer):
                                    help_text="paired (C against R) or recovery (N runs with the error kept)")
     hint = serializers.BooleanField(default=False, help_text="recovery: show the diagnosis after the error")
     options = serializers.DictField(required=False, default=dict,
-                                    help_text="max_steps, max_tokens, temperature, model; url, timeout for webhook")
+                                    help_text="max_steps (1-50), max_tokens (1-4096), temperature (0-2), model; "
+                                              "for webhook: url, timeout (seconds), headers (name to value)")
 
 
 def _curated_project(request, slug: str):

@@ -22,12 +22,14 @@ recovery trains on; never the error itself).
   harness, policy_model, prefix_steps, error_step, arm, retry, corrected_action, original_action, seed,
   options}` to
   `options["url"]` (`options["headers"]` are sent as HTTP headers; url, headers and timeout are not
-  echoed in the body) and expects `{passed: bool, score?: number | null, steps?: [object]}`.
+  echoed in the body) and expects `{passed: bool, score?: number | null, steps?: [object]}`. `webhook_call`
+  checks the options (when the replay is scheduled, and again before the calls: a row may predate the check).
 
 Errors: `RunnerError` (bad payload or configuration) is final; `RunnerUnavailable` (timeout,
 connection error, 5xx) is a `Transient` error, which the job machinery retries with backoff.
 """
 
+import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
@@ -250,13 +252,98 @@ def webhook_url(options: dict) -> str:
         raise RunnerError(Status(gettext_noop("the webhook: %(problem)s"), problem=str(exc))) from None
 
 
+class BadWebhookOption(RunnerError):
+    """One webhook option is unusable; `field` names it (`options.timeout`, `options.headers.Host`)."""
+
+    def __init__(self, field: str, message: Status):
+        super().__init__(message)
+        self.field = field
+
+
+DEFAULT_TIMEOUT, MIN_TIMEOUT = 30.0, 0.1  # seconds
+MAX_HEADER_NAME = 100  # characters
+# RFC 9110 section 5.6.2: a field name is a token.
+HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# A field value httpx sends as it is: printable ASCII and tabs, no line break or NUL (which would split the
+# request or be refused by h11 as a "transport error", retried as if the runner were down).
+HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+# Connection-level and routing headers: the HTTP client sets them, and a curator's Host would reach another
+# virtual host behind the allowed URL.
+HOP_BY_HOP = frozenset({"host", "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
+                        "content-length"})
+
+
+@dataclass(frozen=True)
+class WebhookCall:
+    url: str
+    headers: dict[str, str]
+    timeout: float
+
+
+def webhook_call(options: dict) -> WebhookCall:
+    """The url, headers and timeout of `options`, checked: BadWebhookOption (or RunnerError for the url) when
+    one cannot be used. Header values come back without surrounding blanks."""
+    url = webhook_url(options)
+    return WebhookCall(url=url, headers=_webhook_headers(options.get("headers")),
+                       timeout=_webhook_timeout(options.get("timeout", DEFAULT_TIMEOUT)))
+
+
+def _webhook_timeout(value) -> float:
+    most = getattr(settings, "AED_REPLAY_WEBHOOK_MAX_TIMEOUT_SECONDS", 300)
+    # Compared before any float(): 10**400 or "abc" would raise; NaN and infinities fail the comparison.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not MIN_TIMEOUT <= value <= most:
+        raise BadWebhookOption("options.timeout", Status(
+            gettext_noop("timeout must be a number of seconds from %(least)s to %(most)s "
+                         "(AED_REPLAY_WEBHOOK_MAX_TIMEOUT_SECONDS), not %(value)s"),
+            least=f"{MIN_TIMEOUT:g}", most=f"{most:g}", value=repr(value)[:50]))
+    return float(value)
+
+
+def _webhook_headers(headers) -> dict[str, str]:
+    if headers is None:
+        return {}
+    if not isinstance(headers, dict):
+        raise BadWebhookOption("options.headers", Status(gettext_noop(
+            "headers must be a JSON object of header names to string values")))
+    most, longest = (getattr(settings, "AED_REPLAY_WEBHOOK_MAX_HEADERS", 20),
+                     getattr(settings, "AED_REPLAY_WEBHOOK_MAX_HEADER_CHARS", 8192))
+    if len(headers) > most:
+        raise BadWebhookOption("options.headers", Status(gettext_noop(
+            "at most %(most)s headers (AED_REPLAY_WEBHOOK_MAX_HEADERS), not %(count)s"), most=most, count=len(headers)))
+    checked, seen = {}, set()
+    for name, value in headers.items():
+        if not (isinstance(name, str) and len(name) <= MAX_HEADER_NAME and HEADER_NAME.fullmatch(name)):
+            raise BadWebhookOption("options.headers", Status(gettext_noop(
+                "%(name)s is not a header name: at most %(most)s letters, digits or !#$%%&'*+-.^_`|~"),
+                name=repr(name)[:60], most=MAX_HEADER_NAME))
+        where = f"options.headers.{name}"
+        lowered = name.lower()
+        if lowered in HOP_BY_HOP or lowered.startswith("proxy-"):
+            raise BadWebhookOption(where, Status(gettext_noop(
+                "%(name)s is a connection or routing header, which only the HTTP client sets"), name=name))
+        if lowered in seen:
+            raise BadWebhookOption(where, Status(gettext_noop("the %(name)s header is given twice"), name=name))
+        if not isinstance(value, str):
+            raise BadWebhookOption(where, Status(gettext_noop("the %(name)s header's value must be a string, not "
+                                                              "%(value)s"), name=name, value=repr(value)[:50]))
+        if len(name) + len(value) > longest or not HEADER_VALUE.fullmatch(value):
+            raise BadWebhookOption(where, Status(gettext_noop(
+                "the %(name)s header (name and value) must be printable ASCII text of at most %(most)s characters "
+                "(AED_REPLAY_WEBHOOK_MAX_HEADER_CHARS), without line breaks or control characters"),
+                name=name, most=longest))
+        seen.add(lowered)
+        checked[name] = value.strip()
+    return checked
+
+
 class WebhookRunner:
     LOCAL_OPTIONS = ("url", "headers", "timeout")
 
     def run(self, *, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
             options: dict, retry: str = "resample") -> RunResult:
-        url = webhook_url(options)
-        safe, timeout = _safe_url(url), float(options.get("timeout", 30))
+        call = webhook_call(options)  # a row stored before the check: fails the job once, with the reason
+        url, timeout = call.url, call.timeout
+        safe = _safe_url(url)
         payload = {"trace_id": trace.trace_id, "task_id": trace.task_id, "environment": trace.environment,
                    "harness": trace.harness, "policy_model": trace.policy_model,
                    "prefix_steps": list(trace.steps[:error_step]), "error_step": error_step, "arm": arm,
@@ -264,7 +351,7 @@ class WebhookRunner:
                    "original_action": original_action(trace, error_step), "seed": seed,
                    "options": {k: v for k, v in options.items() if k not in self.LOCAL_OPTIONS}}
         try:
-            response = httpx.post(url, json=payload, headers=options.get("headers") or {}, timeout=timeout)
+            response = httpx.post(url, json=payload, headers=call.headers, timeout=timeout)
         except httpx.TimeoutException as exc:
             raise RunnerUnavailable(Status(gettext_noop("webhook %(url)s timed out after %(seconds)s s"),
                                            url=safe, seconds=f"{timeout:g}")) from exc

@@ -36,6 +36,8 @@ from .taxonomy import shipped_error_taxonomy
 
 DRAFT_MAX_TOKENS = 256
 MAX_REPLAY_PAIRS = 200
+MAX_REPLAY_STEPS = 50  # options["max_steps"]: policy steps of one run
+MAX_REPLAY_TOKENS = 4096  # options["max_tokens"]: of one policy step
 
 
 class CurationError(Refused):
@@ -293,15 +295,20 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
     if mode not in ReplayMode.values:
         raise CurationError(gettext("mode must be one of %(values)s.") % {"values": ", ".join(ReplayMode.values)})
     options = dict(options or {})
+    _check_policy_options(options)
     if mode == ReplayMode.RECOVERY and hint:
         if not case.diagnosis.strip():
             raise CurationError(gettext("Write a diagnosis before giving it to the policy as a hint."))
         options["hint"] = case.diagnosis
     if runner == "webhook":
         try:
-            runners.webhook_url(options or {})
+            call = runners.webhook_call(options)
+        except runners.BadWebhookOption as exc:
+            raise CurationError(exc.text(), field=exc.field) from None
         except runners.RunnerError as exc:
             raise CurationError(gettext("Cannot replay on %(reason)s.") % {"reason": exc.text()}) from None
+        if "headers" in options:
+            options["headers"] = call.headers
     with transaction.atomic():
         replay = Replay.objects.create(proposal=proposal, runner=runner, pairs=pairs, seed=seed, retry=retry,
                                        mode=mode, options=options, created_by=user)
@@ -313,6 +320,23 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
                                  payload={"replay": replay.pk, "proposal": proposal.pk, "pairs": pairs, "runner": runner,
                                           "retry": retry, **({"mode": mode} if mode != ReplayMode.PAIRED else {})})
     return replay
+
+
+def _check_policy_options(options: dict) -> None:
+    """The policy's options, bounded: over the API they are free JSON, and a run may take max_steps policy steps
+    of max_tokens each, for every arm of every pair."""
+    for name, most in (("max_steps", MAX_REPLAY_STEPS), ("max_tokens", MAX_REPLAY_TOKENS)):
+        value = options.get(name, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise CurationError(gettext("%(name)s must be between %(low)s and %(high)s.")
+                                % {"name": name, "low": 1, "high": most}, field=f"options.{name}")
+    temperature = options.get("temperature", 0)
+    # NaN and the infinities fail the comparison.
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
+        raise CurationError(gettext("temperature must be between 0 and 2."), field="options.temperature")
+    if not isinstance(options.get("model", ""), str) or len(options.get("model", "")) > 200:
+        raise CurationError(gettext("model must be a model name of at most %(max)s characters.") % {"max": 200},
+                            field="options.model")
 
 
 def run_replay(*, replay: Replay, progress) -> dict:

@@ -16,6 +16,11 @@ ATD_TEACHER_ENDPOINTS = env_list("ATD_TEACHER_ENDPOINTS")
 ATD_TEACHER_API_KEY = env_str("ATD_TEACHER_API_KEY")
 # AED replays on the `webhook` runner: only these URLs may be named (dataplatform/outbound.py).
 AED_REPLAY_WEBHOOKS = env_list("AED_REPLAY_WEBHOOKS")
+# What a replay may ask of such a call (corpora/aed/runners.py, webhook_call): a timeout of 0.1 s up to this,
+# at most this many headers, each name and value together at most this many characters.
+AED_REPLAY_WEBHOOK_MAX_TIMEOUT_SECONDS = env_float("AED_REPLAY_WEBHOOK_MAX_TIMEOUT_SECONDS", 300.0)
+AED_REPLAY_WEBHOOK_MAX_HEADERS = env_int("AED_REPLAY_WEBHOOK_MAX_HEADERS", 20)
+AED_REPLAY_WEBHOOK_MAX_HEADER_CHARS = env_int("AED_REPLAY_WEBHOOK_MAX_HEADER_CHARS", 8192)
 VLLM_TIMEOUT_SECONDS = env_float("VLLM_TIMEOUT_SECONDS", 60.0)
 # Batched rollouts (VllmBackend.rollouts): at most this many /v1/completions requests in flight from one call,
 # one prompt each; vLLM schedules them together (continuous batching), so fewer leave its slots idle.

@@ -20,7 +20,7 @@ from ..models import EvidenceCheck, ReplayMode, RetryDesign
 
 MODEL_JOB_KINDS = ("aed.draft", "aed.check_evidence")  # what the case's model box starts and follows
 REPLAY_DEFAULTS = {"pairs": 10, "seed": 0, "max_steps": 6, "temperature": 0.7}
-MAX_REPLAY_STEPS = 50
+MAX_REPLAY_STEPS = services.MAX_REPLAY_STEPS
 NO_RULE = gettext_lazy("No rule applies yet: check the evidence or replay a proposal.")
 # Arm R's design in a replay's head line, short ("arm R: original"); the choices' labels say it in full.
 RETRY_NAMES = {"resample": gettext_lazy("resample"), "original": gettext_lazy("original")}
