@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
 from dataplatform.conversations.templates import template_for
+from dataplatform.imports.parsers import load_json
 
 from .models import Node, Session, SessionStatus
 from .selectors import TokenGroup
@@ -124,9 +125,10 @@ def _split(markers: list[Token], before: Block | None, after: Block, at: int) ->
 
 
 def _pretty(text: str) -> str:
-    """JSON text indented (arguments, tool results); anything else as it is."""
+    """JSON text indented (arguments, tool results); anything else as it is, nested JSON that a tool or a
+    model wrote 100,000 deep included (load_json refuses it where json.loads would recurse and fail)."""
     try:
-        value = json.loads(text)
+        value = load_json(text)
     except (TypeError, ValueError):
         return text
     return json.dumps(value, indent=2, ensure_ascii=False) if isinstance(value, (dict, list)) else text

@@ -19,6 +19,7 @@ from django.utils.translation import gettext_noop
 
 from dataplatform.conversations.model import Conversation
 from dataplatform.conversations.reading import read_conversation
+from dataplatform.imports.parsers import load_json
 
 from .autolabel import repository
 from .models import L1Source
@@ -44,9 +45,10 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _arguments(arguments: str) -> str:
-    """A call's arguments as compact JSON when they parse (a model may write broken JSON: then as written)."""
+    """A call's arguments as compact JSON when they parse (a model may write broken JSON, or JSON nested too deep
+    to walk: then as written)."""
     try:
-        return json.dumps(json.loads(arguments), ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(load_json(arguments), ensure_ascii=False, separators=(",", ":"))
     except ValueError:
         return arguments
 

@@ -18,8 +18,9 @@ Two shapes go out:
   `tools` go in a column of their own).
 """
 
-import json
 from dataclasses import dataclass, field
+
+from dataplatform.imports.parsers import load_json
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -31,10 +32,11 @@ class ToolCall:
     arguments: str  # JSON text, as written
 
     def arguments_object(self):
-        """The arguments parsed, or None when the text is not JSON (a model can write broken JSON)."""
+        """The arguments parsed, or None when the text is not JSON (a model can write broken JSON) or not JSON
+        every reader takes (nested past MAX_JSON_DEPTH, NaN, a key twice, NUL...): then the text is kept."""
         try:
-            return json.loads(self.arguments)
-        except ValueError:
+            return load_json(self.arguments)
+        except ValueError:  # json.JSONDecodeError and JsonProblem both
             return None
 
     def as_dict(self) -> dict:

@@ -15,6 +15,10 @@ from .report import LineError
 MAX_JSON_DEPTH = 100
 # NUL and unpaired surrogates: valid in a JSON string, but PostgreSQL (text or jsonb) and UTF-8 cannot hold them.
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# Integers outside 64 bits: JSON allows any number of digits, but exports write Arrow int64/uint64 columns,
+# PostgreSQL's bigint stops here, and RFC 8259 (section 6) warns that peers may not read them exactly.
+# (Python itself refuses more than 4,300 digits while parsing, so the text cannot make this check slow.)
+MIN_INTEGER, MAX_INTEGER = -(2**63), 2**64 - 1
 
 
 def canonical_sha256(obj) -> str:
@@ -71,7 +75,7 @@ def load_json(text: str):
     """`json.loads` for untrusted text. Raises json.JSONDecodeError for bad syntax and JsonProblem for
     what standard JSON or the database refuses: NaN or Infinity, a number beyond a float (1e999) or
     an integer of more than 4,300 digits, a key given twice in one object, nesting deeper than
-    MAX_JSON_DEPTH, a NUL character or an unpaired surrogate."""
+    MAX_JSON_DEPTH, an integer outside 64 bits, a NUL character or an unpaired surrogate."""
     data = _loads(text)
     check_storable(data)
     return data
@@ -97,6 +101,8 @@ def _first_problem(value, depth: int) -> tuple[str, list] | None:
         return (gettext(UNSTORABLE_MESSAGE), []) if UNSTORABLE.search(value) else None
     if isinstance(value, float):
         return None if math.isfinite(value) else (gettext("is a number too large to store"), [])
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if MIN_INTEGER <= value <= MAX_INTEGER else (gettext("is a number too large to store"), [])
     if isinstance(value, dict):
         if depth > MAX_JSON_DEPTH:
             return gettext("nested more than %(depth)s levels deep") % {"depth": MAX_JSON_DEPTH}, []

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_float
+from .env import env_float, env_int
 from .logs import LOGGING
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -117,6 +117,12 @@ MCP_SERVERS = env_mcp_servers()
 # A tool call's whole time, server start-up included; listing a server's tools (once a minute at most).
 MCP_CALL_TIMEOUT_SECONDS = env_seconds("MCP_CALL_TIMEOUT_SECONDS", 20.0)
 MCP_LIST_TIMEOUT_SECONDS = env_seconds("MCP_LIST_TIMEOUT_SECONDS", 20.0)
+# What a tool call may carry and bring back, bounded by what it becomes: arguments are stored, sent and put
+# in the next prompt, so an edited call's JSON text is refused past TOOL_ARGUMENTS_MAX_BYTES; a result is
+# kept up to TOOL_RESULT_MAX_CHARS characters and cut there with a marker, as agent harnesses cut long
+# observations (the model reads the marker, and the prompt's token budget holds the rest).
+TOOL_ARGUMENTS_MAX_BYTES = env_int("TOOL_ARGUMENTS_MAX_BYTES", 100_000)
+TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 50_000)
 
 # Never the arguments, env values or headers in the log, even with LOG_LEVEL=DEBUG: the SDK logs every
 # message it sends at DEBUG (a call's arguments), and its HTTP client every request's URL at INFO (a

@@ -36,6 +36,7 @@ from django.utils.translation import gettext
 
 from dataplatform.errors import PlatformError, Refused
 
+from .results import bounded_result_text, bounded_structured
 from .schema import EMPTY_OBJECT_SCHEMA, Tool, validate_arguments
 from .servers import ToolTimedOut, ToolUnavailable, check_server_names, server_config
 
@@ -417,9 +418,10 @@ def call_tool(server: str, name: str, arguments, *, timeout: float | None = None
                        (time.perf_counter() - started) * 1000, type(error).__name__)
         raise
     latency_ms = (time.perf_counter() - started) * 1000
-    text = "\n".join(_part_text(part) for part in result.content)
+    text = bounded_result_text("\n".join(_part_text(part) for part in result.content))
     tool_result = ToolResult(server=server, name=name, text=text, is_error=bool(result.is_error),
-                             structured=result.structured_content, latency_ms=latency_ms)
+                             structured=bounded_structured(result.structured_content), latency_ms=latency_ms)
     logger.info("MCP call_tool server=%s tool=%s latency_ms=%.0f outcome=%s", server, name, latency_ms,
                 "tool_error" if tool_result.is_error else "ok")
     return tool_result
+

@@ -33,8 +33,9 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
-from hypothesis import HealthCheck, Phase
+from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     allow_header_conformance,
@@ -226,3 +227,68 @@ def test_answers_found_by_the_attack(method, path, objects, role, status, world,
     case = schema[path][method].Case(path_parameters={name: values[name] for name in re.findall(r"{(\w+)}", path)})
     response = case.call_and_validate(headers={"Authorization": f"Token {world.secrets[role]}"}, checks=CHECKS)
     assert response.status_code == status
+
+
+# Bodies bounded by what they expand to (issue 37): every operation that takes JSON meets nesting up to
+# 10,000 deep, NUL and unpaired surrogates, NaN, a 5,000-digit integer and a key given twice, as each role
+# that reaches it, on real objects. The body is raw text (json.dumps itself cannot write most of these).
+# None may answer a server error or a status its operation does not document; the platform's parser
+# answers each one with a 400 before any view reads the data.
+def json_body_operations() -> list[tuple[str, str, dict]]:
+    found = []
+    for path, path_item in openapi_document()["paths"].items():
+        for method, operation in path_item.items():
+            if "application/json" in operation.get("requestBody", {}).get("content", {}):
+                found.append((method.upper(), path, operation))
+    return found
+
+
+JSON_BODY_OPERATIONS = json_body_operations()
+PATH_VALUES = {"slug": "alpha", "action": "skip", "name": next(iter(EXPORT_FILES))}
+
+
+def nested(depth: int, opener: str = "[") -> str:
+    return "[" * depth + "]" * depth if opener == "[" else '{"a":' * depth + "1" + "}" * depth
+
+
+HOSTILE_BODIES = {
+    "list 10,000 deep": "[" * 10_000 + "]" * 10_000,
+    "field 1,000 deep": '{"version": 0, "text": ' + nested(1000) + "}",
+    "field 150 deep": '{"version": 0, "text": ' + nested(150, "{") + "}",
+    "NUL in a string": '{"version": 0, "name": "a\\u0000b", "text": "a\\u0000b"}',
+    "unpaired surrogate": '{"version": 0, "name": "\\ud800", "text": "\\udfff"}',
+    "NaN": '{"version": NaN}',
+    "5,000 digits": '{"version": ' + "9" * 5000 + "}",
+    "key twice": '{"version": 0, "version": 1}',
+    "not UTF-8": b'{"name": "\xff\xfe"}',
+}
+
+
+def documented(method: str, path: str) -> set[int]:
+    return {int(code) for code in openapi_document()["paths"][path][method.lower()]["responses"]}
+
+
+def send_raw(world, role: str, method: str, path: str, body) -> int:
+    url = re.sub(r"{(\w+)}", lambda match: str(PATH_VALUES.get(match[1], world.alpha.ids.get(match[1], 1))), path)
+    client = world.api_client(role)
+    response = client.generic(method, url, body, content_type="application/json")
+    assert response.status_code < 500, f"{method} {url} as {role}: {response.status_code} {response.content[:300]!r}"
+    assert response.status_code in documented(method, path), \
+        f"{method} {url} as {role}: {response.status_code} is not documented"
+    return response.status_code
+
+
+@pytest.mark.parametrize("body", HOSTILE_BODIES.values(), ids=HOSTILE_BODIES.keys())
+def test_hostile_json_bodies_are_refused_never_a_server_error(body, world, quiet_platform):
+    statuses = [send_raw(world, role, method, path, body)
+                for method, path, _ in JSON_BODY_OPERATIONS for role in ("annotator", "curator", "admin")]
+    assert statuses.count(400) >= len(JSON_BODY_OPERATIONS)  # each one reached the parser for some role
+
+
+@given(depth=st.integers(min_value=1, max_value=10_000), opener=st.sampled_from(["[", "{"]),
+       operation=st.sampled_from(JSON_BODY_OPERATIONS), role=st.sampled_from(["annotator", "curator", "admin"]))
+@hypothesis_settings(max_examples=60, derandomize=True, deadline=None, database=None,
+                     suppress_health_check=list(HealthCheck))
+def test_any_nesting_depth_is_never_a_server_error(depth, opener, operation, role, world, quiet_platform):
+    method, path, _ = operation
+    send_raw(world, role, method, path, '{"version": 0, "text": ' + nested(depth, opener) + "}")

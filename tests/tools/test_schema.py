@@ -86,3 +86,44 @@ def test_every_kind_of_part_becomes_text():
         "[resource file:///a.bin, binary, 1234 bytes]",
         "[resource link file:///big.csv]",
     ]
+
+
+# Strict arguments (issue 37): JSON as RFC 8259 defines it, valid Unicode, bounded depth, numbers and size,
+# whichever shape the arguments came in: checked before anything is stored or sent to a server.
+@pytest.mark.parametrize("arguments, detail", [
+    ('{"query": NaN}', "arguments: invalid JSON: NaN is not allowed"),
+    ('{"query": "x", "limit": Infinity}', "arguments: invalid JSON: Infinity is not allowed"),
+    ('{"query": "a", "query": "b"}', "arguments.query: is given twice in one object"),
+    ('{"query": "\\ud800"}', "arguments.query: contains a NUL character or an unpaired surrogate"),
+    ({"query": "a\x00b"}, "arguments.query: contains a NUL character or an unpaired surrogate"),
+    ({"query": "\udfff"}, "arguments.query: contains a NUL character or an unpaired surrogate"),
+    ('{"query": "x", "n": ' + "9" * 5000 + "}", "arguments: invalid JSON: Exceeds the limit"),
+    ('{"query": "x", "n": ' + "9" * 30 + "}", "arguments.n: is a number too large to store"),
+    ({"query": "x", "n": 2**70}, "arguments.n: is a number too large to store"),
+    ({"query": float("nan")}, "arguments.query: is a number too large to store"),
+    ('{"query": ' + "[" * 10_000 + "]" * 10_000 + "}", "arguments: invalid JSON: nested more than 100 levels deep"),
+    ('{"query": ' + "[" * 150 + "]" * 150 + "}", "arguments.query: nested more than 100 levels deep"),
+])
+def test_arguments_that_are_not_strict_json_are_refused_before_the_schema(arguments, detail):
+    with pytest.raises(Refused) as refused:
+        validate_arguments(TOOL, arguments)
+    assert refused.value.detail.startswith(detail)
+    assert refused.value.field == "arguments"
+
+
+def test_arguments_over_their_size_are_refused_as_text_and_as_an_object(settings):
+    settings.TOOL_ARGUMENTS_MAX_BYTES = 1000
+    fits = {"query": "é" * 480}  # 960 bytes of UTF-8 in 974 bytes of JSON
+    assert validate_arguments(TOOL, fits) == fits
+    for big in ({"query": "A" * 2_000_000}, '{"query": "' + "A" * 2_000_000 + '"}', {"query": "é" * 600}):
+        with pytest.raises(Refused, match=r"^where: .* bytes of JSON is over the 1,000-byte limit .*"
+                                          r"\(TOOL_ARGUMENTS_MAX_BYTES\)\.$") as refused:
+            parse_arguments(big, where="where")
+        assert refused.value.field == "where"
+
+
+def test_edge_numbers_and_text_inside_the_rules_are_kept():
+    arguments = {"query": "ok \u2028 \U0001f600", "filters": [{"year": 2**63 - 1}, {"year": -(2**63)}]}
+    assert parse_arguments(arguments) == arguments
+    assert parse_arguments('{"query": "\\ud83d\\ude00", "n": 18446744073709551615}') == {"query": "\U0001f600",
+                                                                                       "n": 2**64 - 1}
