@@ -8,7 +8,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -19,7 +18,7 @@ from dataplatform.accounts.permissions import (
     request_token,
     role_in,
 )
-from dataplatform.apiutils import import_upload, truthy, uploaded_file
+from dataplatform.apiutils import UPLOAD_PARSERS, import_upload, truthy, uploaded_file
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.api import JobSerializer
 
@@ -54,7 +53,7 @@ class ConfigApi(APIView):
 class ImportApi(APIView):
     """Upload prompts as JSONL (multipart field `file`). `dry_run` and `skip_bad_lines` are form fields."""
 
-    parser_classes = [MultiPartParser, FormParser]
+    parser_classes = UPLOAD_PARSERS
 
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):
@@ -68,7 +67,7 @@ class ImportPandaApi(APIView):
     checks only (the report says trees, dialogs and operators found, and what is refused); `live` leaves
     the session open under the annotator's claim, to go on correcting it."""
 
-    parser_classes = [MultiPartParser, FormParser]
+    parser_classes = UPLOAD_PARSERS
 
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.utils.translation import gettext
 from rest_framework import status
 from rest_framework.exceptions import ParseError, ValidationError
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from .imports import FileTooLarge, JsonProblem, check_upload_size, json_error, json_path, load_json
@@ -58,6 +58,38 @@ def parse_json_body(text: str):
         inner = json_path(exc.path)
         inner = f"{inner}: " if len(exc.path) > 1 and len(inner) <= 80 else ""  # no a[0][0][0]... for deep nesting
         raise ValidationError({str(exc.path[0]): [inner + exc.message]}) from None
+
+
+def _check_form_fields(data) -> None:
+    """A form field with a NUL is a 400 naming it: PostgreSQL refuses NUL in text, so a view that looks a
+    value up (`annotator=<username>`) would end in a 500. (Unpaired surrogates cannot come this way: form
+    data is UTF-8, which Django decodes with replacement characters.)"""
+    for name, values in data.lists():
+        if "\x00" in name or any(isinstance(value, str) and "\x00" in value for value in values):
+            raise ValidationError({name.replace("\x00", "\ufffd"): [gettext("contains a NUL character, which cannot be "
+                                                                          "stored")]})
+
+
+class StrictFormParser(FormParser):
+    """FormParser, refusing NUL characters in field names and values (`_check_form_fields`)."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        data = super().parse(stream, media_type, parser_context)
+        _check_form_fields(data)
+        return data
+
+
+class StrictMultiPartParser(MultiPartParser):
+    """MultiPartParser, refusing NUL characters in its form fields (file parts are read by their importers)."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        parsed = super().parse(stream, media_type, parser_context)
+        _check_form_fields(parsed.data)
+        return parsed
+
+
+# What an upload view accepts: a multipart body with its file, or plain form fields.
+UPLOAD_PARSERS = [StrictMultiPartParser, StrictFormParser]
 
 
 def truthy(value) -> bool:

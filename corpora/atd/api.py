@@ -9,12 +9,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for, request_token
-from dataplatform.apiutils import MAX_ID, MAX_INT, import_upload
+from dataplatform.apiutils import MAX_ID, MAX_INT, UPLOAD_PARSERS, import_upload
 from dataplatform.jobs.api import JobSerializer
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
@@ -156,7 +155,7 @@ class AtdImportApi(APIView):
     """Upload a prompt pool as JSONL (field `file`): `{id, prompt | messages, candidates?, meta?}` per line.
     `dry_run` and `skip_bad_lines` are form fields; errors without skip_bad_lines → 400, nothing written."""
 
-    parser_classes = [MultiPartParser, FormParser]
+    parser_classes = UPLOAD_PARSERS
 
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):

@@ -10,8 +10,8 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "dataplatform.pagination.CreatedCursorPagination",
     "EXCEPTION_HANDLER": "dataplatform.errors.api_exception_handler",
-    "DEFAULT_PARSER_CLASSES": ["dataplatform.apiutils.JSONObjectParser", "rest_framework.parsers.FormParser",
-                               "rest_framework.parsers.MultiPartParser"],
+    "DEFAULT_PARSER_CLASSES": ["dataplatform.apiutils.JSONObjectParser", "dataplatform.apiutils.StrictFormParser",
+                               "dataplatform.apiutils.StrictMultiPartParser"],
     # No `?format=`: every endpoint has one representation, and an unknown format was an undocumented 404.
     "URL_FORMAT_OVERRIDE": None,
     "PAGE_SIZE": 50,
