@@ -1,5 +1,7 @@
 """The trainer pull API: create, list, watch, fetch the manifest, download shards, delete."""
 
+import logging
+
 import django_filters
 from django.http import HttpResponseRedirect
 from django.urls import reverse
@@ -37,6 +39,7 @@ CONTENT_TYPES = {
     "json": "application/json",
     "md": "text/markdown; charset=utf-8",
 }
+logger = logging.getLogger(__name__)
 FILE_MEDIA_TYPES = sorted({content_type.split(";")[0] for content_type in CONTENT_TYPES.values()})
 
 
@@ -156,22 +159,36 @@ class ExportShardApi(APIView):
         export = _export(request, slug, export_id)
         if export.job.state != JobState.SUCCEEDED or name not in selectors.downloadable_names(export):
             raise NotFound(gettext("No such file in this export."))
-        if _starts_a_download(request):
-            audit.record_request(request, action=audit.Action.EXPORT_DOWNLOADED, project=export.project,
-                                 target=export, detail={"file": name})
         storage = export_storage()
         path = f"{export.location}/{name}"
         if not is_local(storage):
-            return HttpResponseRedirect(storage.url(path))  # a signed URL; the object store serves ranges
-        # A shard's or the card's sha256 (from the manifest) is its ETag, so If-Range resumes it.
-        listed = next((f for f in [*export.manifest["shards"], export.manifest.get("card") or {}]
-                       if f.get("name") == name), None)
+            response = HttpResponseRedirect(storage.url(path))  # a signed URL; the object store serves ranges
+        else:
+            response = _local_file(request, export, storage, path, name)
+        if _starts_a_download(request):  # only once the file was found: a deleted export's is not a download
+            audit.record_request(request, action=audit.Action.EXPORT_DOWNLOADED, project=export.project,
+                                 target=export, detail={"file": name})
+        return response
+
+
+def _local_file(request, export: Export, storage, path: str, name: str):
+    # A shard's or the card's sha256 (from the manifest) is its ETag, so If-Range resumes it.
+    listed = next((f for f in [*export.manifest["shards"], export.manifest.get("card") or {}]
+                   if f.get("name") == name), None)
+    try:
         size = storage.size(path)
         etag = listed["sha256"] if listed else f"{export.pk}-{name}-{size}"
+        # Opens the file before answering: once open, a delete no longer takes it from this download.
         return file_response(
             request, open_file=lambda: storage.open(path, "rb"), size=size, etag=etag,
             content_type=CONTENT_TYPES[name.rsplit(".", 1)[-1]], filename=f"export-{export.pk}-{name}",
         )
+    except FileNotFoundError:
+        # Deleted since its row was read (delete_export removes the rows, then the files): gone, not an error.
+        # A file missing under a row that is still there was lost from storage: that is worth a log line.
+        if Export.objects.filter(pk=export.pk).exists():
+            logger.error("Export %s: %s is missing from the export storage", export.pk, path)
+        raise NotFound(gettext("No such file in this export.")) from None
 
 
 class ExportKindFieldSerializer(serializers.Serializer):

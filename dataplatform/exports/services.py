@@ -21,7 +21,7 @@ from dataplatform.accounts.models import Project
 from dataplatform.apiutils import MAX_ID, MAX_INT
 from dataplatform.audit import services as audit
 from dataplatform.conversations.training import text_schema
-from dataplatform.errors import Conflict, Refused
+from dataplatform.errors import Conflict, Missing, Refused
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import JobState
 from dataplatform.jobs.status import Status
@@ -261,19 +261,33 @@ class ExportBusy(Conflict):
     """The export's job is still queued or running."""
 
 
+class ExportGone(Missing):
+    """Deleted meanwhile (by another request)."""
+
+
 def delete_export(*, export: Export, actor=None, client_ip: str | None = None) -> None:
-    """Remove a finished export's files and rows, with its audit row. A running one must be cancelled first."""
-    if not export.job.is_terminal:
-        raise ExportBusy(gettext("Export %(id)d is still %(state)s; cancel its job first.")
-                         % {"id": export.pk, "state": export.job.get_state_display().lower()})
-    delete_prefix(export_storage(), export.location)
+    """Remove a finished export's rows, with its audit row, then its files. A running one must be cancelled first.
+
+    The rows go first and the files only once that has committed: a download that read the row a moment before
+    finds no file and answers 404 (ExportShardApi), and a failed commit leaves the export whole. Files whose
+    removal fails after the commit are left behind (logged), never a row without its files."""
     with transaction.atomic():
+        # Locks the export and its job: a second delete waits, then finds nothing; a retry cannot requeue it.
+        export = Export.objects.select_for_update().select_related("job").filter(pk=export.pk).first()
+        if export is None:
+            raise ExportGone(gettext("No such export."))
         job = export.job
+        if not job.is_terminal:
+            raise ExportBusy(gettext("Export %(id)d is still %(state)s; cancel its job first.")
+                             % {"id": export.pk, "state": job.get_state_display().lower()})
         audit.record(action=audit.Action.EXPORT_DELETED, actor=actor, project=export.project,
                      target_type="exports.export", target_id=export.pk, client_ip=client_ip,
                      detail={"kind": export.kind, "rows": export.rows_total})
+        location = export.location
         export.delete()
         job.delete()
+        if location:
+            transaction.on_commit(lambda: delete_prefix(export_storage(), location), robust=True)
 
 
 class ManifestNotReady(Conflict):

@@ -161,11 +161,17 @@ def test_invalid_options_name_the_field(project, members):
     assert not Export.objects.exists() and not Job.objects.exists()
 
 
-def test_delete_removes_files_and_rows(run_export, export_storage_in_tmp):
+def test_delete_removes_files_and_rows(run_export, export_storage_in_tmp, django_capture_on_commit_callbacks):
     export = run_export(filters={"n": 5})
-    services.delete_export(export=export)
+    with django_capture_on_commit_callbacks(execute=False) as after_commit:
+        services.delete_export(export=export)
     assert not Export.objects.exists() and not Job.objects.exists()
-    assert not (export_storage_in_tmp / export.location).exists() or files_of(export, export_storage_in_tmp) == []
+    assert files_of(export, export_storage_in_tmp) != []  # the files go only once the rows' deletion commits
+    for callback in after_commit:
+        callback()
+    assert files_of(export, export_storage_in_tmp) == []
+    with pytest.raises(services.ExportGone):  # deleted meanwhile by someone else
+        services.delete_export(export=export)
 
 
 def test_filters_from_pairs():
