@@ -24,7 +24,7 @@ from functools import cached_property
 from django.utils.translation import gettext, gettext_noop
 
 from dataplatform.jobs.status import Status
-from dataplatform.yamlfile import YamlFileError, load_yaml
+from dataplatform.yamlfile import YamlFileError, clipped, load_yaml, shown
 
 SCHEMA = "swe-taxonomy/1"
 UNSPECIFIED = "unspecified"  # allowed in every L2 list, never one of the counted tags
@@ -127,7 +127,7 @@ class TaxonomySpec:
                 continue
             if values[name] not in self.options(name):
                 problems[name] = Status(gettext_noop("%(value)s is not one of the %(count)s allowed values"),
-                                        value=repr(values[name]), count=len(self.options(name)))
+                                        value=shown(values[name]), count=len(self.options(name)))
         for axis in self.axes:
             name = f"{axis}_l2"
             if name not in values:
@@ -142,8 +142,8 @@ class TaxonomySpec:
             wrong = [t for t in tags if t not in allowed]
             if wrong:
                 problems[name] = Status(gettext_noop("%(tags)s not under %(field)s %(family)s"),
-                                        tags=", ".join(map(repr, wrong)), field=f"{axis}_l1",
-                                        family=repr(values.get(f"{axis}_l1")))
+                                        tags=clipped(", ".join(map(shown, wrong))), field=f"{axis}_l1",
+                                        family=shown(values.get(f"{axis}_l1")))
             elif len(set(tags)) != len(tags):
                 problems[name] = Status(gettext_noop("a tag is listed twice"))
             elif not tags and not partial:
@@ -159,6 +159,11 @@ def parse_taxonomy(text: str, *, filename: str) -> TaxonomySpec:
 def validated(raw, *, filename: str) -> TaxonomySpec:
     """A taxonomy of the file format's shape (read from YAML, or built by a reader of another format)."""
     return _Validator(filename).validate(raw)
+
+
+def _key(key) -> str:
+    """A mapping's key from the file in a field's path: cut short, as every error under it repeats the path."""
+    return clipped(str(key))
 
 
 class _Validator:
@@ -183,7 +188,7 @@ class _Validator:
             elif isinstance(value, str | int | float) and not isinstance(value, bool):
                 kept[str(key)] = str(value)
             else:
-                self.error(entry, f"{path}.{key}", gettext("must be text or a list of texts"))
+                self.error(entry, f"{path}.{_key(key)}", gettext("must be text or a list of texts"))
         return kept
 
     def text(self, entry, path: str, key: str, *, required: bool = True) -> str:
@@ -204,7 +209,7 @@ class _Validator:
             return None
         slug = self.text(entry, path, "slug")
         if slug and not slug_re.match(slug):
-            self.error(entry, f"{path}.slug", gettext("%(slug)s is not a valid slug") % {"slug": repr(slug)})
+            self.error(entry, f"{path}.slug", gettext("%(slug)s is not a valid slug") % {"slug": shown(slug)})
         out = {"slug": slug, "name": self.text(entry, path, "name"),
                "definition": self.text(entry, path, "definition")}
         for key in ("example", *extra):
@@ -222,7 +227,7 @@ class _Validator:
         if slug == UNSPECIFIED:
             self.error(entry, f"{path}.slug", gettext("%(slug)s is reserved") % {"slug": repr(UNSPECIFIED)})
         elif (scope, slug) in self.slugs:
-            where = {"slug": repr(slug), "scope": scope[1], "first": self.slugs[scope, slug]}
+            where = {"slug": shown(slug), "scope": clipped(scope[1]), "first": self.slugs[scope, slug]}
             self.error(entry, f"{path}.slug",
                        gettext("duplicate slug %(slug)s in axis %(scope)s (first defined at %(first)s)") % where
                        if scope[0] == "axis" else
@@ -251,12 +256,12 @@ class _Validator:
             raise YamlFileError(self.errors)
         if raw.get("schema") != SCHEMA:
             self.error(raw, "schema", gettext("must be %(schema)s, got %(value)s")
-                       % {"schema": repr(SCHEMA), "value": repr(raw.get("schema"))})
+                       % {"schema": repr(SCHEMA), "value": shown(raw.get("schema"))})
         data = {"name": self.text(raw, "", "name").strip(), "version": self.text(raw, "", "version").strip(),
                 "title": self.text(raw, "", "title", required=False),
                 "description": self.text(raw, "", "description", required=False)}
         if data["name"] and not SLUG_RE.match(data["name"]):
-            self.error(raw, "name", gettext("%(slug)s is not a valid slug") % {"slug": repr(data["name"])})
+            self.error(raw, "name", gettext("%(slug)s is not a valid slug") % {"slug": shown(data["name"])})
         data["axes"] = self.axes(raw)
         data["dimensions"] = self.dimensions(raw)
         data["routing"] = self.routing(raw, data["axes"])
@@ -273,7 +278,7 @@ class _Validator:
             return {}
         out = {}
         for axis, spec in axes.items():
-            path = f"axes.{axis}"
+            path = f"axes.{_key(axis)}"
             families = []
             for n, family in enumerate(self.listing(spec, path, "families")):
                 fpath = f"{path}.families[{n}]"
@@ -293,7 +298,7 @@ class _Validator:
             tag = self.tag(item, path, ("family", f"{homes[0][0]}.{family_slug}" if homes else path))
             if tag is not None and family_slug and not homes:
                 self.error(item, f"{path}.family", gettext("unknown level-1 family %(family)s")
-                           % {"family": repr(family_slug)})
+                           % {"family": shown(family_slug)})
             elif tag is not None and homes:
                 homes[0][1]["tags"].append(tag)
         return out
@@ -311,12 +316,12 @@ class _Validator:
             return {}
         out = {}
         for name, spec in dims.items():
-            path = f"dimensions.{name}"
+            path = f"dimensions.{_key(name)}"
             choices = [c for n, item in enumerate(self.listing(spec, path, "choices"))
                        if (c := self.entry(item, f"{path}.choices[{n}]", slug_re=CHOICE_RE)) is not None]
             seen = [c["slug"] for c in choices]
             for slug in {s for s in seen if seen.count(s) > 1}:
-                self.error(spec, f"{path}.choices", gettext("duplicate choice %(slug)s") % {"slug": repr(slug)})
+                self.error(spec, f"{path}.choices", gettext("duplicate choice %(slug)s") % {"slug": shown(slug)})
             stage = spec.get("stage", 1) if isinstance(spec, dict) else 1
             if stage not in (1, 2):
                 self.error(spec, f"{path}.stage", gettext("must be 1 (asked with the families) or 2 (with the tags)"))
@@ -338,18 +343,18 @@ class _Validator:
         tables = [key for key in routing if isinstance(key, str) and key.endswith("_l1")]
         if len(tables) != 1 or tables[0][:-3] not in axes:
             self.error(routing, "routing", gettext("needs exactly one table named <axis>_l1 for one of %(axes)s")
-                       % {"axes": sorted(axes)})
+                       % {"axes": shown(sorted(map(str, axes)))})
             return {"axis": "", "categories": categories, "table": {}}
         axis = tables[0][:-3]
         table = routing[tables[0]] if isinstance(routing[tables[0]], dict) else {}
         families = {f["slug"] for f in axes[axis]["families"]}
         for l1, category in table.items():
+            field_name = f"routing.{_key(tables[0])}.{_key(l1)}"
             if l1 not in families:
-                self.error(table, f"routing.{tables[0]}.{l1}", gettext("unknown %(axis)s family %(family)s")
-                           % {"axis": axis, "family": repr(l1)})
+                self.error(table, field_name, gettext("unknown %(axis)s family %(family)s")
+                           % {"axis": clipped(axis), "family": shown(l1)})
             if not isinstance(category, str) or category not in known:
-                self.error(table, f"routing.{tables[0]}.{l1}", gettext("unknown category %(category)s")
-                           % {"category": repr(category)})
+                self.error(table, field_name, gettext("unknown category %(category)s") % {"category": shown(category)})
         return {"axis": axis, "categories": categories, "table": dict(table)}
 
     def counts(self, raw, axes: dict) -> None:
@@ -361,4 +366,4 @@ class _Validator:
         for key, value in actual.items():
             if isinstance(declared, dict) and key in declared and declared[key] != value:
                 self.error(declared, f"counts.{key}", gettext("declares %(declared)s but the file defines %(defined)s")
-                           % {"declared": declared[key], "defined": value})
+                           % {"declared": shown(declared[key]), "defined": value})

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from django.db import IntegrityError, transaction
 
-from dataplatform.yamlfile import LocatedList, LocatedMapping, YamlFileError, load_yaml
+from dataplatform.yamlfile import LocatedList, LocatedMapping, YamlFileError, clipped, load_yaml, shown
 
 from .models import ErrorTaxonomy
 
@@ -41,11 +41,13 @@ class _Checker:
         self.add(line, field, message)
 
     def keys(self, mapping: LocatedMapping, allowed: tuple[str, ...], prefix: str) -> None:
+        # A key is the file's text: quoted short, in the message and in the field, which every problem repeats.
         for key, line in mapping.repeated:
-            self.add(line, f"{prefix}{key}", f"{key!r} is given twice in this mapping")
+            self.add(line, f"{prefix}{clipped(str(key))}", f"{shown(key)} is given twice in this mapping")
         for key in mapping:
             if key not in allowed:
-                self.at(mapping, key, f"{prefix}{key}", f"unknown key {key!r}; expected one of {', '.join(allowed)}")
+                self.at(mapping, key, f"{prefix}{clipped(str(key))}",
+                        f"unknown key {shown(key)}; expected one of {', '.join(allowed)}")
 
     def text(self, mapping: LocatedMapping, key: str, field: str, *, required: bool) -> str:
         value = mapping.get(key)
@@ -61,7 +63,7 @@ class _Checker:
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
         if isinstance(value, float):  # 1.10 would silently become "1.1"
-            self.at(document, "version", "version", f"must be quoted text (unquoted, it reads as the number {value!r})")
+            self.at(document, "version", "version", f"must be quoted text (unquoted, it reads as the number {shown(value)})")
             return ""
         return self.text(document, "version", "version", required=True)
 
@@ -73,9 +75,9 @@ class _Checker:
         self.keys(entry, CATEGORY_KEYS, f"{where}.")
         slug = self.text(entry, "slug", f"{where}.slug", required=True)
         if slug and not SLUG.match(slug):
-            self.at(entry, "slug", f"{where}.slug", f"{slug!r} is not a kebab-case slug (a-z, 0-9 and -)")
+            self.at(entry, "slug", f"{where}.slug", f"{shown(slug)} is not a kebab-case slug (a-z, 0-9 and -)")
         elif slug in seen:
-            self.at(entry, "slug", f"{where}.slug", f"duplicate slug {slug!r} (first used by {seen[slug]})")
+            self.at(entry, "slug", f"{where}.slug", f"duplicate slug {shown(slug)} (first used by {seen[slug]})")
         elif slug:
             seen[slug] = f"{where}, line {entry.line_of('slug')}"
         return {"slug": slug,
@@ -89,12 +91,12 @@ class _Checker:
             return {}
         self.keys(document, TOP_KEYS, "")
         if document.get("schema") != SCHEMA:
-            self.at(document, "schema", "schema", f"must be {SCHEMA!r}, got {document.get('schema')!r}")
+            self.at(document, "schema", "schema", f"must be {SCHEMA!r}, got {shown(document.get('schema'))}")
         data = {"name": self.text(document, "name", "name", required=True), "version": self.version(document),
                 "title": self.text(document, "title", "title", required=False),
                 "description": self.text(document, "description", "description", required=False)}
         if data["name"] and not SLUG.match(data["name"]):
-            self.at(document, "name", "name", f"{data['name']!r} is not a kebab-case slug (a-z, 0-9 and -)")
+            self.at(document, "name", "name", f"{shown(data['name'])} is not a kebab-case slug (a-z, 0-9 and -)")
         entries = document.get("categories")
         if not isinstance(entries, LocatedList) or not entries:
             self.at(document, "categories", "categories", "must be a non-empty list of categories")

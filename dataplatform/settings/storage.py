@@ -57,3 +57,16 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
 # Split bigger files: each part imports on its own, and re-importing a part adds nothing.
 # The proxy's body limit (client_max_body_size) should be a little above this: docs/operations.md.
 IMPORT_MAX_FILE_BYTES = env_int("IMPORT_MAX_FILE_BYTES", 2 * 1024**3)
+
+# --- Taxonomy files (YAML, a zip of the published definition files): bounded by what they expand to ---
+# An alias in YAML is a copy of the node it names (dataplatform/yamlfile.py counts it so). A real taxonomy is a
+# few thousand nodes (the shipped swe_v1.yaml 3,060 for 274 families and tags; the published domain_l2.yaml about
+# 2,000); 50,000 is some 4,500 entries. PyYAML reads about 40,000 nodes a second, so this also bounds the time
+# one file takes to read. An alias of a long text is one node but a long walk each time it is read (a regex, a
+# copy, the stored JSON): text is bounded at twice the largest taxonomy upload (2,000,000 bytes).
+YAML_MAX_EXPANDED_NODES = env_int("YAML_MAX_EXPANDED_NODES", 50_000)
+YAML_MAX_EXPANDED_CHARS = env_int("YAML_MAX_EXPANDED_CHARS", 4_000_000)
+# A zip of the published folder (labeler/upstream.py): its files, and the bytes they unpack to, all told (the
+# folder is well under 1 MB). Each definition file read from it is also at most 2,000,000 bytes, as uploaded loose.
+TAXONOMY_ZIP_MAX_MEMBERS = env_int("TAXONOMY_ZIP_MAX_MEMBERS", 200)
+TAXONOMY_ZIP_MAX_UNPACKED_BYTES = env_int("TAXONOMY_ZIP_MAX_UNPACKED_BYTES", 20 * 1024**2)
