@@ -5,7 +5,8 @@
 - import, as for prompts (DESIGN §6), reader -> parser -> validator -> writer: `parser` reads an
   upload into a document and the document into all its dialogs and trees, by the rules of `validator`;
   `operations` reads what the app's operation records say about each fork; `importer` writes the file
-  as an Item with one Session holding every tree (finished, or live); `report` is what an import answers.
+  as an Item with one Session holding every tree (finished, or live); `report` is what an import answers;
+- what a file expands to is bounded: hash_map references (`parser`) and the lz-string `cache_tree` (`lz_string`).
 """
 
 from .export import session_to_panda_json

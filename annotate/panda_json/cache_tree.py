@@ -13,19 +13,37 @@ shows the cached tokens with their probabilities; otherwise it matches their tex
 A node made here writes its own tokens in that shape: template text (the think and tool-call markers)
 and the stop token become chunks with an empty delta, as a chat-completions server streams them; a token that ends in
 the middle of a character carries no text, and the token that completes it carries the character.
+
+A few KB of lz-string can spell billions of characters, and a cache nested deep enough ended every export of
+its project in a RecursionError. `decode` is bounded (lz_string.py; PANDA_CACHE_TREE_MAX_CHARS, and the
+platform's strict JSON reader, at most MAX_JSON_DEPTH levels): import refuses a file whose cache passes the
+bounds, and export writes back a stored one as it was stored.
 """
 
 import codecs
 import json
 
+from django.conf import settings
+from django.utils.translation import gettext
 from lzstring import LZString
 
+from dataplatform.imports import JsonProblem, check_storable, load_json
 from dataplatform.inference import Backend
 
 from ..models import Node
 from ..supervision import response_ids
+from . import lz_string
 
 COMPRESSED_TYPE = "lz-string-base64"
+UNPACK = {"lz-string-base64": lz_string.decompress_from_base64, "lz-string": lz_string.decompress}
+
+
+class CacheRefused(ValueError):
+    """A cache this platform does not decode: it spells more than PANDA_CACHE_TREE_MAX_CHARS characters, or
+    JSON that `load_json` refuses (nested deeper than MAX_JSON_DEPTH...). The message says which.
+
+    Import refuses such a file (the 400 names `cache_tree`), so none is stored; a cache stored before these
+    bounds existed is written back by export as it was stored, never decoded past the cap (export.py)."""
 
 
 def encode(cache: dict) -> dict:
@@ -35,28 +53,52 @@ def encode(cache: dict) -> dict:
     return {"compressed_type": COMPRESSED_TYPE, "compressed": LZString.compressToBase64(text)}
 
 
+def _too_long(limit: int) -> CacheRefused:
+    return CacheRefused(gettext("the cache it holds spells more than %(limit)s characters "
+                                "(PANDA_CACHE_TREE_MAX_CHARS); remove cache_tree from the file to import it without "
+                                "the app's cached token probabilities") % {"limit": f"{limit:,}"})
+
+
+def _load(text: str, limit: int):
+    """The JSON value `text` holds, read as strictly as an upload; None if it is not JSON."""
+    if len(text) > limit:
+        raise _too_long(limit)
+    try:
+        return load_json(text)
+    except json.JSONDecodeError:
+        return None
+    except JsonProblem as exc:
+        raise CacheRefused(gettext("the cache it holds cannot be read: %(problem)s") % {"problem": exc.message}) \
+            from None
+
+
 def decode(value) -> dict | None:
     """The cache a file's `cache_tree` holds (either compression the app wrote, a JSON string, or the object
-    itself), or None when it holds something else."""
+    itself), or None when it holds something else. Raises CacheRefused past the bounds: decompression stops
+    as soon as its output passes PANDA_CACHE_TREE_MAX_CHARS, so no input costs more than the cap."""
+    limit = settings.PANDA_CACHE_TREE_MAX_CHARS
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
+        value = _load(value, limit)
     if not isinstance(value, dict):
         return None
     kind = value.get("compressed_type")
-    if kind is None:
+    if kind is None:  # the object itself: bounded as its JSON would be (a stored one may predate the bounds)
+        try:
+            check_storable(value)
+        except JsonProblem as exc:
+            raise CacheRefused(gettext("the cache it holds cannot be read: %(problem)s")
+                               % {"problem": exc.message}) from None
+        if len(json.dumps(value, ensure_ascii=True, separators=(",", ":"))) > limit:
+            raise _too_long(limit)
         return value
-    unpack = {"lz-string-base64": LZString.decompressFromBase64, "lz-string": LZString.decompress}.get(kind)
+    unpack = UNPACK.get(kind) if isinstance(kind, str) else None
     if unpack is None or not isinstance(value.get("compressed"), str):
         return None
     try:
-        # LZString gives UTF-16 code units back: a character outside the BMP comes as two surrogates.
-        text = (unpack(value["compressed"]) or "null").encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-        cache = json.loads(text)
-    except (ValueError, TypeError, KeyError, IndexError):  # UnicodeError is a ValueError
-        return None
+        text = unpack(value["compressed"], limit)
+    except lz_string.TooLong:
+        raise _too_long(limit) from None
+    cache = _load(text, limit) if text else None
     return cache if isinstance(cache, dict) else None
 
 
@@ -121,8 +163,8 @@ def node_tokens(node: Node, backend: Backend, *, fork_top: list | None = None) -
 def cache_tree(made_here: list[Node], backend: Backend, *, kept=None, fork_tops: dict | None = None) -> dict | None:
     """The `cache_tree` of a session: an imported file's own entries (`kept`, its cache_tree as imported; its
     nodes have no logprobs of their own, a file stores text) and the tokens of the nodes made here. None when
-    there is nothing to write or the kept value cannot be read (it is then written back as it came).
-    `fork_tops`: node pk -> the candidates at its fork."""
+    there is nothing to write or the kept value cannot be read (it is then written back as it came); raises
+    CacheRefused for a kept value past the bounds (decode). `fork_tops`: node pk -> the candidates at its fork."""
     cache = decode(kept) if kept is not None else {}
     if cache is None:
         return None

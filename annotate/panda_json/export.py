@@ -19,6 +19,7 @@ contents go through `hash_map`.
 """
 
 import copy
+import logging
 import uuid
 from collections import defaultdict
 from datetime import datetime
@@ -29,12 +30,14 @@ from .. import services
 from ..models import Event, EventKind, Node, Origin, Session, SessionStatus
 from ..nodes import response_message
 from ..supervision import response_ids
-from .cache_tree import cache_tree
+from .cache_tree import CacheRefused, cache_tree
 from .hash_map import use_hash_map
 
 PANDA_VERSION = "2.0"
 # Fixed forever: a session's uuid is uuid5(this, ...) so that re-exports of a session carry the same uuid.
 SESSION_UUID_NAMESPACE = uuid.UUID("0c6f3e1a-5b7d-4f0e-9a2c-8d4b1e6f7a35")
+
+logger = logging.getLogger(__name__)
 
 
 def session_uuid(session: Session) -> str:
@@ -211,7 +214,14 @@ def session_to_panda_json(session: Session, *, backend: Backend | None = None) -
         made_here = [node for node in nodes if str(node.key) not in kept_dialogs]
         fork_tops = {node.pk: next((event.payload.get("top_logprobs") for event in events_of[node.pk]
                                     if (event.payload or {}).get("top_logprobs")), None) for node in made_here}
-        cached = cache_tree(made_here, backend, kept=file.get("cache_tree"), fork_tops=fork_tops)
+        try:
+            cached = cache_tree(made_here, backend, kept=file.get("cache_tree"), fork_tops=fork_tops)
+        except CacheRefused as exc:
+            # Stored before import refused such caches: written back as stored (without the tokens of the nodes
+            # made here) rather than failing every export of the project. Decoding stopped at the bounds.
+            logger.warning("Session %s: its cache_tree is exported as stored, without the nodes made here: %s",
+                           session.pk, exc)
+            cached = None
         if cached is not None:
             file["cache_tree"] = cached
     document = {

@@ -12,6 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.utils.translation import gettext
 
 from dataplatform.conversations.model import Conversation, Message
@@ -28,13 +29,15 @@ from dataplatform.imports import (
     load_json,
 )
 
-from . import validator
+from . import cache_tree, validator
 from .report import FieldError, PandaImportReport
 from .validator import DialogRefused
 
 # onPanda moves long contents into `hash_map` and leaves "<|hash|>" and their sha256 (base64) in their place.
 HASH_REFERENCE = re.compile(r"^<\|hash\|>([A-Za-z0-9+/=]+)$")
 MAX_FILE_BYTES = 50 * 1024 * 1024  # one prompt's tree; anything bigger is not an onPanda session
+# What a file spells is bounded too (settings, by default as much again as this): its hash_map references
+# put back at most PANDA_JSON_MAX_EXPANDED_BYTES, its cache_tree at most PANDA_CACHE_TREE_MAX_CHARS characters.
 SUPPORTED_VERSIONS = (None, "1.0", "2.0")  # what PandaTree reads (a file before 1.0 has no version)
 MAX_TIME_MS = 253_402_300_799_000  # 9999-12-31T23:59:59Z, the last moment a datetime can hold
 
@@ -119,25 +122,53 @@ def panda_sha256(data) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _recover_hash_map(dialogs: dict, hash_map: dict, errors: list[str], where: str = "dialogs") -> dict:
-    """Put back the long contents onPanda moved into `hash_map` (errors name the missing hashes)."""
+class ExpandsTooFar(Exception):
+    """hash_map references that would put back more than PANDA_JSON_MAX_EXPANDED_BYTES; `path` names the one
+    that passes it."""
+
+    def __init__(self, path: str, limit: int):
+        super().__init__(path)
+        self.path, self.limit = path, limit
+
+
+def _recover_hash_map(sections: dict[str, dict], hash_map: dict, missing: list[str]) -> dict[str, dict]:
+    """Put back the long contents onPanda moved into `hash_map`, in each section of dialogs (`missing` gets the
+    paths of references to hashes it does not hold), as onpanda's `recover_hash_map` does: a value put back is
+    not searched for references again.
+
+    A reference costs nothing in the file, and each one put back is stored, tokenized and kept in full, so one
+    1 MB value named 100 times would be 100 MB. What the references add, the size of each value named as
+    UTF-8 JSON once per reference, is counted before anything is expanded (the values are shared here, never
+    copied); past PANDA_JSON_MAX_EXPANDED_BYTES in all, ExpandsTooFar names the reference that passed it."""
+    limit = settings.PANDA_JSON_MAX_EXPANDED_BYTES
+    sizes: dict[str, int] = {}
+    total = 0
 
     def recover(value, path: str):
+        nonlocal total
         if isinstance(value, str):
             match = HASH_REFERENCE.match(value)
             if not match:
                 return value
-            if match.group(1) not in hash_map:
-                errors.append(path)
+            digest = match.group(1)
+            if digest not in hash_map:
+                missing.append(path)
                 return value
-            return hash_map[match.group(1)]
+            if digest not in sizes:  # measured once per hash, however often it is named
+                sizes[digest] = len(json.dumps(hash_map[digest], ensure_ascii=False,
+                                               separators=(",", ":")).encode("utf-8", "surrogatepass"))
+            total += sizes[digest]
+            if total > limit:
+                raise ExpandsTooFar(path, limit)
+            return hash_map[digest]
         if isinstance(value, dict):
             return {key: recover(item, f"{path}.{key}") for key, item in value.items()}
         if isinstance(value, list):
             return [recover(item, f"{path}[{index}]") for index, item in enumerate(value)]
         return value
 
-    return {key: recover(dialog, f"{where}.{key}") for key, dialog in dialogs.items()}
+    return {section: {key: recover(dialog, f"{section}.{key}") for key, dialog in dialogs.items()}
+            for section, dialogs in sections.items()}
 
 
 def time_ms(value) -> int | None:
@@ -178,9 +209,20 @@ def parse_panda_json(data, *, file: str, report: PandaImportReport) -> ParsedTre
     if not isinstance(raw_deleted, dict):
         error("deleted_dialogs", gettext("must be an object of dialogs keyed like dialogs"))
         raw_deleted = {}
+    if "cache_tree" in data:
+        try:  # only to know it is within the bounds; it is kept as the file holds it
+            cache_tree.decode(data["cache_tree"])
+        except cache_tree.CacheRefused as exc:
+            error("cache_tree", str(exc))
     missing: list[str] = []
-    raw_dialogs = _recover_hash_map(raw_dialogs, hash_map, missing)
-    raw_deleted = _recover_hash_map(raw_deleted, hash_map, missing, where="deleted_dialogs")
+    try:
+        recovered = _recover_hash_map({"dialogs": raw_dialogs, "deleted_dialogs": raw_deleted}, hash_map, missing)
+    except ExpandsTooFar as exc:
+        error(exc.path, gettext("the hash_map references up to this one put back more than %(limit)s bytes in "
+                                "all (PANDA_JSON_MAX_EXPANDED_BYTES); each copy is stored in full")
+              % {"limit": f"{exc.limit:,}"})
+        return None
+    raw_dialogs, raw_deleted = recovered["dialogs"], recovered["deleted_dialogs"]
     for path in missing:
         error(path, gettext("refers to a hash that is not in hash_map"))
 

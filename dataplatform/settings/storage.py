@@ -58,6 +58,17 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
 # The proxy's body limit (client_max_body_size) should be a little above this: docs/operations.md.
 IMPORT_MAX_FILE_BYTES = env_int("IMPORT_MAX_FILE_BYTES", 2 * 1024**3)
 
+# --- .panda.json files: bounded by what they expand to (annotate/panda_json/) ----------------------------------
+# A .panda.json upload is at most 50 MiB (MAX_FILE_BYTES in annotate/panda_json/parser.py). Both defaults are that
+# figure again: its hash_map references may add as much as the largest file holds, and its cache_tree may spell as
+# many characters as that file has bytes, so reading either costs about what reading the largest file does.
+# hash_map: each reference is put back, stored and tokenized in full; what they add (each value named, as UTF-8
+# JSON, once per reference) is counted before anything is expanded, and a file past this is refused.
+PANDA_JSON_MAX_EXPANDED_BYTES = env_int("PANDA_JSON_MAX_EXPANDED_BYTES", 50 * 1024**2)
+# cache_tree: the JSON its lz-string spells, in UTF-16 code units (as lz-string counts). Decompression stops as soon
+# as it passes this (about 2 bytes per character, plus 8 per code read), and a file past it is refused at import.
+PANDA_CACHE_TREE_MAX_CHARS = env_int("PANDA_CACHE_TREE_MAX_CHARS", 50 * 1024**2)
+
 # --- Taxonomy files (YAML, a zip of the published definition files): bounded by what they expand to ---
 # An alias in YAML is a copy of the node it names (dataplatform/yamlfile.py counts it so). A real taxonomy is a
 # few thousand nodes (the shipped swe_v1.yaml 3,060 for 274 families and tags; the published domain_l2.yaml about
