@@ -10,10 +10,10 @@ import threading
 
 from django.utils.translation import gettext
 
-from .base import Backend, BackendError, BackendHealth, BackendUnavailable, Generation, TokenStep
+from .base import Backend, BackendError, BackendHealth, BackendUnavailable, Generation, PromptTooLong, TokenStep
 
-__all__ = ["Backend", "BackendError", "BackendHealth", "BackendUnavailable", "Generation", "TokenStep", "get_backend",
-           "build_backend", "backend_for_model", "validate_served_model_name"]
+__all__ = ["Backend", "BackendError", "BackendHealth", "BackendUnavailable", "Generation", "PromptTooLong", "TokenStep",
+           "get_backend", "build_backend", "backend_for_model", "validate_served_model_name"]
 
 _backends: dict[str, Backend] = {}  # "" is the platform's default; other keys are model names (vLLM)
 _building = threading.Lock()

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from django.utils.translation import gettext
 
-from dataplatform.errors import Transient, Unavailable
+from dataplatform.errors import Refused, Transient, Unavailable
 
 
 class BackendError(Unavailable):
@@ -21,6 +21,30 @@ class BackendError(Unavailable):
 
 class BackendUnavailable(BackendError, Transient):
     """The backend could not be reached: connection refused, timeout, or a 5xx. Worth retrying."""
+
+
+class PromptTooLong(Refused, BackendError):
+    """A prompt longer than the model (or the caller's budget) takes, refused before any forward pass
+    (budget.py). A 400: the same prompt is refused again. Also a BackendError, so that callers that turn a
+    failed model call into a per-item error (a replay's run, an interrupted node) treat it as one; it is
+    never retried (not Transient). `tokens`: the prompt's ids; `limit`: the most this call could take."""
+
+    status = 400
+    retry_after = None
+
+    def __init__(self, message: str, *, tokens: int | None = None, limit: int | None = None,
+                 field: str | None = None):
+        super().__init__(message, field=field)
+        self.tokens, self.limit = tokens, limit
+
+    @property
+    def detail(self) -> str:  # its own words, not BackendError's "The model backend failed: ..."
+        return str(self)
+
+    def because(self, cause: str, *, field: str | None = None) -> "PromptTooLong":
+        """The same refusal with what made the prompt long said after it (and the input field it came from)."""
+        return PromptTooLong(f"{self} {cause}".strip(), tokens=self.tokens, limit=self.limit,
+                             field=field if field is not None else self.field)
 
 
 @dataclass(frozen=True)
@@ -54,6 +78,9 @@ class BackendHealth:
 class Backend(Protocol):
     name: str
     model_id: str
+    # The most tokens a call's prompt plus its answer may hold (None: unknown; the server then refuses). Every
+    # model call below checks it before any forward pass and raises PromptTooLong (budget.py).
+    context_length: int | None
     # Token ids that end a response (empty when the backend cannot tell).
     eos_token_ids: frozenset[int]
 
@@ -82,7 +109,8 @@ class Backend(Protocol):
         self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seeds: list[int | None], top_k: int
     ) -> Iterator[tuple[int, list[TokenStep]]]:
         """Complete many prompts with top-k logprobs at every position (what `stream` gives for one), yielding
-        (index into `prompts`, steps) as each completion finishes, in whatever order they finish.
+        (index into `prompts`, steps) as each completion finishes, in whatever order they finish. A prompt over
+        the context yields (index, PromptTooLong) in place of its steps, and the others still run.
 
         The batched path of rollout jobs: the local backend decodes the whole batch with one forward pass per
         step; vLLM keeps up to VLLM_MAX_CONCURRENCY requests in flight. At temperature 0 the tokens are those

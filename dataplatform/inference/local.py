@@ -15,6 +15,7 @@ from pathlib import Path
 from django.utils.translation import gettext
 
 from .base import BackendError, BackendHealth, Generation, TokenStep
+from .budget import check_prompt, check_prompts, context_limit, refusals_first, refused_prompts
 from .checkpoint import MODEL_ID, converted_dir, ensure_converted, gguf_path
 from .pieces import tokenizer_pieces
 
@@ -74,6 +75,11 @@ class LocalBackend:
     def served_models(self) -> list[str]:
         return [MODEL_ID]
 
+    @property
+    def context_length(self) -> int:
+        """The model's positions (8,192 for SmolLM2), or less with MODEL_MAX_CONTEXT_TOKENS (read at each call)."""
+        return context_limit(int(self.model.config.max_position_embeddings))
+
     @cached_property
     def eos_token_ids(self) -> frozenset[int]:
         eos = self.model.config.eos_token_id
@@ -123,12 +129,14 @@ class LocalBackend:
     ) -> Iterator[TokenStep]:
         """Token by token. `json_schema` / `choice` (this backend only: the embedded server's structured
         outputs) constrain it as in `generate`; the logprobs are then those of the masked distribution the
-        token was drawn from (as vLLM reports them), and `top` lists allowed tokens only."""
+        token was drawn from (as vLLM reports them), and `top` lists allowed tokens only. A prompt over the
+        context raises PromptTooLong when the first step is asked for, before the forward pass."""
         import torch
 
         self._check_ids(prompt_ids)
         if max_tokens < 1:
             raise BackendError("max_tokens must be at least 1.")
+        check_prompt(len(prompt_ids), context=self.context_length, max_tokens=max_tokens)
         grammar = self.grammar(json_schema=json_schema, choice=choice)
         row = None
         if grammar is not None:
@@ -175,20 +183,25 @@ class LocalBackend:
     ) -> Iterator[tuple[int, list[TokenStep]]]:
         """Batches of up to `max_rollout_batch` prompts and `max_rollout_tokens` padded tokens, each decoded
         with one forward pass per step (batch_decoding.py). Not a generator itself: bad input is refused when
-        called, before any batch starts."""
+        called, before any batch starts. A prompt over the context is handed out first as its PromptTooLong and
+        never joins a batch."""
         from .batch_decoding import decode_batches, plan_batches
 
         self._check_batch(prompts, seeds, "seeds", max_tokens=max_tokens)
-        plan = plan_batches([len(ids) for ids in prompts], max_tokens=max_tokens, max_rows=self.max_rollout_batch,
-                            max_padded_tokens=self.max_rollout_tokens)
-        return decode_batches(self.model, self._lock, prompts, plan, seeds=seeds, max_tokens=max_tokens,
-                              temperature=temperature, top_k=top_k, eos_token_ids=self.eos_token_ids,
-                              pad_id=self._pad_id)
+        refused = refused_prompts([len(ids) for ids in prompts], context=self.context_length, max_tokens=max_tokens)
+        running = [index for index in range(len(prompts)) if index not in refused]
+        plan = [[running[row] for row in batch] for batch in plan_batches(
+            [len(prompts[index]) for index in running], max_tokens=max_tokens, max_rows=self.max_rollout_batch,
+            max_padded_tokens=self.max_rollout_tokens)]
+        return refusals_first(refused, decode_batches(
+            self.model, self._lock, prompts, plan, seeds=seeds, max_tokens=max_tokens, temperature=temperature,
+            top_k=top_k, eos_token_ids=self.eos_token_ids, pad_id=self._pad_id))
 
     def prompt_logprobs(self, ids: list[int], *, top_k: int) -> list[dict[int, float] | None]:
         import torch
 
         self._check_ids(ids)
+        check_prompt(len(ids), context=self.context_length)
         with self._lock, torch.inference_mode():
             logits = self.model(input_ids=torch.tensor([ids], dtype=torch.long)).logits[0].float()
         # Row j-1 of the output predicts token j. One top-k over all rows, then plain lists:
@@ -221,6 +234,7 @@ class LocalBackend:
             raise BackendError(f"Candidate token ids must be in [0, {vocab}); got {bad[:5]}.")
         if not candidates:
             return [{} for _ in prompts]
+        check_prompts([len(ids) + 1 for ids in prompts], context=self.context_length)  # each prompt + a candidate
         picks = [[(len(ids) - 1, c) for c in candidates] for ids in prompts]
         scores = self._score(prompts, picks)
         return [dict(zip(candidates, row, strict=True)) for row in scores]
@@ -234,6 +248,8 @@ class LocalBackend:
             sequences.append(list(prefix) + list(continuation))
             # Row p of the output predicts token p + 1.
             picks.append([(len(prefix) - 1 + i, int(token)) for i, token in enumerate(continuation)])
+        check_prompts([len(sequence) for sequence, scored in zip(sequences, picks, strict=True) if scored],
+                    context=self.context_length)
         return self._score(sequences, picks)
 
     def _score(self, sequences: list[list[int]], picks: list[list[tuple[int, int]]]) -> list[list[float]]:
@@ -347,6 +363,7 @@ class LocalBackend:
         import torch
 
         self._check_batch(prompts, constraints, "constraints", max_tokens=max_tokens)
+        check_prompts([len(ids) for ids in prompts], context=self.context_length, max_tokens=max_tokens)
         if bad := [c for c in constraints if c and not {"json_schema", "choice"}.issuperset(c)]:
             raise BackendError(f"A constraint has json_schema or choice, nothing else; got {sorted(bad[0])}.")
         grammars = [self.grammar(**constraint) if constraint else None for constraint in constraints]

@@ -41,6 +41,7 @@ from starlette.routing import Route
 from .base import BackendError, TokenStep
 from .local import LocalBackend
 from .vllm import TOKEN_ID_PREFIX
+from .vllm_wire import context_refusal
 
 # The cap on `logprobs` and `prompt_logprobs`: vLLM defaults to 20, and docker-compose.yml starts it with
 # --max-logprobs 50 because projects may ask for top-k up to 50.
@@ -62,15 +63,20 @@ REMOVED_STRUCTURED_FIELDS = ("guided_json", "guided_regex", "guided_choice", "gu
 
 
 class BadRequest(Exception):
-    """A request this server answers with 400 and the message."""
+    """A request this server answers with 400 and the message (and `param`, the field it is about, if any)."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
 
 
 def build_app(backend: LocalBackend, *, served_model_name: str, api_key: str = "") -> Starlette:
     """The ASGI app serving `backend`. With `api_key`, every route but /health wants `Bearer <api_key>`."""
 
-    def error(status: int, message: str, kind: str = "BadRequestError") -> JSONResponse:
-        # The current vLLM error shape; VllmBackend also reads the older ones.
-        return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
+    def error(status: int, message: str, kind: str = "BadRequestError", param: str | None = None) -> JSONResponse:
+        # The current vLLM error shape (its ErrorInfo); VllmBackend also reads the older ones.
+        return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}},
+                            status_code=status)
 
     def endpoint(handler):
         """Parse the JSON body, check the key and the model name, and turn BadRequest/BackendError into 400."""
@@ -94,7 +100,9 @@ def build_app(backend: LocalBackend, *, served_model_name: str, api_key: str = "
             try:
                 # Model calls block: run them in the thread pool, never on the event loop.
                 return await run_in_threadpool(handler, body)
-            except (BadRequest, BackendError) as exc:
+            except BadRequest as exc:
+                return error(400, str(exc), param=exc.param)
+            except BackendError as exc:  # a PromptTooLong too (checked above first, in vLLM's words)
                 return error(400, str(exc))
 
         return wrapped
@@ -105,7 +113,7 @@ def build_app(backend: LocalBackend, *, served_model_name: str, api_key: str = "
     def models(body: dict) -> Response:
         return JSONResponse({"object": "list", "data": [{
             "id": served_model_name, "object": "model", "created": int(time.time()), "owned_by": "dataplatform",
-            "root": backend.model_id, "max_model_len": _max_model_len(backend),
+            "root": backend.model_id, "max_model_len": backend.context_length,
         }]})
 
     def tokenize(body: dict) -> Response:
@@ -120,7 +128,7 @@ def build_app(backend: LocalBackend, *, served_model_name: str, api_key: str = "
                 raise BadRequest("`prompt` must be a string (or send `messages`).")
             tokens = tokenizer.encode(text, add_special_tokens=_flag(body, "add_special_tokens", True))
         token_strs = tokenizer.convert_ids_to_tokens(tokens) if _flag(body, "return_token_strs", False) else None
-        return JSONResponse({"count": len(tokens), "max_model_len": _max_model_len(backend), "tokens": tokens,
+        return JSONResponse({"count": len(tokens), "max_model_len": backend.context_length, "tokens": tokens,
                              "token_strs": token_strs})
 
     def detokenize(body: dict) -> Response:
@@ -168,6 +176,10 @@ class _CompletionRequest:
         self.prompt_logprobs = (None if prompt_logprobs is None
                                 else _int(prompt_logprobs, "prompt_logprobs", low=0, high=MAX_LOGPROBS))
         self.as_token_ids = bool(body.get("return_tokens_as_token_ids"))
+        # Every prompt is checked before any forward pass, as vLLM checks them before it schedules any.
+        for ids in self.prompts:
+            if (refusal := context_refusal(len(ids), self.max_tokens, backend.context_length)) is not None:
+                raise BadRequest(refusal, param="input_tokens")
 
     def steps(self, prompt_ids: list[int]) -> Iterator[TokenStep]:
         return self.backend.stream(prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
@@ -296,10 +308,6 @@ def _structured_outputs(body: dict) -> dict:
     if not isinstance(schema, dict):
         raise BadRequest("`structured_outputs.json` must be a JSON schema: an object, or its JSON text.")
     return {"json_schema": schema}
-
-
-def _max_model_len(backend: LocalBackend) -> int:
-    return int(backend.model.config.max_position_embeddings)
 
 
 def _prompts(prompt: Any, backend: LocalBackend) -> list[list[int]]:

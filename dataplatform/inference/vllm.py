@@ -19,13 +19,21 @@ from typing import Any
 import httpx
 from django.utils.translation import gettext
 
-from .base import BackendError, BackendHealth, BackendUnavailable, Generation, TokenStep
+from .base import BackendError, BackendHealth, BackendUnavailable, Generation, PromptTooLong, TokenStep
+from .budget import check_prompt, check_prompts, context_limit, refusals_first, refused_prompts
 from .in_flight import completed
 from .pieces import tokenizer_pieces
+from .vllm_wire import (  # noqa: F401 (TOKEN_ID_PREFIX: the model server imports it from here)
+    TOKEN_ID_PREFIX,
+    arguments_as_text,
+    choice_steps,
+    error_message,
+    id_of_key,
+    payload_error,
+    prompt_too_long,
+)
 
 logger = logging.getLogger(__name__)
-
-TOKEN_ID_PREFIX = "token_id:"
 
 
 class VllmBackend:
@@ -55,6 +63,7 @@ class VllmBackend:
         self._model = model
         self._tokenizer_dir = tokenizer_dir
         self._detokenized_pieces: dict[int, bytes] = {}
+        self._max_model_len: tuple[int | None] | None = None  # (what /v1/models said,) once it has been asked
 
     def close(self) -> None:
         self._client.close()
@@ -85,8 +94,11 @@ class VllmBackend:
             with self._client.stream(method, path, json=payload) as response:
                 if response.is_error:
                     response.read()
+                    message = error_message(response)
+                    if response.status_code == 400 and (refusal := prompt_too_long(message, where)) is not None:
+                        raise refusal
                     error = BackendUnavailable if response.status_code >= 500 else BackendError
-                    raise error(f"{where}: HTTP {response.status_code}: {_error_message(response)}")
+                    raise error(f"{where}: HTTP {response.status_code}: {message}")
                 if not stream:
                     response.read()
                 yield response
@@ -99,17 +111,34 @@ class VllmBackend:
 
     def served_models(self) -> list[str]:
         """What GET /v1/models lists now."""
+        return list(self._models())
+
+    def _models(self) -> dict[str, dict]:
         with self._request("GET", "/v1/models") as response:
-            served = [entry["id"] for entry in response.json()["data"]]
+            served = {entry["id"]: entry for entry in response.json()["data"]}
         if not served:
             raise BackendError(f"vLLM at {self._server} serves no model.")
         return served
+
+    @property
+    def context_length(self) -> int | None:
+        """The served model's `max_model_len` (GET /v1/models, asked once), lowered by MODEL_MAX_CONTEXT_TOKENS.
+        None when the server does not say or cannot be asked now: its own check then refuses a prompt too long
+        (a 400, read as PromptTooLong by `_request`)."""
+        if self._max_model_len is None:
+            try:
+                entry = self._models().get(self.model_id, {})
+            except BackendError as exc:
+                logger.warning("vLLM's max_model_len is unknown for now (%s); the server checks prompts.", exc)
+                return context_limit(None)
+            self._max_model_len = (int(entry["max_model_len"]),) if entry.get("max_model_len") else (None,)
+        return context_limit(self._max_model_len[0])
 
     # --- text <-> ids -------------------------------------------------------------
     def chat_prompt_ids(self, messages: list[dict], *, tools: list[dict] | None = None,
                         continue_final_message: bool = False) -> list[int]:
         # vLLM refuses both flags true: a message left open for the model gets no generation prompt after it.
-        payload: dict[str, Any] = {"model": self.model_id, "messages": [_arguments_as_text(m) for m in messages],
+        payload: dict[str, Any] = {"model": self.model_id, "messages": [arguments_as_text(m) for m in messages],
                                    "add_generation_prompt": not continue_final_message,
                                    "continue_final_message": continue_final_message}
         if tools is not None:
@@ -191,6 +220,7 @@ class VllmBackend:
     def stream(
         self, prompt_ids: list[int], *, max_tokens: int, temperature: float, seed: int | None, top_k: int
     ) -> Iterator[TokenStep]:
+        check_prompt(len(prompt_ids), context=self.context_length, max_tokens=max_tokens)
         payload = self._sampling_payload(prompt_ids, max_tokens=max_tokens, temperature=temperature, seed=seed,
                                          top_k=top_k, stream=True)
         # One step of lookahead: vLLM may send the finish_reason in a last chunk
@@ -199,7 +229,7 @@ class VllmBackend:
         with self._request("POST", "/v1/completions", payload, stream=True) as response:
             for chunk in self._stream_chunks(response):
                 for choice in chunk["choices"]:  # one choice (n=1); a usage-only chunk has none
-                    for step in _choice_steps(choice):
+                    for step in choice_steps(choice):
                         if pending is not None:
                             yield pending
                         pending = step
@@ -214,19 +244,32 @@ class VllmBackend:
         """One request per prompt (its own `seed`: a request with a list of prompts would give all of them the
         same one), up to `max_concurrency` in flight, each retried `retries` times while vLLM is unavailable
         (in_flight.py). Not streamed: the whole completion in one body is cheaper, and its steps are those
-        `stream` yields. Not a generator itself: the seeds and the model name are checked when called."""
+        `stream` yields. Not a generator itself: the seeds and the model name are checked when called. A prompt
+        over the context is handed out first as its PromptTooLong, and never sent; one the server refuses as too
+        long (its limit lower than ours, or unknown) is handed out the same way, and the others go on."""
         if len(seeds) != len(prompts):
             raise BackendError(f"{len(seeds)} seeds for {len(prompts)} prompts.")
-        payloads = [self._sampling_payload(ids, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                                           top_k=top_k, stream=False) for ids, seed in zip(prompts, seeds, strict=True)]
-        return completed(lambda index: self._completion_steps(payloads[index]), len(payloads),
-                         limit=self.max_concurrency, retries=self.retries, backoff=self.retry_backoff)
+        refused = refused_prompts([len(ids) for ids in prompts], context=self.context_length if prompts else None,
+                                  max_tokens=max_tokens)
+        sent = [index for index in range(len(prompts)) if index not in refused]
+        payloads = [self._sampling_payload(prompts[index], max_tokens=max_tokens, temperature=temperature,
+                                           seed=seeds[index], top_k=top_k, stream=False) for index in sent]
+        answers = completed(lambda row: self._completion_steps(payloads[row]), len(payloads),
+                            limit=self.max_concurrency, retries=self.retries, backoff=self.retry_backoff)
+        return refusals_first(refused, answers, sent)
 
-    def _completion_steps(self, payload: dict[str, Any]) -> list[TokenStep]:
-        """The steps of one non-streamed completion, its finish_reason on the last one (as `stream` puts it)."""
+    def _completion_steps(self, payload: dict[str, Any]) -> list[TokenStep] | PromptTooLong:
+        """The steps of one non-streamed completion, its finish_reason on the last one (as `stream` puts it); the
+        server's refusal of a prompt too long is returned, not raised, so that it ends this prompt alone."""
+        try:
+            return self._completion(payload)
+        except PromptTooLong as refusal:
+            return refusal
+
+    def _completion(self, payload: dict[str, Any]) -> list[TokenStep]:
         with self._request("POST", "/v1/completions", payload) as response:
             [choice] = response.json()["choices"]
-            steps = _choice_steps(choice)
+            steps = choice_steps(choice)
         if steps and choice.get("finish_reason"):
             steps[-1] = replace(steps[-1], finish_reason=choice["finish_reason"])
         return steps
@@ -242,13 +285,14 @@ class VllmBackend:
                 return
             chunk = json.loads(data)
             # vLLM reports errors met after the 200 (e.g. a prompt too long) as a chunk.
-            if (message := _payload_error(chunk)) is not None:
-                raise BackendError(f"{where}: {message}")
+            if (message := payload_error(chunk)) is not None:
+                raise prompt_too_long(message, where) or BackendError(f"{where}: {message}")
             yield chunk
         # A clean end without [DONE] means the server went away mid-generation.
         raise BackendUnavailable(f"{where}: ended before [DONE].")
 
     def prompt_logprobs(self, ids: list[int], *, top_k: int) -> list[dict[int, float] | None]:
+        check_prompt(len(ids), context=self.context_length)  # and the one token vLLM must generate
         payload = {
             "model": self.model_id,
             "prompt": list(ids),
@@ -263,7 +307,7 @@ class VllmBackend:
                 raise BackendError(f"vLLM returned {len(entries)} prompt logprobs for {len(ids)} prompt tokens.")
             # Entry 0 is null: nothing precedes the first token.
             return [
-                None if entry is None else {_token_id(key): float(value["logprob"]) for key, value in entry.items()}
+                None if entry is None else {id_of_key(key): float(value["logprob"]) for key, value in entry.items()}
                 for entry in entries
             ]
 
@@ -302,6 +346,8 @@ class VllmBackend:
         """For each sequence, the prompt logprob of its own token at each of `positions`, one request per
         `max_batch_sequences` sequences."""
         results: list[list[float]] = []
+        if sequences:
+            check_prompts([len(ids) for ids in sequences], context=self.context_length)
         for start in range(0, len(sequences), self.max_batch_sequences):
             chunk = sequences[start:start + self.max_batch_sequences]
             payload = {
@@ -323,7 +369,7 @@ class VllmBackend:
                                            f"prompt tokens (prompt {choice['index']}).")
                     row = []
                     for position in wanted:
-                        entry = {_token_id(key): value for key, value in (entries[position] or {}).items()}
+                        entry = {id_of_key(key): value for key, value in (entries[position] or {}).items()}
                         if ids[position] not in entry:
                             raise BackendError(f"vLLM's prompt logprobs lack token {ids[position]} at position "
                                                f"{position} (prompt {choice['index']}).")
@@ -349,6 +395,7 @@ class VllmBackend:
             raise BackendError("json_schema and choice are exclusive: give one constraint, not both.")
         if not prompts:
             return []
+        check_prompts([len(ids) for ids in prompts], context=self.context_length, max_tokens=max_tokens)
         payload: dict[str, Any] = {"model": self.model_id, "prompt": [list(ids) for ids in prompts],
                                    "max_tokens": max_tokens, "temperature": temperature}
         if seed is not None:
@@ -383,66 +430,3 @@ class VllmBackend:
             ok = True
             detail = gettext("served by `%(server)s`") % {"server": self._server}
         return BackendHealth(ok=ok, backend=self.name, model_id=self._model, detail=detail, latency_ms=latency_ms)
-
-
-def _token_id(key: str) -> int:
-    """A token id from "token_id:123" (return_tokens_as_token_ids) or a plain "123" (prompt_logprobs keys)."""
-    return int(key.removeprefix(TOKEN_ID_PREFIX))
-
-
-def _choice_steps(choice: dict[str, Any]) -> list[TokenStep]:
-    """The tokens of one streamed choice: zero, one or several per chunk."""
-    logprobs = choice.get("logprobs")
-    if not logprobs:
-        return []
-    return [
-        TokenStep(
-            token_id=_token_id(token),
-            logprob=float(logprob),
-            top=sorted(((_token_id(key), float(value)) for key, value in top.items()), key=lambda item: -item[1]),
-        )
-        for token, logprob, top in zip(
-            logprobs["tokens"], logprobs["token_logprobs"], logprobs["top_logprobs"], strict=True
-        )
-    ]
-
-
-def _payload_error(body: Any) -> str | None:
-    """The message of a vLLM error payload, or None if `body` is not one.
-
-    Newer vLLM sends {"error": {"message": ...}}, older {"object": "error",
-    "message": ...}; FastAPI's request validation sends {"detail": ...}.
-    """
-    if not isinstance(body, dict):
-        return None
-    error = body.get("error")
-    if isinstance(error, dict):
-        return str(error.get("message") or error)
-    if error:
-        return str(error)
-    if body.get("object") == "error":
-        return str(body.get("message"))
-    if "detail" in body:
-        return str(body["detail"])
-    return None
-
-
-def _arguments_as_text(message: dict) -> dict:
-    """OpenAI's request schema, which vLLM validates, takes a tool call's arguments as JSON text (it parses
-    them back into an object for the chat template); the training shape carries them as objects."""
-    calls = message.get("tool_calls")
-    if not calls or all(isinstance(call.get("function", {}).get("arguments"), str) for call in calls):
-        return message
-    return {**message, "tool_calls": [
-        {**call, "function": {**call["function"], "arguments": json.dumps(call["function"]["arguments"],
-                                                                          ensure_ascii=False)}}
-        if not isinstance(call.get("function", {}).get("arguments"), str) else call for call in calls]}
-
-
-def _error_message(response: httpx.Response) -> str:
-    """The server's own words for a failed request, else its raw body."""
-    try:
-        message = _payload_error(response.json())
-    except ValueError:
-        message = None
-    return message or response.text[:500] or response.reason_phrase

@@ -34,6 +34,19 @@ if VLLM_MAX_CONCURRENCY < 1 or VLLM_REQUEST_RETRIES < 0:
     raise ImproperlyConfigured("VLLM_MAX_CONCURRENCY must be at least 1 and VLLM_REQUEST_RETRIES at least 0.")
 # Optional local tokenizer directory for the vllm backend: exact token bytes for display.
 VLLM_TOKENIZER_DIR = env_str("VLLM_TOKENIZER_DIR")
+# Every model call has a token budget (dataplatform/inference/budget.py): prompt + max_tokens must fit the model's
+# context, max_position_embeddings (local) or vLLM's max_model_len, or this many tokens when set lower (0: the
+# model's own). A prompt over it is refused (PromptTooLong, 400) before any forward pass.
+MODEL_MAX_CONTEXT_TOKENS = env_int("MODEL_MAX_CONTEXT_TOKENS", 0)
+# onPanda: at most this many tokens per stream request (annotate/streaming.py). With the local backend each token is
+# a forward pass inside the web process (~24 tok/s on 2 cores): 1,024 keep one request under a minute or so; a
+# response that reaches it ends with `length`, and "continue generating" goes on from there.
+ANNOTATE_STREAM_MAX_TOKENS = env_int("ANNOTATE_STREAM_MAX_TOKENS", 1024)
+# A streaming node whose stream showed no sign of life for this long (a killed worker) may be streamed again.
+ANNOTATE_STREAM_LEASE_SECONDS = env_int("ANNOTATE_STREAM_LEASE_SECONDS", 60)
+if MODEL_MAX_CONTEXT_TOKENS < 0 or ANNOTATE_STREAM_MAX_TOKENS < 1 or ANNOTATE_STREAM_LEASE_SECONDS < 1:
+    raise ImproperlyConfigured("MODEL_MAX_CONTEXT_TOKENS must be at least 0, ANNOTATE_STREAM_MAX_TOKENS and "
+                               "ANNOTATE_STREAM_LEASE_SECONDS at least 1.")
 # How the local model's OpenMP threads (torch's CPU kernels run on libgomp) wait between the parallel regions
 # of a forward pass: asleep, in every process of the platform, unless OMP_WAIT_POLICY is set. Set here since
 # libgomp reads it once, when torch loads, and every process reads its settings before that.

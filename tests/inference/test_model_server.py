@@ -86,7 +86,8 @@ def test_what_the_chat_template_sees_is_what_vllm_hands_it(local_backend):
     tokenizer = AutoTokenizer.from_pretrained(converted_dir(local_backend.data_dir))
     tokenizer.chat_template = ("{{ tools | tojson }}\n{% for m in messages %}{{ m | tojson }}\n{% endfor %}"
                                "{% if add_generation_prompt %}<gen>{% endif %}{{ mood }}")
-    app = build_app(SimpleNamespace(tokenizer=tokenizer, model=local_backend.model), served_model_name=SERVED_NAME)
+    app = build_app(SimpleNamespace(tokenizer=tokenizer, model=local_backend.model, context_length=8192),
+                    served_model_name=SERVED_NAME)
     messages = [
         {"role": "system", "content": [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Use tools."}]},
         {"role": "user", "content": "Weather in Oslo?", "source_line": 7},

@@ -1,0 +1,110 @@
+"""vLLM's wire format as `VllmBackend` reads it: token ids in "token_id:N" keys, the logprobs of a completion's
+choice, the shapes of its error bodies (and which of them refuse a prompt over the context), and the tool-call
+arguments its request schema wants as JSON text."""
+
+import json
+import re
+from typing import Any
+
+import httpx
+from django.utils.translation import gettext
+
+from .base import PromptTooLong, TokenStep
+
+TOKEN_ID_PREFIX = "token_id:"
+
+# vLLM's words for a prompt over max_model_len, in every release since 0.4: "This model's maximum context length
+# is N tokens. However, ..." (then the prompt's own count: "... has N input tokens", "... your prompt contains N
+# input tokens", "... N in the messages"), answered with 400.
+_CONTEXT = re.compile(r"maximum context length is (\d+) tokens")
+_INPUT_TOKENS = re.compile(r"(?:has|contains(?: at least)?) (\d+) input tokens|\((\d+) in the messages")
+
+
+def id_of_key(key: str) -> int:
+    """A token id from "token_id:123" (return_tokens_as_token_ids) or a plain "123" (prompt_logprobs keys)."""
+    return int(key.removeprefix(TOKEN_ID_PREFIX))
+
+
+def choice_steps(choice: dict[str, Any]) -> list[TokenStep]:
+    """The tokens of one streamed choice: zero, one or several per chunk."""
+    logprobs = choice.get("logprobs")
+    if not logprobs:
+        return []
+    return [
+        TokenStep(
+            token_id=id_of_key(token),
+            logprob=float(logprob),
+            top=sorted(((id_of_key(key), float(value)) for key, value in top.items()), key=lambda item: -item[1]),
+        )
+        for token, logprob, top in zip(
+            logprobs["tokens"], logprobs["token_logprobs"], logprobs["top_logprobs"], strict=True
+        )
+    ]
+
+
+def payload_error(body: Any) -> str | None:
+    """The message of a vLLM error payload, or None if `body` is not one.
+
+    Newer vLLM sends {"error": {"message": ...}}, older {"object": "error",
+    "message": ...}; FastAPI's request validation sends {"detail": ...}.
+    """
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    if error:
+        return str(error)
+    if body.get("object") == "error":
+        return str(body.get("message"))
+    if "detail" in body:
+        return str(body["detail"])
+    return None
+
+
+def arguments_as_text(message: dict) -> dict:
+    """OpenAI's request schema, which vLLM validates, takes a tool call's arguments as JSON text (it parses
+    them back into an object for the chat template); the training shape carries them as objects."""
+    calls = message.get("tool_calls")
+    if not calls or all(isinstance(call.get("function", {}).get("arguments"), str) for call in calls):
+        return message
+    return {**message, "tool_calls": [
+        {**call, "function": {**call["function"], "arguments": json.dumps(call["function"]["arguments"],
+                                                                          ensure_ascii=False)}}
+        if not isinstance(call.get("function", {}).get("arguments"), str) else call for call in calls]}
+
+
+def error_message(response: httpx.Response) -> str:
+    """The server's own words for a failed request, else its raw body."""
+    try:
+        message = payload_error(response.json())
+    except ValueError:
+        message = None
+    return message or response.text[:500] or response.reason_phrase
+
+
+def context_refusal(prompt_tokens: int, max_tokens: int, max_model_len: int) -> str | None:
+    """vLLM's words (vllm/entrypoints/openai/engine/serving.py, 0.19) for a prompt that, with `max_tokens` more,
+    is over `max_model_len` (None when it fits): the prompt alone, or the prompt and the answer. The embedded model
+    server answers them (a 400 with `param` "input_tokens"), and `prompt_too_long` reads them back."""
+    head = f"This model's maximum context length is {max_model_len} tokens."
+    if prompt_tokens >= max_model_len:
+        return (f"{head} However, your request has {prompt_tokens} input tokens. Please reduce the length of the "
+                "input messages.")
+    if prompt_tokens + max_tokens > max_model_len:
+        return (f"{head} However, you requested {max_tokens} output tokens and your prompt contains {prompt_tokens} "
+                f"input tokens, for a total of {prompt_tokens + max_tokens} tokens. Please reduce the length of the "
+                "input prompt or the number of requested output tokens.")
+    return None
+
+
+def prompt_too_long(message: str, where: str) -> PromptTooLong | None:
+    """The server's refusal of a prompt over its context as PromptTooLong (None for any other message): the
+    check a client without `max_model_len` relies on, and the server's word when its limit is lower."""
+    context = _CONTEXT.search(message)
+    if context is None:
+        return None
+    count = _INPUT_TOKENS.search(message)
+    tokens = int(next(group for group in count.groups() if group)) if count else None
+    return PromptTooLong(gettext("%(where)s refused the prompt as longer than the model's context: %(message)s")
+                         % {"where": where, "message": message}, tokens=tokens, limit=int(context.group(1)))
