@@ -59,15 +59,17 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
 IMPORT_MAX_FILE_BYTES = env_int("IMPORT_MAX_FILE_BYTES", 2 * 1024**3)
 
 # --- .panda.json files: bounded by what they expand to (annotate/panda_json/) ----------------------------------
-# A .panda.json upload is at most 50 MiB (MAX_FILE_BYTES in annotate/panda_json/parser.py). Both defaults are that
-# figure again: its hash_map references may add as much as the largest file holds, and its cache_tree may spell as
-# many characters as that file has bytes, so reading either costs about what reading the largest file does.
+# A .panda.json upload is at most 50 MiB (MAX_FILE_BYTES in annotate/panda_json/parser.py). Its hash_map references
+# may add as much as the largest file holds, so reading them costs about what reading the largest file does.
 # hash_map: each reference is put back, stored and tokenized in full; what they add (each value named, as UTF-8
 # JSON, once per reference) is counted before anything is expanded, and a file past this is refused.
 PANDA_JSON_MAX_EXPANDED_BYTES = env_int("PANDA_JSON_MAX_EXPANDED_BYTES", 50 * 1024**2)
 # cache_tree: the JSON its lz-string spells, in UTF-16 code units (as lz-string counts). Decompression stops as soon
 # as it passes this (about 2 bytes per character, plus 8 per code read), and a file past it is refused at import.
-PANDA_CACHE_TREE_MAX_CHARS = env_int("PANDA_CACHE_TREE_MAX_CHARS", 50 * 1024**2)
+# Reaching the cap costs a web worker about 35 MB and 0.05 s at 16 Mi characters (a 30 KB bomb that spells 10^8
+# characters included), ~100 MB at 50 Mi. A file whose cache is larger is refused with a message that says to drop
+# cache_tree (only the app's cached probabilities are lost); raise this for such files.
+PANDA_CACHE_TREE_MAX_CHARS = env_int("PANDA_CACHE_TREE_MAX_CHARS", 16 * 1024**2)
 
 # --- Taxonomy files (YAML, a zip of the published definition files): bounded by what they expand to ---
 # An alias in YAML is a copy of the node it names (dataplatform/yamlfile.py counts it so). A real taxonomy is a
