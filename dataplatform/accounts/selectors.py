@@ -1,7 +1,10 @@
 """Reads for accounts, always scoped to the requesting user."""
 
 from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.http import Http404
 from django.shortcuts import get_object_or_404
+
+from dataplatform.request_guard import UNSTORABLE
 
 from .models import ApiToken, Membership, Project
 from .permissions import visible_projects
@@ -28,4 +31,6 @@ def members_of(project: Project) -> QuerySet[Membership]:
 
 def member_of(project: Project, username: str) -> Membership:
     """One member of `project` (whose access the caller has checked), by username; a 404 if not a member."""
+    if UNSTORABLE.search(username):  # no username holds one, and PostgreSQL refuses NUL in a query
+        raise Http404
     return get_object_or_404(members_of(project), user__username=username)

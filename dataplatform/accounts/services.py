@@ -17,6 +17,7 @@ from django.utils.translation import gettext
 
 from dataplatform.audit import services as audit
 from dataplatform.errors import Conflict, Missing, Refused
+from dataplatform.request_guard import UNSTORABLE
 
 from .models import ApiToken, Membership, Project, Role
 
@@ -143,7 +144,9 @@ def _valid_role(role) -> Role:
 def _the_user(user, username: str | None):
     if user is not None:
         return user
-    found = get_user_model().objects.filter(username=username).first() if username else None
+    # A NUL (which PostgreSQL refuses in a query) is in no username: a form body can carry one.
+    found = get_user_model().objects.filter(username=username).first() if (
+        username and not UNSTORABLE.search(username)) else None
     if found is None:
         raise MembershipRefused(gettext("No user named '%(username)s'.") % {"username": str(username or "")[:150]},
                                 field="username")

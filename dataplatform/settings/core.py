@@ -45,6 +45,8 @@ MIDDLEWARE = [
     # After sessions, before common: the language comes from the remembered switch (a cookie),
     # else the browser's Accept-Language, else LANGUAGE_CODE.
     "django.middleware.locale.LocaleMiddleware",
+    # Before anything looks a URL value up: a NUL in the path or query is a 404/400, not a database error.
+    "dataplatform.request_guard.unstorable_request_middleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
