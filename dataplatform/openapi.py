@@ -63,9 +63,17 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
             parameters = operation.get("parameters", [])
             takes_input = "requestBody" in operation or any(p.get("in") == "query" for p in parameters)
             additions = {}
+            public = operation.get("security") == [{}]
             if takes_input:
                 additions["400"] = _json(VALIDATION_ERROR, "The input is invalid; each field says why.")
-            if operation.get("security") != [{}]:
+            elif method == "post" and not public:
+                # A POST with a browser session is checked for CSRF, and that check reads the body's form
+                # fields: the body is parsed even where the operation takes none (a claim, a draft).
+                additions["400"] = _json(VALIDATION_ERROR, "The request body cannot be parsed (with a browser "
+                                                           "session, a POST's body is read even here).")
+            if "requestBody" in operation or (method == "post" and not public):
+                additions["415"] = _json(ERROR, "The body's media type is not one the API reads (JSON, form data).")
+            if not public:
                 additions["401"] = _json(ERROR, "No valid credentials.")
                 additions["403"] = _json(ERROR, "Your role (or a read-only token) may not do this.")
                 additions["429"] = _json(ERROR, "Too many failed authentication attempts; see Retry-After.")
