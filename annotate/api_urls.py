@@ -30,6 +30,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/select/", session_api.SelectNodeApi.as_view(), name="api-session-select"),
     path("sessions/<int:session_id>/nodes/<int:node_id>/stream/", session_api.StreamApi.as_view(),
          name="api-session-stream"),
+    path("sessions/<int:session_id>/cancel/", session_api.CancelStreamApi.as_view(), name="api-session-cancel"),
     path("sessions/<int:session_id>/undo/", session_api.UndoApi.as_view(), name="api-session-undo"),
     path("sessions/<int:session_id>/accept/", session_api.AcceptApi.as_view(), name="api-session-accept"),
     path("sessions/<int:session_id>/reject/", session_api.RejectApi.as_view(), name="api-session-reject"),

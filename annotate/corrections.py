@@ -7,22 +7,26 @@
   re-scored by the model (prompt logprobs) so they keep real probabilities and top-k;
 - `continue_generating`: a response that ended at its token budget gets another budget.
 
-Every write names the session version the client saw (a stale one is refused) and adds its Event.
+Every write names the session version the client saw (a stale one is refused) and adds its Event. Each
+reads and checks under the session's lock, tokenizes, scores and checks the token budget (budget.py) with no
+transaction open, and writes under the lock again if the version has not moved.
 """
 
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from . import services
+from . import budget, services
 from .models import Event, EventKind, Node, NodeStatus, Origin, Session
-from .nodes import fork_of, parse_into, template_of
+from .nodes import fork_of, next_key, parse_into, template_of
 from .services import CorrectionRefused, bump, config_for, locked_session
 
 STOP_MARKER = "<|stop|>"  # typed at the end of a rewrite, it ends the response there (as in onPanda)
 
 
-def _current(session: Session, node_id: int) -> Node:
-    node = session.current_node
+def _current(session: Session, version: int, node_id: int) -> Node:
+    """The current node, read and checked under the session's lock (released before any backend call)."""
+    with transaction.atomic():
+        node = locked_session(session.pk, version).current_node
     if node is None or node.pk != node_id:
         raise CorrectionRefused(_("Corrections apply to the node you are looking at; reload the session."))
     if node.status == NodeStatus.STREAMING:
@@ -48,15 +52,19 @@ def _append(child: Node, token_ids: list[int], *, origin: str, logprobs=None, to
     child.candidate_ranks += [rank] * len(token_ids)
 
 
-def _save(session: Session, child: Node, kind: str, payload: dict, actor) -> Node:
-    """Parse the child's tokens, save it as the session's current node, and record what made it."""
+def _save(session: Session, version: int, child: Node, kind: str, payload: dict, actor) -> Node:
+    """Parse the child's tokens (no transaction open: a backend call), then save it as the session's current node
+    and record what made it, under the lock, if the session has not moved since it was read."""
     project = session.item.project
     backend = services.backend_for(project)
     parse_into(child, template=template_of(config_for(project), backend), backend=backend)
-    child.save()
-    session.current_node = child
-    bump(session)
-    Event.objects.create(session=session, kind=kind, node=child, actor=actor, payload=payload)
+    with transaction.atomic():
+        session = locked_session(session.pk, version)  # refused if anything changed meanwhile
+        child.session, child.key = session, next_key(session)
+        child.save()
+        session.current_node = child
+        bump(session)
+        Event.objects.create(session=session, kind=kind, node=child, actor=actor, payload=payload)
     return child
 
 
@@ -65,50 +73,55 @@ def correct(*, session: Session, version: int, node_id: int, position: int, acto
     """Replace the token at `position` of the current node: a top-k candidate, a typed rewrite, or a stop.
 
     Returns the new child node. Unless the correction ends the response, the child is left `streaming`;
-    `streaming.continue_node` then generates the rest from its exact token ids."""
+    `streaming.continue_node` then generates the rest from its exact token ids. A child whose prompt (the
+    conversation, the kept tokens, the typed ones) is over the token budget is refused, naming `text` when the
+    typed text is what made it long."""
     if sum(x is not None and x is not False for x in (token_id, text, stop or None)) != 1:
         raise CorrectionRefused(_("Give exactly one of: a candidate token, a typed rewrite, or stop."))
-    with transaction.atomic():
-        session = locked_session(session.pk, version)
-        node = _current(session, node_id)
-        _correctable(node, position)
-        child = fork_of(node, session=session, operator=EventKind.CONTINUE_WITH_CHOSEN, keep=position)
-        rejected_id = node.token_ids[position]
-        common = {"position": position, "rejected_token_id": rejected_id, "channel": node.channels[position]
-                  if position < len(node.channels) else None}
-        backend = services.backend_for(session.item.project)
-        if token_id is not None:
-            stop = token_id in backend.eos_token_ids  # picking the model's end token ends the response there
-            candidates = [candidate for candidate, _logprob in node.top[position]]
-            if token_id not in candidates:
-                raise CorrectionRefused(_("Token %(token)s is not among the model's top-%(k)s here.")
-                                        % {"token": token_id, "k": len(candidates)})
-            rank = candidates.index(token_id)
-            logprob = node.top[position][rank][1]
-            _append(child, [token_id], origin=Origin.CANDIDATE, logprobs=[logprob], top=[node.top[position]],
-                    rank=rank + 1)
-            kind = EventKind.CONTINUE_WITH_CHOSEN
-            payload = common | {"token_id": token_id, "rank": rank + 1, "logprob": logprob,
-                                "top_logprobs": node.top[position]}
-        elif text is not None:
-            ends_here = text.endswith(STOP_MARKER)
-            typed = text[: -len(STOP_MARKER)] if ends_here else text
-            # The typed text is tokenized alone and appended to the unchanged prefix ids.
-            typed_ids = backend.tokenize(typed) if typed else []
-            if not typed_ids and not ends_here:
-                raise CorrectionRefused(_("Type some text, or end it with <|stop|> to stop here."))
-            _append(child, typed_ids, origin=Origin.TYPED)
-            stop = ends_here
-            kind = EventKind.CONTINUE_WITH_INPUT
-            payload = common | {"text": text, "token_ids": typed_ids, "stop": ends_here}
-        else:
-            kind = EventKind.FORCE_STOP
-            payload = common
-        child.operator = kind
-        child.locked_until = len(child.token_ids)
-        if stop:
-            child.status, child.finish_reason = NodeStatus.COMPLETE, "stop"
-        return _save(session, child, kind, payload, actor)
+    node = _current(session, version, node_id)
+    _correctable(node, position)
+    child = fork_of(node, session=session, operator=EventKind.CONTINUE_WITH_CHOSEN, keep=position)
+    rejected_id = node.token_ids[position]
+    common = {"position": position, "rejected_token_id": rejected_id, "channel": node.channels[position]
+              if position < len(node.channels) else None}
+    project = session.item.project
+    backend = services.backend_for(project)
+    typed_ids = []
+    if token_id is not None:
+        stop = token_id in backend.eos_token_ids  # picking the model's end token ends the response there
+        candidates = [candidate for candidate, _logprob in node.top[position]]
+        if token_id not in candidates:
+            raise CorrectionRefused(_("Token %(token)s is not among the model's top-%(k)s here.")
+                                    % {"token": token_id, "k": len(candidates)})
+        rank = candidates.index(token_id)
+        logprob = node.top[position][rank][1]
+        _append(child, [token_id], origin=Origin.CANDIDATE, logprobs=[logprob], top=[node.top[position]],
+                rank=rank + 1)
+        kind = EventKind.CONTINUE_WITH_CHOSEN
+        payload = common | {"token_id": token_id, "rank": rank + 1, "logprob": logprob,
+                            "top_logprobs": node.top[position]}
+    elif text is not None:
+        ends_here = text.endswith(STOP_MARKER)
+        typed = text[: -len(STOP_MARKER)] if ends_here else text
+        # The typed text is tokenized alone and appended to the unchanged prefix ids.
+        typed_ids = backend.tokenize(typed) if typed else []
+        if not typed_ids and not ends_here:
+            raise CorrectionRefused(_("Type some text, or end it with <|stop|> to stop here."))
+        _append(child, typed_ids, origin=Origin.TYPED)
+        stop = ends_here
+        kind = EventKind.CONTINUE_WITH_INPUT
+        payload = common | {"text": text, "token_ids": typed_ids, "stop": ends_here}
+    else:
+        kind = EventKind.FORCE_STOP
+        payload = common
+    child.operator = kind
+    child.locked_until = len(child.token_ids)
+    if stop:
+        child.status, child.finish_reason = NodeStatus.COMPLETE, "stop"
+    else:  # the model continues it: what it reads must fit the budget
+        budget.check_continuation(child, config=config_for(project), backend=backend, kept=position,
+                                  typed=len(child.token_ids) - position, field="text" if typed_ids else None)
+    return _save(session, version, child, kind, payload, actor)
 
 
 def edit_selection(*, session: Session, version: int, node_id: int, start: int, end: int, text: str,
@@ -116,35 +129,38 @@ def edit_selection(*, session: Session, version: int, node_id: int, start: int, 
     """Replace tokens [start, end) of the current node with typed text and keep the tokens after them.
 
     The kept tokens were generated after the old span; the model scores them again after the new one
-    (prompt logprobs with top-k), so every kept token has its probability under the prefix it now has."""
-    with transaction.atomic():
-        session = locked_session(session.pk, version)
-        node = _current(session, node_id)
-        _correctable(node, start)
-        if not start < end <= len(node.token_ids):
-            raise CorrectionRefused(_("The selection [%(start)s, %(end)s) is not a span of the response "
-                                      "(%(tokens)s tokens).") % {"start": start, "end": end,
-                                                                 "tokens": len(node.token_ids)})
-        project = session.item.project
-        backend = services.backend_for(project)
-        typed_ids = backend.tokenize(text) if text else []
-        kept = node.token_ids[end:]
-        if typed_ids == node.token_ids[start:end]:
-            raise CorrectionRefused(_("The new text is the same as the selection."))
-        child = fork_of(node, session=session, operator=EventKind.EDIT_SELECTION, keep=start)
-        _append(child, typed_ids, origin=Origin.TYPED)
-        child.locked_until = len(child.token_ids)
-        top_k = config_for(project).top_k
-        scores = backend.prompt_logprobs(child.prompt_ids + child.token_ids + kept, top_k=top_k)[-len(kept):] \
-            if kept else []
-        _append(child, kept, origin=Origin.MODEL,
-                logprobs=[score.get(token_id) if score else None for token_id, score in zip(kept, scores, strict=True)],
-                top=[_top(score, top_k) for score in scores])
-        child.status, child.finish_reason = NodeStatus.COMPLETE, node.finish_reason
-        payload = {"start": start, "end": end, "text": text, "token_ids": typed_ids,
-                   "rejected_token_ids": node.token_ids[start:end], "kept_tokens": len(kept),
-                   "channel": node.channels[start] if start < len(node.channels) else None}
-        return _save(session, child, EventKind.EDIT_SELECTION, payload, actor)
+    (prompt logprobs with top-k), so every kept token has its probability under the prefix it now has.
+    The scoring reads the whole response: over the token budget, it is refused before it runs."""
+    node = _current(session, version, node_id)
+    _correctable(node, start)
+    if not start < end <= len(node.token_ids):
+        raise CorrectionRefused(_("The selection [%(start)s, %(end)s) is not a span of the response "
+                                  "(%(tokens)s tokens).") % {"start": start, "end": end,
+                                                             "tokens": len(node.token_ids)})
+    project = session.item.project
+    backend = services.backend_for(project)
+    typed_ids = backend.tokenize(text) if text else []
+    kept = node.token_ids[end:]
+    if typed_ids == node.token_ids[start:end]:
+        raise CorrectionRefused(_("The new text is the same as the selection."))
+    child = fork_of(node, session=session, operator=EventKind.EDIT_SELECTION, keep=start)
+    _append(child, typed_ids, origin=Origin.TYPED)
+    child.locked_until = len(child.token_ids)
+    config = config_for(project)
+    if kept:
+        budget.check_continuation(child, config=config, backend=backend, kept=start, typed=len(typed_ids),
+                                  scored=len(kept), field="text")
+    top_k = config.top_k
+    scores = backend.prompt_logprobs(child.prompt_ids + child.token_ids + kept, top_k=top_k)[-len(kept):] \
+        if kept else []
+    _append(child, kept, origin=Origin.MODEL,
+            logprobs=[score.get(token_id) if score else None for token_id, score in zip(kept, scores, strict=True)],
+            top=[_top(score, top_k) for score in scores])
+    child.status, child.finish_reason = NodeStatus.COMPLETE, node.finish_reason
+    payload = {"start": start, "end": end, "text": text, "token_ids": typed_ids,
+               "rejected_token_ids": node.token_ids[start:end], "kept_tokens": len(kept),
+               "channel": node.channels[start] if start < len(node.channels) else None}
+    return _save(session, version, child, EventKind.EDIT_SELECTION, payload, actor)
 
 
 def _top(score: dict | None, top_k: int) -> list[list]:
@@ -156,16 +172,18 @@ def _top(score: dict | None, top_k: int) -> list[list]:
 
 def continue_generating(*, session: Session, version: int, node_id: int, actor) -> Node:
     """A response that stopped at its token budget (`length`) continues: a child with every token kept and
-    another budget of the project's max_tokens, left streaming."""
-    with transaction.atomic():
-        session = locked_session(session.pk, version)
-        node = _current(session, node_id)
-        if node.finish_reason != "length":
-            ended = (_("Only a response that ran out of tokens can be continued; this one ended with "
-                       "%(reason)s.") % {"reason": node.finish_reason} if node.finish_reason
-                     else _("Only a response that ran out of tokens can be continued; this one has not ended."))
-            raise CorrectionRefused(ended)
-        child = fork_of(node, session=session, operator=EventKind.CONTINUE_GENERATING, keep=len(node.token_ids))
-        child.locked_until = node.locked_until
-        child.max_tokens = len(node.token_ids) + config_for(session.item.project).max_tokens
-        return _save(session, child, EventKind.CONTINUE_GENERATING, {"from_token": len(node.token_ids)}, actor)
+    another budget of the project's max_tokens, left streaming (refused when the prompt and the response so
+    far are over the token budget)."""
+    node = _current(session, version, node_id)
+    if node.finish_reason != "length":
+        ended = (_("Only a response that ran out of tokens can be continued; this one ended with "
+                   "%(reason)s.") % {"reason": node.finish_reason} if node.finish_reason
+                 else _("Only a response that ran out of tokens can be continued; this one has not ended."))
+        raise CorrectionRefused(ended)
+    project = session.item.project
+    child = fork_of(node, session=session, operator=EventKind.CONTINUE_GENERATING, keep=len(node.token_ids))
+    child.locked_until = node.locked_until
+    child.max_tokens = len(node.token_ids) + config_for(project).max_tokens
+    budget.check_continuation(child, config=config_for(project), backend=services.backend_for(project),
+                              kept=len(node.token_ids))
+    return _save(session, version, child, EventKind.CONTINUE_GENERATING, {"from_token": len(node.token_ids)}, actor)

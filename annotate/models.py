@@ -49,6 +49,10 @@ class AnnotationConfig(models.Model):
     auto_approve_tools = models.BooleanField(default=False)
     # Tool rounds one session may run (a loop of calls stops here and waits for the annotator).
     max_tool_steps = models.PositiveSmallIntegerField(default=8)
+    # The most tokens a model call of the project may read (the prompt, and the response so far when it continues
+    # one), below the model's context: a longer prompt is refused when the operator that would stream it is asked
+    # (annotate/budget.py), naming what made it long. It bounds each call's prefill, its memory and its time.
+    max_prompt_tokens = models.PositiveIntegerField(default=4096)
 
     class Meta:
         constraints = [
@@ -144,7 +148,7 @@ class Origin(models.TextChoices):
 class NodeStatus(models.TextChoices):
     STREAMING = "streaming", _("Streaming")
     COMPLETE = "complete", _("Complete")
-    INTERRUPTED = "interrupted", _("Interrupted (the backend failed; continue to retry)")
+    INTERRUPTED = "interrupted", _("Interrupted (the stream stopped or was cancelled; continue to retry)")
 
 
 class EventKind(models.TextChoices):
@@ -160,6 +164,7 @@ class EventKind(models.TextChoices):
     RUN_TOOL_CALLS = "run_tool_calls"  # the response's tool calls ran; the model answers their results
     START_NEW_ROUND = "start_new_round"  # the annotator adds a user turn after an answer
     SELECT_NODE = "select_node"  # the annotator moves to another node of the session
+    CANCEL_STREAM = "cancel_stream"  # the annotator ends a response's stream; it keeps what was saved
     UNDO = "undo"
     ACCEPT = "accept"
     REJECT = "reject"
@@ -198,6 +203,10 @@ class Node(models.Model):
     # The response's token budget; null = the project's max_tokens (continue_generating raises it).
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=NodeStatus.choices, default=NodeStatus.COMPLETE)
+    # While a request streams the node: when it last saved (its lease). Null when no stream holds it. A stream
+    # saves only while the value is the one it set, so a cancel, or a request that took over a stream whose
+    # lease ran out (ANNOTATE_STREAM_LEASE_SECONDS: its worker died), stops it (annotate/streaming.py).
+    stream_lease = models.DateTimeField(null=True, blank=True)
     finish_reason = models.CharField(max_length=16, blank=True)
     model_id = models.CharField(max_length=200, blank=True)
     seed = models.BigIntegerField(null=True, blank=True)

@@ -69,13 +69,15 @@ def fork_of(node: Node, *, session: Session, operator: str, keep: int) -> Node:
 
 
 def new_turn(*, session: Session, parent: Node | None, operator: str, conversation: Conversation, tree: int,
-             template: Template, backend) -> Node:
-    """An unsaved, empty node that answers `conversation` (a new tree's root, or the next turn of one)."""
+             template: Template, backend, prompt_ids: list[int] | None = None) -> Node:
+    """An unsaved, empty node that answers `conversation` (a new tree's root, or the next turn of one). `prompt_ids`:
+    the conversation already rendered by `template` (the operators render it before they lock the session)."""
     stored = conversation.as_dict()
-    prompt = template.render(conversation, None, backend=backend)
+    if prompt_ids is None:
+        prompt_ids = template.render(conversation, None, backend=backend).ids
     return Node(
         session=session, parent=parent, key=next_key(session), operator=operator, tree=tree,
         round=sum(message.role == "user" for message in conversation.messages) or 1,
-        context=stored["messages"], tools=stored.get("tools", []), prompt_ids=prompt.ids,
+        context=stored["messages"], tools=stored.get("tools", []), prompt_ids=prompt_ids,
         model_id=backend.model_id, status=NodeStatus.STREAMING,
     )

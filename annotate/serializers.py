@@ -27,12 +27,16 @@ class ConfigSerializer(serializers.ModelSerializer):
     tool_servers = serializers.ListField(child=serializers.CharField(max_length=100), max_length=20, required=False,
                                          help_text="names from the MCP_SERVERS setting (admins only)")
     max_tool_steps = serializers.IntegerField(min_value=0, max_value=100, required=False)
+    # Below the model's context (checked at each call); 2^20 is past any served model's.
+    max_prompt_tokens = serializers.IntegerField(
+        min_value=1, max_value=1_048_576, required=False,
+        help_text="the most tokens a model call may read (prompt and response so far); longer is refused")
 
     class Meta:
         model = AnnotationConfig
         fields = ["model_name", "top_k", "max_tokens", "temperature", "seed_policy", "seed", "overlap",
                   "lease_minutes", "response_template", "reasoning_budget", "tool_servers", "auto_approve_tools",
-                  "max_tool_steps"]
+                  "max_tool_steps", "max_prompt_tokens"]
 
     def validate_tool_servers(self, names: list[str]) -> list[str]:
         return mcp.check_server_names(names, field="tool_servers")

@@ -6,6 +6,7 @@ version is refused (the API answers 409), never silently applied.
 """
 
 import hashlib
+import itertools
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -19,9 +20,10 @@ from dataplatform import claims
 from dataplatform.accounts.models import Project
 from dataplatform.accounts.permissions import CAN_MANAGE_PROJECT
 from dataplatform.errors import Conflict, Forbidden, Missing, Refused
-from dataplatform.inference import backend_for_model
+from dataplatform.inference import PromptTooLong, backend_for_model
 from dataplatform.jobs.status import Status
 
+from . import budget
 from .models import (
     CLAIM_STATE_WORDS,
     SESSION_STATUS_WORDS,
@@ -125,18 +127,31 @@ def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -
     if not regenerate:
         items = items.filter(rollout__isnull=True)
     progress.set_total(items.count())
-    done = 0
-    for batch in _item_batches(items.only("id", "messages", "tools")):
+    done, refused = 0, []
+    for batch in _item_batches(items.only("id", "external_id", "messages", "tools")):
         prompts = [render_prompt(backend, stored_prompt(item.messages, item.tools), template) for item in batch]
         seeds = [seed_for(config, item, "rollout") for item in batch]
-        for index, steps in backend.rollouts(prompts, max_tokens=config.max_tokens, temperature=config.temperature,
-                                             seeds=seeds, top_k=config.top_k):
-            rollout = rollout_of(steps, seed=seeds[index], backend=backend, template=template)
-            Item.objects.filter(pk=batch[index].pk).update(prompt_ids=prompts[index], rollout=rollout)
+        # A prompt over the project's budget is not sent; the backend refuses one over the model's context. Either
+        # way the item stays unanswered (no annotator is offered it), and the job's result names it.
+        over = {index: refusal for index, ids in enumerate(prompts)
+                if (refusal := budget.refusal(len(ids), config=config, backend=backend,
+                                              max_tokens=config.max_tokens)) is not None}
+        sent = [index for index in range(len(batch)) if index not in over]
+        answers = backend.rollouts([prompts[i] for i in sent], max_tokens=config.max_tokens,
+                                   temperature=config.temperature, seeds=[seeds[i] for i in sent], top_k=config.top_k)
+        for index, steps in itertools.chain(over.items(), ((sent[row], steps) for row, steps in answers)):
+            if isinstance(steps, PromptTooLong):
+                refused.append({"item": batch[index].external_id or batch[index].pk, "error": str(steps)})
+            else:
+                rollout = rollout_of(steps, seed=seeds[index], backend=backend, template=template)
+                Item.objects.filter(pk=batch[index].pk).update(prompt_ids=prompts[index], rollout=rollout)
             done += 1
             progress.report(done, message=Status(gettext_noop("%(done)s of %(total)s items answered"), done=done,
                                                   total=progress.job.progress_total))
-    return {"answered": done}
+    result = {"answered": done - len(refused)}
+    if refused:  # the first few, each with its item: what a curator needs to find and fix the prompts
+        result |= {"refused": len(refused), "refusals": refused[:20]}
+    return result
 
 
 def _item_batches(items) -> Iterator[list[Item]]:
@@ -282,7 +297,7 @@ def undo(*, session: Session, version: int, actor) -> Session:
         session = locked_session(session.pk, version)
         node = session.current_node
         if node.status == NodeStatus.STREAMING:
-            raise AnnotationError(_("Wait for the model to finish before undoing."))
+            raise AnnotationError(_("Wait for the model to finish this response, or cancel it."))
         back = node.parent_id
         if back is None:  # a tree's root: generate_new and edit_prompt record where they started from
             started = Event.objects.filter(session=session, node=node, kind__in=TREE_STARTS).first()
@@ -301,7 +316,7 @@ def select_node(*, session: Session, version: int, node_id: int, actor) -> Sessi
     with transaction.atomic():
         session = locked_session(session.pk, version)
         if session.current_node.status == NodeStatus.STREAMING:
-            raise AnnotationError(_("Wait for the model to finish this response first."))
+            raise AnnotationError(_("Wait for the model to finish this response, or cancel it."))
         target = session.nodes.filter(pk=node_id).first()
         if target is None:
             raise Missing(_("No such node in this session."))

@@ -3,7 +3,9 @@ trees, move around the tree, undo, accept or reject.
 
 Every write names the session `version` the client read (a stale one is a 409) and is for the session's
 own annotator alone (anyone else gets a 404). A write that makes a streaming node answers 201 with it;
-the client then POSTs the node's stream URL, which sends each token as a server-sent event.
+the client then POSTs the node's stream URL, which sends each token as a server-sent event. A prompt over the
+token budget is a 400 at the write, naming what made it long; a node being streamed by another request is a
+409 at the stream URL; its annotator may cancel a stream (cancel/), after which select and undo work.
 """
 
 import json
@@ -22,8 +24,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import request_token
-from dataplatform.errors import PlatformError
-from dataplatform.openapi import STALE_VERSION
+from dataplatform.errors import PlatformError, Refused
+from dataplatform.openapi import STALE_VERSION, error_response
 
 from . import corrections, selectors, services, streaming, turns
 from .models import Node
@@ -41,6 +43,8 @@ from .serializers import (
 )
 
 logger = logging.getLogger(__name__)
+
+STREAM_BUSY = error_response("Another request is streaming this node; wait for it, or cancel it.")
 
 
 class SessionApi(APIView):
@@ -163,10 +167,13 @@ class StreamApi(APIView):
     # JSON first: a refusal (404, 403, 409) is a JSON error unless the client asked for a stream.
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
-    @extend_schema(request=None, responses={(200, "text/event-stream"): OpenApiTypes.STR})
+    @extend_schema(request=None, responses={(200, "text/event-stream"): OpenApiTypes.STR, 409: STREAM_BUSY})
     def post(self, request, session_id: int, node_id: int):
         session = selectors.session_for_writing(request.user, session_id, token=request_token(request))
         node = selectors.node_of(session, node_id)
+        # Before the 200, so that a refusal is a status: the session closed (400), a prompt over the token budget
+        # (400), another request streaming the node (409). A complete node streams nothing: `done` at once.
+        streaming.claim_stream(node)
         events = _token_events(node)
         if isinstance(request._request, ASGIRequest):
             events = _async_events(events)
@@ -196,8 +203,8 @@ def _token_events(node: Node):
         node.refresh_from_db()
         yield _sse("done", {"node": node.pk, "finish_reason": node.finish_reason, "tokens": len(node.token_ids)})
     # Not the shared mapping: the stream's 200 has been sent, so every error becomes its `error` event.
-    except services.AnnotationError as exc:
-        yield _sse("error", {"message": str(exc)})
+    except Refused as exc:  # sending it again changes nothing (a prompt too long, a cancelled stream...)
+        yield _sse("error", {"message": exc.detail})
     except Exception as exc:  # noqa: BLE001 (the client must hear of it; logged when it is a bug)
         if isinstance(exc, (OperationalError, InterfaceError)):
             reason = _("The database is unavailable for a moment.")
@@ -214,8 +221,11 @@ async def _async_events(events):
     """Under ASGI, pull the sync generator in Django's sync thread so tokens go out as they come."""
     sentinel = object()
     step = sync_to_async(lambda: next(events, sentinel), thread_sensitive=True)
-    while (chunk := await step()) is not sentinel:
-        yield chunk
+    try:
+        while (chunk := await step()) is not sentinel:
+            yield chunk
+    finally:  # the client left: end the stream now, in the thread that ran it (the node is left interrupted)
+        await sync_to_async(events.close, thread_sensitive=True)()
 
 
 def _session_action(request, session_id: int, serializer_class, action):
@@ -234,6 +244,16 @@ class SelectNodeApi(APIView):
     @extend_schema(request=NodeActionSerializer, responses={200: SessionSerializer, 409: STALE_VERSION})
     def post(self, request, session_id: int):
         return _session_action(request, session_id, NodeActionSerializer, lambda session, data: services.select_node(
+            session=session, version=data["version"], node_id=data["node_id"], actor=request.user))
+
+
+class CancelStreamApi(APIView):
+    """End the stream of a node of the session (`node_id`): it keeps the tokens saved so far and is interrupted;
+    stream it again to continue, or select, undo or correct."""
+
+    @extend_schema(request=NodeActionSerializer, responses={200: SessionSerializer, 409: STALE_VERSION})
+    def post(self, request, session_id: int):
+        return _session_action(request, session_id, NodeActionSerializer, lambda session, data: streaming.cancel_stream(
             session=session, version=data["version"], node_id=data["node_id"], actor=request.user))
 
 

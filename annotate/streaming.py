@@ -4,26 +4,53 @@ Each token is read by the response template as it comes, so the annotator sees i
 content, a tool call's name or arguments) while it streams. A project's reasoning budget closes a
 reasoning that runs too long: the template writes its closing marker and the model answers. With
 auto-approve on, a response that ends with tool calls runs them and the next turn streams on.
+
+One request streams a node at a time. It takes the node's lease (`Node.stream_lease`) before it starts and
+renews it at every save; it saves only while the lease is the one it set. A stream that ends without finishing
+(the backend failed, the client left, an error) leaves the node interrupted, and streaming it again resumes
+it. A request that finds the lease held gets a 409, unless the lease is older than
+ANNOTATE_STREAM_LEASE_SECONDS (the worker that held it was killed): then it takes the stream over. Its
+annotator may also cancel the stream (`cancel_stream`): the node keeps what was saved and is interrupted;
+a stream still running stops at its next save.
+
+Each request adds at most ANNOTATE_STREAM_MAX_TOKENS tokens (budget.stream_tokens): with the local backend
+every token is a forward pass in the web process, so one request's work stays bounded; a response that
+reaches the cap ends with `length`, and continuing it goes on.
 """
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 
-from django.db import close_old_connections, connection
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from dataplatform.conversations.templates import PENDING, REASONING
-from dataplatform.inference import BackendError
+from dataplatform.errors import Conflict, Missing
 
-from . import services
-from .models import SESSION_STATUS_WORDS, Event, EventKind, Node, NodeStatus, Origin, SessionStatus
+from . import budget, services
+from .models import SESSION_STATUS_WORDS, Event, EventKind, Node, NodeStatus, Origin, Session, SessionStatus
 from .nodes import parse_into, template_of
-from .services import AnnotationError, config_for, seed_for
+from .services import AnnotationError, bump, config_for, locked_session, seed_for
 from .turns import NextTurn, auto_run_tool_calls
+
+logger = logging.getLogger(__name__)
 
 SAVE_EVERY_TOKENS = 8  # a streaming node is saved this often, so a failure loses at most a few tokens
 FIELDS = ["token_ids", "logprobs", "top", "origins", "candidate_ranks", "channels", "message", "status",
           "finish_reason"]
+
+
+class StreamBusy(Conflict):
+    """Another request streams this node now."""
+
+
+class StreamTakenOver(AnnotationError):
+    """The node's stream was cancelled, or taken over after its lease ran out, while this request streamed it."""
 
 
 @dataclass(frozen=True)
@@ -73,12 +100,79 @@ class _Reader:
             and not message.get("tool_calls")
 
 
+# --- who streams a node ------------------------------------------------------------------------------
+
+def claim_stream(node: Node) -> bool:
+    """Take the node's stream for this request (False: it is complete, nothing to stream).
+
+    Refused when the session is closed, when what the model would read is over the token budget (a node made
+    before the operators checked it, or imported), and with a 409 while another request holds a live lease. A
+    node taken from an interrupted (or dead) stream records that it resumes. Call it outside a transaction:
+    the budget check may ask the backend."""
+    session = node.session
+    if node.status == NodeStatus.COMPLETE:
+        return False
+    if session.status != SessionStatus.OPEN:
+        raise AnnotationError(_("The session is %(status)s; its responses no longer change.") % {
+            "status": SESSION_STATUS_WORDS.get(session.status, session.status)})
+    project = session.item.project
+    budget.check_node(node, config=config_for(project), backend=services.backend_for(project))
+    now = timezone.now()
+    expired = now - timedelta(seconds=settings.ANNOTATE_STREAM_LEASE_SECONDS)
+    free = Q(stream_lease__isnull=True) | Q(stream_lease__lt=expired)
+    resumes = node.status == NodeStatus.INTERRUPTED or node.stream_lease is not None
+    if not Node.objects.filter(free, pk=node.pk).exclude(status=NodeStatus.COMPLETE).update(
+            stream_lease=now, status=NodeStatus.STREAMING):
+        node.refresh_from_db(fields=["status", "stream_lease"])
+        if node.status == NodeStatus.COMPLETE:
+            return False
+        raise StreamBusy(_("This response is being written in another request (another tab?). Wait for it, or "
+                           "cancel it."))
+    node.refresh_from_db(fields=[*FIELDS, "stream_lease"])  # what a stream before this one saved last
+    if resumes:
+        Event.objects.create(session=session, kind=EventKind.CONTINUE_GENERATING, node=node, actor=None,
+                             payload={"from_token": len(node.token_ids)})
+    node.claimed = True
+    return True
+
+
+def _save(node: Node, *, final: bool = False) -> None:
+    """Save the stream's progress and renew its lease (`final`: give it up), if it still holds it."""
+    lease = None if final else timezone.now()
+    values = {name: getattr(node, name) for name in FIELDS}
+    if not Node.objects.filter(pk=node.pk, stream_lease=node.stream_lease).update(stream_lease=lease, **values):
+        raise StreamTakenOver(_("The response was cancelled, or another request took it over; what was saved "
+                                "before is kept."))
+    node.stream_lease = lease
+
+
+def cancel_stream(*, session: Session, version: int, node_id: int, actor) -> Session:
+    """End a node's stream at its annotator's word: the node keeps the tokens saved so far and is interrupted
+    (continue it later, or select, undo, correct). A stream still running stops at its next save."""
+    with transaction.atomic():
+        session = locked_session(session.pk, version)
+        node = session.nodes.select_for_update().filter(pk=node_id).first()
+        if node is None:
+            raise Missing(_("No such node in this session."))
+        if node.status == NodeStatus.COMPLETE:
+            raise AnnotationError(_("This response is complete: there is no stream to cancel."))
+        node.status, node.stream_lease = NodeStatus.INTERRUPTED, None
+        node.save(update_fields=["status", "stream_lease"])
+        bump(session)
+        Event.objects.create(session=session, kind=EventKind.CANCEL_STREAM, node=node, actor=actor,
+                             payload={"tokens": len(node.token_ids)})
+    return session
+
+
+# --- streaming ------------------------------------------------------------------------------------------
+
 def continue_node(*, node: Node) -> Iterator[Streamed | NextTurn]:
     """Generate the rest of a streaming (or interrupted) node from its exact token ids, yielding each token;
     then, with auto-approve on, run its tool calls and stream the next turn, up to the session's step limit.
 
-    The node is saved every few tokens and at the end; if the backend fails, the node keeps what it has,
-    is marked interrupted, and the error propagates (retry = call again)."""
+    The node is saved every few tokens and at the end; if the stream stops before the end (the backend
+    fails, the client leaves, any error), the node keeps what it has, is marked interrupted, and the error
+    propagates (retry = call again)."""
     while node is not None:
         yield from _continue_one(node)
         next_turn = auto_run_tool_calls(node=node)
@@ -89,26 +183,22 @@ def continue_node(*, node: Node) -> Iterator[Streamed | NextTurn]:
 
 
 def _continue_one(node: Node) -> Iterator[Streamed]:
+    if not getattr(node, "claimed", False) and not claim_stream(node):
+        return
+    node.claimed = False  # once: a retry of the same object claims again
     session = node.session
     project = session.item.project
     config = config_for(project)
-    if node.status == NodeStatus.COMPLETE:
-        return
-    if session.status != SessionStatus.OPEN:
-        raise AnnotationError(_("The session is %(status)s; its responses no longer change.") % {
-            "status": SESSION_STATUS_WORDS.get(session.status, session.status)})
-    if node.status == NodeStatus.INTERRUPTED:
-        Event.objects.create(session=session, kind=EventKind.CONTINUE_GENERATING, node=node, actor=None,
-                             payload={"from_token": len(node.token_ids)})
-    backend = services.backend_for(project)
-    template = template_of(config, backend)
-    reader = _Reader(node, template, backend)
-    budget = node.max_tokens or config.max_tokens
+    # This request's share of the response's budget (budget.stream_tokens: ANNOTATE_STREAM_MAX_TOKENS at most).
+    until = len(node.token_ids) + budget.stream_tokens(node, config)
     node.status = NodeStatus.STREAMING
-    closes_reasoning = config.reasoning_budget and template.markers.reasoning
     try:
+        backend = services.backend_for(project)
+        template = template_of(config, backend)
+        reader = _Reader(node, template, backend)
+        closes_reasoning = config.reasoning_budget and template.markers.reasoning
         while node.status == NodeStatus.STREAMING:
-            remaining = budget - len(node.token_ids)
+            remaining = until - len(node.token_ids)
             if remaining <= 0:
                 node.status, node.finish_reason = NodeStatus.COMPLETE, "length"
                 break
@@ -125,7 +215,7 @@ def _continue_one(node: Node) -> Iterator[Streamed]:
                 if step.finish_reason:  # read and saved once, finished, after the loop
                     node.status, node.finish_reason = NodeStatus.COMPLETE, step.finish_reason
                 elif len(node.token_ids) % SAVE_EVERY_TOKENS == 0:
-                    node.save(update_fields=FIELDS)
+                    _save(node)
                 yield Streamed(node.pk, len(node.token_ids) - 1, step.token_id, text, step.logprob, Origin.MODEL,
                                node.channels[-1], settled)
                 if closes_reasoning and not step.finish_reason and reader.reasoning_open() \
@@ -136,12 +226,23 @@ def _continue_one(node: Node) -> Iterator[Streamed]:
             else:
                 if node.status == NodeStatus.STREAMING:  # the backend ended without a finish reason
                     node.status, node.finish_reason = NodeStatus.COMPLETE, "length"
-    except BackendError:
-        node.status = NodeStatus.INTERRUPTED
-        node.save(update_fields=FIELDS)
+        parse_into(node, template=template, backend=backend, pieces=reader.pieces)
+        _save(node, final=True)
+    except BaseException as stopped:  # the backend failed, the client left (GeneratorExit), a bug...
+        if not isinstance(stopped, StreamTakenOver):
+            _interrupt(node)
         raise
-    parse_into(node, template=template, backend=backend, pieces=reader.pieces)
-    node.save(update_fields=FIELDS)
+
+
+def _interrupt(node: Node) -> None:
+    """The stream stopped before the end: the node keeps what it has and is interrupted (stream it to retry)."""
+    node.status = NodeStatus.INTERRUPTED
+    try:
+        _save(node, final=True)
+    except StreamTakenOver:
+        pass  # cancelled or taken over: the other side says what the node is
+    except Exception:  # the database went too: the lease runs out, and a later stream takes the node over
+        logger.warning("Node %s: could not record that its stream stopped.", node.pk, exc_info=True)
 
 
 def _close_reasoning(node: Node, reader: _Reader, template, backend) -> Iterator[Streamed]:
@@ -156,7 +257,7 @@ def _close_reasoning(node: Node, reader: _Reader, template, backend) -> Iterator
         text, settled = reader.add(token_id)
         yield Streamed(node.pk, len(node.token_ids) - 1, token_id, text, None, Origin.TEMPLATE, node.channels[-1],
                        settled)
-    node.save(update_fields=FIELDS)
+    _save(node)
 
 
 def _releasing_connection(steps: Iterator) -> Iterator:

@@ -7,9 +7,11 @@
 - `generate_new` and `edit_prompt`: a new tree of the session, for the same prompt or an edited one.
 
 The next turn's prompt is its whole context rendered by the response template, so an edited argument
-or a tool's result reads to the model as if it had always been there. Tools run outside any
-transaction (a tool can take seconds): nothing is written until they all answered, so a tool that
-fails, hangs or is down loses nothing, and the annotator can try again.
+or a tool's result reads to the model as if it had always been there. Each operator reads and checks
+under the session's lock, then runs the tools and renders the prompt with no transaction open (a tool
+can take seconds; rendering is a backend call), then writes under the lock again if the session's
+version has not moved: a tool that fails, hangs or is down loses nothing, and the annotator can try
+again. A prompt over the token budget (budget.py) is refused then, naming what made it long.
 """
 
 import json
@@ -23,7 +25,7 @@ from dataplatform.conversations.model import Conversation, Message
 from dataplatform.conversations.reading import read_conversation
 from dataplatform.errors import Refused
 
-from . import services
+from . import budget, services
 from .models import Event, EventKind, Node, NodeStatus, Session
 from .nodes import new_turn, next_tree, node_conversation, response_message, template_of
 from .services import AnnotationError, ToolRunRefused, bump, config_for, locked_session
@@ -44,17 +46,28 @@ def _current_answer(session: Session, node_id: int) -> Node:
     node = session.current_node
     if node is None or node.pk != node_id:
         raise AnnotationError(_("This applies to the node you are looking at; reload the session."))
+    if node.status == NodeStatus.STREAMING:
+        raise AnnotationError(_("Wait for the model to finish this response, or cancel it."))
     if node.status != NodeStatus.COMPLETE:
-        raise AnnotationError(_("Wait for the model to finish this response first."))
+        raise AnnotationError(_("This response stopped before it ended: continue it first, or correct it."))
     return node
 
 
+def _prompt(session: Session, conversation: Conversation, field_of=None) -> list[int]:
+    """The next turn's prompt ids, checked against the budget; outside any transaction (a backend call)."""
+    project = session.item.project
+    config, backend = config_for(project), services.backend_for(project)
+    ids = template_of(config, backend).render(conversation, None, backend=backend).ids
+    budget.check_turn(ids, conversation, config=config, backend=backend, field_of=field_of)
+    return ids
+
+
 def _start(session: Session, node: Node, *, actor, kind: str, conversation: Conversation, parent: Node | None,
-           tree: int, payload: dict) -> Node:
+           tree: int, payload: dict, prompt_ids: list[int]) -> Node:
     project = session.item.project
     backend = services.backend_for(project)
     child = new_turn(session=session, parent=parent, operator=kind, conversation=conversation, tree=tree,
-                     template=template_of(config_for(project), backend), backend=backend)
+                     template=template_of(config_for(project), backend), backend=backend, prompt_ids=prompt_ids)
     child.seed = node.seed
     child.save()
     session.current_node = child
@@ -91,19 +104,39 @@ def run_tool_calls(*, session: Session, version: int, node_id: int, decisions: l
                                "given).") % {"calls": len(message.tool_calls), "given": len(decisions)},
                              field="decisions")
     plans = _plans(message, decisions, config)
+    _check_edits(session, plans, config)
     results = [_run(plan) for plan in plans]  # outside the transaction: a tool can take seconds
+    calls = tuple(replace(call, arguments=plan["arguments_text"]) for call, plan in zip(
+        message.tool_calls, plans, strict=True))
+    answered = replace(message, tool_calls=calls, finish_reason=None)  # context: how it ended is the node's
+    tool_messages = [Message(role="tool", tool_call_id=call.id, name=call.name, content=result["content"])
+                     for call, result in zip(calls, results, strict=True)]
+    before = node_conversation(node)
+    conversation = Conversation(before.messages + (answered, *tool_messages), before.tools)
+    # A call's arguments and its result are this run's: an answer names the decision they came from.
+    answered_at = len(before.messages)
+    ids = _prompt(session, conversation, field_of=lambda part: None if part.message is None or part.message <
+                  answered_at else (f"decisions[{part.call}].arguments" if part.call is not None
+                                    else f"decisions[{part.message - answered_at - 1}]"))
     with transaction.atomic():
         locked = locked_session(session.pk, version)  # refused if anything changed while the tools ran
-        calls = tuple(replace(call, arguments=plan["arguments_text"]) for call, plan in zip(
-            message.tool_calls, plans, strict=True))
-        answered = replace(message, tool_calls=calls, finish_reason=None)  # context: how it ended is the node's
-        tool_messages = [Message(role="tool", tool_call_id=call.id, name=call.name, content=result["content"])
-                         for call, result in zip(calls, results, strict=True)]
-        before = node_conversation(node)
-        conversation = Conversation(before.messages + (answered, *tool_messages), before.tools)
         child = _start(locked, node, actor=actor, kind=EventKind.RUN_TOOL_CALLS, conversation=conversation,
-                       parent=node, tree=node.tree, payload={"calls": results, "auto": auto})
+                       parent=node, tree=node.tree, payload={"calls": results, "auto": auto}, prompt_ids=ids)
     return NextTurn(child, results)
+
+
+def _check_edits(session: Session, plans: list[dict], config) -> None:
+    """An edited argument longer than the whole prompt may be is refused before any tool runs with it."""
+    edited = [plan for plan in plans if "edited_arguments" in plan]
+    if not edited:
+        return
+    backend = services.backend_for(session.item.project)
+    for plan in edited:
+        tokens = len(backend.tokenize(plan["edited_arguments"]))
+        if (refused := budget.refusal(tokens, config=config, backend=backend, max_tokens=1)) is not None:
+            raise refused.because(_("The edited arguments of call %(id)s (%(name)s) alone are %(tokens)s tokens.")
+                                  % {"id": plan["id"], "name": plan["name"], "tokens": f"{tokens:,}"},
+                                  field=f"decisions[{plan['index']}].arguments")
 
 
 def _plans(message: Message, decisions: list[dict], config) -> list[dict]:
@@ -170,28 +203,40 @@ def start_new_round(*, session: Session, version: int, node_id: int, text: str, 
     """A user turn after the current answer: the next round, its context every earlier round."""
     if not text.strip():
         raise AnnotationError(_("Write the user's next message."), field="text")
+    with transaction.atomic():  # a look under the lock: the checks
+        node = _current_answer(locked_session(session.pk, version), node_id)
+    message = response_message(node)
+    if message.tool_calls:
+        raise AnnotationError(_("This response makes tool calls: run or reject them before the next round."))
+    before = node_conversation(node)
+    answered = replace(message, finish_reason=None)  # context: how it ended is the node's
+    conversation = Conversation(before.messages + (answered, Message(role="user", content=text)), before.tools)
+    last = len(conversation.messages) - 1
+    ids = _prompt(session, conversation, field_of=lambda part: "text" if part.message == last else None)
     with transaction.atomic():
-        session = locked_session(session.pk, version)
-        node = _current_answer(session, node_id)
-        message = response_message(node)
-        if message.tool_calls:
-            raise AnnotationError(_("This response makes tool calls: run or reject them before the next round."))
-        before = node_conversation(node)
-        answered = replace(message, finish_reason=None)  # context: how it ended is the node's
-        conversation = Conversation(before.messages + (answered, Message(role="user", content=text)), before.tools)
+        session = locked_session(session.pk, version)  # refused if anything changed meanwhile
         return _start(session, node, actor=actor, kind=EventKind.START_NEW_ROUND, conversation=conversation,
-                      parent=node, tree=node.tree, payload={"text": text})
+                      parent=node, tree=node.tree, payload={"text": text}, prompt_ids=ids)
 
 
 def generate_new(*, session: Session, version: int, actor) -> Node:
     """A new tree: the model answers the current node's prompt again, from scratch."""
+    node = _not_streaming(session, version)
+    conversation = node_conversation(node)
+    ids = _prompt(session, conversation)
     with transaction.atomic():
         session = locked_session(session.pk, version)
-        node = session.current_node
-        if node.status == NodeStatus.STREAMING:
-            raise AnnotationError(_("Wait for the model to finish this response first."))
-        return _start(session, node, actor=actor, kind=EventKind.GENERATE_NEW, conversation=node_conversation(node),
-                      parent=None, tree=next_tree(session), payload={"from_node": node.pk})
+        return _start(session, node, actor=actor, kind=EventKind.GENERATE_NEW, conversation=conversation,
+                      parent=None, tree=next_tree(session), payload={"from_node": node.pk}, prompt_ids=ids)
+
+
+def _not_streaming(session: Session, version: int) -> Node:
+    """The current node, read under the lock, if no stream holds it."""
+    with transaction.atomic():
+        node = locked_session(session.pk, version).current_node
+    if node.status == NodeStatus.STREAMING:
+        raise AnnotationError(_("Wait for the model to finish this response, or cancel it."))
+    return node
 
 
 def edit_prompt(*, session: Session, version: int, messages: list, tools: list | None, actor) -> Node:
@@ -204,12 +249,11 @@ def edit_prompt(*, session: Session, version: int, messages: list, tools: list |
     if not conversation.messages or conversation.messages[-1].role not in ("user", "tool"):
         raise Refused(_("The prompt must end with a user message (or tool results) for the model to answer."),
                       field="messages")
+    node = _not_streaming(session, version)
+    ids = _prompt(session, conversation, field_of=lambda part: "messages" if part.message is not None else "tools")
+    stored = conversation.as_dict()
     with transaction.atomic():
         session = locked_session(session.pk, version)
-        node = session.current_node
-        if node.status == NodeStatus.STREAMING:
-            raise AnnotationError(_("Wait for the model to finish this response first."))
-        stored = conversation.as_dict()
         return _start(session, node, actor=actor, kind=EventKind.EDIT_PROMPT, conversation=conversation,
-                      parent=None, tree=next_tree(session),
+                      parent=None, tree=next_tree(session), prompt_ids=ids,
                       payload={"from_node": node.pk, "messages": stored["messages"], "tools": stored.get("tools", [])})

@@ -188,7 +188,10 @@ def workspace(request, session_id: int):
         "can_undo": node.parent_id is not None or node.key > 1,  # a later tree's root goes back where it began
         "can_continue": complete and node.finish_reason == "length",
         "can_new_round": complete and not message.get("tool_calls"),
-        "needs_stream": can_write and node.status in (NodeStatus.STREAMING, NodeStatus.INTERRUPTED),
+        # A node just made streams when the page opens; an interrupted one (its stream failed, or was cancelled)
+        # waits for the annotator's Retry, so that reloading after a cancel does not start it again.
+        "needs_stream": can_write and node.status == NodeStatus.STREAMING,
+        "interrupted": can_write and node.status == NodeStatus.INTERRUPTED,
         "urls": {
             "skip": reverse("api-annotate-claim-action", args=[project.slug, session.claim_id, "skip"]),
             "candidates": reverse("api-session-candidates", args=[session.pk, node.pk, 0]).rsplit("0/", 1)[0],
@@ -196,7 +199,7 @@ def workspace(request, session_id: int):
             "stream": reverse("api-session-stream", args=[session.pk, node.pk]),
             **{name.replace("-", "_"): reverse(f"api-session-{name}", args=[session.pk]) for name in (
                 "correct", "edit-selection", "continue-generating", "tool-calls", "new-round", "generate-new",
-                "edit-prompt", "select", "undo", "accept", "reject")},
+                "edit-prompt", "select", "cancel", "undo", "accept", "reject")},
             "next": reverse("annotate-claim", args=[project.slug]),
         },
     })

@@ -238,6 +238,7 @@ RULES = {
     "api-session-edit-prompt": {"POST": ANNOTATOR_SESSION},
     "api-session-select": {"POST": ANNOTATOR_SESSION},
     "api-session-stream": {"POST": ANNOTATOR_SESSION},
+    "api-session-cancel": {"POST": ANNOTATOR_SESSION},
     "api-session-undo": {"POST": ANNOTATOR_SESSION},
     "api-session-accept": {"POST": ANNOTATOR_SESSION},
     "api-session-reject": {"POST": ANNOTATOR_SESSION},

@@ -21,6 +21,8 @@
   const list = document.getElementById("cand-list");
   const rewrite = document.getElementById("rewrite");
   const retry = document.getElementById("btn-retry");
+  const cancelButton = document.getElementById("btn-cancel");
+  let streamAbort = null; // the AbortController of the stream being read, for a cancel
   const selectionForm = document.getElementById("selection-form");
   const selectionText = document.getElementById("sel-text");
   let position = null;
@@ -81,14 +83,26 @@
   ns.stream = async (url) => {
     ns.busy = true;
     retry.hidden = true;
+    cancelButton.hidden = false;  // the annotator may end the stream (q)
     say(gettext("The model is writing…"));
-    const response = await fetch(url, {
-      method: "POST", headers: { "X-CSRFToken": csrf(), Accept: "text/event-stream" }, credentials: "same-origin",
-    });
+    streamAbort = new AbortController();
+    let response;
+    try {
+      response = await fetch(url, {
+        method: "POST", headers: { "X-CSRFToken": csrf(), Accept: "text/event-stream" }, credentials: "same-origin",
+        signal: streamAbort.signal,
+      });
+    } catch (error) {
+      ns.busy = false;
+      return;  // cancelled before it began: the cancel reloads the page
+    }
     if (!response.ok) {
       ns.busy = false;
-      say(interpolate(gettext("The model could not start (HTTP %s)."), [response.status]), true);
+      let detail = "";
+      try { detail = (await response.json()).detail || ""; } catch (e) { /* not JSON: the status says it */ }
+      say(detail || interpolate(gettext("The model could not start (HTTP %s)."), [response.status]), true);
       retry.hidden = false;
+      cancelButton.hidden = response.status !== 409;  // another request streams it: wait and retry, or cancel it
       return;
     }
     const reader = response.body.getReader();
@@ -96,7 +110,9 @@
     let buffer = "";
     let finished = false;
     for (;;) {
-      const { value, done } = await reader.read();
+      let chunk;
+      try { chunk = await reader.read(); } catch (error) { break; }  // cancelled: the cancel reloads the page
+      const { value, done } = chunk;
       if (done) break;
       buffer += decoder.decode(value, { stream: true });
       let cut;
@@ -122,8 +138,21 @@
       }
     }
     ns.busy = false;
+    streamAbort = null;
+    cancelButton.hidden = true;
     if (finished) window.location.reload();
   };
+  // End the stream: the node keeps what was saved and is interrupted; select, undo and Retry work on it.
+  async function cancelStream() {
+    if (cancelButton.hidden) return;
+    try {
+      await ns.post(data.urlCancel, { version: version(), node_id: Number(data.node) });
+      streamAbort?.abort();
+      window.location.reload();
+    } catch (error) {
+      say(error.message, true);
+    }
+  }
   // The next turn (or tree) streams in place of the response shown.
   ns.startTurn = (nodeId, key) => {
     data.node = String(nodeId);
@@ -330,11 +359,13 @@
   continueButton.addEventListener("click", continueGenerating);
   document.getElementById("btn-regenerate").addEventListener("click", regenerate);
   retry.addEventListener("click", () => ns.stream(data.urlStream));
+  cancelButton.addEventListener("click", cancelStream);
 
   document.addEventListener("keydown", (event) => {
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     if (event.key === "Escape") { close(); clearSelection(); return; }
     if (ns.typing() || ns.inTree?.()) return;
+    if (event.key === "q") { cancelStream(); return; }
     const all = tokens();
     const here = all.indexOf(document.activeElement);
     if (event.key === "ArrowRight" || event.key === "ArrowLeft") {
