@@ -56,18 +56,22 @@ class Part:
     call: int | None = None  # index into the message's tool calls, for a call's arguments
 
 
+def _label(message, index: int) -> str:
+    where = f"messages[{index}]"
+    if message.role == "tool":
+        return _("the tool result of call %(id)s (%(name)s, %(where)s)") % {
+            "id": message.tool_call_id or "?", "name": message.name or "?", "where": where}
+    return _("the %(role)s message %(where)s") % {"role": message.role, "where": where}
+
+
 def largest_part(conversation: Conversation, backend) -> Part:
     """The conversation's longest piece of text in tokens: a message's content or reasoning, a tool call's
     arguments, a tool's result or schema. Tokenized once more, only when a prompt is refused."""
     parts = []
     for index, message in enumerate(conversation.messages):
         where = f"messages[{index}]"
-        if message.role == "tool":
-            label = _("the tool result of call %(id)s (%(name)s, %(where)s)") % {
-                "id": message.tool_call_id or "?", "name": message.name or "?", "where": where}
-        else:
-            label = _("the %(role)s message %(where)s") % {"role": message.role, "where": where}
-        parts.append(Part(label, len(backend.tokenize(message.content)) if message.content else 0, index))
+        parts.append(Part(_label(message, index), len(backend.tokenize(message.content)) if message.content else 0,
+                          index))
         if message.reasoning:
             parts.append(Part(_("the reasoning of %(where)s") % {"where": where},
                               len(backend.tokenize(message.reasoning)), index))
@@ -86,6 +90,27 @@ def conversation_cause(conversation: Conversation, part: Part) -> str:
     rounds = sum(message.role == "user" for message in conversation.messages)
     return _("It has %(messages)s messages in %(rounds)s rounds; the longest part is %(part)s: %(tokens)s tokens.") % {
         "messages": len(conversation.messages), "rounds": rounds, "part": part.label, "tokens": f"{part.tokens:,}"}
+
+
+def precheck_turn(conversation: Conversation, *, config: AnnotationConfig, backend, field_of=None) -> None:
+    """Before the conversation is rendered: a message so long in characters that it cannot fit the project's
+    budget whatever its tokens is refused untokenized (tokenizing megabytes takes seconds of the web process).
+    A token spells at most `backend.max_token_bytes` bytes and a character is at least one, so a text of n
+    characters is at least n / max_token_bytes tokens; every chat template writes a message's content whole."""
+    widest = getattr(backend, "max_token_bytes", None)
+    if not widest:
+        return
+    for index, message in enumerate(conversation.messages):
+        if len(message.content) > config.max_prompt_tokens * widest:
+            at_least = -(-len(message.content) // widest)
+            part = Part(_label(message, index), at_least, index)
+            refused = PromptTooLong(_("The prompt is at least %(tokens)s tokens, over this project's limit of "
+                                      "%(limit)s (max_prompt_tokens in its settings).")
+                                    % {"tokens": f"{at_least:,}", "limit": f"{config.max_prompt_tokens:,}"},
+                                    tokens=at_least, limit=config.max_prompt_tokens)
+            cause = _("Alone, %(part)s is %(chars)s characters: at least %(tokens)s tokens.") % {
+                "part": part.label, "chars": f"{len(message.content):,}", "tokens": f"{at_least:,}"}
+            raise refused.because(cause, field=field_of(part) if field_of else None)
 
 
 def check_turn(prompt_ids: list[int], conversation: Conversation, *, config: AnnotationConfig, backend,

@@ -57,6 +57,7 @@ def _prompt(session: Session, conversation: Conversation, field_of=None) -> list
     """The next turn's prompt ids, checked against the budget; outside any transaction (a backend call)."""
     project = session.item.project
     config, backend = config_for(project), services.backend_for(project)
+    budget.precheck_turn(conversation, config=config, backend=backend, field_of=field_of)
     ids = template_of(config, backend).render(conversation, None, backend=backend).ids
     budget.check_turn(ids, conversation, config=config, backend=backend, field_of=field_of)
     return ids

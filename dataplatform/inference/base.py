@@ -81,6 +81,9 @@ class Backend(Protocol):
     # The most tokens a call's prompt plus its answer may hold (None: unknown; the server then refuses). Every
     # model call below checks it before any forward pass and raises PromptTooLong (budget.py).
     context_length: int | None
+    # The most bytes one token spells (None: unknown): a text of n characters is at least n / max_token_bytes
+    # tokens, so a text far over a budget is refused without the seconds it takes to tokenize megabytes.
+    max_token_bytes: int | None
     # Token ids that end a response (empty when the backend cannot tell).
     eos_token_ids: frozenset[int]
 

@@ -81,6 +81,12 @@ class LocalBackend:
         return context_limit(int(self.model.config.max_position_embeddings))
 
     @cached_property
+    def max_token_bytes(self) -> int:
+        """The most bytes one token spells (81 here), so that a text of n characters is at least n /
+        max_token_bytes tokens, known without tokenizing it."""
+        return max(map(len, tokenizer_pieces(self.tokenizer, list(range(len(self.tokenizer))))))
+
+    @cached_property
     def eos_token_ids(self) -> frozenset[int]:
         eos = self.model.config.eos_token_id
         return frozenset(eos if isinstance(eos, list) else [eos])

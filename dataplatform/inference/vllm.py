@@ -165,6 +165,13 @@ class VllmBackend:
             return frozenset()
         return frozenset([tokenizer.eos_token_id])
 
+    @cached_property
+    def max_token_bytes(self) -> int | None:
+        """As the local backend's, from VLLM_TOKENIZER_DIR's copy of the tokenizer; None without one."""
+        if self._tokenizer is None:
+            return None
+        return max(map(len, tokenizer_pieces(self._tokenizer, list(range(len(self._tokenizer))))))
+
     @property
     def tokenizer(self):
         """The copy of the served model's tokenizer (VLLM_TOKENIZER_DIR), or None without one."""

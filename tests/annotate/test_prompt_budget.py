@@ -195,6 +195,42 @@ def test_rollouts_leave_an_item_over_budget_unanswered_and_answer_the_others(pro
     assert short.rollout is not None and long.rollout is None and long.prompt_ids is None
 
 
+def test_a_message_too_long_in_characters_is_refused_without_tokenizing_it(project, members, session, chars,
+                                                                          monkeypatch):
+    chars.max_token_bytes = 2  # a text of n characters is then at least n / 2 tokens
+    small_budget(project, 100)
+    monkeypatch.setattr(chars, "tokenize", lambda text: pytest.fail("tokenized"))
+    monkeypatch.setattr(chars, "chat_prompt_ids", lambda *a, **k: pytest.fail("rendered"))
+    with pytest.raises(PromptTooLong) as refused:
+        turns.edit_prompt(session=session, version=0, messages=[{"role": "user", "content": "A" * 201}], tools=None,
+                          actor=members["annotator"])
+    assert refused.value.field == "messages" and refused.value.tokens == 101
+    assert refused.value.detail == ("The prompt is at least 101 tokens, over this project's limit of 100 "
+                                    "(max_prompt_tokens in its settings). Alone, the user message messages[0] is "
+                                    "201 characters: at least 101 tokens.")
+    assert unchanged(session, 1, 1)
+
+
+@pytest.mark.model
+def test_the_attack_of_issue_37_is_a_400_at_the_write_on_the_real_model(project, members, session, local_backend,
+                                                                         monkeypatch):
+    """A prompt edit of 400,000 characters (the issue's 2,000,000 took the web worker to 6 GB for 18 minutes):
+    refused at the write, untokenized, with the project's default budget (4,096 tokens)."""
+    from ..conftest import api_client_for
+
+    monkeypatch.setattr(services, "backend_for", lambda project: local_backend)
+    monkeypatch.setattr(local_backend, "chat_prompt_ids", lambda *a, **k: pytest.fail("rendered"))
+    assert local_backend.max_token_bytes < 100
+    answer = api_client_for(members["annotator"]).post(
+        f"/api/v1/sessions/{session.pk}/edit-prompt/",
+        {"version": 0, "messages": [{"role": "user", "content": '{"timezone": "' + "A" * 400_000 + '"}'}]},
+        format="json")
+    assert answer.status_code == 400
+    (message,) = answer.json()["messages"]
+    assert "over this project's limit of 4,096" in message and "400,016 characters" in message
+    assert unchanged(session, 1, 1)
+
+
 def test_the_setting_is_bounded_by_the_serializer():
     from annotate.serializers import ConfigSerializer
 
