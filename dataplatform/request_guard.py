@@ -5,11 +5,11 @@ PostgreSQL refuses NUL in text, so a view that looks up a value from the URL (a 
 guard every lookup, this middleware answers every such request: a 404 for the path (no object has that
 name) and a 400 for the query string, as JSON under /api/ (dataplatform/errors.py) and Django's pages
 elsewhere. Unpaired surrogates are refused the same way; servers decode broken UTF-8 with replacement
-characters, so they reach Django only from code that builds a request itself. Bodies are checked by their
-parsers (dataplatform/apiutils.py).
+characters, so they reach Django only from code that builds a request itself. API bodies are checked by
+their parsers (dataplatform/apiutils.py); a page's form fields here, as a 400, since views read some of them
+with request.POST.get() rather than through a form field (which refuses NUL itself). Django's CSRF check
+reads request.POST of every page POST anyway, so reading it here first costs nothing more.
 """
-
-import re
 
 from asgiref.sync import iscoroutinefunction
 from django.http import JsonResponse
@@ -17,8 +17,14 @@ from django.utils.decorators import sync_and_async_middleware
 from django.utils.translation import gettext
 
 from .errors import bad_request, not_found
+from .imports.parsers import UNSTORABLE
 
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _holds_unstorable(fields) -> bool:
+    return any(UNSTORABLE.search(key) or any(UNSTORABLE.search(value) for value in values)
+               for key, values in fields.lists())
 
 
 def _refusal(request):
@@ -26,11 +32,13 @@ def _refusal(request):
     TooManyFieldsSent, which Django answers as the 400 it always is."""
     if UNSTORABLE.search(request.path):
         return not_found(request)
-    if any(UNSTORABLE.search(key) or any(UNSTORABLE.search(value) for value in values)
-           for key, values in request.GET.lists()):
+    if _holds_unstorable(request.GET):
         if request.path.startswith("/api/"):
             return JsonResponse({"detail": gettext("The query string holds a NUL character or an unpaired "
                                                    "surrogate, which no value may hold.")}, status=400)
+        return bad_request(request)
+    if (request.method == "POST" and not request.path.startswith("/api/") and request.content_type in FORM_TYPES
+            and _holds_unstorable(request.POST)):
         return bad_request(request)
     return None
 

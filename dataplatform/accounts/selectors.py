@@ -4,7 +4,7 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from dataplatform.request_guard import UNSTORABLE
+from dataplatform.imports.parsers import UNSTORABLE
 
 from .models import ApiToken, Membership, Project
 from .permissions import visible_projects

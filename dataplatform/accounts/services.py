@@ -17,7 +17,7 @@ from django.utils.translation import gettext
 
 from dataplatform.audit import services as audit
 from dataplatform.errors import Conflict, Missing, Refused
-from dataplatform.request_guard import UNSTORABLE
+from dataplatform.imports.parsers import UNSTORABLE
 
 from .models import ApiToken, Membership, Project, Role
 

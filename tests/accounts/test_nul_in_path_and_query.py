@@ -6,7 +6,9 @@ import pytest
 from django.test import Client
 from django.test.client import RequestFactory
 
-from dataplatform.accounts.models import Membership
+from dataplatform.accounts import services as account_services
+from dataplatform.accounts.models import Membership, Project
+from dataplatform.errors import PlatformError
 from dataplatform.request_guard import unstorable_request_middleware
 from tests.conftest import api_client_for
 from tests.page_roles import logged_in
@@ -84,11 +86,25 @@ def test_ordinary_requests_pass(members):
     assert client.patch("/api/v1/projects/alpha/members/nobody/", {"role": "curator"}, format="json").status_code == 404
 
 
-def test_a_nul_in_a_page_form_username_is_refused_not_looked_up(client, members):
-    """Page forms are not parsed by the API's strict parsers: the lookups refuse it themselves."""
+def test_a_nul_in_a_page_form_field_is_a_400_before_any_view(client, members):
+    """Page forms are not parsed by the API's strict parsers, and some views read a field with
+    request.POST.get(): the guard refuses the request before any of them runs."""
     client = logged_in(client, members, "admin")
     response = client.post("/projects/alpha/members/add", {"username": "out\x00sider", "role": "curator"})
-    assert response.status_code == 400 and "No user named" in response.content.decode()
+    assert response.status_code == 400
     assert Membership.objects.filter(project__slug="alpha").count() == len(members) - 1
+    assert client.post("/projects/alpha/members/add", {"username\x00": "outsider"}).status_code == 400
     response = Client().post("/accounts/login/", {"username": "ad\x00min", "password": "x"})
-    assert response.status_code in (200, 400)
+    assert response.status_code == 400
+    # A form with no NUL reaches its view as before.
+    response = client.post("/projects/alpha/members/add", {"username": "outsider", "role": "curator"})
+    assert response.status_code in (200, 302)
+    assert Membership.objects.filter(project__slug="alpha").count() == len(members)
+
+
+def test_the_lookups_refuse_a_nul_themselves():
+    """Defence in depth for callers that do not come through a request (a command, a job)."""
+    with pytest.raises(PlatformError) as refused:
+        account_services.add_member(project=Project.objects.create(slug="gamma", name="Gamma"), username="a\x00b",
+                                    role="curator")
+    assert refused.value.status in (400, 404)
