@@ -245,7 +245,7 @@ def test_tool_call_and_template_refusals_follow_the_active_language():
     with translation.override("zh-hans"):
         chinese = refusals()
     assert chinese[0] == ("decisions[0].arguments", "decisions[0].arguments：不是 JSON（第 1 行，第 2 列："
-                          "Expecting property name enclosed in double quotes）。")
+                          "此处应有用双引号括起的属性名）。")  # json's own words, translated as import errors are
     assert chinese[1] == ("decisions[0].arguments", "decisions[0].arguments：必须是 JSON 对象（名称: 值），而不是 list。")
     # jsonschema's own words about the field, with how many more problems there are in the page's language
     assert chinese[2][1] == "decisions[0].arguments.tz: 3 is not of type 'string'（另有 1 个问题）"
