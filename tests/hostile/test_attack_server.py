@@ -25,6 +25,9 @@ from lzstring import LZString
 
 from annotate import services as annotate_services
 from annotate.panda_json.hash_map import HASH_PREFIX, object_hash
+from corpora.aed import services as aed_services
+from corpora.aed.importers import import_traces
+from corpora.aed.models import Trace
 from dataplatform import tools as mcp
 from dataplatform.accounts import services as account_services
 from dataplatform.accounts.models import Membership, Project, Role
@@ -33,6 +36,7 @@ from tests.annotate import agentic
 from tests.annotate.agentic_rollouts import agentic_item, time_tools
 from tests.annotate.test_panda_json import minimal_file
 from tests.annotate.test_panda_json_bounds import lz_run, nested
+from tests.calc_traces import make_demo_trace
 from tests.factories import UserFactory
 
 sys.path.insert(0, str(worker.ROOT / "bench"))  # the server runner lives with the benchmarks
@@ -43,6 +47,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.model, pytest.mark.django_db(
 CPU_SECONDS = 1.0
 MEMORY_BYTES = 50 * 1024 * 1024
 TIME_SERVERS = {"time": {"command": agentic.TIME_SERVER, "args": ["--local-timezone", "UTC"]}}
+WEBHOOK = "https://runner.internal/run"  # allow-listed, never called: every replay here is refused
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +57,7 @@ def server(django_db_setup, tmp_path_factory):
     env = os.environ | {
         "DATABASE_URL": worker.test_database_url(), "REDIS_URL": settings.REDIS_URL, "DATA_DIR": str(data_dir),
         "DEBUG": "0", "SECRET_KEY": "attack-" + secrets.token_hex(16), "LOG_LEVEL": "WARNING",
-        "MODEL_BACKEND": "local", "MCP_SERVERS": json.dumps(TIME_SERVERS),
+        "MODEL_BACKEND": "local", "MCP_SERVERS": json.dumps(TIME_SERVERS), "AED_REPLAY_WEBHOOKS": WEBHOOK,
     }
     web = benchlib.Server("asgi", data_dir, env=env, workers=2)
     try:
@@ -233,3 +238,42 @@ def test_a_panda_cache_tree_bomb_is_a_400(server, people, cache):
     answer = attack(server, people.tokens["curator"], "POST", "/api/v1/projects/alpha/annotate/import-panda/",
                     **_panda_upload(document))
     assert [error["field"] for error in answer.json()["errors"]] == ["cache_tree"]
+
+
+def test_a_prompt_edited_to_two_million_characters_is_a_400_before_the_model(server, people):
+    """The issue's 250,000-token prompt: refused at the write, naming the message, before any tokenizing."""
+    body = {"version": 0, "messages": [{"role": "user", "content": "A " * 1_000_000}]}
+    answer = attack(server, people.tokens["annotator"], "POST", f"/api/v1/sessions/{people.session_id}/edit-prompt/",
+                    **json_body(json.dumps(body)))
+    assert list(answer.json()) == ["messages"]
+
+
+def test_tool_arguments_under_their_size_cap_but_over_the_token_budget_are_a_400(server, people):
+    """99 KB of arguments pass TOOL_ARGUMENTS_MAX_BYTES; the prompt they make is over max_prompt_tokens."""
+    url = f"/api/v1/sessions/{people.session_id}/tool-calls/"
+    words = " ".join(f"w{n}" for n in range(15_000))  # ~95 KB
+    body = {"version": 0, "node_id": people.node_id,
+            "decisions": [{"action": "edit", "arguments": {"timezone": words}}]}
+    answer = attack(server, people.tokens["annotator"], "POST", url, **json_body(json.dumps(body)))
+    assert list(answer.json()) == ["decisions[0].arguments"] and "max_prompt_tokens" in answer.text
+
+
+@pytest.mark.parametrize(("options", "field"), [
+    ({"timeout": "abc"}, "options.timeout"), ({"timeout": 1e308}, "options.timeout"), ({"timeout": -1}, "options.timeout"),
+    ({"headers": "X-Key: k"}, "options.headers"), ({"headers": {"X-Count": 3}}, "options.headers.X-Count"),
+    ({"headers": {"X-Key": "a\r\nX-Evil: 1"}}, "options.headers.X-Key"), ({"headers": {"Host": "a"}}, "options.headers.Host"),
+], ids=["text timeout", "huge timeout", "negative timeout", "headers as text", "integer header", "CRLF header",
+        "Host header"])
+def test_aed_webhook_options_are_a_400_naming_the_option(server, people, options, field):
+    record = make_demo_trace("(17 * 23) - 45", ["calc 17 * 23", "calc 17 * 32", "answer 499"], trace_id="calc-1",
+                             policy_model="toy")
+    assert import_traces(project=people.project, lines=[json.dumps(record)], file="t.jsonl").ok
+    curator = Membership.objects.get(project=people.project, role=Role.CURATOR).user
+    case = aed_services.open_case(trace=Trace.objects.get(trace_id="calc-1"), curator=curator)
+    case = aed_services.update_case(case=case, version=case.version, actor=curator, changes={
+        "error_step": 1, "category": "plan-error", "diagnosis": "wrong operand"})
+    proposal = aed_services.add_proposal(case=case, actor=curator, corrected_action="calc 17 * 23")
+    body = {"pairs": 1, "runner": "webhook", "options": {"url": WEBHOOK} | options}
+    answer = attack(server, people.tokens["curator"], "POST", f"/api/v1/aed/proposals/{proposal.pk}/replays/",
+                    **json_body(json.dumps(body)))
+    assert list(answer.json()) == [field], answer.json()
