@@ -9,7 +9,7 @@ and tokenizing are backend calls.
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.utils.translation import gettext as _
@@ -64,21 +64,22 @@ def _label(message, index: int) -> str:
     return _("the %(role)s message %(where)s") % {"role": message.role, "where": where}
 
 
+def _texts(conversation: Conversation):
+    """(part, text) of every text the model reads: each message's content and reasoning, each call's arguments."""
+    for index, message in enumerate(conversation.messages):
+        yield Part(_label(message, index), 0, index), message.content
+        where = f"messages[{index}]"
+        if message.reasoning:
+            yield Part(_("the reasoning of %(where)s") % {"where": where}, 0, index), message.reasoning
+        for number, call in enumerate(message.tool_calls):
+            yield Part(_("the arguments of tool call %(id)s (%(name)s, %(where)s)")
+                       % {"id": call.id, "name": call.name, "where": where}, 0, index, number), call.arguments
+
+
 def largest_part(conversation: Conversation, backend) -> Part:
     """The conversation's longest piece of text in tokens: a message's content or reasoning, a tool call's
     arguments, a tool's result or schema. Tokenized once more, only when a prompt is refused."""
-    parts = []
-    for index, message in enumerate(conversation.messages):
-        where = f"messages[{index}]"
-        parts.append(Part(_label(message, index), len(backend.tokenize(message.content)) if message.content else 0,
-                          index))
-        if message.reasoning:
-            parts.append(Part(_("the reasoning of %(where)s") % {"where": where},
-                              len(backend.tokenize(message.reasoning)), index))
-        for number, call in enumerate(message.tool_calls):
-            parts.append(Part(_("the arguments of tool call %(id)s (%(name)s, %(where)s)")
-                              % {"id": call.id, "name": call.name, "where": where},
-                              len(backend.tokenize(call.arguments)), index, number))
+    parts = [replace(part, tokens=len(backend.tokenize(text)) if text else 0) for part, text in _texts(conversation)]
     for tool in conversation.tools:
         name = (tool.get("function") or {}).get("name", "?") if isinstance(tool, dict) else "?"
         parts.append(Part(_("the schema of tool %(name)s") % {"name": name},
@@ -93,24 +94,27 @@ def conversation_cause(conversation: Conversation, part: Part) -> str:
 
 
 def precheck_turn(conversation: Conversation, *, config: AnnotationConfig, backend, field_of=None) -> None:
-    """Before the conversation is rendered: a message so long in characters that it cannot fit the project's
+    """Before the conversation is rendered: a conversation so long in characters that it cannot fit the project's
     budget whatever its tokens is refused untokenized (tokenizing megabytes takes seconds of the web process).
     A token spells at most `backend.max_token_bytes` bytes and a character is at least one, so a text of n
-    characters is at least n / max_token_bytes tokens; every chat template writes a message's content whole."""
+    characters is at least n / max_token_bytes tokens; every chat template writes each text whole. The refusal
+    names the longest text, whose field the API answer names."""
     widest = getattr(backend, "max_token_bytes", None)
     if not widest:
         return
-    for index, message in enumerate(conversation.messages):
-        if len(message.content) > config.max_prompt_tokens * widest:
-            at_least = -(-len(message.content) // widest)
-            part = Part(_label(message, index), at_least, index)
-            refused = PromptTooLong(_("The prompt is at least %(tokens)s tokens, over this project's limit of "
-                                      "%(limit)s (max_prompt_tokens in its settings).")
-                                    % {"tokens": f"{at_least:,}", "limit": f"{config.max_prompt_tokens:,}"},
-                                    tokens=at_least, limit=config.max_prompt_tokens)
-            cause = _("Alone, %(part)s is %(chars)s characters: at least %(tokens)s tokens.") % {
-                "part": part.label, "chars": f"{len(message.content):,}", "tokens": f"{at_least:,}"}
-            raise refused.because(cause, field=field_of(part) if field_of else None)
+    texts = list(_texts(conversation))
+    total = sum(len(text) for _, text in texts)
+    if total <= config.max_prompt_tokens * widest:
+        return
+    part, text = max(texts, key=lambda pair: len(pair[1]))
+    at_least = -(-total // widest)
+    refused = PromptTooLong(_("The prompt is at least %(tokens)s tokens, over this project's limit of "
+                              "%(limit)s (max_prompt_tokens in its settings).")
+                            % {"tokens": f"{at_least:,}", "limit": f"{config.max_prompt_tokens:,}"},
+                            tokens=at_least, limit=config.max_prompt_tokens)
+    cause = _("Alone, %(part)s is %(chars)s characters: at least %(tokens)s tokens.") % {
+        "part": part.label, "chars": f"{len(text):,}", "tokens": f"{-(-len(text) // widest):,}"}
+    raise refused.because(cause, field=field_of(part) if field_of else None)
 
 
 def check_turn(prompt_ids: list[int], conversation: Conversation, *, config: AnnotationConfig, backend,

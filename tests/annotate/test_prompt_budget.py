@@ -211,6 +211,24 @@ def test_a_message_too_long_in_characters_is_refused_without_tokenizing_it(proje
     assert unchanged(session, 1, 1)
 
 
+def test_many_texts_each_short_are_counted_together_reasoning_and_arguments_included(project, members, session,
+                                                                                     chars, monkeypatch):
+    """No text alone is over the budget; together (reasoning and a call's arguments among them) they are."""
+    chars.max_token_bytes = 2
+    small_budget(project, 100)
+    monkeypatch.setattr(chars, "tokenize", lambda text: pytest.fail("tokenized"))
+    messages = [{"role": "user", "content": "A" * 60},
+                {"role": "assistant", "content": "", "reasoning": "R" * 90, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": "' + "x" * 40 + '"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "name": "f", "content": "T" * 20},
+                {"role": "user", "content": "B" * 10}]
+    with pytest.raises(PromptTooLong) as refused:
+        turns.edit_prompt(session=session, version=0, messages=messages, tools=None, actor=members["annotator"])
+    assert refused.value.field == "messages" and refused.value.tokens == 115  # 229 characters, 2 bytes a token
+    assert "Alone, the reasoning of messages[1] is 90 characters: at least 45 tokens." in refused.value.detail
+    assert unchanged(session, 1, 1)
+
+
 @pytest.mark.model
 def test_the_attack_of_issue_37_is_a_400_at_the_write_on_the_real_model(project, members, session, local_backend,
                                                                          monkeypatch):
