@@ -109,6 +109,9 @@ def test_downloads_racing_a_delete_never_answer_500(members, run_export, export_
     assert problems == []
     assert ("delete", 204) in statuses
     codes = [s for s in statuses if isinstance(s, int)]
-    assert set(codes) <= {200, 404} and 200 in codes and 404 in codes, codes
+    # SQLite has one writer: a download's audit row may meet the delete's lock, which is a 503 with Retry-After
+    # (the database busy, nothing saved), as it should be; PostgreSQL must answer every one.
+    busy = {503} if connection.vendor == "sqlite" else set()
+    assert set(codes) <= {200, 404} | busy and 200 in codes and 404 in codes, codes
     assert not Export.objects.filter(pk=export.pk).exists() and not Job.objects.filter(pk=export.job_id).exists()
     assert files_under(export_storage_in_tmp, export) == []
