@@ -6,9 +6,10 @@ guard every lookup, this middleware answers every such request: a 404 for the pa
 name) and a 400 for the query string, as JSON under /api/ (dataplatform/errors.py) and Django's pages
 elsewhere. Unpaired surrogates are refused the same way; servers decode broken UTF-8 with replacement
 characters, so they reach Django only from code that builds a request itself. API bodies are checked by
-their parsers (dataplatform/apiutils.py); a page's form fields here, as a 400, since views read some of them
-with request.POST.get() rather than through a form field (which refuses NUL itself). Django's CSRF check
-reads request.POST of every page POST anyway, so reading it here first costs nothing more.
+their parsers (dataplatform/apiutils.py); a page's URL-encoded form fields here, as a 400, since views read
+some of them with request.POST.get() rather than through a form field (which refuses NUL itself). Multipart
+page forms (the imports) are left to their views: an upload is parsed only once the caller may import
+(tests/test_import_access.py), and their fields go through form fields or the guarded lookups.
 """
 
 from asgiref.sync import iscoroutinefunction
@@ -18,8 +19,6 @@ from django.utils.translation import gettext
 
 from .errors import bad_request, not_found
 from .imports.parsers import UNSTORABLE
-
-FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 def _holds_unstorable(fields) -> bool:
@@ -37,7 +36,7 @@ def _refusal(request):
             return JsonResponse({"detail": gettext("The query string holds a NUL character or an unpaired "
                                                    "surrogate, which no value may hold.")}, status=400)
         return bad_request(request)
-    if (request.method == "POST" and not request.path.startswith("/api/") and request.content_type in FORM_TYPES
+    if (request.method == "POST" and not request.path.startswith("/api/") and request.content_type == "application/x-www-form-urlencoded"
             and _holds_unstorable(request.POST)):
         return bad_request(request)
     return None

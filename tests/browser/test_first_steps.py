@@ -177,6 +177,9 @@ def submit_a_case(page, live_server, words: Words) -> None:
     case_box = page.locator("#case")
     expect(case_box).to_have_attribute("data-error-step", "0")
     expect(case_box).to_have_attribute("data-version", "1")
+    # htmx binds the new case box's forms when its swap settles (20 ms after the box is in the page): a change
+    # made before that sends nothing (seen under load).
+    expect(page.locator(".htmx-settling, .htmx-added")).to_have_count(0)
     page.locator("#id_category").select_option(index=1)
     expect(case_box).to_have_attribute("data-version", "2")  # each change is saved as it is made
     page.locator("#id_diagnosis").fill("The first step already used the wrong operand.")
