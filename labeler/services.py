@@ -15,6 +15,7 @@ from dataplatform import claims
 from dataplatform.accounts.models import Project
 from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import Backend, backend_for_model
+from dataplatform.inference.budget import over_context
 from dataplatform.jobs.status import Status, for_row
 from dataplatform.yamlfile import YamlFileError
 
@@ -249,8 +250,11 @@ def _run_stage(backend, settings, stage: str, texts, outcomes, todo: list[int], 
         if not todo:
             return
         prompts = [backend.chat_prompt_ids(messages(texts[n], outcomes[n])) for n in todo]
+        todo, prompts = _within_context(backend, stage, outcomes, todo, prompts, budget)
+        if not todo:
+            return
         schemas = [schema(outcomes[n]) for n in todo] if backend.supports_json_schema else [None] * len(todo)
-        answers = _generate(backend, prompts, schemas, budget, settings.temperature)
+        answers = autolabel.generate_answers(backend, prompts, schemas, budget, settings.temperature)
         retry = []
         for n, answer in zip(todo, answers, strict=True):
             outcome = outcomes[n]
@@ -273,24 +277,22 @@ def _run_stage(backend, settings, stage: str, texts, outcomes, todo: list[int], 
         todo, budget = retry, min(budget * 2, MAX_RETRY_TOKENS)
 
 
-def _generate(backend, prompts, schemas, max_tokens, temperature):
-    """One backend batch. With per-prompt schemas (stage two: each task's families) a backend that takes a
-    constraint per row (the local one) still gets one batch; otherwise the prompts sharing a schema go together."""
-    if all(s is None for s in schemas):
-        return backend.generate(prompts, max_tokens=max_tokens, temperature=temperature, seed=0)
-    if hasattr(backend, "generate_each"):
-        return backend.generate_each(prompts, max_tokens=max_tokens, temperature=temperature, seed=0,
-                                     constraints=[{"json_schema": s} for s in schemas])
-    answers = [None] * len(prompts)
-    groups: dict[str, list[int]] = {}
-    for n, s in enumerate(schemas):
-        groups.setdefault(repr(s), []).append(n)
-    for indices in groups.values():
-        got = backend.generate([prompts[n] for n in indices], max_tokens=max_tokens, temperature=temperature,
-                               seed=0, json_schema=schemas[indices[0]])
-        for n, answer in zip(indices, got, strict=True):
-            answers[n] = answer
-    return answers
+def _within_context(backend, stage: str, outcomes, todo: list[int], prompts: list, max_tokens: int):
+    """The items whose prompt and answer fit the model's context; the others get their error here (the task's
+    text is too long even as the settings cut it), so that one long task does not fail the whole batch."""
+    context = getattr(backend, "context_length", None)  # None: a backend that does not know it
+    kept = []
+    for n, ids in zip(todo, prompts, strict=True):
+        if over_context(len(ids), context=context, max_tokens=max_tokens) is None:
+            kept.append((n, ids))
+        else:
+            outcomes[n].error = Status(gettext_noop("%(stage)s: the prompt is %(tokens)s tokens; with %(answer)s for "
+                                                    "the answer that is over the model's context of %(context)s "
+                                                    "tokens (lower max_problem_chars, max_patch_chars or "
+                                                    "max_trajectory_chars)"),
+                                       stage=Status(STAGE_NAMES[stage]), tokens=len(ids), answer=max_tokens,
+                                       context=context)
+    return [n for n, _ in kept], [ids for _, ids in kept]
 
 
 def _of(item: SweTask | Trajectory) -> dict:

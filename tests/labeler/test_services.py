@@ -70,6 +70,24 @@ def test_stage_one_retries_once_with_twice_the_tokens_then_records_the_error(pro
     assert "stage 1: domain_l1: 'cooking' is not one of" in Label.objects.get().error
 
 
+def test_a_task_whose_prompt_is_over_the_models_context_is_its_own_error(project, make_tasks, scripted):
+    """One long task does not fail the batch: its label records why, and the others are asked as before."""
+    tasks = make_tasks(2)
+    tasks[1].problem_statement = "LONG " + tasks[1].problem_statement
+    tasks[1].save()
+    backend = scripted({"stage1": [answer(STAGE_ONE)], "stage2": [answer(STAGE_TWO)]})
+    backend.context_length = 1000
+    short = backend.chat_prompt_ids
+    backend.chat_prompt_ids = lambda messages, **kw: short(messages, **kw) * (
+        2000 if "LONG" in messages[-1]["content"] else 1)
+    assert run(project) == {"labeled": 1, "errors": 1}
+    assert backend.calls == [{"prompts": 1, "max_tokens": 384}, {"prompts": 1, "max_tokens": 384}]
+    failed = Label.objects.get(task=tasks[1])
+    assert failed.status == LabelStatus.ERROR and failed.error == (
+        "stage 1: the prompt is 2,000 tokens; with 384 for the answer that is over the model's context of 1,000 "
+        "tokens (lower max_problem_chars, max_patch_chars or max_trajectory_chars)")
+
+
 def test_resume_skips_labeled_tasks_and_retry_errors_redoes_failures(project, make_tasks, scripted):
     make_tasks(3)
     scripted({"stage1": [answer(STAGE_ONE)] * 2, "stage2": [answer(STAGE_TWO)] * 2})
