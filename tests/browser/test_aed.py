@@ -30,6 +30,7 @@ def test_curate_a_trace_with_the_keyboard_and_submit(page, live_server, members,
     expect(page.locator("#shortcut-help")).to_contain_text("mark the focused step as the first error")
     case_box = page.locator("#case")
     expect(case_box).to_have_attribute("data-version", "0")
+    page.wait_for_load_state("load")  # the keys are the page's script: a key pressed before it runs is lost
 
     page.keyboard.press("j")
     expect(step(page, 0)).to_be_focused()

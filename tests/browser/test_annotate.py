@@ -51,6 +51,7 @@ def test_correct_with_a_candidate_then_a_rewrite_then_accept(page, live_server, 
     page.goto(f"{live_server.url}/projects/alpha/annotate/")
     page.get_by_role("button", name="Claim the next item").click()
     expect(page.get_by_role("heading", name=re.compile("Item france"))).to_be_visible()
+    page.wait_for_load_state("load")  # a token's candidates are the page's script: a click before it does nothing
 
     tokens = page.locator("#response .tok[tabindex]")
     tokens.nth(2).click()

@@ -71,6 +71,8 @@ def claim(page, live_server):
     log_in(page, live_server, "annotator")
     page.goto(f"{live_server.url}/projects/alpha/annotate/")
     page.get_by_role("button", name="Claim the next item").click()
+    page.wait_for_url(re.compile(r"/sessions/\d+"))  # the workspace, then its scripts (hover, keys)
+    page.wait_for_load_state("load")
 
 
 def test_correct_the_reasoning_undo_run_the_tool_and_accept(page, live_server, members, agent_project,
