@@ -13,7 +13,6 @@ import logging
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
-from django.db import InterfaceError, OperationalError
 from django.http import StreamingHttpResponse
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
@@ -24,7 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import request_token
-from dataplatform.errors import PlatformError, Refused
+from dataplatform.errors import PlatformError, Refused, database_unavailable
 from dataplatform.openapi import STALE_VERSION, error_response
 
 from . import corrections, selectors, services, streaming, turns
@@ -206,7 +205,7 @@ def _token_events(node: Node):
     except Refused as exc:  # sending it again changes nothing (a prompt too long, a cancelled stream...)
         yield _sse("error", {"message": exc.detail})
     except Exception as exc:  # noqa: BLE001 (the client must hear of it; logged when it is a bug)
-        if isinstance(exc, (OperationalError, InterfaceError)):
+        if database_unavailable(exc):
             reason = _("The database is unavailable for a moment.")
         elif isinstance(exc, PlatformError):  # the model backend or a tool server, most likely
             reason = exc.detail.rstrip(".") + "."

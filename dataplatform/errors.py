@@ -25,6 +25,7 @@ the request saved nothing (its transaction never committed), and the same reques
 """
 
 import logging
+import sqlite3
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
@@ -154,9 +155,27 @@ def _lines(body: dict):
             yield f"{key}: {value}"
 
 
+# SQLite raises OperationalError for its programming errors too (no such function, table or column, a syntax
+# error): only these of its messages say that the database itself could not serve the request.
+SQLITE_UNAVAILABLE = ("database is locked", "database table is locked", "unable to open database", "disk i/o error")
+
+
+def database_unavailable(exc) -> bool:
+    """Whether `exc` says the database could not serve the request (a lost or refused connection, a server
+    that went away, SQLite locked past its timeout), rather than that the request's query is wrong."""
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    if isinstance(exc.__cause__, sqlite3.Error):
+        return any(words in str(exc).lower() for words in SQLITE_UNAVAILABLE)
+    return True
+
+
 def as_platform_error(exc) -> PlatformError | None:
-    """`exc` in the vocabulary above, if it is one (a database that went away is an Unavailable too)."""
-    if isinstance(exc, (OperationalError, InterfaceError)):
+    """`exc` in the vocabulary above, if it is one (a database that went away is an Unavailable too; a query
+    the database refuses is a bug, left to Django as a 500 logged with its traceback)."""
+    if database_unavailable(exc):
         logger.warning("Database unavailable: %s", exc)
         return Unavailable(str(DATABASE_UNAVAILABLE))
     if isinstance(exc, Unavailable):

@@ -2,6 +2,7 @@
 status, body and Retry-After from the DRF handler and, for pages, from the middleware."""
 
 import json
+import sqlite3
 from types import SimpleNamespace
 
 import pytest
@@ -80,3 +81,27 @@ def test_a_page_that_lets_an_error_through_gets_its_status_escaped_and_json_unde
     else:
         assert response.content.decode() == '<p class="error">&lt;b&gt;full&lt;/b&gt;</p>'
     assert middleware.process_exception(RequestFactory().get(path), KeyError("a bug")) is None
+
+
+def _driver_error(driver_exc) -> OperationalError:
+    """An OperationalError as Django raises it: the driver's exception as its cause."""
+    try:
+        try:
+            raise driver_exc
+        except Exception as exc:
+            raise OperationalError(*exc.args) from exc
+    except OperationalError as wrapped:
+        return wrapped
+
+
+@pytest.mark.parametrize("message", ["database is locked", "unable to open database file", "disk I/O error"])
+def test_sqlite_that_cannot_serve_is_a_503(message):
+    response = api_exception_handler(_driver_error(sqlite3.OperationalError(message)), {})
+    assert response.status_code == 503
+
+
+@pytest.mark.parametrize("message", ["no such function: jsonb_array_length", "no such column: x",
+                                     'near "SELEKT": syntax error'])
+def test_a_query_sqlite_refuses_is_a_bug_left_to_django_as_a_500(message):
+    """Not an outage: 'unavailable for a moment' would be a lie to the user and a warning the operator ignores."""
+    assert api_exception_handler(_driver_error(sqlite3.OperationalError(message)), {}) is None

@@ -4,12 +4,13 @@ model, case and grade."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, F, Func, IntegerField, OuterRef
+from django.db.models import Count, Exists, OuterRef
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
+from dataplatform.dbfunctions import JSONArrayLength
 from dataplatform.imports import page_import
 
 from .. import importers, selectors, stats
@@ -51,7 +52,7 @@ def _render_overview(request, project, *, import_report=None):
                   if (selectors.grade_of(case, grading) or "ungraded") == filters["grade"]}
         listed = listed.filter(pk__in=sorted(graded))
     listed = (listed.defer("steps", "meta").order_by("id")
-              .annotate(n_steps=Func(F("steps"), function="jsonb_array_length", output_field=IntegerField())))
+              .annotate(n_steps=JSONArrayLength("steps")))
     page = Paginator(listed, PAGE_SIZE).get_page(request.GET.get("page"))
     by_trace: dict[int, list] = {}
     if page.object_list:
