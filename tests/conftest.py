@@ -2,6 +2,7 @@
 
 import os
 import sys
+import time
 import uuid
 
 import pytest
@@ -24,6 +25,44 @@ def pytest_collection_modifyitems(items):
     seen = set()
     if twice := sorted({item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)}):
         raise pytest.UsageError(f"{len(twice)} node ids are given to more than one test, e.g. {twice[0]}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    """Before a transactional test's rows are removed, let other sessions on its database finish.
+
+    Django empties the tables with one TRUNCATE of them all. A server or worker the test started may still
+    be writing (a token's use is recorded after its response has gone out): the two then deadlock and
+    PostgreSQL cancels the TRUNCATE, which fails the teardown. Bounded: a session still busy after
+    OTHER_SESSIONS_WAIT is left to the TRUNCATE, which then waits for it as any lock does."""
+    if _is_transactional(item):
+        _wait_for_other_sessions()
+    yield
+
+
+OTHER_SESSIONS_WAIT = 3.0
+
+
+def _is_transactional(item) -> bool:
+    marker = item.get_closest_marker("django_db")
+    fixtures = getattr(item, "fixturenames", ())
+    return bool(marker and marker.kwargs.get("transaction")) or "transactional_db" in fixtures \
+        or "live_server" in fixtures
+
+
+def _wait_for_other_sessions() -> None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql" or connection.connection is None or connection.in_atomic_block:
+        return
+    deadline = time.monotonic() + OTHER_SESSIONS_WAIT
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL")
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.02)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import re
 import secrets
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -129,7 +130,18 @@ def next_link_scheme(client: httpx.Client, server: benchlib.Server, *, forwarded
     page = client.get(f"{server.base_url}/api/v1/audit/?page_size=1",
                       headers={"Authorization": f"Token {secret}", "X-Forwarded-Proto": forwarded_proto})
     assert page.status_code == 200, page.text
+    wait_for_the_token_use_to_be_recorded(user)
     return page.json()["next"].split("://")[0]
+
+
+def wait_for_the_token_use_to_be_recorded(user, timeout: float = 10.0) -> None:
+    """The server records a token's use after its response has gone out (after_response.py). The test's
+    teardown empties every table with one TRUNCATE, which deadlocks with that write if it is still going
+    (PostgreSQL then cancels the TRUNCATE and the teardown fails): wait for it."""
+    deadline = time.monotonic() + timeout
+    while not AuditEvent.objects.filter(action=Action.TOKEN_USED, actor=user).exists():
+        assert time.monotonic() < deadline, "the server never recorded the token's use"
+        time.sleep(0.02)
 
 
 # --- default settings: nothing in front, proxy headers ignored ------------------------------------
