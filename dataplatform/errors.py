@@ -22,18 +22,29 @@ expects `{"detail": ...}` there too.
 
 A database that is briefly unreachable (PostgreSQL restarting) is a 503 that says so, not a 500:
 the request saved nothing (its transaction never committed), and the same request can be sent again.
+
+Anything else a request lets through is a bug: a 500 with a short reference (`server_error`), logged once at
+ERROR on `django.request` with its traceback, and shown to the user so they can quote it to an operator.
+
+Every error has the same three shapes: JSON under /api/, an escaped fragment for htmx (it is swapped into
+the page that asked), and for a full-page navigation a page in the site's layout, in the user's language.
 """
 
 import logging
+import secrets
 import sqlite3
+import sys
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+from django.utils.functional import empty
 from django.utils.html import escape
+from django.utils.log import log_response
+from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from django.views import defaults
 
 
@@ -98,6 +109,10 @@ def _is_api(request) -> bool:
     return request.path.startswith("/api/")
 
 
+def _is_htmx(request) -> bool:
+    return bool(request.headers.get("HX-Request"))
+
+
 def bad_request(request, exception=None):
     """Django's own refusals (SuspiciousOperation), raised when a request is read: DRF lets them through
     its exception handler, so the API's 400s for them are made here."""
@@ -128,10 +143,101 @@ def not_found(request, exception=None):
     return defaults.page_not_found(request, exception)
 
 
+def new_reference() -> str:
+    """Ten hex digits: short enough to read out over the phone, and 40 random bits, so two failures in the
+    logs an operator searches do not share one."""
+    return secrets.token_hex(5)
+
+
 def server_error(request):
+    """handler500: whatever a request let through, from its view or from a middleware (Django calls this
+    inside its `except`, so the exception is at hand; with DEBUG on it shows its own page instead).
+
+    A bug gets a reference, logged with its traceback in one record on `django.request`, where Django would
+    have logged it (and `log_response` marks the answer logged, so Django does not log it a second time
+    without the reference). A platform error a middleware raised (a session saved after the database went
+    away) gets the answer PlatformErrorMiddleware gives a view's."""
+    exc = sys.exc_info()[1]
+    if exc is not None and (error := as_platform_error(exc)) is not None:
+        response = platform_error_response(request, error)
+        log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
+        return response
+    reference = new_reference()
+    message = _("Something went wrong on our side and the request was not completed. It has been logged; "
+                "try again in a moment.")
     if _is_api(request):
-        return JsonResponse({"detail": _("Internal server error.")}, status=500)
-    return defaults.server_error(request)
+        response = JsonResponse({"detail": _("Internal server error."), "reference": reference}, status=500)
+    elif _is_htmx(request):
+        response = HttpResponse(_fragment(message, reference), status=500)
+    else:
+        response = HttpResponse(_page(request, status=500, message=message, reference=reference), status=500)
+    log_response("Internal Server Error: %s %s (reference %s)", request.method, request.path, reference,
+                 response=response, request=request, exception=exc)
+    return response
+
+
+def platform_error_response(request, error: PlatformError) -> HttpResponse:
+    """`error` as the answer to `request`: its body as JSON under /api/, its message as a fragment for htmx,
+    else as a page in the site's layout; Retry-After when it has one."""
+    if _is_api(request):
+        response = JsonResponse(error.body(), status=error.status)
+    elif _is_htmx(request):
+        response = HttpResponse(_fragment(error.detail), status=error.status)
+    else:
+        page = _page(request, status=error.status, message=error.detail,
+                     retry=bool(error.retry_after) and request.method == "GET")
+        response = HttpResponse(page, status=error.status)
+    for name, value in _headers(error).items():
+        response[name] = value
+    return response
+
+
+TITLES = {
+    400: gettext_lazy("Bad Request (400)"), 403: gettext_lazy("Not allowed (403)"),
+    404: gettext_lazy("Not found (404)"), 409: gettext_lazy("Conflict (409)"),
+    429: gettext_lazy("Too many requests (429)"), 500: gettext_lazy("Server error (500)"),
+    503: gettext_lazy("Unavailable (503)"),
+}
+REFERENCE_LABEL = gettext_lazy("If it happens again, give an operator this reference:")
+
+
+def _title(status: int) -> str:
+    return str(TITLES.get(status) or TITLES[400 if status < 500 else 500])
+
+
+def _fragment(message: str, reference: str | None = None) -> str:
+    """What htmx swaps in where the answer was to go (the pages show it as a message)."""
+    quoted = f' {escape(REFERENCE_LABEL)} <code translate="no">{escape(reference)}</code>' if reference else ""
+    return f"<p class=\"error\">{escape(message)}{quoted}</p>"
+
+
+def _page(request, *, status: int, message: str, reference: str | None = None, retry: bool = False) -> str:
+    """The error as a page in the site's layout, in the active language (LocaleMiddleware has run).
+
+    It never asks the database: the database may be what failed, and under ASGI handler500 runs in a thread
+    whose connections no request closes. So the header shows the user only if the request had already loaded
+    them, and no stored messages (they wait for the next page). If the layout fails anyway, a plain page."""
+    from django.contrib.auth.models import AnonymousUser
+
+    user = getattr(request, "user", None)
+    if getattr(user, "_wrapped", None) is empty:  # a SimpleLazyObject not evaluated yet
+        user = None
+    context = {"title": _title(status), "message": message, "reference": reference, "retry": retry,
+               "user": user or AnonymousUser(), "messages": ()}
+    try:
+        return render_to_string("error.html", context, request=request)
+    except Exception:
+        logger.exception("The error page could not be rendered in the site's layout; answered a plain page")
+    return _plain_page(status=status, message=message, reference=reference)
+
+
+def _plain_page(*, status: int, message: str, reference: str | None) -> str:
+    """No template, no request: nothing here can fail."""
+    quoted = f'<p>{escape(REFERENCE_LABEL)} <code translate="no">{escape(reference)}</code></p>' if reference else ""
+    title = escape(_title(status))
+    return (f'<!doctype html><html lang="{escape(get_language() or settings.LANGUAGE_CODE)}"><meta charset="utf-8">'
+            f"<title>{title}</title><h1>{title}</h1><p>{escape(message)}</p>{quoted}"
+            f'<p><a href="/">{escape(_("Back to the projects"))}</a></p></html>')
 
 
 def show_error(request, error: PlatformError) -> None:
@@ -204,7 +310,8 @@ def api_exception_handler(exc, context):
 
 class PlatformErrorMiddleware:
     """The same answers for pages and htmx requests that let a platform error through: a short HTML
-    fragment the workspace and the htmx pages show as a message (JSON under /api/)."""
+    fragment htmx shows as a message, a page in the site's layout for a full-page navigation (JSON under
+    /api/)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -215,10 +322,4 @@ class PlatformErrorMiddleware:
     def process_exception(self, request, exc):
         if (error := as_platform_error(exc)) is None:
             return None
-        if _is_api(request):
-            response = JsonResponse(error.body(), status=error.status)
-        else:
-            response = HttpResponse(f"<p class=\"error\">{escape(error.detail)}</p>", status=error.status)
-        for name, value in _headers(error).items():
-            response[name] = value
-        return response
+        return platform_error_response(request, error)

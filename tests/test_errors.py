@@ -71,15 +71,20 @@ def test_anything_else_is_left_to_django_as_a_server_error():
     assert api_exception_handler(KeyError("a bug"), {}) is None
 
 
-@pytest.mark.parametrize("path", ["/projects/alpha/", "/api/v1/projects/alpha/"])
-def test_a_page_that_lets_an_error_through_gets_its_status_escaped_and_json_under_the_api(path):
+@pytest.mark.parametrize(("path", "headers"), [
+    ("/projects/alpha/", {}), ("/projects/alpha/", {"HX-Request": "true"}), ("/api/v1/projects/alpha/", {}),
+], ids=["page", "htmx", "api"])
+def test_a_page_that_lets_an_error_through_gets_its_status_escaped_and_json_under_the_api(path, headers):
     middleware = PlatformErrorMiddleware(lambda request: None)
-    response = middleware.process_exception(RequestFactory().get(path), Overloaded("<b>full</b>"))
+    response = middleware.process_exception(RequestFactory().get(path, headers=headers), Overloaded("<b>full</b>"))
     assert response.status_code == 429 and response["Retry-After"] == "30"
     if path.startswith("/api/"):
         assert json.loads(response.content) == {"detail": "<b>full</b>"}
-    else:
+    elif headers:  # htmx swaps it into the page that asked
         assert response.content.decode() == '<p class="error">&lt;b&gt;full&lt;/b&gt;</p>'
+    else:  # a full-page navigation: the site's layout around the message
+        page = response.content.decode()
+        assert '<header class="topbar">' in page and "&lt;b&gt;full&lt;/b&gt;" in page and "<b>full" not in page
     assert middleware.process_exception(RequestFactory().get(path), KeyError("a bug")) is None
 
 
