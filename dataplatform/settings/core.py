@@ -12,6 +12,8 @@ DATA_DIR = env_path("DATA_DIR", BASE_DIR / "var").resolve()
 DEBUG = env_bool("DEBUG", True)
 
 INSTALLED_APPS = [
+    # First: its admin/base_site.html (the site's icon on the Django admin's pages) goes before the admin's own.
+    "frontend",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -32,7 +34,6 @@ INSTALLED_APPS = [
     "annotate",
     "labeler",
     "corpora",
-    "frontend",
 ]
 
 MIDDLEWARE = [
