@@ -87,6 +87,12 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
     says which of the two it is."""
     sql = _Sql.of(claim_model, item_field, holder_field)
     ready_sql, ready_params = _ready_condition(sql.item_model, ready)
+    # SQLite's path (the embedded mode) has no row locks: no FOR UPDATE, no SKIP LOCKED. It holds because its
+    # transactions begin IMMEDIATE (settings/database.py): BEGIN takes the file's one write lock, waiting up to the
+    # busy timeout, so steps 1-3 run one claimer at a time across all threads and processes on the file, and every
+    # count sees the claims committed before. A deferred BEGIN would take the lock at the first write instead,
+    # and a claimer whose snapshot went stale meanwhile would fail at once, "database is locked" without waiting
+    # (tests/integration/test_claim_races_sqlite.py fails on that).
     locks = connection.features.has_select_for_update_skip_locked
     now = timezone.now()
     lease = now + timedelta(minutes=lease_minutes)
