@@ -71,8 +71,12 @@ def _role_in_text(role: str) -> str:
     return ROLE_IN_TEXT[Role(role)] if role in Role.values else role
 
 
+def _acting_role(project, user) -> str | None:
+    return project.my_role or (Role.ADMIN if user.is_superuser else None)  # a superuser is every project's admin
+
+
 def _first_actions(project, user) -> list[tuple[str, str]]:
-    role = project.my_role or (Role.ADMIN if user.is_superuser else None)  # a superuser is every project's admin
+    role = _acting_role(project, user)
     return [(label, reverse(page, args=[project.slug])) for label, page, roles in FIRST_ACTIONS if role in roles]
 
 
@@ -85,7 +89,9 @@ def project_list(request, *, status: int = 200, **form_state):
     for project in projects:
         project.first_actions = _first_actions(project, request.user)
         project.role_label = _role_label(project.my_role)
-        project.demo_job = filling.get(project.pk)
+        # The demo's progress is its seed job's page and progress bar, which only those who see jobs may open:
+        # shown to an annotator or a trainer, its link and every poll of the bar were 404s (console errors).
+        project.demo_job = filling.get(project.pk) if _acting_role(project, request.user) in CAN_SEE_JOBS else None
     return render(request, "accounts/project_list.html", {
         "projects": projects, "can_read_audit": can_read_audit(request.user),
         "can_create_projects": request.user.is_superuser, "suggested_licenses": SUGGESTED_LICENSES,

@@ -78,14 +78,18 @@ def test_the_home_page_links_each_workflows_first_action_the_role_allows(client,
         assert f'<a href="{reverse(pages[label], args=["alpha"])}">{label}</a>' in cell
 
 
-def test_the_home_page_shows_the_demo_filling_in_until_it_is_done(client, project, members):
-    """`make run`'s demo.seed job: its progress on the home page while it runs, gone once it succeeded."""
+@pytest.mark.parametrize("who", ["admin", "curator", "annotator", "trainer"])
+def test_the_home_page_shows_the_demo_filling_in_until_it_is_done(client, project, members, who):
+    """`make run`'s demo.seed job: its progress on the home page while it runs, gone once it succeeded; shown to
+    those who may open its page and poll its bar, the roles that see jobs (to the others both were 404s)."""
     seed = Job.objects.create(project=project, kind="demo.seed", params={"started_at": 0}, state=JobState.RUNNING,
                               progress_total=5, progress_done=2, created_by=members["admin"])
-    client.force_login(members["annotator"])
+    client.force_login(members[who])
     page = client.get("/").content.decode()
-    assert f'id="job-progress-{seed.pk}"' in page and f'href="/jobs/{seed.pk}/"' in page
-    assert "being filled in" in page
+    opens = [client.get(reverse(name, args=[seed.pk])).status_code for name in ("job-detail", "job-progress")]
+    shown = f'id="job-progress-{seed.pk}"' in page and f'href="/jobs/{seed.pk}/"' in page
+    assert shown == ("being filled in" in page) == (opens == [200, 200])
+    assert shown == (who in ("admin", "curator"))
     Job.objects.filter(pk=seed.pk).update(state=JobState.SUCCEEDED)
     page = client.get("/").content.decode()
     assert f"job-progress-{seed.pk}" not in page and "being filled in" not in page
