@@ -2,7 +2,11 @@
 PostgreSQL, and shared code never calls one vendor's function by name (a page that works on one would be a 500
 on the other)."""
 
-from django.db.models import Func, IntegerField
+import json
+
+from django.db import NotSupportedError
+from django.db.models import BooleanField, Expression, F, Func, IntegerField
+from django.db.models.fields.json import compile_json_path
 
 
 class JSONArrayLength(Func):
@@ -13,3 +17,43 @@ class JSONArrayLength(Func):
 
     def as_sqlite(self, compiler, connection, **extra_context):
         return self.as_sql(compiler, connection, function="json_array_length", **extra_context)
+
+
+class JSONArrayContains(Expression):
+    """True where the JSON column's `key` is an array holding the string `item` as one of its own items.
+
+    PostgreSQL: jsonb containment (`column -> key @> '["item"]'`, what `column__key__contains=[item]` does).
+    SQLite has no containment operator (Django refuses `__contains` on a JSONField there), so the array's
+    items are read with json_each: exactly the same rows, since the value must itself be an array (json_each
+    would also walk a bare string or an object) and the item a string, not a number or a nested array. A
+    missing key or a NULL column is never a match on either."""
+
+    output_field = BooleanField()
+
+    def __init__(self, column: str, key: str, item: str):
+        super().__init__()
+        self.column = F(column)
+        self.key = key
+        self.item = item
+
+    def get_source_expressions(self):
+        return [self.column]
+
+    def set_source_expressions(self, exprs):
+        (self.column,) = exprs
+
+    def as_sql(self, compiler, connection):
+        raise NotSupportedError(f"JSONArrayContains has no SQL for {connection.vendor}")
+
+    def as_postgresql(self, compiler, connection):
+        column, params = compiler.compile(self.column)
+        # COALESCE: never NULL (a missing key), so that NOT of it (an exclude) keeps those rows.
+        return f"COALESCE(({column} -> %s) @> %s::jsonb, false)", (*params, self.key, json.dumps([self.item]))
+
+    def as_sqlite(self, compiler, connection):
+        column, params = compiler.compile(self.column)
+        path = compile_json_path([self.key])
+        # IS, SQLite's NULL-safe equality: false, never NULL, for a missing key (as above).
+        return (f"(json_type({column}, %s) IS 'array' AND EXISTS (SELECT 1 FROM json_each({column}, %s) AS item"
+                " WHERE item.type = 'text' AND item.value = %s))",
+                (*params, path, *params, path, self.item))

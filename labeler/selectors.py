@@ -11,6 +11,7 @@ from django.utils.translation import gettext
 
 from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in, visible_projects
+from dataplatform.dbfunctions import JSONArrayContains
 from dataplatform.errors import Refused
 
 from .models import (
@@ -145,8 +146,10 @@ def filter_tasks(tasks: QuerySet[SweTask], taxonomy: Taxonomy, *, state: str = "
         spec = taxonomy.definition
         if field not in spec.fields():
             raise Refused(gettext("Unknown field %(field)s.") % {"field": repr(field)}, field="field")
-        lookup = {f"values__{field}__contains": [value]} if field in spec.multi_fields() else {f"values__{field}": value}
-        matching = Label.objects.filter(task=OuterRef("pk"), taxonomy=taxonomy, status=LabelStatus.SUBMITTED, **lookup)
+        matching = Label.objects.filter(task=OuterRef("pk"), taxonomy=taxonomy, status=LabelStatus.SUBMITTED)
+        # A multi-valued field holds a list of tags: the value is one of them (not a substring of one).
+        matching = matching.filter(JSONArrayContains("values", field, value) if field in spec.multi_fields()
+                                   else Q(**{f"values__{field}": value}))
         tasks = tasks.filter(Exists(matching))
     if search:
         tasks = tasks.filter(Q(instance_id__icontains=search) | Q(repo__icontains=search))

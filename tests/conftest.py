@@ -4,6 +4,7 @@ import os
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
@@ -165,3 +166,37 @@ def fresh_auth_failure_counters(monkeypatch):
     run = uuid.uuid4().hex
     keys = limiter._keys
     monkeypatch.setattr(limiter, "_keys", lambda limit, subject: keys(limit, f"{run}|{subject}"))
+
+
+# --- the suite on SQLite too (the embedded mode): see also the postgres_only marker below -------------
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """On SQLite the test database is a file under DATA_DIR (one per test process), not Django's in-memory
+    default: the live workers and servers the integration tests start are other processes, which must open
+    the same database, as the embedded mode's web server and worker share its file. pytest-django would
+    otherwise name it `test_<path>_gw0`, a path relative to the working directory."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "dataplatform.sqlite3":
+        name = Path(settings.DATA_DIR).resolve() / "test-db.sqlite3"
+        database.setdefault("TEST", {})["NAME"] = str(name)
+        # Django replaces an earlier run's file but not its WAL, which a connection still open at that run's end
+        # (a server's, a request thread's) left behind: never let SQLite meet it beside a new file.
+        for leftover in ("-wal", "-shm"):
+            name.with_name(name.name + leftover).unlink(missing_ok=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """`@pytest.mark.postgres_only("why")`: a test of something only PostgreSQL has (its pool, pg_sleep, a
+    server restart...) is skipped on SQLite, before its fixtures, with its reason. Never for a SQLite defect."""
+    if (marker := item.get_closest_marker("postgres_only")) is None:
+        return
+    if len(marker.args) != 1 or not str(marker.args[0]).strip():
+        raise pytest.UsageError(f"{item.nodeid}: postgres_only needs its reason, e.g. postgres_only(\"pg_sleep\")")
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip(f"PostgreSQL only: {marker.args[0]}")

@@ -9,7 +9,8 @@ from psycopg_pool import ConnectionPool
 
 from dataplatform.postgresql.base import check_pooled_connection
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.postgres_only("psycopg's connection pool: SQLite keeps one connection per thread")]
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import secrets
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -82,7 +83,8 @@ def no_failures_counted_yet(django_db_setup):
     if not settings.REDIS_URL:
         pytest.fail("These tests need Redis: set REDIS_URL=redis://... (bin/test does).")
     client = redis.Redis.from_url(settings.REDIS_URL)
-    for key in client.scan_iter(match=f"{connection.settings_dict['NAME']}:*:authlimit:*"):
+    prefix = Path(str(connection.settings_dict["NAME"])).name  # as settings.CACHES derives it (a SQLite file's path)
+    for key in client.scan_iter(match=f"{prefix}:*:authlimit:*"):
         client.delete(key)
     client.close()
 

@@ -23,8 +23,12 @@ QUICK_REAPER = {"JOB_HEARTBEAT_SECONDS": "0.5", "JOB_STALE_AFTER_SECONDS": "2", 
 def test_database_url() -> str:
     """The URL of the database pytest-django created, so the worker sees the test's rows."""
     db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        if connection.is_in_memory_db():
+            pytest.fail("A worker cannot open an in-memory SQLite database (tests/conftest.py names a file).")
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
     if connection.vendor != "postgresql":
-        pytest.fail("Integration tests need PostgreSQL: set DATABASE_URL=postgres://... (bin/test does).")
+        pytest.fail(f"Integration tests need PostgreSQL or SQLite, not {connection.vendor}.")
     auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 

@@ -305,7 +305,10 @@ def reap_stale_jobs() -> dict:
     """Requeue (or fail) running jobs whose worker went silent; re-send long-queued jobs.
 
     Safe to run from every worker at once: rows are locked with SKIP LOCKED, and a duplicate
-    message for a job that is already running is dropped by `start_job`."""
+    message for a job that is already running is dropped by `start_job`. SQLite (the embedded mode) has
+    no row locks and Django drops the FOR UPDATE: there the transaction is IMMEDIATE (settings/database.py),
+    so it holds the file's one write lock from its start and reapers run one after the other, each seeing
+    what the one before committed."""
     now = timezone.now()
     requeued, failed, resent = [], [], []
     with transaction.atomic():

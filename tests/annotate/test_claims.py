@@ -72,10 +72,9 @@ def test_the_ready_condition_is_checked_on_the_scanned_item_not_by_a_subquery(pr
 
 
 @pytest.mark.django_db(transaction=True)  # the test's own transaction would hide where the claim's ends
+@pytest.mark.postgres_only("synchronous_commit, a PostgreSQL setting")
 def test_a_claim_commits_without_waiting_for_the_wal_flush_and_only_its_own_transaction(project, members,
                                                                                         make_items):
-    if connection.vendor != "postgresql":
-        pytest.skip("synchronous_commit is PostgreSQL's")
     make_items(1)
     with transaction.atomic(), connection.cursor() as cursor:
         assert services.claim_next(project=project, annotator=members["annotator"]) is not None
@@ -186,12 +185,10 @@ def test_two_active_claims_in_one_queue_are_refused_by_the_database(project, mem
                          state=ClaimState.SKIPPED)
 
 
-@pytest.mark.integration  # PostgreSQL: SKIP LOCKED and real concurrent transactions
+@pytest.mark.integration  # real concurrent transactions: SKIP LOCKED on PostgreSQL, SQLite's one write lock
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("overlap", [1, 3])
 def test_fifty_threads_racing_for_claims(project, make_items, overlap):
-    if connection.vendor != "postgresql":
-        pytest.fail("The claim race needs PostgreSQL (SKIP LOCKED); run with DATABASE_URL=postgres://...")
     items = make_items(20)
     set_overlap(project, overlap)
     annotators = [UserFactory(username=f"racer{i}") for i in range(50)]
@@ -252,11 +249,6 @@ def _race(functions) -> list:
     return outcomes
 
 
-def _postgresql_only():
-    if connection.vendor != "postgresql":
-        pytest.fail("Claim races need PostgreSQL (row locks, SKIP LOCKED); run with DATABASE_URL=postgres://...")
-
-
 def _annotators(project, count, prefix):
     users = [UserFactory(username=f"{prefix}{i}") for i in range(count)]
     for user in users:
@@ -270,7 +262,6 @@ def _annotators(project, count, prefix):
 def test_expired_leases_renewed_while_others_claim_never_exceed_the_overlap(project, make_items, overlap):
     """The attack that found it: every slot taken, every lease run out, then the old holders and 30
     newcomers claim at the same instant and accept what they got."""
-    _postgresql_only()
     make_items(20)
     set_overlap(project, overlap)
     first = _annotators(project, 20 * overlap, "first")
@@ -295,7 +286,6 @@ def test_expired_leases_renewed_while_others_claim_never_exceed_the_overlap(proj
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
 def test_one_annotator_claiming_from_eight_tabs_gets_one_claim(project, members, make_items):
-    _postgresql_only()
     make_items(10)
     annotator = members["annotator"]
     outcomes = _race([functools.partial(services.claim_with_session, project=project, annotator=annotator)] * 8)
@@ -308,7 +298,6 @@ def test_one_annotator_claiming_from_eight_tabs_gets_one_claim(project, members,
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
 def test_accept_skip_and_release_of_one_claim_at_once_only_one_wins(project, make_items):
-    _postgresql_only()
     make_items(8)
     users = _annotators(project, 8, "decider")
     claimed = [services.claim_with_session(project=project, annotator=user) for user in users]

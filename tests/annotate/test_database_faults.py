@@ -16,7 +16,8 @@ from django.db import OperationalError, connection
 from annotate.models import Event, Node, SessionStatus
 from dataplatform.accounts import services as account_services
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True),
+              pytest.mark.postgres_only("a database server restarting: SQLite is a file, with no server to lose")]
 
 
 @pytest.fixture(autouse=True)
@@ -63,8 +64,6 @@ def wait_until_the_pool_reconnects(timeout: float = 60) -> None:
 
 
 def test_a_save_during_a_database_restart_is_refused_cleanly_and_succeeds_after(session, members, live_server):
-    if connection.vendor != "postgresql":
-        pytest.fail("This test needs PostgreSQL: set DATABASE_URL=postgres://... (bin/test does).")
     _, secret = account_services.issue_token(user=members["annotator"], name="faults")
     api = httpx.Client(base_url=live_server.url, headers={"Authorization": f"Token {secret}"}, timeout=30)
     root = session.current_node
@@ -92,8 +91,6 @@ def test_a_save_during_a_database_restart_is_refused_cleanly_and_succeeds_after(
 
 
 def test_a_page_during_a_database_restart_says_what_happened(members, client, live_server):
-    if connection.vendor != "postgresql":
-        pytest.fail("This test needs PostgreSQL: set DATABASE_URL=postgres://... (bin/test does).")
     browser = httpx.Client(base_url=live_server.url, timeout=30)
     client.force_login(members["annotator"])
     browser.cookies.set("sessionid", client.cookies["sessionid"].value)

@@ -14,7 +14,7 @@ from .kinds import JOB_SCHEMA, job_values
 pytestmark = [
     # The ADBC connection is a connection of its own: it sees committed rows only.
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="the Arrow-native path reads PostgreSQL"),
+    pytest.mark.postgres_only("ADBC's Arrow-native read path is PostgreSQL's; SQLite exports read through the ORM"),
 ]
 
 PARAMS = [
