@@ -21,7 +21,13 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "tests.parallel" not in sys.modules
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("TEST_LANE") == "embedded":
+        _keep_what_the_database_can_change(config, items)
+    _refuse_twice_given_node_ids(items)
+
+
+def _refuse_twice_given_node_ids(items):
     """pytest-xdist (bin/test) keys the tests it hands out by node id: of two items with one id, it runs one."""
     seen = set()
     if twice := sorted({item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)}):
@@ -200,3 +206,22 @@ def pytest_runtest_setup(item):
 
     if connection.vendor != "postgresql":
         pytest.skip(f"PostgreSQL only: {marker.args[0]}")
+
+
+# --- the embedded lane (bin/test-embedded): what the database can change, run on SQLite -----------------
+
+DATABASE_FIXTURES = {"db", "transactional_db", "live_server", "django_db_setup"}
+
+
+def _keep_what_the_database_can_change(config, items):
+    """TEST_LANE=embedded keeps the tests whose outcome the database can change: those that use the test
+    database. A test that never opens it (a parser, a template filter, a subprocess with its own database) ran
+    identically in the PostgreSQL lane. The real model's tests run there only too: their subject is the model,
+    and what they store goes through the services that the tests with a backend double run here."""
+    kept, dropped = [], []
+    for item in items:
+        uses_database = item.get_closest_marker("django_db") or DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        (kept if uses_database and not item.get_closest_marker("model") else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
