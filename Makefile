@@ -31,8 +31,9 @@ run: messages
 worker: messages
 	.venv/bin/celery -A dataplatform worker -B --loglevel=INFO --concurrency=1
 
+# The web server alone, as bin/run starts it (production's uvicorn; HOST, PORT and RELOAD=1 as there).
 web: messages
-	$(PY) manage.py runserver 127.0.0.1:8000
+	$(PY) -m dataplatform.webserver --host $${HOST:-127.0.0.1} --port $${PORT:-8000} $$(case "$${RELOAD:-}" in 1|true|yes|on) echo --reload;; esac)
 
 test: messages
 	bin/test

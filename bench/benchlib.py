@@ -227,12 +227,13 @@ def free_port() -> int:
 
 
 class Server:
-    """A child process on a free localhost port: the web app under uvicorn as `python -m dataplatform.webserver`
-    ("asgi", as the Dockerfile runs it) or `manage.py runserver --noreload` ("wsgi"), or the embedded model
-    behind vLLM's API, `manage.py serve_model` ("model", with `model_threads` torch threads); with `env`
-    (default: this process's environment) and its output in a log file under `log_dir`. uvicorn runs
-    `workers` processes (more than 1: a supervisor and its worker processes, as docker-compose.yml runs it);
-    `nice` > 0 starts it at that lower CPU priority."""
+    """A child process on a free localhost port: the web app under uvicorn as `python -m dataplatform.webserver`,
+    either as the Dockerfile runs it behind a benchmark ("asgi": no lifespan, access log off, warnings only) or
+    with the arguments bin/run gives it ("embedded", `make run`'s server: its defaults, access log and info lines
+    on; give it the embedded mode's settings in `env`), or the embedded model behind vLLM's API, `manage.py
+    serve_model` ("model", with `model_threads` torch threads); with `env` (default: this process's environment)
+    and its output in a log file under `log_dir`. uvicorn runs `workers` processes (more than 1: a supervisor and
+    its worker processes, as docker-compose.yml runs it); `nice` > 0 starts it at that lower CPU priority."""
 
     def __init__(self, kind: str, log_dir: Path, env: dict[str, str] | None = None, model_threads: int = 0,
                  workers: int = 1, nice: int = 0):
@@ -244,14 +245,15 @@ class Server:
             command = [sys.executable, "-m", "dataplatform.webserver", "--host", "127.0.0.1", "--port", str(self.port),
                        "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--workers", str(workers)]
             self.label = f"ASGI (uvicorn, {workers} process{'es' if workers > 1 else ''})"
+        elif kind == "embedded":
+            command = [sys.executable, "-m", "dataplatform.webserver", "--host", "127.0.0.1", "--port", str(self.port)]
+            self.label = "make run's server (uvicorn as bin/run starts it)"
         elif kind == "model":
             command = [sys.executable, "manage.py", "serve_model", "--port", str(self.port),
                        "--threads", str(model_threads)]
             self.label = "model server (manage.py serve_model)"
         else:
-            command = [sys.executable, "manage.py", "runserver", "--noreload", "--skip-checks",
-                       f"127.0.0.1:{self.port}"]
-            self.label = "WSGI (runserver)"
+            raise ValueError(f"unknown server kind {kind!r}")
         if nice:
             command = ["nice", "-n", str(nice), *command]  # nice execs the command: the pid stays the server's
         self.log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())

@@ -8,15 +8,19 @@ run itself fails). It measures:
   some position of the item's real rollout), then POSTs the node's stream URL
   (`/api/v1/sessions/{id}/nodes/{node}/stream/`) with httpx and times from sending that request
   to receiving the first complete `event: token` block. The web app runs for real in child
-  processes on free localhost ports: `python -m dataplatform.webserver` (uvicorn, ASGI: the async
-  streaming path, as the Dockerfile runs it) and `manage.py runserver --noreload` (WSGI; Django's
-  development server), each with its own copy of the model, warmed up with a few requests first.
+  processes on free localhost ports, both `python -m dataplatform.webserver` (uvicorn, ASGI: the
+  async streaming path): production's, as the Dockerfile runs it with DEBUG off ("ASGI uvicorn"),
+  and `make run`'s, with bin/run's arguments (its access log and info lines on) and the embedded
+  mode's DEBUG on ("make run's uvicorn"), each with its own copy of the model, warmed up with a few
+  requests first. (Until issue 38 `make run` served through Django's runserver, which sent a
+  stream's headers and first token without TCP_NODELAY: +32.7 ms at p95 over the direct backend,
+  against +0.3 ms under uvicorn.)
   The baseline is the backend itself: in this process, `LocalBackend.stream()` on exactly the same
   prefix ids (item.prompt_ids + the new node's token ids), same max_tokens / temperature / top_k,
   timed to its first step, under the same OpenMP settings as the servers (the settings give torch
   its OMP_WAIT_POLICY before it loads, in this process as in theirs) and, like them, with the
-  objects of its start frozen out of the garbage collector. For each correction the three measurements (ASGI, WSGI, direct) run back to back, in a
-  rotating order, so machine noise hits them alike; each correction's claim is made active for it
+  objects of its start frozen out of the garbage collector. For each correction the three measurements (both
+  servers and the direct call) run back to back, in a rotating order, so machine noise hits them alike; each correction's claim is made active for it
   alone (a session changes only under an active claim, and an annotator holds one active claim per
   project). Target: platform - direct <= 20 ms at p95. The same run also
   reports the time to the response headers (what the view costs before the first forward pass)
@@ -49,16 +53,19 @@ Everything lives in a dedicated database `dataplatform_bench_annotate` (created 
 migrated on every run); DATA_DIR is `var/` so the converted model under var/models/ is reused (the
 bench never touches var/db.sqlite3). The 55 items of the continuation part keep their real
 rollouts between runs (the first run generates them, ~1 minute on 2 cores); claims, sessions and
-the claim-pool projects of the previous run are deleted at the start of the next. The servers run
-with DEBUG off, as in production.
+the claim-pool projects of the previous run are deleted at the start of the next. Production's server
+runs with DEBUG off; make run's with DEBUG on, as `make run` leaves it.
 
 Run from the project root (about 4 minutes on 2 cores), with PostgreSQL on 127.0.0.1:5432 (user
 postgres, no password):
 
-    .venv/bin/python bench/continuation_bench.py [--ttft-only] [--samples FILE]
+    .venv/bin/python bench/continuation_bench.py [--ttft-only] [--sqlite] [--samples FILE]
 
 `--ttft-only` leaves out the claim parts (about 3 minutes: for repeated TTFT runs on a noisy
-machine); `--samples FILE` appends every measured correction as a JSON line (case, prefix length,
+machine); `--sqlite` (with `--ttft-only`) measures make run's server alone on the embedded mode's
+database, a SQLite file (var/bench/continuation.sqlite3, with the settings' WAL and IMMEDIATE
+transactions), written by the server and read by the bench as `make run`'s worker and server share
+theirs; `--samples FILE` appends every measured correction as a JSON line (case, prefix length,
 order, direct, and per server the POST, headers and TTFT in ms), to pool several runs.
 """
 
@@ -84,15 +91,33 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import benchlib  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
+
+def parse_args():
+    parser = argparse.ArgumentParser(description="onPanda continuation and claim benchmark (see the docstring).")
+    parser.add_argument("--ttft-only", action="store_true",
+                        help="leave out the claim parts: only TTFT (both cases) and the template figures")
+    parser.add_argument("--sqlite", action="store_true",
+                        help="with --ttft-only: make run's server alone, on a SQLite file as make run runs it")
+    parser.add_argument("--samples", type=Path, help="append every measured correction to this file (JSON lines)")
+    args = parser.parse_args()
+    if args.sqlite and not args.ttft_only:
+        parser.error("--sqlite measures TTFT only (the claim parts watch PostgreSQL's connections and locks): "
+                     "add --ttft-only")
+    return args
+
+
+ARGS = parse_args()  # before the settings: --sqlite chooses the database
 SERVER_URL = "postgres://postgres@127.0.0.1:5432"
 BENCH_DB = "dataplatform_bench_annotate"
+SQLITE_FILE = ROOT / "var" / "bench" / "continuation.sqlite3"
 # Set (not setdefault) before django.setup(): the bench must never write into another database.
 # The servers started below inherit this environment.
-os.environ["DATABASE_URL"] = f"{SERVER_URL}/{BENCH_DB}"
-os.environ["DATA_DIR"] = str(ROOT / "var")  # var/models/ holds the converted model; the sqlite file is unused
+os.environ["DATABASE_URL"] = f"sqlite:///{SQLITE_FILE}" if ARGS.sqlite else f"{SERVER_URL}/{BENCH_DB}"
+os.environ["DATA_DIR"] = str(ROOT / "var")  # var/models/ holds the converted model; var/db.sqlite3 is not used
 os.environ["DJANGO_SETTINGS_MODULE"] = "dataplatform.settings"
 os.environ["MODEL_BACKEND"] = "local"
-# The servers run as in production: DEBUG off (no query log), which needs a SECRET_KEY.
+# Production's server runs as in production: DEBUG off (no query log), which needs a SECRET_KEY; make run's
+# server gets DEBUG on (start_server).
 os.environ["DEBUG"] = "0"
 os.environ["SECRET_KEY"] = "continuation-bench-" + secrets.token_hex(16)
 os.environ.pop("REDIS_URL", None)  # nothing here publishes a job; the filesystem broker is inert
@@ -158,7 +183,10 @@ THINK = (0.5, 1.5)  # seconds an annotator of the 'working' run spends per item 
 
 CONTINUATION_SLUG = "bench-continuation"
 CLAIM_SLUG = "bench-claims"
-HTTP_CLAIM_SLUGS = {"asgi": "bench-claims-asgi", "wsgi": "bench-claims-wsgi"}
+# The servers measured, each with its own annotator and model copy (benchlib.Server's kinds).
+LABELS = {"asgi": "ASGI uvicorn", "embedded": "make run's uvicorn"}
+KINDS = ("embedded",) if ARGS.sqlite else ("asgi", "embedded")
+HTTP_CLAIM_SLUGS = {kind: f"bench-claims-{kind}" for kind in KINDS}
 USER_PREFIX = "bench-"
 # Stored as the continuation project's description; other settings mean the rollouts are regenerated.
 ROLLOUT_MARKER = f"continuation_bench rollouts v1: max_tokens={MAX_TOKENS} top_k={TOP_K} temperature={TEMPERATURE}"
@@ -175,7 +203,14 @@ percentile, ms, Server, stop_servers = benchlib.percentile, benchlib.ms, benchli
 
 
 def ensure_database() -> None:
-    benchlib.ensure_database(SERVER_URL, BENCH_DB)
+    if not ARGS.sqlite:  # the SQLite file is made on connect (dataplatform/sqlite3)
+        benchlib.ensure_database(SERVER_URL, BENCH_DB)
+
+
+def start_server(kind: str, log_dir: Path) -> Server:
+    # make run's server with the embedded mode's DEBUG on, as `make run` leaves it (the rest of this environment,
+    # the bench's database among it, is the same for both).
+    return Server(kind, log_dir, env=os.environ | {"DEBUG": "1"} if kind == "embedded" else None)
 
 
 def bench_user(name: str):
@@ -213,7 +248,7 @@ def continuation_setup(backend) -> tuple[Project, dict]:
         print(f"reused the rollouts of {len(prompts)} items (project {CONTINUATION_SLUG})")
 
     annotators = {}
-    for kind in ("asgi", "wsgi"):
+    for kind in KINDS:
         user = bench_user(f"stream-{kind}")
         account_services.set_membership(project=project, user=user, role=Role.ANNOTATOR)
         sessions = []
@@ -475,9 +510,9 @@ def reasoning_setup(backend, main_project: Project, annotators: dict) -> list[di
             services.end_claim(claim=claim, state=ClaimState.DONE)
         sessions[kind] = sorted(opened, key=lambda session: session.item_id)
     eos_ids = backend.eos_token_ids
-    for number in range(len(sessions["asgi"])):
+    for number in range(len(sessions[KINDS[0]])):
         pair = {kind: sessions[kind][number] for kind in sessions}
-        root = pair["asgi"].current_node
+        root = pair[KINDS[0]].current_node
         first, end = benchlib.reasoning_span(backend, root.token_ids)
         low, high = max(first, REASONING_POSITIONS[0]), min(end, REASONING_POSITIONS[1])
         if low >= high:
@@ -546,7 +581,7 @@ def template_timings(backend, project: Project) -> dict:
 
 # --- TTFT: the three measurements of each correction back to back ------------------------------------
 
-ORDERS = [("asgi", "wsgi", "direct"), ("direct", "asgi", "wsgi"), ("wsgi", "direct", "asgi")]
+ORDERS = [(*KINDS, "direct")[shift:] + (*KINDS, "direct")[:shift] for shift in range(len(KINDS) + 1)]
 
 
 def measure_ttft(cases: list[dict], clients: dict, servers: dict, backend, warmup: int, label: str,
@@ -567,8 +602,8 @@ def measure_ttft(cases: list[dict], clients: dict, servers: dict, backend, warmu
         for who in order:
             if who == "direct":
                 # The same prefix the platform continues from: prompt + root[:position] + the candidate.
-                prefix = sessions["asgi"].current_node.token_ids[:position] + [token_id]
-                direct_run = direct_first_token(backend, sessions["asgi"].item.prompt_ids + prefix,
+                prefix = sessions[KINDS[0]].current_node.token_ids[:position] + [token_id]
+                direct_run = direct_first_token(backend, sessions[KINDS[0]].item.prompt_ids + prefix,
                                                 case["max_tokens"] - len(prefix))
             else:
                 measured[who] = platform_correction(clients[who], servers[who].base_url, sessions[who],
@@ -577,7 +612,7 @@ def measure_ttft(cases: list[dict], clients: dict, servers: dict, backend, warmu
         if number < warmup:
             continue
         direct.append(direct_run[0])
-        prefix_lengths.append(len(sessions["asgi"].item.prompt_ids) + position + 1)
+        prefix_lengths.append(len(sessions[KINDS[0]].item.prompt_ids) + position + 1)
         for kind, run in measured.items():
             results[kind].append(run)
             expected_prefix = sessions[kind].current_node.token_ids[:position] + [token_id]
@@ -601,7 +636,8 @@ def ttft_rows(measured: dict, case: str) -> tuple[list[tuple[str, ...]], list[st
     rows, verdicts = [], []
     direct = measured["direct"]
     direct_p50, direct_p95 = ms(percentile(direct, 50)), ms(percentile(direct, 95))
-    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
+    for kind in KINDS:
+        label = LABELS[kind]
         ttft = [run["ttft"] for run in measured["results"][kind] if run["ttft"] is not None]
         p50, p95 = ms(percentile(ttft, 50)), ms(percentile(ttft, 95))
         met = p95 - direct_p95 <= TARGET_TTFT_OVERHEAD_MS
@@ -613,9 +649,8 @@ def ttft_rows(measured: dict, case: str) -> tuple[list[tuple[str, ...]], list[st
                      f"overhead ≤ {TARGET_TTFT_OVERHEAD_MS:.0f} ms"))
     paired = {kind: [ms(run["ttft"] - d) for run, d in zip(runs, direct, strict=True)]
               for kind, runs in measured["results"].items()}
-    note = (f"paired per-correction differences p50 / p95: ASGI {percentile(paired['asgi'], 50):+.1f} / "
-            f"{percentile(paired['asgi'], 95):+.1f} ms, WSGI {percentile(paired['wsgi'], 50):+.1f} / "
-            f"{percentile(paired['wsgi'], 95):+.1f} ms")
+    note = "paired per-correction differences p50 / p95: " + ", ".join(
+        f"{LABELS[kind]} {percentile(paired[kind], 50):+.1f} / {percentile(paired[kind], 95):+.1f} ms" for kind in KINDS)
     return rows, verdicts, note
 
 
@@ -635,16 +670,8 @@ def template_rows(figures: dict) -> list[tuple[str, ...]]:
 
 # --- main ---------------------------------------------------------------------------------------------
 
-def parse_args():
-    parser = argparse.ArgumentParser(description="onPanda continuation and claim benchmark (see the docstring).")
-    parser.add_argument("--ttft-only", action="store_true",
-                        help="leave out the claim parts: only TTFT (both cases) and the template figures")
-    parser.add_argument("--samples", type=Path, help="append every measured correction to this file (JSON lines)")
-    return parser.parse_args()
-
-
 def main() -> None:
-    args = parse_args()
+    args = ARGS
     # Sampled before we add our own load: on 2 cores other work swings every figure.
     load_average = os.getloadavg()[0]
     run_started = time.perf_counter()
@@ -659,7 +686,7 @@ def main() -> None:
     main_cases = []
     for number in range(CORRECTIONS + WARMUP_CORRECTIONS):
         sessions = {kind: annotators[kind]["sessions"][number] for kind in annotators}
-        position, token_id = pick_correction(sessions["asgi"], eos_ids)
+        position, token_id = pick_correction(sessions[KINDS[0]], eos_ids)
         main_cases.append({"sessions": sessions, "position": position, "token_id": token_id,
                            "max_tokens": MAX_TOKENS})
     reasoning_cases = reasoning_setup(backend, project, annotators)
@@ -681,8 +708,8 @@ def main() -> None:
     failed = True
     samples = open(args.samples, "a") if args.samples else None  # noqa: SIM115 (closed below)
     try:
-        for kind in ("asgi", "wsgi"):
-            servers[kind] = Server(kind, log_dir)
+        for kind in KINDS:
+            servers[kind] = start_server(kind, log_dir)
         ready = {kind: server.wait_ready(annotators[kind]["secret"]) for kind, server in servers.items()}
         clients = {kind: httpx.Client(headers={"Authorization": f"Token {annotators[kind]['secret']}"}, timeout=120)
                    for kind in servers}
@@ -705,24 +732,26 @@ def main() -> None:
 
     # --- print ------------------------------------------------------------------------------------------
     with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        pg_version = cursor.fetchone()[0]
+        cursor.execute("SELECT sqlite_version()" if ARGS.sqlite else "SHOW server_version")
+        database = f"{'SQLite' if ARGS.sqlite else 'PostgreSQL'} {cursor.fetchone()[0]}"
     print(
-        f"machine: {platform.machine()}, os.cpu_count()={os.cpu_count()}, PostgreSQL {pg_version}, "
+        f"machine: {platform.machine()}, os.cpu_count()={os.cpu_count()}, {database}, "
         f"torch {torch.__version__} with {torch.get_num_threads()} threads and OMP_WAIT_POLICY="
         f"{os.environ.get('OMP_WAIT_POLICY', '(unset)')} (the servers: the same), "
         f"model {backend.model_id} fp32, Python {platform.python_version()}, load average before the run "
-        f"{load_average:.2f}; servers ready in {ready['asgi']:.1f} s (uvicorn) / {ready['wsgi']:.1f} s (runserver)"
+        f"{load_average:.2f}; servers ready in " + " / ".join(f"{ready[kind]:.1f} s ({LABELS[kind]})" for kind in KINDS)
     )
     rows, verdicts, main_note = ttft_rows(main_ttft, "")
     reasoning_rows, reasoning_verdicts, reasoning_note = ttft_rows(reasoning_ttft, ", reasoning")
     rows += reasoning_rows
     verdicts += reasoning_verdicts
-    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
+    for kind in KINDS:
+        label = LABELS[kind]
         headers = [run["headers"] for run in main_ttft["results"][kind]]
         rows.append((f"stream: response headers p50 / p95 (ms), {label}",
                      f"{ms(percentile(headers, 50)):.1f} / {ms(percentile(headers, 95)):.1f}", "-", "-", ""))
-    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
+    for kind in KINDS:
+        label = LABELS[kind]
         posts = [run["correct"] for run in main_ttft["results"][kind]]
         rows.append((f"correction POST p50 / p95 (ms), {label}",
                      f"{ms(percentile(posts, 50)):.1f} / {ms(percentile(posts, 95)):.1f}", "-", "-", ""))
@@ -804,11 +833,11 @@ def run_http_claims(claims: dict, log_dir: Path) -> dict:
     """For information: the claim endpoint against fresh servers (no model needed), one at a time."""
     http_secrets, http_pools = claims["http_secrets"], claims["http_pools"]
     latencies, failures_by_kind, peak_connections = {}, {}, {}
-    for kind in ("asgi", "wsgi"):
+    for kind in KINDS:
         servers = {}
         failed = True
         try:
-            servers[kind] = server = Server(kind, log_dir)
+            servers[kind] = server = start_server(kind, log_dir)
             server.wait_ready(next(iter(http_secrets.values())))
             with benchlib.ConnectionSampler(SERVER_URL, BENCH_DB) as sampler:
                 values, items, failures, errors = run_http_claimers(server.base_url, http_pools[kind],
@@ -851,7 +880,8 @@ def claims_rows(claims: dict, http: dict) -> tuple[list[tuple[str, ...]], list[s
                  f"{concurrent_rate / alone_rate:.2f}x", ""))
     verdicts = [f"claim p95 with {CLAIM_THREADS} annotators working: "
                 f"{'met' if w95 < TARGET_CLAIM_P95_MS else 'MISSED'} ({w95:.1f} ms)"]
-    for kind, label in (("asgi", "ASGI uvicorn"), ("wsgi", "WSGI runserver")):
+    for kind in KINDS:
+        label = LABELS[kind]
         values = http["latencies"][kind]
         figure = ("-" if not values else
                   f"{ms(percentile(values, 50)):.1f} / {ms(percentile(values, 95)):.1f} / {ms(max(values)):.1f}")
@@ -876,8 +906,7 @@ def claims_note(claims: dict, http: dict) -> str:
         f"{sampler.peak_lock_waits}, peak connections {sampler.peak}. HTTP: {HTTP_CLAIM_CLIENTS} clients x "
         f"{HTTP_CLAIM_ROUNDS} claims on a fresh pool and a freshly started server each (the endpoint also opens "
         f"the session); peak PostgreSQL connections to the bench database meanwhile: "
-        f"{http['peak_connections']['asgi']} (uvicorn) / {http['peak_connections']['wsgi']} (runserver); refused "
-        f"claims: "
+        + " / ".join(f"{http['peak_connections'][kind]} ({LABELS[kind]})" for kind in KINDS) + "; refused claims: "
         + ", ".join(f"{kind} {len(v)}" + (f" (HTTP {sorted(set(v))})" if v else "")
                     for kind, v in http["failures"].items())
         + f". A new PostgreSQL connection costs {http['new_connection_ms']:.1f} ms here (median of 10).")

@@ -34,6 +34,8 @@ def autolabeled(project, monkeypatch):
                 return answer(values)
             return "```json\n" + json.dumps({k: {"value": v, "rationale": rationale} for k, v in values.items()}) + "\n```"
 
+        # The script answers in swe_v1's vocabulary; a new project would start on swe_v2.
+        services.update_settings(project=project, taxonomy=services.builtin_taxonomy("swe_v1"))
         backend = ScriptedBackend({"stage1": [text(STAGE_ONE)], "stage2": [text(STAGE_TWO)]})
         monkeypatch.setattr(services, "backend_for", lambda project: backend)
         services.autolabel_project(project=project, progress=RecordingProgress())

@@ -58,6 +58,8 @@ def test_bootstrap_demo_seeds_all_four_workflows(bootstrap):
     assert SweTask.objects.filter(project=project).count() == 24
     labeler = LabelerSettings.objects.get(project=project)
     assert (labeler.taxonomy.name, labeler.batch_size) == ("swe-demo", 8)
+    # Not a new project's default (swe_v2, the paper's): the overview shows the title, which says why.
+    assert "swe_v2" in labeler.taxonomy.title and "swe_v2" in out
 
     assert Trace.objects.filter(project=project, environment="calc-v1").count() == 4
     case = Case.objects.get(trace__project=project)
@@ -118,3 +120,11 @@ def test_no_data_leaves_the_project_empty(bootstrap):
     assert Project.objects.filter(slug="demo").exists()
     assert counts() | {"Job": 0} == dict.fromkeys(counts(), 0)
     assert "Log in at http://127.0.0.1:8000/ as 'admin'" in out
+
+
+def test_the_links_follow_where_bin_run_serves(bootstrap, monkeypatch):
+    monkeypatch.setenv("RUN_URL", "http://127.0.0.1:8123")  # bin/run with PORT=8123
+    out = bootstrap()
+    seed = Job.objects.get(kind=demo.SEED_KIND)
+    assert f"(demo.seed: http://127.0.0.1:8123/jobs/{seed.pk}/)" in out
+    assert "Log in at http://127.0.0.1:8123/ as 'admin'" in out and "8000" not in out

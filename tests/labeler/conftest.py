@@ -5,7 +5,7 @@ import pytest
 
 from dataplatform.inference import Generation
 from labeler import services
-from labeler.models import SweTask, Trajectory
+from labeler.models import LabelerSettings, SweTask, Trajectory
 
 
 class ScriptedBackend:
@@ -57,8 +57,13 @@ def make_tasks(project):
 
 
 @pytest.fixture
-def scripted(monkeypatch):
+def scripted(monkeypatch, project):
     def install(answers):
+        # The scripts answer in swe_v1's vocabulary (STAGE_ONE asks every dimension in stage one): a project that
+        # has not pinned a taxonomy yet pins swe_v1 rather than starting on a new project's swe_v2, which
+        # test_swe_v2.py scripts in the paper's shape.
+        if not LabelerSettings.objects.filter(project=project).exists():
+            services.update_settings(project=project, taxonomy=services.builtin_taxonomy("swe_v1"))
         backend = ScriptedBackend(answers)
         monkeypatch.setattr(services, "backend_for", lambda project: backend)
         return backend

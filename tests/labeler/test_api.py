@@ -131,7 +131,7 @@ def test_import_dry_run_and_errors(members):
 
 def test_taxonomy_upload_reports_file_line_field(members, project):
     client = api_client_for(members["curator"])
-    services.settings_for(project)  # a project starts on the shipped taxonomy
+    services.settings_for(project)  # a project starts on the shipped taxonomy, swe_v2
     upload = io.BytesIO(b"schema: swe-taxonomy/1\nname: broken\nversion: '1'\naxes: {}\n")
     upload.name = "broken.yaml"
     response = client.post("/api/v1/projects/alpha/labeler/taxonomy/", {"file": upload}, format="multipart")
@@ -139,7 +139,7 @@ def test_taxonomy_upload_reports_file_line_field(members, project):
     assert {"file": "broken.yaml", "line": 1, "field": "axes",
             "message": "must map each axis name to its families"} in response.json()["errors"]
     listed = client.get("/api/v1/taxonomies/").json()
-    assert [(t["name"], t["version"]) for t in listed] == [("swe", "1")]
+    assert [(t["name"], t["version"]) for t in listed] == [("swe", "2")]
     detail = client.get(f"/api/v1/taxonomies/{listed[0]['id']}/").json()
     assert detail["counts"] == {"families": 47, "tags": 227} and len(detail["spec"]["axes"]["domain"]["families"]) == 21
 

@@ -10,7 +10,7 @@ from labeler import services
 from labeler.models import Taxonomy
 from labeler.taxonomy import UNSPECIFIED, parse_taxonomy
 
-SHIPPED = Path("labeler/taxonomies/swe_v1.yaml")
+SHIPPED = Path("labeler/taxonomies/swe_v1.yaml")  # our first draft; a new project starts on swe_v2 (the paper's)
 
 
 @pytest.fixture
@@ -133,8 +133,8 @@ def test_reserved_and_invalid_slugs_and_bad_yaml():
 
 @pytest.mark.django_db
 def test_loading_stores_an_immutable_version():
-    first = services.shipped_taxonomy()
-    assert services.shipped_taxonomy().pk == first.pk  # the same file again: the same version
+    first = services.builtin_taxonomy("swe_v1")
+    assert services.builtin_taxonomy("swe_v1").pk == first.pk  # the same file again: the same version
     changed = SHIPPED.read_text().replace("title: SWE task taxonomy", "title: Changed", 1)
     with pytest.raises(YamlFileError, match="already loaded with other content"):
         services.load_taxonomy(text=changed, filename="swe_v1.yaml")
@@ -171,3 +171,19 @@ def test_field_order_survives_the_database():
     assert stored.definition.fields() == ["task_type_l1", "domain_l1", "code_language", "task_spec_type",
                                           "dependency_context", "scope", "cognitive_complexity", "time_estimate",
                                           "task_type_l2", "domain_l2"]
+
+
+@pytest.mark.django_db
+def test_a_new_project_starts_on_the_papers_taxonomy_and_swe_v1_stays_loadable(project, other_project):
+    default = services.settings_for(project).taxonomy
+    assert (default.name, default.version) == ("swe", "2")
+    spec = default.definition
+    # The paper's structure: three dimensions asked with the families, three with the tags, its routing.
+    assert [name for name in spec.dimensions if spec.stage_of(name) == 1] == ["code_language", "task_spec_type",
+                                                                             "dependency_context"]
+    assert spec.category_for({"domain_l1": "devops_infra"}) == "C"
+
+    v1 = services.builtin_taxonomy("swe_v1")
+    assert services.update_settings(project=project, taxonomy=v1).taxonomy.version == "1"
+    assert services.settings_for(project).taxonomy == v1  # pinned, it stays
+    assert services.settings_for(other_project).taxonomy == default  # another new project: the default still

@@ -105,7 +105,8 @@ def test_preserved_level_one_labels_skip_stage_one(project, scripted, make_traje
 def test_without_labels_both_stages_are_asked_and_relabel_always_asks(project, scripted, make_tasks,
                                                                        make_trajectories):
     task = make_tasks(1)[0]
-    Label.objects.create(task=task, taxonomy=services.settings_for(project).taxonomy, origin=LabelOrigin.MODEL,
+    v1 = services.update_settings(project=project, taxonomy=services.builtin_taxonomy("swe_v1")).taxonomy  # the script's
+    Label.objects.create(task=task, taxonomy=v1, origin=LabelOrigin.MODEL,
                          status=LabelStatus.SUBMITTED, values={**STAGE_ONE, **STAGE_TWO})
     of_task, = make_trajectories(1, task=task)
     alone, = make_trajectories(1)

@@ -6,7 +6,8 @@ The password is generated on first run and kept in DATA_DIR/demo-login.txt
 The project gets sample data in every workflow and one `demo.seed` job that runs their model jobs
 (dataplatform/demo.py); a second run finds them and queues nothing. `--no-data`: the login and an empty
 project only. bin/run sets RUN_STARTED_AT (Unix time) so that the worker's "Demo ready" line counts from
-`make run`'s start rather than this command's.
+`make run`'s start rather than this command's, and RUN_URL (where its web server listens: HOST and PORT) for
+the links printed.
 """
 
 import os
@@ -61,7 +62,7 @@ class Command(BaseCommand):
             services.set_membership(project=project, user=user, role=Role.ADMIN)
         if not options["no_data"]:
             self._fill(project, user, started_at, since, began)
-        self.stdout.write(self.style.SUCCESS(f"Log in at {SITE}/ as '{DEMO_USER}' with password '{password}'"))
+        self.stdout.write(self.style.SUCCESS(f"Log in at {_site()}/ as '{DEMO_USER}' with password '{password}'"))
 
     def _fill(self, project, user, started_at: float, since: str, began: float) -> None:
         prepared = demo.prepare_demo(project=project, user=user, started_at=started_at, since=since)
@@ -77,11 +78,15 @@ class Command(BaseCommand):
                           "\"Demo ready\" when all of it is done.")
 
 
-SITE = "http://127.0.0.1:8000"
+SITE = "http://127.0.0.1:8000"  # bin/run's web server, unless HOST or PORT say otherwise (RUN_URL)
+
+
+def _site() -> str:
+    return (os.environ.get("RUN_URL") or SITE).rstrip("/")
 
 
 def _link(job) -> str:
-    return SITE + reverse("job-detail", args=[job.pk])
+    return _site() + reverse("job-detail", args=[job.pk])
 
 
 def _run_started_at() -> float | None:
