@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh machine (see README):
 #   make run    set up, migrate, create the demo login, start a worker and the web server
-#   make test   set up, then run the whole test suite
+#   make test   set up, then run the whole test suite (on PostgreSQL, then its database tests on SQLite)
 PY      := .venv/bin/python
 PIP     := .venv/bin/pip
 STAMP   := .venv/.installed
@@ -35,8 +35,10 @@ worker: messages
 web: messages
 	$(PY) -m dataplatform.webserver --host $${HOST:-127.0.0.1} --port $${PORT:-8000} $$(case "$${RELOAD:-}" in 1|true|yes|on) echo --reload;; esac)
 
+# Two lanes: the whole suite on PostgreSQL and Redis, then what the database can change on the embedded SQLite.
 test: messages
 	bin/test
+	bin/test-embedded
 
 clean:
 	rm -rf .venv frontend/node_modules
