@@ -158,3 +158,26 @@ def test_review_queue_claims_with_overlap(project, make_tasks, members):
     services.end_review_claim(claim=first, state=ReviewClaimState.SKIPPED)
     nxt = services.claim_next_task(project=project, reviewer=members["annotator"])
     assert nxt.task_id != first.task_id and ReviewClaim.objects.count() == 3
+
+
+def test_a_draft_opened_before_the_model_labeled_is_prefilled_once_it_has(project, make_tasks, scripted, members):
+    """In the demo a reviewer may open a task while the model is still labeling: their empty draft takes the
+    model's label when it comes, unless they have written to the draft meanwhile."""
+    task, other = make_tasks(2)
+    scripted({"stage1": [answer(STAGE_ONE)] * 2, "stage2": [answer(STAGE_TWO)] * 2})  # not run yet
+    early = services.start_review(item=task, reviewer=members["annotator"])
+    edited = services.start_review(item=other, reviewer=members["curator"])
+    edited = services.edit_label(label=edited, version=edited.version, actor=members["curator"],
+                                 changes={"scope": "multi-file"})
+    assert early.values == {} and early.version == 0
+    run(project)
+
+    label = services.start_review(item=task, reviewer=members["annotator"])
+    assert label.pk == early.pk and label.values == {**STAGE_ONE, **STAGE_TWO}
+    assert set(label.provenance.values()) == {"model"} and label.version == 1
+    assert list(label.events.values_list("kind", flat=True)) == ["prefill"]
+    with pytest.raises(services.StaleLabel):  # a tab still showing the empty form reloads first
+        services.edit_label(label=label, version=0, actor=members["annotator"], changes={"scope": "single-file"})
+    assert services.start_review(item=task, reviewer=members["annotator"]).version == 1  # once
+    kept = services.start_review(item=other, reviewer=members["curator"])
+    assert kept.values == {"scope": "multi-file"} and kept.provenance == {"scope": "human"}
