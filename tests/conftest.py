@@ -25,6 +25,19 @@ def pytest_collection_modifyitems(config, items):
     if os.environ.get("TEST_LANE") == "embedded":
         _keep_what_the_database_can_change(config, items)
     _refuse_twice_given_node_ids(items)
+    _long_modules_first(items)
+
+
+LONG_RUNNING = ("browser", "model", "integration")
+
+
+def _long_modules_first(items):
+    """The modules that start browsers, the real model, servers or workers go first, a module's tests kept
+    together: pytest-xdist hands out whole modules in this order, so the run ends on short ones that even out
+    the two processes, not on one long module while the other process waits."""
+    long_running = {item.module.__name__ for item in items
+                    if any(item.get_closest_marker(name) for name in LONG_RUNNING)}
+    items.sort(key=lambda item: item.module.__name__ not in long_running)
 
 
 def _refuse_twice_given_node_ids(items):

@@ -246,6 +246,7 @@ def test_tool_errors_keep_the_decisions_and_the_other_operators(page, live_serve
     expect(page.locator("#tree-panel .tree-number")).to_have_text(["Tree 1", "Tree 2"])
     page.keyboard.press("[")  # the previous sibling: the first tree's root
     expect(page.get_by_role("heading", name=re.compile(r"node 1,"))).to_be_visible(timeout=15_000)
+    page.wait_for_load_state("load")  # a click before the reloaded page's scripts run is lost (seen in CI)
 
     reasoning = page.locator("#response .block-reasoning .tok.ch-reasoning")
     reasoning.nth(2).click()
