@@ -355,57 +355,38 @@ def end_review_claim(*, claim: ReviewClaim | TrajectoryReviewClaim, state: Revie
 
 
 def start_review(*, item: SweTask | Trajectory, reviewer) -> Label:
-    """The reviewer's label of the task or trajectory under the project's pinned taxonomy; it is pre-filled from
-    the model's label (values, rationales; each field marked as model-made) the first time, or later if the
-    reviewer opened the item before the model had labeled it and has not written to it since."""
+    """The reviewer's label of the task or trajectory under the project's pinned taxonomy, pre-filled from the
+    model's label (values, rationales; each field marked as model-made) the first time, or later if the reviewer
+    opened it before the model had labeled it and has not written to it since (every write bumps the version)."""
     taxonomy = settings_for(item.project).taxonomy
-    existing = Label.objects.filter(**_of(item), taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer).first()
-    if existing is not None and not _untouched(existing):
-        return existing
-    model_label = Label.objects.filter(**_of(item), taxonomy=taxonomy, origin=LabelOrigin.MODEL,
-                                       status=LabelStatus.SUBMITTED).first()
-    if existing is not None:
-        return _prefill(existing, model_label) if model_label else existing
+    mine = dict(**_of(item), taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer)
+    label = Label.objects.filter(**mine).first()
+    if label is not None and not (label.status == LabelStatus.DRAFT and label.version == 0 and not label.values):
+        return label
+    model = Label.objects.filter(**_of(item), taxonomy=taxonomy, origin=LabelOrigin.MODEL,
+                                 status=LabelStatus.SUBMITTED).first()
+    if label is not None and model is None:
+        return label
     try:
         with transaction.atomic():
-            label = Label.objects.create(**_of(item), taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer,
-                                         status=LabelStatus.DRAFT, task_sha256=item.source_sha256)
-            if model_label:
-                _copy_model_label(label, model_label)
+            if label is None:
+                label = Label.objects.create(**mine, status=LabelStatus.DRAFT, task_sha256=item.source_sha256)
+            else:  # the model's label came later: the version moves on, so a tab showing the empty form reloads
+                label = Label.objects.select_for_update(of=("self",)).get(pk=label.pk)
+                if label.version or label.values:
+                    return label
+                label.version += 1
+            if model is not None:
+                label.values, label.rationales = dict(model.values), dict(model.rationales)
+                label.provenance = {name: LabelOrigin.MODEL for name in label.values}
+                label.model_id, label.l1_source = model.model_id, model.l1_source
                 label.save()
+                if label.values:
+                    LabelEvent.objects.create(label=label, kind=LabelEventKind.PREFILL, origin=LabelOrigin.MODEL,
+                                              actor=None, changes={k: [None, v] for k, v in label.values.items()})
     except IntegrityError:  # two tabs started the same review
-        return Label.objects.get(**_of(item), taxonomy=taxonomy, origin=LabelOrigin.HUMAN, author=reviewer)
+        return Label.objects.get(**mine)
     return label
-
-
-def _untouched(label: Label) -> bool:
-    """An empty draft nobody has written to (every write bumps the version): opened before the model's label."""
-    return label.status == LabelStatus.DRAFT and label.version == 0 and not label.values
-
-
-def _prefill(label: Label, model_label: Label) -> Label:
-    """Fill an untouched draft from the model's label that came after it. The version moves on, so a tab that
-    still shows the empty form gets a 409 on its first write and reloads, rather than overwriting the prefill."""
-    with transaction.atomic():
-        label = Label.objects.select_for_update(of=("self",)).get(pk=label.pk)
-        if _untouched(label):
-            _copy_model_label(label, model_label)
-            label.version += 1
-            label.save()
-    return label
-
-
-def _copy_model_label(label: Label, model_label: Label) -> None:
-    """The model's values and rationales into the reviewer's draft, each field marked model-made, with the
-    PREFILL event that says so (the caller saves the label)."""
-    label.values = dict(model_label.values)
-    label.rationales = dict(model_label.rationales)
-    label.provenance = {name: LabelOrigin.MODEL for name in label.values}
-    label.model_id = model_label.model_id
-    label.l1_source = model_label.l1_source
-    if label.values:
-        LabelEvent.objects.create(label=label, kind=LabelEventKind.PREFILL, origin=LabelOrigin.MODEL, actor=None,
-                                  changes={name: [None, value] for name, value in label.values.items()})
 
 
 def _locked_label(label: Label, version: int, actor) -> Label:
