@@ -1,7 +1,7 @@
 """Serve the embedded CPU model over vLLM's HTTP API, in this process (see dataplatform/inference/server.py).
 
     manage.py serve_model                      # 127.0.0.1:8001, what VLLM_BASE_URL points at by default
-    MODEL_BACKEND=vllm VLLM_TOKENIZER_DIR=var/models/SmolLM2-135M-Instruct manage.py runserver
+    MODEL_BACKEND=vllm VLLM_TOKENIZER_DIR=var/models/SmolLM2-135M-Instruct python -m dataplatform.webserver
 
 The key, if any, is read from VLLM_API_KEY (the same setting the client sends), never from the command line
 where `ps` would show it.
