@@ -80,7 +80,7 @@ class ImportPandaApi(APIView):
                 raise ValidationError({"annotator": [_("Not an annotator of this project.")]})
         data = read_panda_upload(upload)
         report = import_panda_json(project=project, data=data, annotator=annotator, file=upload.name,
-                                   dry_run=truthy(request.data.get("dry_run")), backend=services.backend_for(project),
+                                   dry_run=truthy(request.data.get("dry_run")),
                                    live=truthy(request.data.get("live")))
         return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if report.errors else status.HTTP_200_OK)
 
