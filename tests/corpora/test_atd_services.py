@@ -9,49 +9,15 @@ import pytest
 from corpora.atd import scoring, services
 from corpora.atd.models import AtdPrompt, Score, TeacherAnswer
 
-from ..doubles import RecordingProgress
+from ..doubles import JUDGE_A, JUDGE_B, JudgeDouble, RecordingProgress
 
 pytestmark = pytest.mark.django_db
-A, B = 65, 66  # the verdict token ids of the double
-
-
-class JudgeDouble:
-    """Answers the judge with a P(A) chosen per candidate text: the prompt's candidate A is "a<p>" where p
-    is the probability (in percent) that the first-shown answer wins, whichever order it is shown in."""
-
-    model_id = "judge-double"
-
-    def __init__(self):
-        self.batches = []
-        self.generated = []
-
-    def tokenize(self, text):
-        return {"A": [A], "B": [B]}.get(text, [ord(c) for c in text])
-
-    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
-        content = messages[-1]["content"]
-        first = content.split("Answer A:")[1].split("Answer B:")[0].strip() if "Answer A:" in content else ""
-        return [int(first[1:]) if first[1:].isdigit() else 50]
-
-    def next_token_logprobs(self, prompts, candidates):
-        self.batches.append(len(prompts))
-        return [{A: math.log(p[0] / 100), B: math.log(1 - p[0] / 100)} for p in prompts]
-
-    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
-        """The one-word teacher: the first-shown answer's word when it wins with P > 0.5, else the other's."""
-        from dataplatform.inference import Generation
-
-        self.generated.append({"sequences": len(prompts), "choice": choice, "max_tokens": max_tokens,
-                               "temperature": temperature})
-        return [Generation(text="A" if p[0] > 50 else "B", token_ids=[], finish_reason="stop") for p in prompts]
-
-
 class FirstPositionJudge(JudgeDouble):
     """A judge that prefers whichever answer is shown first, with P = 0.9, whatever the answers say."""
 
     def next_token_logprobs(self, prompts, candidates):
         self.batches.append(len(prompts))
-        return [{A: math.log(0.9), B: math.log(0.1)} for _ in prompts]
+        return [{JUDGE_A: math.log(0.9), JUDGE_B: math.log(0.1)} for _ in prompts]
 
 
 def make_prompts(project, percents):

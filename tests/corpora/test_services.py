@@ -8,10 +8,10 @@ import pytest
 from corpora.aed import importers, selectors, services
 from corpora.aed.models import CaseEvent, ProposalStatus, Replay, ReplayRun, Trace
 from dataplatform.apiutils import MAX_SEED
-from dataplatform.inference import BackendUnavailable, Generation
+from dataplatform.inference import BackendUnavailable
 
 from ..calc_traces import make_kv_trace
-from ..doubles import RecordingProgress
+from ..doubles import ConstrainingBackend, RecordingProgress
 
 pytestmark = pytest.mark.django_db
 
@@ -127,23 +127,6 @@ def test_a_retried_replay_resumes_without_double_counting(case, members, scripte
     replay.refresh_from_db()
     assert ReplayRun.objects.filter(replay=replay).count() == 4
     assert replay.n11 + replay.n10 + replay.n01 + replay.n00 == 2
-
-
-class ConstrainingBackend:
-    """A backend that constrains its answers (supports_json_schema): records the schema it is given."""
-
-    model_id = "constraining-model"
-    supports_json_schema = True
-
-    def __init__(self, text):
-        self.text, self.schemas = text, []
-
-    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
-        return [1]
-
-    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
-        self.schemas.append(json_schema)
-        return [Generation(text=self.text, token_ids=[], finish_reason="stop") for _ in prompts]
 
 
 def test_a_backend_that_constrains_gets_the_drafts_schema(case, monkeypatch):
