@@ -2,7 +2,6 @@ import json
 
 import pytest
 
-from corpora.aed import runners
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Trace
 
@@ -21,9 +20,9 @@ def calc_trace(project):
 
 
 @pytest.fixture
-def scripted_policy(monkeypatch):
+def scripted_policy(use_backend):
     def install(texts):
         policy = ScriptedPolicy(texts)
-        monkeypatch.setattr(runners, "backend_for_model", lambda name: policy)
+        use_backend(policy)
         return policy
     return install

@@ -30,7 +30,7 @@ def make_tasks(project):
 
 
 @pytest.fixture
-def scripted(monkeypatch, project):
+def scripted(use_backend, project):
     def install(answers):
         # The scripts answer in swe_v1's vocabulary (STAGE_ONE asks every dimension in stage one): a project that
         # has not pinned a taxonomy yet pins swe_v1 rather than starting on a new project's swe_v2, which
@@ -38,7 +38,7 @@ def scripted(monkeypatch, project):
         if not LabelerSettings.objects.filter(project=project).exists():
             services.update_settings(project=project, taxonomy=services.builtin_taxonomy("swe_v1"))
         backend = ScriptedBackend(answers)
-        monkeypatch.setattr(services, "backend_for", lambda project: backend)
+        use_backend(backend)
         return backend
     return install
 
