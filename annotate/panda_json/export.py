@@ -188,8 +188,9 @@ def session_to_panda_json(session: Session, *, backend: Backend | None = None) -
     Uses `session.nodes` and `session.events` as they are, so a caller exporting many
     sessions can prefetch them (the exporter does).
     """
-    project = session.item.project
-    backend = backend or backend_for(project, model=services.config_for(project).model_name)
+    if backend is None:  # the exporter passes its one backend for every session
+        project = session.item.project
+        backend = backend_for(project, model=services.config_for(project).model_name)
     item = session.item
     panda = (session.meta or {}).get("panda_json") or {}
     kept_dialogs = panda.get("dialogs") or {}

@@ -65,12 +65,13 @@ def test_typed_rewrite_then_continue(answered_session, members, local_backend):
 
 
 def test_backend_failure_mid_stream_keeps_what_was_saved(answered_session, members, monkeypatch, use_backend):
-    from dataplatform.inference import BackendUnavailable
+    from dataplatform.inference import BackendUnavailable, backend_for
 
     root = answered_session.current_node
     child = corrections.correct(session=answered_session, version=0, node_id=root.pk, position=0,
                              token_id=root.top[0][1][0], actor=members["annotator"])
-    real_backend = services.backend_for(answered_session.item.project)
+    project = answered_session.item.project
+    real_backend = backend_for(project, model=services.config_for(project).model_name)
 
     class Flaky:
         """The real model, whose connection drops after four tokens."""

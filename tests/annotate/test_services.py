@@ -148,7 +148,7 @@ def test_a_project_model_the_local_backend_does_not_serve_is_a_clear_error(proje
     from dataplatform.inference import BackendError
 
     with pytest.raises(BackendError, match="serves only SmolLM2-135M-Instruct"):
-        services.backend_for(project)
+        services.generate_rollouts(project=project, progress=RecordingProgress())
 
 
 def test_picking_the_end_token_ends_the_response(session, members, use_backend):
