@@ -31,7 +31,10 @@ def open_session_of(project, use_backend):
     use_backend(Vocabulary())
     ids = [100 + n for n in range(len(WORDS))]
     rollout = {"token_ids": ids, "logprobs": [-0.1] * len(ids), "top": [[[t, -0.1]] for t in ids],
-               "finish_reason": "stop", "model_id": "m", "seed": 0}
+               "finish_reason": "stop", "model_id": "m", "seed": 0,
+               # Parsed already: the vocabulary only spells tokens, it cannot parse them when the session opens.
+               "channels": ["content"] * len(ids),
+               "message": {"role": "assistant", "content": "".join(WORDS), "finish_reason": "stop"}}
 
     def open_session(annotator) -> Session:
         n = Item.objects.count()
