@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from dataplatform.accounts.models import Project
 from dataplatform.claims import ClaimBase, ClaimState, one_active_claim_per_queue
 from dataplatform.imports import ImportedFile
-from dataplatform.jobs.status import render_html
+from dataplatform.status import render_html
 
 from .taxonomy import TaxonomySpec
 
@@ -197,7 +197,7 @@ class Label(models.Model):
     l1_source = models.CharField(max_length=16, choices=L1Source.choices, blank=True)  # trajectory labels
     raw_responses = models.JSONField(default=list, blank=True)  # every model answer, stage by stage
     error = models.TextField(blank=True)  # English: the API, the exports and the history keep it
-    # The same error as a message id and its values (dataplatform/jobs/status.py), for pages in their language.
+    # The same error as a message id and its values (dataplatform/status.py), for pages in their language.
     error_i18n = models.JSONField(null=True, blank=True)
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

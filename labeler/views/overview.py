@@ -20,7 +20,7 @@ from dataplatform.imports import WHOLE, decode_whole_file, field_label, page_imp
 from dataplatform.inference import validate_served_model_name
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
-from dataplatform.jobs.status import render_html
+from dataplatform.status import render_html
 from dataplatform.yamlfile import YamlFileError
 
 from .. import importers, selectors, services, upstream
