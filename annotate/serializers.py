@@ -11,6 +11,7 @@ from dataplatform import tools as mcp
 from dataplatform.accounts.permissions import CAN_ANNOTATE, role_in
 from dataplatform.apiutils import MAX_ID, MAX_INT, MAX_SEED
 from dataplatform.conversations.templates import FAMILIES
+from dataplatform.errors import Refused
 from dataplatform.inference import validate_served_model_name
 
 from . import selectors
@@ -56,7 +57,10 @@ class ConfigSerializer(serializers.ModelSerializer):
                   "max_tool_steps", "max_prompt_tokens"]
 
     def validate_tool_servers(self, names: list[str]) -> list[str]:
-        return mcp.check_server_names(names, field="tool_servers")
+        try:
+            return mcp.check_server_names(names, field="tool_servers")
+        except Refused as exc:  # a refusal of this input, with the others: the page shows it as the API does
+            raise serializers.ValidationError(exc.detail) from None
 
 
 class NodeSerializer(serializers.ModelSerializer):
