@@ -82,7 +82,8 @@ def _settings_data(settings) -> dict:
     return {"taxonomy": settings.taxonomy_id, "taxonomy_version": str(settings.taxonomy),
             **{name: getattr(settings, name) for name in ("model_name", "overlap", "lease_minutes", "max_tokens",
                                                           "temperature", "batch_size", "max_problem_chars",
-                                                          "max_patch_chars", "max_test_patch_chars")},
+                                                          "max_patch_chars", "max_test_patch_chars",
+                                                          "max_trajectory_chars", "trajectory_l1_mode")},
             # Where the project's protocol differs from the published labeler's: field -> [ours, the paper's].
             "differs_from_paper": {name: list(pair) for name, pair in settings.differences_from_paper().items()}}
 
