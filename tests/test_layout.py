@@ -25,9 +25,10 @@ FLOORS = (
     # registries' base, YAML with line numbers, the request's and the database's plumbing, the Celery app.
     ("settings", "errors", "status", "registry", "yamlfile", "client_address", "after_response", "timing", "cache",
      "dbfunctions", "outbound", "postgresql", "sqlite3", "openapi", "charts", "celery"),
-    # Shapes and channels the apps share, still model-free: input (imports, request limits, ids and pagination),
-    # the claims' work queue, the conversation model and tool calls, and the broker (and the workers behind it).
-    ("imports", "apiutils", "pagination", "request_guard", "claims", "conversations", "tools", "broker"),
+    # Shapes and channels the apps share, still model-free: input (imports, request limits, ids and pagination, the
+    # one input layer), the claims' work queue, the conversation model and tool calls, and the broker (and the
+    # workers behind it).
+    ("imports", "apiutils", "inputs", "pagination", "request_guard", "claims", "conversations", "tools", "broker"),
     # Who may do what: projects, members, roles and tokens, and the audit log of what they did. One floor, as the
     # two are tied both ways (TIED_PACKAGES): every change to a project, member or token writes its audit row in
     # the same transaction, and the audit log is read only as far as the reader's roles reach.
