@@ -14,7 +14,7 @@ from dataplatform.apiutils import MAX_SEED
 from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import backend_for
 from dataplatform.jobs import services as job_services
-from dataplatform.jobs.status import Status, WordedError
+from dataplatform.status import Status, WordedError
 
 from . import runners, selectors, stats
 from .models import (
