@@ -10,7 +10,7 @@ from corpora.aed import services
 from corpora.aed.models import Case, Replay
 from dataplatform.jobs.models import Job
 
-from ..corpora.test_views import HOSTILE, add_traces, demo
+from ..corpora.aed.test_views import HOSTILE, add_traces, demo
 from .test_demo_job import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -37,7 +37,7 @@ from dataplatform.jobs.services import execute_job
 from labeler import services as labeler_services
 from labeler.models import Label, SweTask, Trajectory
 
-from ..corpora.test_views import add_traces, demo
+from ..corpora.aed.test_views import add_traces, demo
 from ..factories import UserFactory
 from ..labeler.conftest import STAGE_ONE, STAGE_TWO
 

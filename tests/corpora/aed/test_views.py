@@ -17,9 +17,9 @@ from corpora.aed.stats import GRADE_RULES
 from dataplatform.jobs.models import Job, JobState
 from tests.page_roles import CURATE, CURATE_POST, VISITORS, logged_in
 
-from .. import trace_fixtures
-from ..calc_traces import make_demo_trace
-from ..trace_fixtures import OPENHANDS
+from ... import trace_fixtures
+from ...calc_traces import make_demo_trace
+from ...trace_fixtures import OPENHANDS
 
 pytestmark = pytest.mark.django_db
 

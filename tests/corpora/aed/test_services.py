@@ -10,8 +10,8 @@ from corpora.aed.models import CaseEvent, ProposalStatus, Replay, ReplayRun, Tra
 from dataplatform.apiutils import MAX_SEED
 from dataplatform.inference import BackendUnavailable
 
-from ..calc_traces import make_kv_trace
-from ..doubles import ConstrainingBackend, RecordingProgress, ScriptedBackend
+from ...calc_traces import make_kv_trace
+from ...doubles import ConstrainingBackend, RecordingProgress, ScriptedBackend
 
 pytestmark = pytest.mark.django_db
 

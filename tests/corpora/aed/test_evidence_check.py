@@ -5,7 +5,7 @@ import pytest
 from corpora.aed import evidence_check, services
 from corpora.aed.models import CaseEvent
 
-from ..doubles import ConstrainingBackend
+from ...doubles import ConstrainingBackend
 from .test_services import edit
 
 pytestmark = pytest.mark.django_db

@@ -15,11 +15,11 @@ from corpora.aed.importers import import_traces
 from corpora.aed.models import Case, ReplayRun, Trace
 from dataplatform.exports.registry import ExportQuery, get_kind
 
-from .. import trace_fixtures
-from ..calc_traces import make_demo_trace
-from ..doubles import RecordingProgress
-from ..exporting import chat_cell, export_rows
-from ..trace_fixtures import OPENHANDS
+from ... import trace_fixtures
+from ...calc_traces import make_demo_trace
+from ...doubles import RecordingProgress
+from ...exporting import chat_cell, export_rows
+from ...trace_fixtures import OPENHANDS
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """ATD services with a test-double backend: scoring in batches, resume without double work, freezing a
-selection at the epsilon boundary, and the teacher's bits (the real model runs in test_atd_model.py)."""
+selection at the epsilon boundary, and the teacher's bits (the real model runs in atd/test_model.py)."""
 
 import json
 import math
@@ -9,7 +9,7 @@ import pytest
 from corpora.atd import scoring, services
 from corpora.atd.models import AtdPrompt, Score, TeacherAnswer
 
-from ..doubles import JUDGE_A, JUDGE_B, JudgeDouble, RecordingProgress
+from ...doubles import JUDGE_A, JUDGE_B, JudgeDouble, RecordingProgress
 
 pytestmark = pytest.mark.django_db
 class FirstPositionJudge(JudgeDouble):
@@ -125,7 +125,7 @@ def test_a_judge_that_always_prefers_the_first_position_is_not_a_tie(project, me
 
 
 def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in_tmp, use_backend):
-    from ..exporting import export_rows
+    from ...exporting import export_rows
 
     make_prompts(project, [50, 51, 49, 48])
     run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
