@@ -23,8 +23,7 @@ from dataplatform.exports.models import Export
 from dataplatform.jobs.models import Job, JobState
 
 from ..exports import kinds  # noqa: F401  (registers test.job_values, which the worker imports too)
-from ..worker import QUICK_REAPER
-from .test_jobs_with_worker import wait_for_terminal
+from ..worker import QUICK_REAPER, wait_for_terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

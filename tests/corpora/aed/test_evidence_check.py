@@ -6,7 +6,7 @@ from corpora.aed import evidence_check, services
 from corpora.aed.models import CaseEvent
 
 from ...doubles import ConstrainingBackend
-from .test_services import edit
+from .curation import edit
 
 pytestmark = pytest.mark.django_db
 

@@ -7,9 +7,10 @@ import math
 import pytest
 
 from corpora.atd import scoring, services
-from corpora.atd.models import AtdPrompt, Score, TeacherAnswer
+from corpora.atd.models import Score, TeacherAnswer
 
 from ...doubles import JUDGE_A, JUDGE_B, JudgeDouble, RecordingProgress
+from .prompts import make_prompts
 
 pytestmark = pytest.mark.django_db
 class FirstPositionJudge(JudgeDouble):
@@ -18,12 +19,6 @@ class FirstPositionJudge(JudgeDouble):
     def next_token_logprobs(self, prompts, candidates):
         self.batches.append(len(prompts))
         return [{JUDGE_A: math.log(0.9), JUDGE_B: math.log(0.1)} for _ in prompts]
-
-
-def make_prompts(project, percents):
-    return [AtdPrompt.objects.create(project=project, external_id=f"p{n}", messages=[{"role": "user", "content": "?"}],
-                                     candidate_a=f"a{pct}", candidate_b=f"b{100 - pct}", source_sha256=f"{n:064d}")
-            for n, pct in enumerate(percents)]
 
 
 def test_scoring_in_batches_debiased_and_resumable(project, members, use_backend):
