@@ -34,8 +34,7 @@ from dataplatform.accounts.models import Membership, Project, Role
 from tests import worker
 from tests.annotate import agentic
 from tests.annotate.agentic_rollouts import agentic_item, time_tools
-from tests.annotate.test_panda_json import minimal_file
-from tests.annotate.test_panda_json_bounds import lz_run, nested
+from tests.annotate.panda_files import lz_run, minimal_file, nested
 from tests.calc_traces import make_demo_trace
 from tests.factories import UserFactory
 
