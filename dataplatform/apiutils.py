@@ -10,6 +10,8 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from .imports import FileTooLarge, JsonProblem, check_upload_size, json_error, json_path, load_json
+from .imports.inputs import ImportOptions
+from .inputs import read
 
 # Upper bounds for the integers a client sends, from the PostgreSQL columns they end up in: a value past
 # its column is refused by its serializer field (400), never by the database (500). Every integer field
@@ -142,8 +144,7 @@ def import_upload(request, importer, **arguments) -> Response:
     fields; the report is the body, with 400 when the file was refused (errors, and not skipped)."""
     upload = uploaded_file(request, expected=gettext("a JSONL file"))
     checked_upload_size(upload)
-    skip = truthy(request.data.get("skip_bad_lines"))
-    report = importer(lines=upload, file=upload.name, dry_run=truthy(request.data.get("dry_run")),
-                      skip_bad_lines=skip, **arguments)
-    failed = report.errors and not report.dry_run and not skip
+    options = read(ImportOptions, request.data)
+    report = importer(lines=upload, file=upload.name, **options, **arguments)
+    failed = report.errors and not report.dry_run and not options["skip_bad_lines"]
     return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if failed else status.HTTP_200_OK)
