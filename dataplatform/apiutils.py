@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from .imports import FileTooLarge, JsonProblem, check_upload_size, json_error, json_path, load_json
 from .imports.inputs import ImportOptions
-from .inputs import read
+from .inputs import check_form_fields, read
 
 # Upper bounds for the integers a client sends, from the PostgreSQL columns they end up in: a value past
 # its column is refused by its serializer field (400), never by the database (500). Every integer field
@@ -62,22 +62,12 @@ def parse_json_body(text: str):
         raise ValidationError({str(exc.path[0]): [inner + exc.message]}) from None
 
 
-def _check_form_fields(data) -> None:
-    """A form field with a NUL is a 400 naming it: PostgreSQL refuses NUL in text, so a view that looks a
-    value up (`annotator=<username>`) would end in a 500. (Unpaired surrogates cannot come this way: form
-    data is UTF-8, which Django decodes with replacement characters.)"""
-    for name, values in data.lists():
-        if "\x00" in name or any(isinstance(value, str) and "\x00" in value for value in values):
-            raise ValidationError({name.replace("\x00", "\ufffd"): [gettext("contains a NUL character, which cannot be "
-                                                                          "stored")]})
-
-
 class StrictFormParser(FormParser):
-    """FormParser, refusing NUL characters in field names and values (`_check_form_fields`)."""
+    """FormParser, refusing NUL characters in field names and values (inputs.check_form_fields)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         data = super().parse(stream, media_type, parser_context)
-        _check_form_fields(data)
+        check_form_fields(data)
         return data
 
 
@@ -86,7 +76,7 @@ class StrictMultiPartParser(MultiPartParser):
 
     def parse(self, stream, media_type=None, parser_context=None):
         parsed = super().parse(stream, media_type, parser_context)
-        _check_form_fields(parsed.data)
+        check_form_fields(parsed.data)
         return parsed
 
 

@@ -245,19 +245,20 @@ def show_error(request, error: PlatformError) -> None:
     problem of its answer (a field's problems as "field: ...")."""
     from django.contrib import messages
 
-    for line in error_lines(error.body()):
+    for line in _lines(error.body()):
         messages.error(request, line)
 
 
-def error_lines(body: dict):
-    """An error body as lines a page shows: "field: message", the field left out where the message already
-    starts with its name ("pairs must be between 1 and 200.") or is about no one field."""
+def _lines(body: dict):
     for key, value in body.items():
-        if isinstance(value, dict):
-            yield from error_lines(value)
-            continue
-        text = " ".join(str(item) for item in value) if isinstance(value, list) else str(value)
-        yield text if key in ("detail", "non_field_errors") or text.startswith(key) else f"{key}: {text}"
+        if key == "detail":
+            yield str(value)
+        elif isinstance(value, dict):
+            yield from _lines(value)
+        elif isinstance(value, list):
+            yield f"{key}: {' '.join(str(item) for item in value)}"
+        else:
+            yield f"{key}: {value}"
 
 
 # SQLite raises OperationalError for its programming errors too (no such function, table or column, a syntax

@@ -1,24 +1,29 @@
-"""One input layer: each use case's input is one DRF serializer, which its API view and its HTML view both run
-on the whole request data (a JSON body, a form's fields), so both accept the same input and refuse it with the
-same messages (dataplatform/exports/services.py `ExportOptions` is one; each app keeps its own in `inputs.py`).
-Services then keep the checks that need the database.
+"""One input layer: each use case has one serializer, and its API view and its page both hand it the whole
+request data (`request.data`, `request.POST`), so the two accept the same input and refuse it with the same
+messages (dataplatform/exports/services.py `ExportOptions` is one; each app keeps its own). A page shows the
+refusal with `errors.show_error` or in place (one line per field, "field: message"); the API answers 400 with the
+serializer's errors by field, as DRF does for `is_valid(raise_exception=True)`. Services keep only the checks that
+need the database (or another service).
 
-- `read(SerializerClass, data, **context)`: the validated data, or `InvalidInput`, a Refused (400) whose
-  body is the serializer's errors, exactly as the API answers them; a page shows it as lines ("field: message",
-  errors.error_lines).
-- `InputSerializer`: the base of the input serializers. An error inside a field that holds an object (a
-  replay's `options`) is named with dots (`options.max_steps`), as the services name theirs.
-- `Flag`: a boolean a page sends as a checkbox: left out of a form, it is false whatever its default.
+DRF serializers read a QueryDict as a form: a ListField takes a field given once per item (checkboxes), a
+BooleanField an unticked box as false (`Flag` also when its default is true).
+
+- `read(SerializerClass, data, **context)` / `validated(serializer)`: the validated data, or `InvalidInput`, a
+  Refused (400) whose body is the serializer's errors, exactly as the API answers them;
+- `InputSerializer`: a base whose errors inside an object field are named with dots (`options.max_steps`), as the
+  services name theirs;
 - `message(text, **values)`, `whole_number_messages`, `number_messages`: error messages that name their field,
-  translated when they are shown (serializers are built at import time, before any language is active).
+  translated when they are shown (serializers are built at import time, before any language is active);
+- `form_data(request)`: a page's fields and files together, as `request.data` holds them for the API.
 """
 
+from django.http import QueryDict
 from django.utils.functional import Promise, lazy
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 from rest_framework import serializers
 from rest_framework.utils import html
 
-from .errors import Refused, error_lines
+from .errors import Refused, _lines
 
 
 def _interpolate(text, values: dict) -> str:
@@ -84,20 +89,47 @@ class Flag(serializers.BooleanField):
 
 
 class InvalidInput(Refused):
-    """Input a use case's serializer refused: `errors` by field, as the API's 400 answers them."""
+    """Input its use case's serializer refused; `errors` by field are the answer's body."""
 
     def __init__(self, errors: dict):
-        self.errors = {name: [str(item) for item in value] if isinstance(value, list) else value
-                       for name, value in errors.items()}
-        super().__init__(" ".join(error_lines(self.errors)))
+        super().__init__("; ".join(_lines(errors)))  # as a page shows them (show_error)
+        self.errors = errors
 
     def body(self) -> dict:
-        return self.errors
+        return dict(self.errors)
+
+
+def validated(serializer) -> dict:
+    """`serializer`'s validated data, or InvalidInput with its errors."""
+    if not serializer.is_valid():
+        raise InvalidInput(serializer.errors)
+    return serializer.validated_data
+
+
+def form_data(request) -> QueryDict:
+    """A page's form fields and its files together, as DRF's `request.data` holds them for the API: for a
+    serializer that checks an upload's files as well as its fields."""
+    data = request.POST.copy()
+    data.update(request.FILES)
+    return data
+
+
+def check_form_fields(data) -> None:
+    """A form field with a NUL is a 400 naming it: PostgreSQL refuses NUL in text, so a view that looks a
+    value up (`annotator=<username>`) would end in a 500. (Unpaired surrogates cannot come this way: form
+    data is UTF-8, which Django decodes with replacement characters.) The API's form parsers run it, and `read`
+    on a page's form (a multipart one reaches its view: dataplatform/request_guard.py)."""
+    for name, values in data.lists():
+        if "\x00" in name or any(isinstance(value, str) and "\x00" in value for value in values):
+            raise serializers.ValidationError({name.replace("\x00", "\ufffd"): [
+                gettext("contains a NUL character, which cannot be stored")]})
 
 
 def read(serializer_class: type[serializers.Serializer], data, **context) -> dict:
     """`data` (a request's whole data: `request.POST`, `request.data`) through the use case's serializer."""
-    serializer = serializer_class(data=data, context=context)
-    if not serializer.is_valid():
-        raise InvalidInput(serializer.errors)
-    return dict(serializer.validated_data)
+    if html.is_html_input(data):
+        try:
+            check_form_fields(data)
+        except serializers.ValidationError as exc:
+            raise InvalidInput(exc.detail) from None
+    return dict(validated(serializer_class(data=data, context=context)))
