@@ -14,7 +14,8 @@ BooleanField an unticked box as false (`Flag` also when its default is true).
   services name theirs;
 - `message(text, **values)`, `whole_number_messages`, `number_messages`: error messages that name their field,
   translated when they are shown (serializers are built at import time, before any language is active);
-- `form_data(request)`: a page's fields and files together, as `request.data` holds them for the API.
+- `form_data(request)`: a page's fields and files together, as `request.data` holds them for the API;
+- `refusal_text(error)`: a refusal (the serializer's or a service's) as a page shows it in place.
 """
 
 from django.http import QueryDict
@@ -23,7 +24,7 @@ from django.utils.translation import gettext, gettext_lazy
 from rest_framework import serializers
 from rest_framework.utils import html
 
-from .errors import Refused, _lines
+from .errors import PlatformError, Refused, _lines
 
 
 def _interpolate(text, values: dict) -> str:
@@ -86,6 +87,12 @@ class Flag(serializers.BooleanField):
         if html.is_html_input(dictionary):
             return dictionary.get(self.field_name) or False
         return super().get_value(dictionary)
+
+
+def refusal_text(error: PlatformError) -> str:
+    """A refusal as a page shows it in place: the lines of its body ("field: message"), as show_error shows them
+    after a redirect; the API answers the body itself."""
+    return "; ".join(_lines(error.body()))
 
 
 class InvalidInput(Refused):

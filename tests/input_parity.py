@@ -24,13 +24,22 @@ def shown(field: str, message: str) -> str:
     return message if field == "detail" else f"{field}: {message}"
 
 
+def _at(body: dict, field: str) -> tuple[list, str]:
+    """The messages on `field` and the name the page shows them under: a key of the body ("options.max_steps"),
+    or a path into it ("params.n": a job kind's params, "filters.created_after") whose last name the page shows."""
+    if field in body:
+        return (body[field] if field != "detail" else [body["detail"]]), field
+    outer, _, inner = field.partition(".")
+    assert outer in body and inner, body
+    return _at(body[outer], inner)
+
+
 def assert_refused_alike(api, page, field: str, message: str | None, *, status: int = 400,
                          page_status: int | None = None):
     """The API answered `status` with `message` on `field` (None: whatever one message it gave), and the page said
     the same (with `page_status`: its own status, when it answers in place rather than redirecting)."""
     body = api_refusal(api, status)
-    said = body[field] if field != "detail" else [body["detail"]]
+    said, name = _at(body, field)
     assert len(said) == 1 and message in (None, said[0]), body
-    message = said[0]
     assert page.status_code == (page_status or 302), page.content[:500]
-    assert shown(field, message) in page_says(page), page_says(page)[:2000]
+    assert shown(name, said[0]) in page_says(page), page_says(page)[:2000]

@@ -117,7 +117,8 @@ def project_create(request):
         project = services.create_project(**inputs.read(ProjectCreateSerializer, request.POST), admin=request.user,
                                           actor=request.user, client_ip=client_ip(request))
     except PlatformError as error:  # the form again, with what was typed
-        return project_list(request, status=error.status, create={**request.POST.dict(), "error": error.detail})
+        return project_list(request, status=error.status,
+                            create={**request.POST.dict(), "error": inputs.refusal_text(error)})
     messages.success(request, _("Created %(project)s. Add its members below.") % {"project": project.name})
     return redirect("project-detail", slug=project.slug)
 
@@ -164,7 +165,8 @@ def member_add(request, slug: str):
         member = inputs.read(MemberCreateSerializer, request.POST)
         services.add_member(project=project, **member, actor=request.user, client_ip=client_ip(request))
     except PlatformError as error:  # the form again, with what was typed
-        return _project_page(request, project, role, status=error.status, add_error=error.detail, typed=request.POST)
+        return _project_page(request, project, role, status=error.status, add_error=inputs.refusal_text(error),
+                             typed=request.POST)
     messages.success(request, _("Added %(username)s as %(role)s.") % {"username": member["username"],
                                                                       "role": _role_in_text(member["role"])})
     return redirect("project-detail", slug=slug)
@@ -180,7 +182,7 @@ def member_role(request, slug: str, username: str):
         services.change_member_role(project=project, user=member.user, role=new_role, actor=request.user,
                                     client_ip=client_ip(request))
     except PlatformError as error:
-        return _project_page(request, project, role, status=error.status, member_error=error.detail,
+        return _project_page(request, project, role, status=error.status, member_error=inputs.refusal_text(error),
                              error_member=username)
     messages.success(request, _("%(username)s is now %(role)s.") % {"username": username, "role": _role_in_text(new_role)})
     return redirect("project-detail", slug=slug)
@@ -194,7 +196,7 @@ def member_remove(request, slug: str, username: str):
     try:
         services.remove_member(project=project, user=member.user, actor=request.user, client_ip=client_ip(request))
     except PlatformError as error:
-        return _project_page(request, project, role, status=error.status, member_error=error.detail,
+        return _project_page(request, project, role, status=error.status, member_error=inputs.refusal_text(error),
                              error_member=username)
     messages.success(request, _("Removed %(username)s from %(project)s.") % {"username": username, "project": project.name})
     if member.user == request.user and not request.user.is_superuser:
@@ -210,8 +212,8 @@ def project_license(request, slug: str):
         services.set_project_license(project=project, **inputs.read(ProjectLicenseSerializer, request.POST),
                                      actor=request.user, client_ip=client_ip(request))
     except PlatformError as error:  # the form again, with what was typed
-        return _project_page(request, project, role, status=error.status, license_error=error.detail,
-                             typed=request.POST)
+        return _project_page(request, project, role, status=error.status,
+                             license_error=inputs.refusal_text(error), typed=request.POST)
     messages.success(request, _("License set to %(license)s.") % {"license": project.license} if project.license
                      else _("License cleared."))
     return redirect("project-detail", slug=slug)

@@ -4,7 +4,6 @@ import json
 
 import jsonschema
 import pytest
-
 from django.urls import reverse
 
 from corpora.aed import importers, selectors, services

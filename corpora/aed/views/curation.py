@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.errors import PlatformError
-from dataplatform.inputs import read
+from dataplatform.inputs import read, refusal_text
 
 from .. import evidence_check, selectors, services
 from ..inputs import CaseEditSerializer, VersionOnlySerializer
@@ -72,7 +72,7 @@ def _case_response(request, project, case, *, error: str = "", notice: str = "",
 
 def _refusal(exc) -> str:
     """A refused change's message; a stale version adds that the change was not saved."""
-    return f"{exc} {STALE_HINT}" if isinstance(exc, services.StaleCase) else str(exc)
+    return f"{exc} {STALE_HINT}" if isinstance(exc, services.StaleCase) else refusal_text(exc)
 
 
 @login_required

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.errors import PlatformError
-from dataplatform.inputs import read
+from dataplatform.inputs import read, refusal_text
 
 from .. import selectors, services
 from ..inputs import ProposalCreateSerializer, ProposalStatusSerializer, ReplayCreateSerializer
@@ -31,7 +31,7 @@ def proposal_add(request, slug: str, case_id: int):
     try:
         services.add_proposal(case=case, actor=request.user, **read(ProposalCreateSerializer, request.POST))
     except PlatformError as exc:  # shown in the proposals box
-        return _proposals_response(request, project, case, error=str(exc), status=exc.status)
+        return _proposals_response(request, project, case, error=refusal_text(exc), status=exc.status)
     return _proposals_response(request, project, case, notice=gettext("Proposal added."))
 
 
@@ -44,7 +44,7 @@ def proposal_status(request, slug: str, proposal_id: int):
         services.set_proposal_status(proposal=proposal, actor=request.user,
                                      **read(ProposalStatusSerializer, request.POST))
     except PlatformError as exc:  # shown in the proposals box
-        return _proposals_response(request, project, proposal.case, error=str(exc), status=exc.status)
+        return _proposals_response(request, project, proposal.case, error=refusal_text(exc), status=exc.status)
     return _proposals_response(request, project, proposal.case,
                                notice=gettext("Proposal %(id)s is now %(status)s.") % {
                                    "id": proposal.pk, "status": proposal.get_status_display().lower()})
@@ -60,7 +60,7 @@ def replay_start(request, slug: str, proposal_id: int):
     # Shown in the proposals box. Broker down: the replay and its job exist, the job is marked failed;
     # queue full: nothing was written.
     except PlatformError as exc:
-        return _proposals_response(request, project, proposal.case, error=str(exc), status=exc.status)
+        return _proposals_response(request, project, proposal.case, error=refusal_text(exc), status=exc.status)
     return _proposals_response(request, project, proposal.case,
                                notice=ngettext("Replay %(id)s started (%(pairs)s pair).",
                                                "Replay %(id)s started (%(pairs)s pairs).",
