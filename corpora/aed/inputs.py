@@ -108,7 +108,8 @@ class ProposalCreateSerializer(InputSerializer):
 
 
 class ProposalStatusSerializer(InputSerializer):
-    status = serializers.ChoiceField(choices=ProposalStatus.choices, error_messages=_one_of(
+    # Its values alone: with ProposalStatus' labels too, drf-spectacular warns of two enums named for `status`.
+    status = serializers.ChoiceField(choices=ProposalStatus.values, error_messages=_one_of(
         gettext_lazy("status must be one of %(values)s."), ProposalStatus.values))
 
 

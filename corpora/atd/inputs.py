@@ -49,8 +49,7 @@ class AtdTeacherCreateSerializer(InputSerializer):
                                      help_text="another vLLM endpoint, one of ATD_TEACHER_ENDPOINTS; empty = the "
                                                "platform's")
     debias = Flag(default=True, help_text="logprobs mode: ask both orders")
-    budget = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False, allow_null=True, default=None,
-                                      error_messages=whole_number_messages(gettext_lazy("Budget"), 1, MAX_INT))
+    budget = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False, allow_null=True, default=None)
     mode = serializers.ChoiceField(choices=TeacherMode.choices, required=False, default="",
                                    help_text="default: one_word for a judged selection, likelihood otherwise")
 

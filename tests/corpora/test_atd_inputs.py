@@ -69,8 +69,8 @@ REFUSALS = [
      "Ensure this field has no more than 500 characters."),
     ("teacher", {"base_url": "ftp://x"}, "base_url", None),  # the allow-list's reason
     ("teacher", {"base_url": "http://10.0.0.5:8000/v1"}, "base_url", None),
-    ("teacher", {"budget": "0"}, "budget", f"Budget must be between 1 and {MAX_INT}."),
-    ("teacher", {"budget": "some"}, "budget", "Budget must be a whole number."),
+    ("teacher", {"budget": str(MAX_INT + 1)}, "budget", f"Ensure this value is less than or equal to {MAX_INT}."),
+    ("teacher", {"budget": "some"}, "budget", "A valid integer is required."),
     ("teacher", {"mode": "shout"}, "mode", '"shout" is not a valid choice.'),
     ("teacher", {"mode": "likelihood"}, "detail",  # the service's: a judged selection
      "A selection scored by judge (p(a) vs p(b) at the verdict) is asked as one_word or logprobs, not likelihood."),
