@@ -2,12 +2,11 @@
 
 A session's own operations (read, correct, stream, tool calls, rounds, trees, accept) are in session_api.py."""
 
-from django.contrib.auth import get_user_model
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -16,13 +15,14 @@ from dataplatform.accounts.permissions import (
     CAN_CURATE,
     project_for,
     request_token,
-    role_in,
 )
-from dataplatform.apiutils import UPLOAD_PARSERS, import_upload, truthy, uploaded_file
+from dataplatform.apiutils import UPLOAD_PARSERS, import_upload, uploaded_file
+from dataplatform.inputs import validated
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.api import JobSerializer
 
 from . import importers, selectors, services
+from .job_kinds import RolloutParams
 from .metrics import project_metrics
 from .models import Claim, ClaimState
 from .panda_json import import_panda_json, read_panda_upload
@@ -30,6 +30,8 @@ from .reviews import review_session
 from .serializers import (
     ClaimSerializer,
     ConfigSerializer,
+    PandaImportOptions,
+    ReassignSerializer,
     ReviewSerializer,
 )
 
@@ -73,24 +75,20 @@ class ImportPandaApi(APIView):
     def post(self, request, slug: str):
         project, _role = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
         upload = uploaded_file(request, expected=_("a .panda.json file"))
-        annotator = request.user
-        if request.data.get("annotator"):
-            annotator = get_user_model().objects.filter(username=request.data["annotator"]).first()
-            if annotator is None or role_in(annotator, project) not in CAN_ANNOTATE:
-                raise ValidationError({"annotator": [_("Not an annotator of this project.")]})
+        options = validated(PandaImportOptions(data=request.data, context={"project": project}))
+        annotator = options["annotator"] or request.user
         data = read_panda_upload(upload)
         report = import_panda_json(project=project, data=data, annotator=annotator, file=upload.name,
-                                   dry_run=truthy(request.data.get("dry_run")), backend=services.backend_for(project),
-                                   live=truthy(request.data.get("live")))
+                                   dry_run=options["dry_run"], backend=services.backend_for(project),
+                                   live=options["live"])
         return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if report.errors else status.HTTP_200_OK)
 
 
 class RolloutApi(APIView):
-    @extend_schema(request=None, responses={202: JobSerializer})
+    @extend_schema(request=RolloutParams, responses={202: JobSerializer})
     def post(self, request, slug: str):
         project, _role = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        job = job_services.enqueue_job(project=project, kind="annotate.rollouts",
-                                       params={"regenerate": truthy(request.data.get("regenerate"))},
+        job = job_services.enqueue_job(project=project, kind="annotate.rollouts", params=request.data,
                                        user=request.user)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
@@ -141,9 +139,7 @@ class ClaimActionApi(APIView):
             claim = services.end_claim(claim=claim, state=state)
         elif action == "reassign":
             project_for(request.user, slug, CAN_CURATE, token=token)
-            to_user = get_user_model().objects.filter(username=request.data.get("username", "")).first()
-            if to_user is None or role_in(to_user, project) not in CAN_ANNOTATE:
-                raise ValidationError({"username": [_("Not an annotator of this project.")]})
+            to_user = validated(ReassignSerializer(data=request.data, context={"project": project}))["username"]
             claim = services.reassign(claim=claim, to_user=to_user)
         else:
             raise NotFound(_("Unknown action."))

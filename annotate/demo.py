@@ -1,4 +1,4 @@
-"""onPanda's part of the demo project (dataplatform/demo.py).
+"""onPanda's part of the demo project (dataplatform/demo/).
 
 Six prompts (demo_data/prompts.jsonl), in English and Chinese: one offers the time server's `get_current_time`
 tool after an earlier call and its result, one follows earlier answers that reason in `<think>` first (so the
@@ -20,7 +20,7 @@ from django.db import transaction
 
 from dataplatform.accounts.models import Project, Role
 from dataplatform.conversations.model import Message, ToolCall
-from dataplatform.demo import DemoPart, register, unfinished_job
+from dataplatform.demo.parts import DemoPart, register, unfinished_job
 from dataplatform.imports import ImportReport
 from dataplatform.inference import TokenStep
 from dataplatform.jobs import services as job_services

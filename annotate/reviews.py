@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 
 from dataplatform.accounts.permissions import CAN_CURATE, role_in
 
-from .models import SESSION_STATUS_WORDS, EventKind, Node, Review, ReviewDecision, Session, SessionStatus
+from .models import SESSION_STATUS_WORDS, EventKind, Node, Review, Session, SessionStatus
 from .services import AnnotationError
 
 # node id -> (parent id, fork index, operator); enough of a session tree to walk a lineage.
@@ -26,19 +26,12 @@ TREE_FIELDS = ("id", "parent_id", "fork_index", "operator")
 
 
 def review_session(*, session: Session, reviewer, decision: str, comment: str = "") -> Review:
-    """Record a curator's verdict on an accepted session.
+    """Record a curator's verdict on an accepted session; `decision` and `comment` are what ReviewSerializer
+    checked (a known decision; a rejection says what is wrong).
 
-    Refused with AnnotationError when the session is not accepted, the decision is
-    unknown, or a rejection comes without a comment (the annotator needs to know
-    what to fix). A reviewer who may not curate the session's project gets
-    PermissionDenied: the API checks roles too, but a service must not rely on it.
+    Refused with AnnotationError when the session is not accepted. A reviewer who may not curate the session's
+    project gets PermissionDenied: the API checks roles too, but a service must not rely on it.
     """
-    if decision not in ReviewDecision.values:
-        raise AnnotationError(_("Unknown review decision %(decision)r; use one of: %(choices)s.")
-                              % {"decision": decision, "choices": ", ".join(ReviewDecision.values)})
-    comment = comment.strip()
-    if decision == ReviewDecision.REJECTED and not comment:
-        raise AnnotationError(_("A rejection needs a comment that says what is wrong."))
     if role_in(reviewer, session.item.project) not in CAN_CURATE:
         raise PermissionDenied(_("Only a curator or an admin of this project can review its sessions."))
     # Read the status from the database, not from the caller's copy, which may be stale. Accepted is a

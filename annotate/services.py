@@ -21,7 +21,7 @@ from dataplatform.accounts.models import Project
 from dataplatform.accounts.permissions import CAN_MANAGE_PROJECT
 from dataplatform.errors import Conflict, Forbidden, Missing, Refused
 from dataplatform.inference import PromptTooLong, backend_for_model
-from dataplatform.jobs.status import Status
+from dataplatform.status import Status
 
 from . import budget
 from .models import (

@@ -3,7 +3,6 @@
 import itertools
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -14,10 +13,11 @@ from django.views.decorators.http import require_POST
 
 from dataplatform import charts
 from dataplatform import tools as mcp
-from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, CAN_MANAGE_PROJECT, project_for, role_in
+from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, CAN_MANAGE_PROJECT, project_for
 from dataplatform.conversations.templates import FAMILIES
 from dataplatform.errors import PlatformError, show_error
 from dataplatform.imports import field_label, page_import
+from dataplatform.inputs import InvalidInput, validated
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 from dataplatform.pagination import parse_id
@@ -33,7 +33,7 @@ from .models import (
     SessionStatus,
 )
 from .panda_json import UnreadableFile, import_panda_json, read_panda_upload
-from .serializers import ConfigSerializer
+from .serializers import ConfigSerializer, PandaImportOptions, ReassignSerializer, ReviewSerializer
 
 MAX_PANDA_PROBLEMS_SHOWN = 20  # of a .panda.json import's errors, and again of its warnings
 # The seed policy in the queue's one-line summary of the settings (the form's menu has the long labels).
@@ -121,7 +121,13 @@ def import_panda(request, slug: str):
     if not uploads:
         messages.error(request, _("Choose a .panda.json file to import."))
         return redirect("annotate-queue", slug=slug)
-    dry_run, live = bool(request.POST.get("dry_run")), bool(request.POST.get("live"))
+    try:
+        options = validated(PandaImportOptions(data=request.POST, context={"project": project}))
+    except InvalidInput as exc:
+        show_error(request, exc)
+        return redirect("annotate-queue", slug=slug)
+    dry_run, live = options["dry_run"], options["live"]
+    annotator = options["annotator"] or request.user
     backend = services.backend_for(project)
     created = []
     for upload in uploads:
@@ -130,7 +136,7 @@ def import_panda(request, slug: str):
         except UnreadableFile as exc:
             messages.error(request, str(exc))
             continue
-        report = import_panda_json(project=project, data=data, annotator=request.user, file=upload.name,
+        report = import_panda_json(project=project, data=data, annotator=annotator, file=upload.name,
                                    dry_run=dry_run, live=live, backend=backend)
         for error in report.errors[:MAX_PANDA_PROBLEMS_SHOWN]:
             messages.error(request, _("%(file)s, %(field)s: %(message)s")
@@ -154,8 +160,9 @@ def import_panda(request, slug: str):
 @require_POST
 def start_rollouts(request, slug: str):
     project, _role = project_for(request.user, slug, CAN_CURATE)
-    try:
-        job = job_services.enqueue_job(project=project, kind="annotate.rollouts", params={}, user=request.user)
+    try:  # the job kind's parameters (job_kinds.RolloutParams) are this form's input
+        job = job_services.enqueue_job(project=project, kind="annotate.rollouts", params=request.POST,
+                                       user=request.user)
     except PlatformError as exc:
         show_error(request, exc)
         return redirect("annotate-queue", slug=slug)
@@ -232,12 +239,12 @@ def review_session(request, session_id: int):
     session = selectors.session_for(request.user, session_id)
     project_for(request.user, session.item.project.slug, CAN_CURATE)
     try:
-        reviews.review_session(session=session, reviewer=request.user, decision=request.POST.get("decision", ""),
-                               comment=request.POST.get("comment", ""))
+        review = reviews.review_session(session=session, reviewer=request.user,
+                                        **validated(ReviewSerializer(data=request.POST)))
     except PlatformError as exc:
         show_error(request, exc)
     else:
-        done = (_("Session %(session)s approved.") if request.POST.get("decision") == ReviewDecision.APPROVED
+        done = (_("Session %(session)s approved.") if review.decision == ReviewDecision.APPROVED
                 else _("Session %(session)s rejected."))
         messages.success(request, done % {"session": session.pk})
     return redirect("annotate-review", slug=session.item.project.slug)
@@ -285,13 +292,10 @@ def metrics_page(request, slug: str):
 def reassign_claim(request, slug: str, claim_id: int):
     project, _role = project_for(request.user, slug, CAN_CURATE)
     claim = selectors.project_claims(project).filter(pk=claim_id).first()
-    to_user = get_user_model().objects.filter(username=request.POST.get("username", "")).first()
     if claim is None:
         raise Http404(_("No such claim."))
-    if to_user is None or role_in(to_user, project) not in CAN_ANNOTATE:
-        messages.error(request, _("Choose an annotator of this project."))
-        return redirect("annotate-queue", slug=slug)
     try:
+        to_user = validated(ReassignSerializer(data=request.POST, context={"project": project}))["username"]
         services.reassign(claim=claim, to_user=to_user)
     except PlatformError as exc:
         show_error(request, exc)
@@ -305,15 +309,11 @@ def reassign_claim(request, slug: str, claim_id: int):
 @require_POST
 def update_config(request, slug: str):
     project, role = project_for(request.user, slug, CAN_CURATE)
-    lists = {"tool_servers"}
-    # A list's form sends an empty value beside its checkboxes, so that unchecking them all clears it.
-    changes = ConfigSerializer(data={key: [v for v in request.POST.getlist(key) if v] if key in lists
-                                     else request.POST[key]
-                                     for key in ConfigSerializer.Meta.fields if key in request.POST}, partial=True)
-    if changes.is_valid():
-        services.update_config(project=project, changes=changes.validated_data, role=role)
+    try:
+        changes = validated(ConfigSerializer(data=request.POST, partial=True))
+    except InvalidInput as exc:
+        show_error(request, exc)
+    else:  # a setting this role may not change is a 403, as over the API
+        services.update_config(project=project, changes=changes, role=role)
         messages.success(request, _("Settings saved."))
-    else:
-        for field, errors in changes.errors.items():
-            messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
     return redirect("annotate-queue", slug=slug)

@@ -4,7 +4,7 @@ from rest_framework import serializers
 from dataplatform.apiutils import MAX_ID, MAX_SEED
 from dataplatform.inference import validate_served_model_name
 from dataplatform.jobs.registry import JobKind, register
-from dataplatform.jobs.status import Status
+from dataplatform.status import Status
 
 from .aed import evidence_check
 from .aed import services as aed

@@ -1,18 +1,21 @@
-"""Reaching the Celery broker, and failing loudly when it cannot be reached; the embedded broker's transport.
+"""Reaching the Celery broker (and the workers behind it), and failing loudly when it cannot be reached; the
+embedded broker's transport.
 
 A configured broker that is down must never make jobs run inline or vanish:
 enqueueing raises BrokerUnavailable with a message that says what to do.
 """
 
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop, ngettext
 from kombu.transport import filesystem
 
 from dataplatform.errors import Unavailable
-from dataplatform.jobs.status import Status
+from dataplatform.status import Status
 
 
 class BrokerUnavailable(Unavailable):
@@ -69,3 +72,30 @@ def check_broker(app=None, timeout: float = 3.0) -> None:
             connection.ensure_connection(max_retries=1, timeout=timeout)
     except Exception as exc:  # kombu wraps every transport error differently; all mean "unreachable"
         raise BrokerUnavailable(unreachable_status(exc, app.conf.broker_url).translated()) from exc
+
+
+@dataclass(frozen=True)
+class Workers:
+    """What a ping of the workers found: `ok` when one answered at least, `detail` saying it in the request's
+    language, `names` those that answered."""
+
+    ok: bool
+    detail: str
+    names: tuple[str, ...] = ()
+
+
+def ping_workers(timeout: float = 1.0) -> Workers:
+    """Ask every worker to answer a Celery ping (sent through the broker) within `timeout` seconds. Here, below
+    both its readers: the system page's health and a job page that says why a queued job waits."""
+    from dataplatform.celery import app
+
+    try:
+        replies = app.control.ping(timeout=timeout) or []
+    except Exception as exc:
+        return Workers(False, _("ping failed: %(error)s") % {"error": exc})
+    names = tuple(sorted(name for reply in replies for name in reply))
+    if not names:
+        command = "make worker" if not settings.REDIS_URL else "celery -A dataplatform worker"
+        return Workers(False, _("no worker answered a ping within %(seconds).0f s; start one with `%(command)s`.")
+                       % {"seconds": timeout, "command": command})
+    return Workers(True, ngettext("%(count)d alive", "%(count)d alive", len(names)) % {"count": len(names)}, names)

@@ -5,151 +5,42 @@ from django.db.models import Q
 from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for, request_token
-from dataplatform.apiutils import MAX_ID, MAX_INT, import_upload, uploaded_file, uploaded_files
-from dataplatform.imports import decode_whole_file
-from dataplatform.inference import validate_served_model_name
+from dataplatform.apiutils import import_upload
+from dataplatform.inputs import validated
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.api import JobSerializer
 from dataplatform.openapi import STALE_VERSION
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
-from . import importers, metrics, selectors, services, trajectory_mode, upstream
-from .models import Label, ReviewClaim, ReviewClaimState, SweTask, Taxonomy, Trajectory, TrajectoryReviewClaim
+from . import importers, metrics, selectors, services
+from .job_kinds import AutolabelParams
+from .models import ReviewClaim, ReviewClaimState, SourceKind, Taxonomy, TrajectoryReviewClaim
+from .serializers import (
+    EditSerializer,
+    ImportKindSerializer,
+    LabelSerializer,
+    LabelVersionSerializer,
+    MetricsQuerySerializer,
+    ReviewClaimSerializer,
+    SettingsSerializer,
+    TaskDetailSerializer,
+    TaskSerializer,
+    TaxonomyDetailSerializer,
+    TaxonomySerializer,
+    TaxonomyUploadSerializer,
+    TrajectoryClaimSerializer,
+    TrajectoryDetailSerializer,
+    TrajectorySerializer,
+)
 
-# --- serializers --------------------------------------------------------------------------------
-
-class TaxonomySerializer(serializers.ModelSerializer):
-    counts = serializers.SerializerMethodField()
-
-    class Meta:
-        model = Taxonomy
-        fields = ["id", "name", "version", "title", "sha256", "source_filename", "created_at", "counts"]
-
-    def get_counts(self, taxonomy: Taxonomy) -> dict:
-        return taxonomy.definition.counts()
-
-
-class TaxonomyDetailSerializer(TaxonomySerializer):
-    class Meta(TaxonomySerializer.Meta):
-        fields = [*TaxonomySerializer.Meta.fields, "spec"]
-
-
-class SettingsSerializer(serializers.Serializer):
-    taxonomy = serializers.PrimaryKeyRelatedField(queryset=Taxonomy.objects.all())
-    model_name = serializers.CharField(max_length=200, allow_blank=True, required=False,
-                                       validators=[validate_served_model_name])
-    overlap = serializers.IntegerField(min_value=1, max_value=20, required=False)
-    lease_minutes = serializers.IntegerField(min_value=1, max_value=24 * 60, required=False)
-    max_tokens = serializers.IntegerField(min_value=16, max_value=8192, required=False)
-    temperature = serializers.FloatField(min_value=0.0, max_value=2.0, required=False)
-    batch_size = serializers.IntegerField(min_value=1, max_value=256, required=False)
-    max_problem_chars = serializers.IntegerField(min_value=100, max_value=100_000, required=False)
-    max_patch_chars = serializers.IntegerField(min_value=100, max_value=100_000, required=False)
-    max_test_patch_chars = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
-    max_trajectory_chars = serializers.IntegerField(min_value=1000, max_value=1_000_000, required=False)
-    trajectory_l1_mode = serializers.ChoiceField(choices=["preserve", "relabel"], required=False)
-
-
-class LabelSerializer(serializers.ModelSerializer):
-    author = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True,
-                                          help_text="null on the model's label")
-    taxonomy = serializers.StringRelatedField()
-    category = serializers.SerializerMethodField()
-
-    class Meta:
-        model = Label
-        fields = ["id", "task", "trajectory", "taxonomy", "origin", "author", "status", "values", "rationales",
-                  "provenance", "version", "model_id", "task_sha256", "l1_source", "error", "category", "created_at",
-                  "updated_at"]
-
-    def get_category(self, label: Label) -> str:
-        return label.taxonomy.definition.category_for(label.values)
-
-
-class TaskSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = SweTask
-        fields = ["id", "instance_id", "repo", "base_commit", "created_at"]
-
-
-class TaskDetailSerializer(serializers.ModelSerializer):
-    labels = serializers.SerializerMethodField()
-
-    class Meta:
-        model = SweTask
-        fields = ["id", "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
-                  "fail_to_pass", "pass_to_pass", "extra", "source_sha256", "created_at", "labels"]
-
-    def get_labels(self, task: SweTask) -> list[dict]:
-        return LabelSerializer(selectors.labels_of(self.context["request"].user, task), many=True).data
-
-
-class TrajectorySerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Trajectory
-        fields = ["id", "trajectory_id", "instance_id", "task", "model", "scaffold", "source_format", "created_at"]
-
-
-class TrajectoryDetailSerializer(serializers.ModelSerializer):
-    labels = serializers.SerializerMethodField()
-    summary = serializers.SerializerMethodField(help_text="what the model is shown in the trajectory mode")
-
-    class Meta:
-        model = Trajectory
-        fields = ["id", "trajectory_id", "instance_id", "task", "model", "scaffold", "source_format", "messages",
-                  "tools", "extra", "source_sha256", "created_at", "summary", "labels"]
-
-    def get_labels(self, trajectory: Trajectory) -> list[dict]:
-        return LabelSerializer(selectors.labels_of(self.context["request"].user, trajectory), many=True).data
-
-    def get_summary(self, trajectory: Trajectory) -> str | None:
-        try:
-            return trajectory_mode.describe(trajectory, services.settings_for(trajectory.project))
-        except trajectory_mode.Unreadable:
-            return None
-
-
-class ReviewClaimSerializer(serializers.ModelSerializer):
-    reviewer = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    label = serializers.SerializerMethodField()
-
-    class Meta:
-        model = ReviewClaim
-        fields = ["id", "task", "reviewer", "state", "lease_expires_at", "label"]
-
-    def get_label(self, claim: ReviewClaim) -> dict | None:
-        label = self.context.get("label")
-        return LabelSerializer(label).data if label else None
-
-
-class TrajectoryClaimSerializer(ReviewClaimSerializer):
-    class Meta:
-        model = TrajectoryReviewClaim
-        fields = ["id", "trajectory", "reviewer", "state", "lease_expires_at", "label"]
-
-
-class EditSerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
-    values = serializers.DictField(help_text="field → slug, or [slugs] for an L2 field")
-
-
-class LabelVersionSerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
-
-
-class MetricsQuerySerializer(serializers.Serializer):
-    taxonomy = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
-                                        help_text="taxonomy version id (default: the pinned one)")
-    compare = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
-                                       help_text="another version: which final labels differ under it, per field")
-
+IMPORTERS = {SourceKind.TASKS: importers.import_tasks, SourceKind.TRAJECTORIES: importers.import_trajectories}
 
 # --- taxonomies -----------------------------------------------------------------------------------
 
@@ -180,17 +71,19 @@ class SettingsApi(APIView):
 
     @extend_schema(request=SettingsSerializer, responses=SettingsSerializer)
     def put(self, request, slug: str):
-        project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        data = SettingsSerializer(data={"taxonomy": services.settings_for(project).taxonomy_id, **request.data})
-        data.is_valid(raise_exception=True)
-        return Response(_settings_data(services.update_settings(project=project, **data.validated_data)))
+        token = request_token(request)
+        project, _ = project_for(request.user, slug, CAN_CURATE, token=token)
+        changes = validated(SettingsSerializer(data=request.data, partial=True,
+                                               context={"user": request.user, "token": token}))
+        return Response(_settings_data(services.update_settings(project=project, **changes)))
 
 
 def _settings_data(settings) -> dict:
     return {"taxonomy": settings.taxonomy_id, "taxonomy_version": str(settings.taxonomy),
             **{name: getattr(settings, name) for name in ("model_name", "overlap", "lease_minutes", "max_tokens",
                                                           "temperature", "batch_size", "max_problem_chars",
-                                                          "max_patch_chars", "max_test_patch_chars")},
+                                                          "max_patch_chars", "max_test_patch_chars",
+                                                          "max_trajectory_chars", "trajectory_l1_mode")},
             # Where the project's protocol differs from the published labeler's: field -> [ours, the paper's].
             "differs_from_paper": {name: list(pair) for name, pair in settings.differences_from_paper().items()}}
 
@@ -204,27 +97,16 @@ class TaxonomyUploadApi(APIView):
 
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={201: TaxonomySerializer})
+    @extend_schema(request={"multipart/form-data": TaxonomyUploadSerializer}, responses={201: TaxonomySerializer})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        uploads = uploaded_files(request, expected=gettext("a taxonomy file, or the published definition files"))
-        for upload in uploads:
-            if upload.size > services.MAX_TAXONOMY_BYTES:
-                raise ValidationError({"file": [gettext("%(file)s is larger than %(limit)s bytes.") % {
-                    "file": upload.name, "limit": f"{services.MAX_TAXONOMY_BYTES:,}"}]})
-        if upstream.is_upstream_upload([upload.name for upload in uploads]):
-            taxonomy = services.load_upstream_taxonomy(
-                files={upload.name: upload.read() for upload in uploads},
-                name=str(request.data.get("name", "")).strip() or "swe-upstream",
-                version=str(request.data.get("version", "")).strip(), user=request.user)
+        upload = validated(TaxonomyUploadSerializer(data=request.data))
+        if "files" in upload:
+            taxonomy = services.load_upstream_taxonomy(files=upload["files"], name=upload["name"],
+                                                       version=upload["version"], user=request.user)
         else:
-            upload = uploaded_file(request, expected=gettext("a taxonomy YAML file"))  # one file: two are a 400
-            try:
-                text = decode_whole_file(upload.read())
-            except ValueError as exc:  # a 400 on `file` as the shared mapping gives, with the file's name in front
-                raise ValidationError({"file": [gettext("%(file)s, %(problem)s") % {"file": upload.name, "problem": exc}]}) from None
-            taxonomy = services.load_taxonomy(text=text, filename=upload.name, user=request.user)
-        if request.data.get("pin", "true") not in ("false", "0", False):
+            taxonomy = services.load_taxonomy(text=upload["text"], filename=upload["filename"], user=request.user)
+        if upload["pin"]:
             services.update_settings(project=project, taxonomy=taxonomy)
         return Response(TaxonomySerializer(taxonomy).data, status=status.HTTP_201_CREATED)
 
@@ -238,20 +120,17 @@ class ImportApi(APIView):
     @extend_schema(request={"multipart/form-data": OpenApiTypes.OBJECT}, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        kind = request.data.get("kind", "tasks")
-        importer = {"tasks": importers.import_tasks, "trajectories": importers.import_trajectories}.get(kind)
-        if importer is None:
-            raise ValidationError({"kind": [gettext("Must be 'tasks' or 'trajectories'.")]})
-        return import_upload(request, importer, project=project, user=request.user)
+        kind = validated(ImportKindSerializer(data=request.data))["kind"]
+        return import_upload(request, IMPORTERS[kind], project=project, user=request.user)
 
 
 class AutolabelApi(APIView):
     """Start the auto-labeling job (body: `retry_errors`, `limit`). Progress: GET /api/v1/jobs/{id}/."""
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={202: JobSerializer})
+    @extend_schema(request=AutolabelParams, responses={202: JobSerializer})
     def post(self, request, slug: str):
         project, _ = project_for(request.user, slug, CAN_CURATE, token=request_token(request))
-        job = job_services.enqueue_job(project=project, kind="labeler.autolabel", params=dict(request.data),
+        job = job_services.enqueue_job(project=project, kind="labeler.autolabel", params=request.data,
                                        user=request.user)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
@@ -430,10 +309,8 @@ class LabelApi(APIView):
     @extend_schema(request=EditSerializer, responses={200: LabelSerializer, 409: STALE_VERSION})
     def patch(self, request, label_id: int):
         label = selectors.label_for_writing(request.user, label_id, token=request_token(request))
-        data = EditSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        label = services.edit_label(label=label, version=data.validated_data["version"],
-                                    changes=data.validated_data["values"], actor=request.user)
+        edit = validated(EditSerializer(data=request.data, context={"spec": label.taxonomy.definition}))
+        label = services.edit_label(label=label, version=edit["version"], changes=edit["values"], actor=request.user)
         return Response(LabelSerializer(label).data)
 
 
@@ -443,7 +320,6 @@ class LabelSubmitApi(APIView):
     @extend_schema(request=LabelVersionSerializer, responses={200: LabelSerializer, 409: STALE_VERSION})
     def post(self, request, label_id: int):
         label = selectors.label_for_writing(request.user, label_id, token=request_token(request))
-        data = LabelVersionSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        label = services.submit_label(label=label, version=data.validated_data["version"], actor=request.user)
+        version = validated(LabelVersionSerializer(data=request.data))["version"]
+        label = services.submit_label(label=label, version=version, actor=request.user)
         return Response(LabelSerializer(label).data)

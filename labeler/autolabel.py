@@ -21,7 +21,7 @@ import re
 
 from django.utils.translation import gettext_noop
 
-from dataplatform.jobs.status import Status
+from dataplatform.status import Status
 
 from .taxonomy import UNSPECIFIED, TaxonomySpec
 

@@ -1,4 +1,4 @@
-"""The SWE Labeler's part of the demo project (dataplatform/demo.py).
+"""The SWE Labeler's part of the demo project (dataplatform/demo/).
 
 24 SWE-bench-style tasks written for the demo (demo_data/tasks.jsonl: small made-up repositories, each with an
 issue, a patch, a test patch and the repository's description), imported as an upload is, and labeled by
@@ -17,7 +17,7 @@ work.
 from pathlib import Path
 
 from dataplatform.accounts.models import Project
-from dataplatform.demo import DemoPart, register, unfinished_job
+from dataplatform.demo.parts import DemoPart, register, unfinished_job
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 

@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from dataplatform.accounts.models import Project
 from dataplatform.claims import ClaimBase, ClaimState, one_active_claim_per_queue
 from dataplatform.imports import ImportedFile
-from dataplatform.jobs.status import render_html
+from dataplatform.status import render_html
 
 from .taxonomy import TaxonomySpec
 
@@ -47,6 +47,14 @@ class Taxonomy(models.Model):
         return TaxonomySpec(self.spec)
 
 
+class TrajectoryL1Mode(models.TextChoices):
+    """Whether a trajectory's stage one is kept from the record's (or its task's) complete level-1 labels, as the
+    published labeler does by default, or asked of the model again."""
+
+    PRESERVE = "preserve", _("preserve: keep complete level-1 labels")
+    RELABEL = "relabel", _("relabel: always ask")
+
+
 class LabelerSettings(models.Model):
     """A project's labeling set-up: the pinned taxonomy version, review overlap and the auto-labeler's budget."""
 
@@ -62,11 +70,10 @@ class LabelerSettings(models.Model):
     max_problem_chars = models.PositiveIntegerField(default=3000)
     max_patch_chars = models.PositiveIntegerField(default=8000)
     max_test_patch_chars = models.PositiveIntegerField(default=3000)
-    # Trajectory mode: how much of a trajectory's compact summary the model sees, and whether stage one is
-    # kept from the record's (or its task's) complete level-1 labels ("preserve") or asked again ("relabel").
+    # Trajectory mode: how much of a trajectory's compact summary the model sees, and where stage one comes from.
     max_trajectory_chars = models.PositiveIntegerField(default=12000)
-    trajectory_l1_mode = models.CharField(max_length=8, default="preserve",
-                                          choices=[("preserve", "preserve"), ("relabel", "relabel")])
+    trajectory_l1_mode = models.CharField(max_length=8, default=TrajectoryL1Mode.PRESERVE,
+                                          choices=TrajectoryL1Mode.choices)
     updated_at = models.DateTimeField(auto_now=True)
 
     # The published labeler's choices (src/labeler.py and its config); the settings page names where a
@@ -75,7 +82,8 @@ class LabelerSettings(models.Model):
     # Its compact trajectory summary is up to 200,000 characters (a 1M-context model); the embedded model's
     # context holds about a task's worth.
     PAPER_DEFAULTS = {"max_tokens": 4096, "temperature": 0.1, "max_problem_chars": 3000, "max_patch_chars": 8000,
-                      "max_test_patch_chars": 3000, "max_trajectory_chars": 200_000, "trajectory_l1_mode": "preserve"}
+                      "max_test_patch_chars": 3000, "max_trajectory_chars": 200_000,
+                      "trajectory_l1_mode": TrajectoryL1Mode.PRESERVE}
 
     def differences_from_paper(self) -> dict[str, tuple]:
         """field -> (this project's value, the paper's) where they differ."""
@@ -197,7 +205,7 @@ class Label(models.Model):
     l1_source = models.CharField(max_length=16, choices=L1Source.choices, blank=True)  # trajectory labels
     raw_responses = models.JSONField(default=list, blank=True)  # every model answer, stage by stage
     error = models.TextField(blank=True)  # English: the API, the exports and the history keep it
-    # The same error as a message id and its values (dataplatform/jobs/status.py), for pages in their language.
+    # The same error as a message id and its values (dataplatform/status.py), for pages in their language.
     error_i18n = models.JSONField(null=True, blank=True)
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

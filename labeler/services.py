@@ -16,7 +16,7 @@ from dataplatform.accounts.models import Project
 from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import Backend, backend_for_model
 from dataplatform.inference.budget import over_context
-from dataplatform.jobs.status import Status, for_row
+from dataplatform.status import Status, for_row
 from dataplatform.yamlfile import YamlFileError
 
 from . import autolabel, selectors, trajectory_mode, upstream

@@ -23,7 +23,7 @@ from functools import cached_property
 
 from django.utils.translation import gettext, gettext_noop
 
-from dataplatform.jobs.status import Status
+from dataplatform.status import Status
 from dataplatform.yamlfile import YamlFileError, clipped, load_yaml, shown
 
 SCHEMA = "swe-taxonomy/1"

@@ -80,3 +80,28 @@ def test_a_job_runs_through_the_filesystem_broker_from_an_empty_data_dir(embedde
     broker_dir = Path(embedded_env["DATA_DIR"]) / "broker"
     assert {path.name for path in broker_dir.iterdir()} == {"queue", "processed", "control"}
     assert any((tmp_path / "beat").iterdir()), "the worker made the beat schedule's folder and the beat wrote there"
+
+
+class FakeControl:
+    def __init__(self, replies):
+        self.replies = replies
+
+    def ping(self, timeout):
+        if isinstance(self.replies, Exception):
+            raise self.replies
+        return self.replies
+
+
+@pytest.mark.parametrize("replies, ok, detail, names", [
+    ([{"w2@host": {"ok": "pong"}}, {"w1@host": {"ok": "pong"}}], True, "2 alive", ("w1@host", "w2@host")),
+    ([], False, "no worker answered a ping within 1 s; start one with `", ()),
+    (ConnectionError("refused"), False, "ping failed: refused", ()),
+])
+def test_ping_workers_says_who_answered_or_why_none_did(monkeypatch, replies, ok, detail, names):
+    """The ping both the system page and a job page's stalled warning read (the job pages stand below system)."""
+    from dataplatform.broker import ping_workers
+    from dataplatform.celery import app
+
+    monkeypatch.setattr(app, "control", FakeControl(replies))
+    workers = ping_workers(timeout=1.0)
+    assert (workers.ok, workers.names) == (ok, names) and workers.detail.startswith(detail)

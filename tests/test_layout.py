@@ -1,5 +1,6 @@
 """The house rules of DESIGN.md that code review alone lets slip: apps stand side by side, modules stay
-small enough to read, and the platform layer has no import loops."""
+small enough to read, and the platform layer stands on floors (no package imports one above it) with no import
+loops."""
 
 import ast
 import re
@@ -13,6 +14,37 @@ PACKAGES = ("dataplatform", *APPS, "frontend")
 MAX_LINES = 450
 # A task module that imports its services lazily, inside the task, is the one loop allowed.
 ALLOWED_LOOPS = [{"dataplatform.jobs.services", "dataplatform.jobs.tasks"}]
+
+# The platform layer's floors, from the ground up. Each package of dataplatform/ (or module at its top; `dataplatform`
+# is the package's own __init__) stands on one floor, and imports packages of its own floor or of the floors below,
+# never of one above: at module level or inside a function alike. What a lower package shows of a higher one goes
+# the other way round: the higher one registers itself (job kinds, record kinds, demo parts: found at start-up in
+# each app's job_kinds.py, exporters.py, demo.py) or brings its own template fragment, which the lower page includes.
+FLOORS = (
+    # Ground: words and tools that know nothing of the platform's own models. Settings, the error vocabulary and the
+    # translated message (errors, status: every floor words its refusals and progress with them), the kind
+    # registries' base, YAML with line numbers, the request's and the database's plumbing, the Celery app.
+    ("settings", "errors", "status", "registry", "yamlfile", "client_address", "after_response", "timing", "cache",
+     "dbfunctions", "outbound", "postgresql", "sqlite3", "openapi", "charts", "celery"),
+    # Shapes and channels the apps share, still model-free: input (imports, request limits, ids and pagination, the
+    # one input layer), the claims' work queue, the conversation model and tool calls, and the broker (and the
+    # workers behind it).
+    ("imports", "apiutils", "inputs", "pagination", "request_guard", "claims", "conversations", "tools", "broker"),
+    # Who may do what: projects, members, roles and tokens, and the audit log of what they did. One floor, as the
+    # two are tied both ways (TIED_PACKAGES): every change to a project, member or token writes its audit row in
+    # the same transaction, and the audit log is read only as far as the reader's roles reach.
+    ("accounts", "audit"),
+    # The generic Job: every row belongs to a project; it runs every kind registered from above.
+    ("jobs",),
+    # What runs as jobs: the model backends (and the sampling job kind), the export engine, the demo project.
+    ("inference", "exports", "demo"),
+    # The health of all of it: database, broker, workers, model backend.
+    ("system",),
+    # Wiring: the URLconf, the ASGI/WSGI apps and the web server, the package's __init__ (the Celery app).
+    ("urls", "asgi", "wsgi", "webserver", "dataplatform"),
+)
+# Packages of one floor that import each other both ways; any other such pair is a loop to break.
+TIED_PACKAGES = [{"accounts", "audit"}]
 
 
 def _production_modules() -> dict[str, Path]:
@@ -85,7 +117,7 @@ READS_A_FIELD = re.compile(r"request\.POST(\[|\.get\(|\.getlist\()")
 READS_REQUEST_WHOLE = {"dataplatform.request_guard"}
 
 
-# annotate and labeler are cleaned on their own branch (h2, issue 39): until it is merged, their two cases fail.
+# annotate and labeler were cleaned on their own branch (h2, issue 39), corpora and dataplatform on h3's.
 @pytest.mark.parametrize("package", ["annotate", "labeler", "corpora", "dataplatform"])
 def test_no_view_reads_the_form_field_by_field(package):
     readers = sorted(f"{MODULES[name].relative_to(ROOT)}:{number}" for name in MODULES
@@ -95,15 +127,15 @@ def test_no_view_reads_the_form_field_by_field(package):
     assert readers == [], "pass request.POST whole to the use case's input serializer (dataplatform/inputs.py)"
 
 
-def _loops() -> list[set[str]]:
-    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+def _loops(graph: dict[str, set[str]] = GRAPH) -> list[set[str]]:
+    """Strongly connected components of more than one node (Tarjan's algorithm): modules, or packages."""
     index, low, stack, on_stack, loops = {}, {}, [], set(), []
 
     def visit(module):
         index[module] = low[module] = len(index)
         stack.append(module)
         on_stack.add(module)
-        for target in GRAPH[module]:
+        for target in graph[module]:
             if target not in index:
                 visit(target)
                 low[module] = min(low[module], low[target])
@@ -120,7 +152,7 @@ def _loops() -> list[set[str]]:
             if len(component) > 1:
                 loops.append(component)
 
-    for module in sorted(GRAPH):
+    for module in sorted(graph):
         if module not in index:
             visit(module)
     return loops
@@ -128,3 +160,39 @@ def _loops() -> list[set[str]]:
 
 def test_no_import_loops_but_the_task_module_s():
     assert [loop for loop in _loops() if loop not in ALLOWED_LOOPS] == []
+
+
+def _platform_package(module: str) -> str | None:
+    """The floor-keeping unit of a module of dataplatform/: its package or top module (`dataplatform` for the
+    package's own __init__); None outside dataplatform/."""
+    parts = module.split(".")
+    if parts[0] != "dataplatform":
+        return None
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+FLOOR_OF = {package: number for number, floor in enumerate(FLOORS) for package in floor}
+PLATFORM_IMPORTS = sorted((name, target) for name, targets in GRAPH.items() for target in targets
+                          if _platform_package(name) and _platform_package(target)
+                          and _platform_package(name) != _platform_package(target))
+
+
+def test_every_platform_package_stands_on_one_floor():
+    """A new package of dataplatform/ is placed on a floor on purpose; a floor names no package that is gone."""
+    placed = [package for floor in FLOORS for package in floor]
+    assert len(placed) == len(set(placed)), "a package stands on two floors"
+    assert set(placed) == {_platform_package(name) for name in MODULES if _platform_package(name)}
+
+
+def test_no_platform_package_imports_one_above_it():
+    upward = [f"{name} (floor {FLOOR_OF[_platform_package(name)]}) imports {target} "
+              f"(floor {FLOOR_OF[_platform_package(target)]})" for name, target in PLATFORM_IMPORTS
+              if FLOOR_OF[_platform_package(target)] > FLOOR_OF[_platform_package(name)]]
+    assert upward == []
+
+
+def test_packages_of_one_floor_import_each_other_one_way_only():
+    packages = {package: set() for package in FLOOR_OF}
+    for name, target in PLATFORM_IMPORTS:
+        packages[_platform_package(name)].add(_platform_package(target))
+    assert [loop for loop in _loops(packages) if loop not in TIED_PACKAGES] == []

@@ -535,7 +535,7 @@ def quiet_platform(monkeypatch):
     monkeypatch.setattr("dataplatform.system.api.platform_status", lambda: [])
     monkeypatch.setattr("dataplatform.system.views.platform_status", lambda: [])
     worker_ok = SimpleNamespace(ok=True, detail="")
-    monkeypatch.setattr("dataplatform.jobs.views.worker_status", lambda timeout=1.0: worker_ok)
+    monkeypatch.setattr("dataplatform.jobs.views.ping_workers", lambda timeout=1.0: worker_ok)
     monkeypatch.setattr("annotate.selectors.backend_for", lambda project: Vocabulary())
 
 

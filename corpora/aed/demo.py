@@ -1,4 +1,4 @@
-"""AED's part of the demo project (dataplatform/demo.py).
+"""AED's part of the demo project (dataplatform/demo/).
 
 Four calc-v1 failure traces written for the demo (demo_data/traces.jsonl: each step run through calc_env, so
 every observation is the environment's own), imported as an upload is. The first is curated as a curator would
@@ -11,7 +11,7 @@ The other three are left for the newcomer to curate.
 from pathlib import Path
 
 from dataplatform.accounts.models import Project
-from dataplatform.demo import DemoPart
+from dataplatform.demo.parts import DemoPart
 from dataplatform.jobs.models import Job, JobState
 
 from . import importers, services

@@ -41,8 +41,8 @@ from django.utils.translation import gettext_noop
 from dataplatform.errors import Transient
 from dataplatform.inference import BackendError, BackendUnavailable, backend_for_model
 from dataplatform.inference.sampling import sampled_texts
-from dataplatform.jobs.status import Status, WordedError
 from dataplatform.outbound import UrlNotAllowed, allowed_url
+from dataplatform.status import Status, WordedError
 
 from . import calc_env, kv_env
 from .calc_env import action_line

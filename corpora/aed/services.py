@@ -13,7 +13,7 @@ from django.utils.translation import gettext, gettext_noop
 from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import backend_for_model
 from dataplatform.jobs import services as job_services
-from dataplatform.jobs.status import Status, WordedError
+from dataplatform.status import Status, WordedError
 
 from . import runners, selectors, stats
 from .models import (

@@ -1,4 +1,4 @@
-"""ATD's part of the demo project (dataplatform/demo.py).
+"""ATD's part of the demo project (dataplatform/demo/).
 
 A pool of twelve prompts written for the demo (demo_data/pool.jsonl, English and Chinese), each with two
 candidate answers, imported as an upload is; an `atd.score` job scores it (by the candidates' mean token
@@ -9,7 +9,7 @@ after moving epsilon: the smallest epsilon of a few round ones that keeps at lea
 from pathlib import Path
 
 from dataplatform.accounts.models import Project
-from dataplatform.demo import DemoPart
+from dataplatform.demo.parts import DemoPart
 from dataplatform.jobs.models import Job, JobState
 
 from . import importers, selectors, services

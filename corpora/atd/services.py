@@ -20,8 +20,8 @@ from dataplatform.errors import Refused
 from dataplatform.inference import Backend, backend_for_model, validate_served_model_name
 from dataplatform.inference.sampling import sampled_texts
 from dataplatform.jobs import services as job_services
-from dataplatform.jobs.status import Status
 from dataplatform.outbound import UrlNotAllowed, allowed_url
+from dataplatform.status import Status
 
 from . import scoring, selectors
 from .models import (

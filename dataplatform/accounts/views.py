@@ -10,13 +10,10 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
-from dataplatform import demo, inputs
+from dataplatform import inputs
 from dataplatform.audit.selectors import can_read_audit
 from dataplatform.client_address import client_ip
 from dataplatform.errors import PlatformError, show_error
-from dataplatform.jobs.registry import get_kind
-from dataplatform.jobs.selectors import jobs_of_project
-from dataplatform.pagination import parse_id
 
 from . import selectors, services
 from .forms import ThrottledAuthenticationForm
@@ -34,12 +31,10 @@ from .permissions import (
     CAN_CURATE,
     CAN_MANAGE_PROJECT,
     CAN_READ_EXPORTS,
-    CAN_RUN_JOBS,
     CAN_SEE_JOBS,
     project_for,
 )
 
-RECENT_JOBS = 20
 # Lifetimes the token page offers, as GitHub and GitLab do: form value -> days (None: never expires). The API
 # takes any number of days in range (inputs.TokenCreateSerializer reads both).
 TOKEN_LIFETIMES = {"30": 30, "90": 90, "365": 365, "never": None}
@@ -93,13 +88,13 @@ def project_list(request, *, status: int = 200, create: dict | None = None):
     """The home page: what each workflow does, the user's projects with the first action of each workflow their
     role allows, and for a superuser the new-project form (`create`: a refused form's error and values)."""
     projects = list(selectors.projects_for_user(request.user))
-    filling = demo.seed_jobs_filling(projects)
     for project in projects:
         project.first_actions = _first_actions(project, request.user)
         project.role_label = _role_label(project.my_role)
-        # The demo's progress is its seed job's page and progress bar, which only those who see jobs may open:
-        # shown to an annotator or a trainer, its link and every poll of the bar were 404s (console errors).
-        project.demo_job = filling.get(project.pk) if _acting_role(project, request.user) in CAN_SEE_JOBS else None
+        # The demo's progress (a fragment of dataplatform/demo) is its seed job's page and progress bar, which only
+        # those who see jobs may open: shown to an annotator or a trainer, its link and every poll of the bar were
+        # 404s (console errors).
+        project.sees_jobs = _acting_role(project, request.user) in CAN_SEE_JOBS
     return render(request, "accounts/project_list.html", {
         "projects": projects, "can_read_audit": can_read_audit(request.user),
         "can_create_projects": request.user.is_superuser, "suggested_licenses": SUGGESTED_LICENSES,
@@ -136,7 +131,8 @@ def project_detail(request, slug: str):
 
 def _project_page(request, project, role, *, status: int = 200, **form_state):
     """The project page. A refused members or license form is shown again, its error beside it, with
-    `form_state`: add_error, member_error/error_member or license_error, and `typed`, the form's fields."""
+    `form_state`: add_error, member_error/error_member or license_error, and `typed`, the form's fields.
+    Its jobs are a fragment of the jobs package (jobs/project_jobs.html), which reads them itself."""
     context = {
         "project": project, "role": role, "members": selectors.members_of(project),
         "can_read_exports": role in CAN_READ_EXPORTS,
@@ -145,15 +141,6 @@ def _project_page(request, project, role, *, status: int = 200, **form_state):
         "roles": Role.choices, "role_label": _role_label(role), "suggested_licenses": SUGGESTED_LICENSES,
         "license_value": project.license, **form_state,
     }
-    if role in CAN_SEE_JOBS:
-        jobs = jobs_of_project(request.user, project)
-        if before := parse_id(request.GET.get("before")):
-            jobs = jobs.filter(pk__lt=before)
-        page = list(jobs.order_by("-id")[: RECENT_JOBS + 1])
-        context["jobs"] = page[:RECENT_JOBS]
-        context["older_than"] = page[RECENT_JOBS - 1].pk if len(page) > RECENT_JOBS else None
-    if role in CAN_RUN_JOBS:
-        context["demo_kind"] = get_kind("demo.sample_continuations")
     return render(request, "accounts/project_detail.html", context, status=status)
 
 

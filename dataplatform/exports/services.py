@@ -26,7 +26,7 @@ from dataplatform.errors import Conflict, Missing, Refused
 from dataplatform.inputs import number_messages
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import JobState
-from dataplatform.jobs.status import Status
+from dataplatform.status import Status
 
 from . import cards
 from .models import Export, ExportFormat

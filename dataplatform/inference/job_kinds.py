@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy, gettext_noop
 from rest_framework import serializers
 
 from dataplatform.jobs.registry import JobKind, register
-from dataplatform.jobs.status import Status
+from dataplatform.status import Status
 
 from . import get_backend
 

@@ -5,8 +5,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from dataplatform.accounts.models import Project
-
-from .status import Status, for_row, render_html, render_status
+from dataplatform.status import Status, for_row, render_html, render_status
 
 
 class JobState(models.TextChoices):

@@ -24,3 +24,13 @@ def job_for(user, job_id: int, *, token: ApiToken | None = None) -> Job:
     if job is None:
         raise Http404(gettext("No such job."))
     return job
+
+
+def latest_jobs(user, project: Project, *, before: int | None = None, limit: int = 20) -> tuple[list[Job], int | None]:
+    """The project's newest `limit` jobs the user may see (older than job `before`, when given), and the cursor
+    of the next older page (None when there is none)."""
+    jobs = jobs_of_project(user, project)
+    if before:
+        jobs = jobs.filter(pk__lt=before)
+    page = list(jobs.order_by("-id")[: limit + 1])
+    return page[:limit], page[limit - 1].pk if len(page) > limit else None

@@ -19,10 +19,10 @@ from psycopg.pq import TransactionStatus
 from dataplatform.accounts.models import Project
 from dataplatform.broker import BrokerUnavailable, unreachable_message, unreachable_status
 from dataplatform.errors import Overloaded, Refused, Transient
+from dataplatform.status import Status, WordedError
 
 from .models import TERMINAL_STATES, Job, JobState
 from .registry import JobCancelled, get_kind
-from .status import Status, WordedError
 
 
 class JobLost(Exception):

@@ -6,9 +6,9 @@ from django.conf import settings
 from django.utils.translation import gettext_noop
 
 from dataplatform.errors import Transient
+from dataplatform.status import Status, WordedError
 
 from . import services
-from .status import Status, WordedError
 
 
 # The time limits catch code that hangs while its heartbeat thread still beats (a prefork pool only,

@@ -11,9 +11,9 @@ from django.views.decorators.http import require_POST
 
 from dataplatform import inputs
 from dataplatform.accounts.permissions import CAN_RUN_JOBS, project_for, require_role, role_in
+from dataplatform.broker import ping_workers
 from dataplatform.errors import PlatformError, show_error
 from dataplatform.registry import UnknownKind
-from dataplatform.system.selectors import worker_status
 
 from . import selectors, services
 from .inputs import JobCreateSerializer
@@ -40,7 +40,7 @@ def stalled_reason(job: Job | None) -> str | None:
     """Queued for a while with no worker alive: say so (the job pages, and the apps' pages that show a job)."""
     if job is None or job.state != JobState.QUEUED or timezone.now() - job.created_at < STALL_AFTER:
         return None
-    workers = worker_status(timeout=0.5)
+    workers = ping_workers(timeout=0.5)
     if workers.ok:
         return None
     return _("This job has been queued for %(seconds)d s and %(workers)s") % {

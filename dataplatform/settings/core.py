@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "dataplatform.jobs",
     "dataplatform.system",
     "dataplatform.exports",
+    "dataplatform.demo",
     "dataplatform.audit",
     "annotate",
     "labeler",

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import connection
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
+from django.utils.translation import gettext_lazy
 
-from dataplatform.broker import BrokerUnavailable, check_broker, redacted_url
+from dataplatform.broker import BrokerUnavailable, check_broker, ping_workers, redacted_url
 from dataplatform.celery import app as celery_app
 from dataplatform.inference import get_backend
 
@@ -64,18 +64,9 @@ def queue_depth(queue: str | None = None) -> int | None:
 
 
 def worker_status(timeout: float = 1.0) -> ServiceStatus:
-    """Ask every worker to answer a Celery ping within `timeout` seconds."""
-    try:
-        replies = celery_app.control.ping(timeout=timeout) or []
-    except Exception as exc:
-        return ServiceStatus("Workers", False, _("ping failed: %(error)s") % {"error": exc})
-    names = sorted(name for reply in replies for name in reply)
-    if not names:
-        command = "make worker" if not settings.REDIS_URL else "celery -A dataplatform worker"
-        return ServiceStatus("Workers", False, _("no worker answered a ping within %(seconds).0f s; start one with "
-                                                 "`%(command)s`.") % {"seconds": timeout, "command": command})
-    return ServiceStatus("Workers", True, ngettext("%(count)d alive", "%(count)d alive", len(names)) % {
-        "count": len(names)}, {"workers": names})
+    """The workers' ping (dataplatform/broker.py) as the system page and API show it."""
+    workers = ping_workers(timeout)
+    return ServiceStatus("Workers", workers.ok, workers.detail, {"workers": list(workers.names)} if workers.ok else {})
 
 
 def backend_status() -> ServiceStatus:

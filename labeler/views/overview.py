@@ -2,57 +2,34 @@
 change the settings, run auto-labeling and filter the task list, and see the trajectories; reviewers see
 their claims."""
 
-from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import redirect, render
-from django.utils.formats import number_format
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
 from dataplatform.errors import PlatformError, Refused, show_error
-from dataplatform.imports import WHOLE, decode_whole_file, field_label, page_import
-from dataplatform.inference import validate_served_model_name
+from dataplatform.imports import WHOLE, field_label, page_import
+from dataplatform.inputs import InvalidInput, form_data, validated
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
-from dataplatform.jobs.status import render_html
+from dataplatform.status import render_html
 from dataplatform.yamlfile import YamlFileError
 
-from .. import importers, selectors, services, upstream
-from ..models import LabelerSettings, LabelOrigin, LabelStatus, SourceKind
+from .. import importers, selectors, services
+from ..models import LabelOrigin, LabelStatus, SourceKind, TrajectoryL1Mode
+from ..serializers import ImportKindSerializer, SettingsSerializer, TaxonomyUploadSerializer
 from .review import with_data
 
 AUTOLABEL_KIND = "labeler.autolabel"
 PAGE_SIZE = 50
 MAX_TAXONOMY_PROBLEMS_SHOWN = 20
 IMPORTERS = {SourceKind.TASKS: importers.import_tasks, SourceKind.TRAJECTORIES: importers.import_trajectories}
-
-
-class SettingsForm(forms.ModelForm):
-    model_name = forms.CharField(max_length=200, required=False, label=gettext_lazy("Model (empty: the platform's)"),
-                                 validators=[validate_served_model_name])
-    overlap = forms.IntegerField(min_value=1, max_value=20, label=gettext_lazy("Reviewers per task"))
-    lease_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, label=gettext_lazy("Lease (minutes)"))
-    max_tokens = forms.IntegerField(min_value=16, max_value=8192, label=gettext_lazy("Max tokens per stage"))
-    batch_size = forms.IntegerField(min_value=1, max_value=512, label=gettext_lazy("Batch size"))
-    max_problem_chars = forms.IntegerField(min_value=100, max_value=100_000, label=gettext_lazy("Issue shown (characters)"))
-    max_patch_chars = forms.IntegerField(min_value=100, max_value=100_000, label=gettext_lazy("Patch shown (characters)"))
-    max_test_patch_chars = forms.IntegerField(min_value=0, max_value=100_000, label=gettext_lazy("Test patch shown (characters)"))
-    max_trajectory_chars = forms.IntegerField(min_value=1000, max_value=1_000_000,
-                                              label=gettext_lazy("Trajectory summary shown (characters)"))
-    trajectory_l1_mode = forms.ChoiceField(choices=[("preserve", gettext_lazy("preserve: keep complete level-1 labels")),
-                                                    ("relabel", gettext_lazy("relabel: always ask"))],
-                                           label=gettext_lazy("Trajectories' level-1 labels"))
-
-    class Meta:
-        model = LabelerSettings
-        fields = ["model_name", "overlap", "lease_minutes", "max_tokens", "batch_size", "max_problem_chars",
-                  "max_patch_chars", "max_test_patch_chars", "max_trajectory_chars", "trajectory_l1_mode"]
 
 
 @login_required
@@ -103,7 +80,7 @@ def _curator_context(request, project) -> dict:
         "taxonomy": taxonomy,
         "taxonomy_counts": taxonomy.definition.counts(),
         "taxonomies": selectors.taxonomies_visible_to(request.user),
-        "settings_form": SettingsForm(instance=settings),
+        "trajectory_l1_modes": TrajectoryL1Mode.choices,
         "jobs": Job.objects.filter(project=project, kind=AUTOLABEL_KIND).order_by("-id")[:3],
         "page": page,
         "rows": [{"task": task, "error": errors.get(task.pk, "")} for task in page],
@@ -129,8 +106,12 @@ def _state_counts(items, taxonomy) -> dict:
 @require_POST
 def import_file(request, slug: str):
     project, role = project_for(request.user, slug, CAN_CURATE)
-    importer = IMPORTERS.get(request.POST.get("kind", SourceKind.TASKS))
-    result = page_import(request, importer, project=project, user=request.user) if importer else None
+    try:
+        kind = validated(ImportKindSerializer(data=request.POST))["kind"]
+    except InvalidInput as exc:
+        show_error(request, exc)
+        return redirect("labeler-overview", slug=slug)
+    result = page_import(request, IMPORTERS[kind], project=project, user=request.user)
     if result is None:
         messages.error(request, gettext("Choose what to import and a JSONL file."))
         return redirect("labeler-overview", slug=slug)
@@ -140,14 +121,29 @@ def import_file(request, slug: str):
 @login_required
 @require_POST
 def pin_taxonomy(request, slug: str):
+    """The pin form: the settings with only the taxonomy version in it."""
+    return _save_settings(request, slug)
+
+
+@login_required
+@require_POST
+def update_settings(request, slug: str):
+    return _save_settings(request, slug)
+
+
+def _save_settings(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
-    taxonomy = selectors.taxonomies_visible_to(request.user).filter(pk=request.POST.get("taxonomy") or 0).first()
-    if taxonomy is None:
-        messages.error(request, gettext("Choose one of the loaded taxonomy versions."))
-    else:
-        services.update_settings(project=project, taxonomy=taxonomy)
+    try:
+        changes = validated(SettingsSerializer(data=request.POST, partial=True, context={"user": request.user}))
+    except InvalidInput as exc:
+        show_error(request, exc)
+        return redirect("labeler-overview", slug=slug)
+    services.update_settings(project=project, **changes)
+    if "taxonomy" in changes:
         messages.success(request, with_data(gettext("Pinned taxonomy %(taxonomy)s. Existing labels keep their version."),
-                                            taxonomy=taxonomy))
+                                            taxonomy=changes["taxonomy"]))
+    if set(changes) - {"taxonomy"}:
+        messages.success(request, gettext("Settings saved."))
     return redirect("labeler-overview", slug=slug)
 
 
@@ -167,40 +163,24 @@ def upload_taxonomy(request, slug: str):
     """A taxonomy file of this platform's format, or the published definition files (or their zip), stored as a
     version and pinned unless unticked."""
     project, _ = project_for(request.user, slug, CAN_CURATE)
-    uploads = request.FILES.getlist("file")
-    if not uploads:
-        messages.error(request, gettext("Choose a taxonomy file, or the published definition files."))
-        return redirect("labeler-overview", slug=slug)
-    too_big = [upload.name for upload in uploads if upload.size > services.MAX_TAXONOMY_BYTES]
-    if too_big:
-        messages.error(request, with_data(gettext("%(files)s: larger than %(limit)s bytes."), files=", ".join(too_big),
-                                          limit=number_format(services.MAX_TAXONOMY_BYTES, force_grouping=True)))
-        return redirect("labeler-overview", slug=slug)
     try:
-        if upstream.is_upstream_upload([upload.name for upload in uploads]):
-            taxonomy = services.load_upstream_taxonomy(
-                files={upload.name: upload.read() for upload in uploads},
-                name=request.POST.get("name", "").strip() or "swe-upstream",
-                version=request.POST.get("version", "").strip(), user=request.user)
-        elif len(uploads) > 1:
-            messages.error(request, with_data(gettext("Upload one taxonomy file, or the published definition files "
-                                                      "(%(files)s) or a zip of them."), files=", ".join(upstream.FILES)))
-            return redirect("labeler-overview", slug=slug)
+        upload = validated(TaxonomyUploadSerializer(data=form_data(request)))
+        if "files" in upload:
+            taxonomy = services.load_upstream_taxonomy(files=upload["files"], name=upload["name"],
+                                                       version=upload["version"], user=request.user)
         else:
-            try:
-                text = decode_whole_file(uploads[0].read())
-            except ValueError as exc:
-                messages.error(request, with_data(gettext("%(file)s, %(problem)s"), file=uploads[0].name, problem=exc))
-                return redirect("labeler-overview", slug=slug)
-            taxonomy = services.load_taxonomy(text=text, filename=uploads[0].name, user=request.user)
+            taxonomy = services.load_taxonomy(text=upload["text"], filename=upload["filename"], user=request.user)
     except YamlFileError as exc:
         for error in exc.errors[:MAX_TAXONOMY_PROBLEMS_SHOWN]:
             messages.error(request, _taxonomy_problem(error))
         return redirect("labeler-overview", slug=slug)
+    except InvalidInput as exc:
+        show_error(request, exc)
+        return redirect("labeler-overview", slug=slug)
     counts = taxonomy.definition.counts()
     messages.success(request, with_data(gettext("Loaded taxonomy %(taxonomy)s: %(families)s families, %(tags)s tags."),
                                         taxonomy=taxonomy, families=counts["families"], tags=counts["tags"]))
-    if request.POST.get("pin"):
+    if upload["pin"]:
         services.update_settings(project=project, taxonomy=taxonomy)
         messages.success(request, with_data(gettext("Pinned taxonomy %(taxonomy)s. Existing labels keep their version."),
                                             taxonomy=taxonomy))
@@ -209,27 +189,10 @@ def upload_taxonomy(request, slug: str):
 
 @login_required
 @require_POST
-def update_settings(request, slug: str):
-    project, _ = project_for(request.user, slug, CAN_CURATE)
-    form = SettingsForm(request.POST, instance=services.settings_for(project))
-    if form.is_valid():
-        services.update_settings(project=project, **form.cleaned_data)
-        messages.success(request, gettext("Settings saved."))
-    else:
-        for field, errors in form.errors.items():
-            label = form.fields[field].label if field in form.fields else field
-            messages.error(request, gettext("%(field)s: %(errors)s") % {"field": label, "errors": " ".join(errors)})
-    return redirect("labeler-overview", slug=slug)
-
-
-@login_required
-@require_POST
 def start_autolabel(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
-    params = {"retry_errors": bool(request.POST.get("retry_errors")), "limit": request.POST.get("limit") or None,
-              "subjects": request.POST.get("subjects") or services.TASKS}
-    try:
-        job = job_services.enqueue_job(project=project, kind=AUTOLABEL_KIND, params=params, user=request.user)
+    try:  # the job kind's parameters (job_kinds.AutolabelParams) are this form's input
+        job = job_services.enqueue_job(project=project, kind=AUTOLABEL_KIND, params=request.POST, user=request.user)
     except PlatformError as exc:
         show_error(request, exc)
     else:

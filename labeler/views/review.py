@@ -16,9 +16,11 @@ from django.views.decorators.http import require_POST
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, project_for
 from dataplatform.conversations.reading import read_conversation
 from dataplatform.errors import PlatformError, show_error
+from dataplatform.inputs import InvalidInput, validated
 
 from .. import selectors, services, trajectory_mode
 from ..models import LabelOrigin, ReviewClaimState, Trajectory
+from ..serializers import EditSerializer, LabelVersionSerializer
 from ..taxonomy import UNSPECIFIED
 
 
@@ -126,14 +128,12 @@ def trajectory_page(request, slug: str, trajectory_id: int):
 def edit_field(request, slug: str, label_id: int):
     """htmx: set one field of the reviewer's label; answers with the re-rendered editor."""
     label = _own_label(request, slug, label_id)
-    field = request.POST.get("field", "")
-    spec = label.taxonomy.definition
-    value = request.POST.getlist("value") if field in spec.multi_fields() else request.POST.get("value", "")
-    error, status = "", 200
+    error, status, field = "", 200, ""
     try:
-        label = services.edit_label(label=label, version=_version(request), changes={field: value},
-                                    actor=request.user)
-    except services.LabelingError as exc:  # shown in the editor it re-renders, with the error's status
+        edit = validated(EditSerializer(data=request.POST, context={"spec": label.taxonomy.definition}))
+        field = next(iter(edit["values"]), "")
+        label = services.edit_label(label=label, version=edit["version"], changes=edit["values"], actor=request.user)
+    except (InvalidInput, services.LabelingError) as exc:  # shown in the editor it re-renders, with the error's status
         error, status = str(exc), exc.status
         if isinstance(exc, services.StaleLabel):
             error += " " + gettext("Your change was not saved; the editor now shows the current label.")
@@ -149,7 +149,8 @@ def edit_field(request, slug: str, label_id: int):
 def accept(request, slug: str, label_id: int):
     label = _own_label(request, slug, label_id)
     try:
-        services.submit_label(label=label, version=_version(request), actor=request.user)
+        version = validated(LabelVersionSerializer(data=request.POST))["version"]
+        services.submit_label(label=label, version=version, actor=request.user)
     except PlatformError as exc:
         show_error(request, exc)
     else:
@@ -202,13 +203,6 @@ def _own_label(request, slug: str, label_id: int):
     if label.item.project.slug != slug:
         raise Http404(gettext("No such label."))
     return label
-
-
-def _version(request) -> int:
-    try:
-        return int(request.POST.get("version", ""))
-    except ValueError:
-        return -1
 
 
 def _editor_context(label, model_label, *, focus: str = "") -> dict:

@@ -5,7 +5,6 @@ from django.core.management import CommandError, call_command
 
 from dataplatform.accounts import services
 from dataplatform.accounts.models import ApiToken, Membership, Project
-from dataplatform.jobs.models import Job
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -40,23 +39,6 @@ def test_issuetoken_prints_a_working_secret_once(project, members):
 def test_issuetoken_unknown_user():
     with pytest.raises(CommandError, match="No user named"):
         call_command("issuetoken", "ghost")
-
-
-def test_bootstrap_demo_is_idempotent(settings, tmp_path):
-    settings.DATA_DIR = tmp_path
-    first, second = io.StringIO(), io.StringIO()
-    call_command("bootstrap_demo", stdout=first)
-    jobs = Job.objects.count()
-    call_command("bootstrap_demo", stdout=second)
-    login = first.getvalue().splitlines()[-1]
-    assert login.startswith("Log in at") and second.getvalue().splitlines()[-1] == login  # the same password
-    assert "Queued job" in first.getvalue() and "Demo data already there" in second.getvalue()
-    assert Project.objects.filter(slug="demo").count() == 1
-    assert Job.objects.count() == jobs  # the demo's jobs are queued once (tests/demo/test_bootstrap.py)
-    password = (tmp_path / "demo-login.txt").read_text().strip()
-    from django.contrib.auth import authenticate
-
-    assert authenticate(username="admin", password=password) is not None
 
 
 def test_issuetoken_with_a_lifetime(project, members):

@@ -4,6 +4,7 @@ from django.core.exceptions import PermissionDenied
 from annotate import corrections, services
 from annotate.models import Node, NodeStatus, Review, ReviewDecision, SessionStatus
 from annotate.reviews import first_error_position, lineage_forks, review_session
+from annotate.serializers import ReviewSerializer
 from annotate.services import AnnotationError
 
 pytestmark = pytest.mark.django_db
@@ -45,12 +46,15 @@ def test_the_callers_stale_copy_does_not_matter(session, members):
 
 
 def test_a_rejection_needs_a_comment(session, members):
+    """The review's input (ReviewSerializer, what the API and the page both send it) refuses it."""
     accept(session, members["annotator"])
     for comment in ("", "   \n"):
-        with pytest.raises(AnnotationError, match="needs a comment"):
-            review_session(session=session, reviewer=members["curator"], decision="rejected", comment=comment)
-    review = review_session(session=session, reviewer=members["curator"], decision="rejected",
-                            comment="  Token 3 is still wrong.  ")
+        refused = ReviewSerializer(data={"decision": "rejected", "comment": comment})
+        assert not refused.is_valid()
+        assert refused.errors == {"comment": ["A rejection needs a comment that says what is wrong."]}
+    given = ReviewSerializer(data={"decision": "rejected", "comment": "  Token 3 is still wrong.  "})
+    assert given.is_valid(), given.errors
+    review = review_session(session=session, reviewer=members["curator"], **given.validated_data)
     assert review.comment == "Token 3 is still wrong."
     assert Review.objects.count() == 1
 
@@ -67,8 +71,9 @@ def test_only_accepted_sessions_can_be_reviewed(session, members, accepted):
 
 def test_an_unknown_decision_is_refused(session, members):
     accept(session, members["annotator"])
-    with pytest.raises(AnnotationError, match="Unknown review decision 'maybe'"):
-        review_session(session=session, reviewer=members["curator"], decision="maybe")
+    refused = ReviewSerializer(data={"decision": "maybe"})
+    assert not refused.is_valid() and refused.errors == {"decision": ['"maybe" is not a valid choice.']}
+    assert not Review.objects.exists()
 
 
 @pytest.mark.parametrize("who", ["annotator", "trainer", "outsider"])

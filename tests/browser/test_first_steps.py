@@ -20,8 +20,8 @@ from playwright.sync_api import expect
 from annotate.models import Item, Session
 from corpora.aed.models import Case, ReplayRun
 from corpora.atd.models import Score, Selection
-from dataplatform import demo
 from dataplatform.accounts.models import Project
+from dataplatform.demo.parts import parts, seed_job_of
 from dataplatform.jobs.models import TERMINAL_STATES, Job, JobState
 from labeler.models import Label, LabelOrigin, LabelStatus
 
@@ -93,8 +93,8 @@ def demo_instance(settings, tmp_path, start_worker, local_backend):
 def check_the_demo_data() -> None:
     """What the seed left: every workflow holds the model's output (tests/demo/ covers the bootstrap alone)."""
     project = Project.objects.get(slug="demo")
-    assert all(part.ready(project) for part in demo.parts())
-    seed = demo.seed_job_of(project)
+    assert all(part.ready(project) for part in parts())
+    seed = seed_job_of(project)
     assert [run["state"] for run in seed.result["jobs"]] == [JobState.SUCCEEDED] * 4
     items = Item.objects.filter(project=project)
     assert items.count() == 6 and all(item.rollout["token_ids"] for item in items)

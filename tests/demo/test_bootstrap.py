@@ -10,8 +10,8 @@ from annotate.models import AnnotationConfig, Item
 from corpora.aed import demo as aed_demo
 from corpora.aed.models import Case, CaseStatus, Proposal, Replay, Trace
 from corpora.atd.models import AtdPrompt, ScoringRun, Selection
-from dataplatform import demo
 from dataplatform.accounts.models import Project
+from dataplatform.demo.parts import SEED_KIND, parts
 from dataplatform.jobs.models import Job, JobState
 from labeler import demo as labeler_demo
 from labeler.models import LabelerSettings, SweTask
@@ -39,7 +39,7 @@ def counts() -> dict:
 
 
 def test_the_parts_are_the_four_workflows_in_order():
-    assert [part.name for part in demo.parts()] == ["onPanda", "SWE Labeler", "AED", "ATD"]
+    assert [part.name for part in parts()] == ["onPanda", "SWE Labeler", "AED", "ATD"]
 
 
 def test_bootstrap_demo_seeds_all_four_workflows(bootstrap):
@@ -71,7 +71,7 @@ def test_bootstrap_demo_seeds_all_four_workflows(bootstrap):
     run = ScoringRun.objects.get(project=project)
     assert not Selection.objects.exists()  # frozen by the seed job once the pool is scored
 
-    seed = Job.objects.get(kind=demo.SEED_KIND)
+    seed = Job.objects.get(kind=SEED_KIND)
     children = [Job.objects.get(pk=pk) for pk in seed.params["jobs"]]
     assert [job.kind for job in children] == MODEL_JOBS
     assert all(job.state == JobState.QUEUED and job.project == project for job in [seed, *children])
@@ -89,20 +89,20 @@ def test_a_second_run_finds_everything_and_queues_nothing(bootstrap):
     before = counts()
     out = bootstrap()
     assert counts() == before
-    seed = Job.objects.get(kind=demo.SEED_KIND)
+    seed = Job.objects.get(kind=SEED_KIND)
     assert f"its seed job {seed.pk} is queued" in out
 
 
 def test_after_a_failed_seed_a_rerun_queues_it_again_without_duplicating(bootstrap):
     bootstrap()
-    seed = Job.objects.get(kind=demo.SEED_KIND)
+    seed = Job.objects.get(kind=SEED_KIND)
     Job.objects.filter(pk=seed.pk).update(state=JobState.FAILED)
     before = counts()
     bootstrap()
     after = counts()
     assert after.pop("Job") == before.pop("Job") + 1  # a new seed job, the same model jobs
     assert after == before
-    rerun = Job.objects.filter(kind=demo.SEED_KIND).latest("id")
+    rerun = Job.objects.filter(kind=SEED_KIND).latest("id")
     assert rerun.params["jobs"] == seed.params["jobs"]
 
 
@@ -111,7 +111,7 @@ def test_make_run_start_time_is_what_the_seed_counts_from(bootstrap, monkeypatch
 
     monkeypatch.setenv("RUN_STARTED_AT", str(time.time() - 30))
     bootstrap()
-    seed = Job.objects.get(kind=demo.SEED_KIND)
+    seed = Job.objects.get(kind=SEED_KIND)
     assert seed.params["since"] == "make run" and 29 < time.time() - seed.params["started_at"] < 60
 
 
@@ -125,6 +125,6 @@ def test_no_data_leaves_the_project_empty(bootstrap):
 def test_the_links_follow_where_bin_run_serves(bootstrap, monkeypatch):
     monkeypatch.setenv("RUN_URL", "http://127.0.0.1:8123")  # bin/run with PORT=8123
     out = bootstrap()
-    seed = Job.objects.get(kind=demo.SEED_KIND)
+    seed = Job.objects.get(kind=SEED_KIND)
     assert f"(demo.seed: http://127.0.0.1:8123/jobs/{seed.pk}/)" in out
     assert "Log in at http://127.0.0.1:8123/ as 'admin'" in out and "8000" not in out

@@ -13,7 +13,7 @@ from django.utils.translation import gettext, gettext_noop
 from dataplatform.jobs import services, tasks
 from dataplatform.jobs.models import Job, JobState
 from dataplatform.jobs.services import ProgressReporter
-from dataplatform.jobs.status import Status
+from dataplatform.status import Status
 from tests.conftest import api_client_for
 
 from . import kinds  # noqa: F401  (registers test.count)

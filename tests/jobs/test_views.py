@@ -46,10 +46,10 @@ def test_stalled_queued_job_says_no_worker_is_alive(client, members, project, mo
 
     from django.utils import timezone
 
-    from dataplatform.system.selectors import ServiceStatus
+    from dataplatform.broker import Workers
 
-    monkeypatch.setattr("dataplatform.jobs.views.worker_status",
-                        lambda timeout: ServiceStatus("Workers", False, "no worker answered a ping within 1 s"))
+    monkeypatch.setattr("dataplatform.jobs.views.ping_workers",
+                        lambda timeout: Workers(False, "no worker answered a ping within 1 s"))
     client.force_login(members["curator"])
     job = Job.objects.create(project=project, kind="demo.sample_continuations", params={})
     Job.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(minutes=2))
@@ -89,3 +89,15 @@ def test_cancel_from_the_page(client, members, project):
     job = Job.objects.create(project=project, kind="demo.sample_continuations", params={})
     client.post(reverse("job-cancel", args=[job.pk]))
     assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
+
+
+def test_the_project_page_shows_the_latest_jobs_and_pages_to_older_ones(client, members, project):
+    """The jobs fragment of the project page (jobs/project_jobs.html, its data from the project_jobs tag)."""
+    jobs = [Job.objects.create(project=project, kind="demo.sample_continuations", params={}) for _ in range(21)]
+    client.force_login(members["curator"])
+    html = client.get(reverse("project-detail", args=[project.slug])).content.decode()
+    shown = [job.pk for job in jobs if f'href="/jobs/{job.pk}/"' in html]
+    assert shown == [job.pk for job in jobs[1:]] and f'href="?before={jobs[1].pk}"' in html
+    older = client.get(reverse("project-detail", args=[project.slug]), {"before": jobs[1].pk}).content.decode()
+    assert f'href="/jobs/{jobs[0].pk}/"' in older and f'href="/jobs/{jobs[1].pk}/"' not in older
+    assert 'href="?before=' not in older

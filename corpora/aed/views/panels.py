@@ -12,8 +12,8 @@ from django.utils.translation import gettext, gettext_lazy
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.jobs.models import Job
-from dataplatform.jobs.status import render_html
 from dataplatform.jobs.views import stalled_reason
+from dataplatform.status import render_html
 
 from .. import runners, selectors, stats
 from ..inputs import MAX_REPLAY_PAIRS, MAX_REPLAY_STEPS, REPLAY_DEFAULTS

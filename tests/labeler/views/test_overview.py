@@ -102,7 +102,7 @@ def test_curator_pins_another_taxonomy_version_and_saves_settings(client, member
     assert "max_trajectory_chars 12000 (paper: 200000), trajectory_l1_mode relabel (paper: preserve)" in _text(page)
     page = client.post(reverse("labeler-settings", args=["alpha"]), {**form, "overlap": "0"},
                        follow=True).content.decode()
-    assert "Reviewers per task: Ensure this value is greater than or equal to 1." in page
+    assert "overlap: Ensure this value is greater than or equal to 1." in page  # named as the API names it
     assert services.settings_for(project).overlap == 3
 
 

@@ -1,4 +1,7 @@
-"""A job's status line (and an error the platform writes) in every language the interface speaks.
+"""A message in every language the interface speaks: a job's status line, an error the platform writes for later.
+
+It stands on the platform's ground floor beside errors.py, since every layer words messages with it: the broker
+(why it cannot be reached), jobs (progress and failures), exports and every app (progress, refusals kept on rows).
 
 A job writes what it is doing as a Status: an English message with `%(name)s` placeholders, marked with
 `gettext_noop` so that `bin/messages` puts it in the catalog of the app that writes it, and its values:

@@ -4,7 +4,7 @@ The password is generated on first run and kept in DATA_DIR/demo-login.txt
 (mode 600) so that every `make run` can print the same login.
 
 The project gets sample data in every workflow and one `demo.seed` job that runs their model jobs
-(dataplatform/demo.py); a second run finds them and queues nothing. `--no-data`: the login and an empty
+(dataplatform/demo/); a second run finds them and queues nothing. `--no-data`: the login and an empty
 project only. bin/run sets RUN_STARTED_AT (Unix time) so that the worker's "Demo ready" line counts from
 `make run`'s start rather than this command's, and RUN_URL (where its web server listens: HOST and PORT) for
 the links printed.
@@ -20,9 +20,9 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.urls import reverse
 
-from dataplatform import demo
 from dataplatform.accounts import services
 from dataplatform.accounts.models import Project, Role
+from dataplatform.demo.parts import prepare_demo, summary_lines
 
 DEMO_USER = "admin"
 DEMO_PROJECT = "demo"
@@ -65,8 +65,8 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Log in at {_site()}/ as '{DEMO_USER}' with password '{password}'"))
 
     def _fill(self, project, user, started_at: float, since: str, began: float) -> None:
-        prepared = demo.prepare_demo(project=project, user=user, started_at=started_at, since=since)
-        for line in demo.summary_lines(project):
+        prepared = prepare_demo(project=project, user=user, started_at=started_at, since=since)
+        for line in summary_lines(project):
             self.stdout.write(f"  {line}")
         seed = prepared.seed
         if not prepared.queued:

@@ -1,14 +1,17 @@
-"""Record kind `platform.jobs`: the project's job history, for audits and dashboards."""
+"""Record kind `platform.jobs`: the project's job history, for audits and dashboards.
+
+It lives with the export engine rather than with jobs: exports stands above jobs (an export runs as a job), so
+jobs never imports the export registry."""
 
 import pyarrow as pa
 from django.db.models import Max
 from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
-from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
-from dataplatform.exports.sources import keyset_values
+from dataplatform.jobs.models import TERMINAL_STATES, Job, JobState
 
-from .models import TERMINAL_STATES, Job, JobState
+from .registry import ExportFilters, ExportKind, ExportQuery, register
+from .sources import keyset_values
 
 SCHEMA = pa.schema([
     ("id", pa.int64()),
