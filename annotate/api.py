@@ -79,8 +79,7 @@ class ImportPandaApi(APIView):
         annotator = options["annotator"] or request.user
         data = read_panda_upload(upload)
         report = import_panda_json(project=project, data=data, annotator=annotator, file=upload.name,
-                                   dry_run=options["dry_run"], backend=services.backend_for(project),
-                                   live=options["live"])
+                                   dry_run=options["dry_run"], live=options["live"])
         return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if report.errors else status.HTTP_200_OK)
 
 

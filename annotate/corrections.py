@@ -15,7 +15,9 @@ transaction open, and writes under the lock again if the version has not moved.
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from . import budget, services
+from dataplatform.inference import backend_for
+
+from . import budget
 from .models import Event, EventKind, Node, NodeStatus, Origin, Session
 from .nodes import fork_of, next_key, parse_into, template_of
 from .services import CorrectionRefused, bump, config_for, locked_session
@@ -56,7 +58,7 @@ def _save(session: Session, version: int, child: Node, kind: str, payload: dict,
     """Parse the child's tokens (no transaction open: a backend call), then save it as the session's current node
     and record what made it, under the lock, if the session has not moved since it was read."""
     project = session.item.project
-    backend = services.backend_for(project)
+    backend = backend_for(project, model=config_for(project).model_name)
     parse_into(child, template=template_of(config_for(project), backend), backend=backend)
     with transaction.atomic():
         session = locked_session(session.pk, version)  # refused if anything changed meanwhile
@@ -85,7 +87,7 @@ def correct(*, session: Session, version: int, node_id: int, position: int, acto
     common = {"position": position, "rejected_token_id": rejected_id, "channel": node.channels[position]
               if position < len(node.channels) else None}
     project = session.item.project
-    backend = services.backend_for(project)
+    backend = backend_for(project, model=config_for(project).model_name)
     typed_ids = []
     if token_id is not None:
         stop = token_id in backend.eos_token_ids  # picking the model's end token ends the response there
@@ -138,7 +140,7 @@ def edit_selection(*, session: Session, version: int, node_id: int, start: int, 
                                   "(%(tokens)s tokens).") % {"start": start, "end": end,
                                                              "tokens": len(node.token_ids)})
     project = session.item.project
-    backend = services.backend_for(project)
+    backend = backend_for(project, model=config_for(project).model_name)
     typed_ids = backend.tokenize(text) if text else []
     kept = node.token_ids[end:]
     if typed_ids == node.token_ids[start:end]:
@@ -184,6 +186,7 @@ def continue_generating(*, session: Session, version: int, node_id: int, actor) 
     child = fork_of(node, session=session, operator=EventKind.CONTINUE_GENERATING, keep=len(node.token_ids))
     child.locked_until = node.locked_until
     child.max_tokens = len(node.token_ids) + config_for(project).max_tokens
-    budget.check_continuation(child, config=config_for(project), backend=services.backend_for(project),
+    budget.check_continuation(child, config=config_for(project),
+                              backend=backend_for(project, model=config_for(project).model_name),
                               kept=len(node.token_ids))
     return _save(session, version, child, EventKind.CONTINUE_GENERATING, {"from_token": len(node.token_ids)}, actor)

@@ -22,7 +22,7 @@ from dataplatform.accounts.models import Project, Role
 from dataplatform.conversations.model import Message, ToolCall
 from dataplatform.demo.parts import DemoPart, register, unfinished_job
 from dataplatform.imports import ImportReport
-from dataplatform.inference import TokenStep
+from dataplatform.inference import TokenStep, backend_for
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 
@@ -97,7 +97,8 @@ def finish(*, project: Project, user) -> str | None:
 def tool_call_rollout(project: Project, item: Item) -> dict:
     """TOOL_CALL as the item's response, in the project's response template, each token scored by the model after
     the item's prompt: the rollout `generate_rollouts` would store had the model written it."""
-    config, backend = services.config_for(project), services.backend_for(project)
+    config = services.config_for(project)
+    backend = backend_for(project, model=config.model_name)
     template = template_of(config, backend)
     ids = answer_ids(Message(role="assistant", tool_calls=(TOOL_CALL,), finish_reason="tool_calls"), template,
                      backend)

@@ -14,10 +14,11 @@ from django.utils.translation import gettext as _
 
 from dataplatform.accounts.models import ApiToken, Membership, Project
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, visible_projects
+from dataplatform.inference import backend_for
 from dataplatform.inference.text import group_pieces
 
 from .models import Claim, ClaimState, Item, Node, Session
-from .services import backend_for
+from .services import config_for
 
 
 def sessions_visible_to(user, *, token: ApiToken | None = None) -> QuerySet[Session]:
@@ -107,8 +108,14 @@ class TokenGroup:
 ORIGIN_ORDER = ("typed", "template", "candidate", "model")  # a group shows the most human-made of its tokens
 
 
+def backend_of(node: Node):
+    """The backend of the node's project (its annotation config's model): token pieces for display."""
+    project = node.session.item.project
+    return backend_for(project, model=config_for(project).model_name)
+
+
 def token_groups(node: Node) -> list[TokenGroup]:
-    backend = backend_for(node.session.item.project)
+    backend = backend_of(node)
     pieces = backend.token_pieces(node.token_ids) if node.token_ids else []
     groups = []
     for group in group_pieces(pieces):
@@ -126,7 +133,7 @@ def candidates_at(node: Node, position: int) -> list[dict]:
     """The model's top-k at a position, with text and probability; the current token marked."""
     if not 0 <= position < len(node.token_ids):
         raise Http404(_("No token at that position."))
-    backend = backend_for(node.session.item.project)
+    backend = backend_of(node)
     current = node.token_ids[position]
     top = node.top[position]
     pieces = backend.token_pieces([token_id for token_id, _ in top]) if top else []

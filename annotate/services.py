@@ -20,7 +20,7 @@ from dataplatform import claims
 from dataplatform.accounts.models import Project
 from dataplatform.accounts.permissions import CAN_MANAGE_PROJECT
 from dataplatform.errors import Conflict, Forbidden, Missing, Refused
-from dataplatform.inference import PromptTooLong, backend_for_model
+from dataplatform.inference import PromptTooLong, backend_for
 from dataplatform.status import Status
 
 from . import budget
@@ -94,11 +94,6 @@ def update_config(*, project: Project, changes: dict, role: str) -> AnnotationCo
     return config
 
 
-def backend_for(project: Project):
-    """The model backend the project chose (its annotation config), or the platform's default."""
-    return backend_for_model(config_for(project).model_name)
-
-
 def seed_for(config: AnnotationConfig, item: Item, salt: str) -> int | None:
     if config.seed_policy == SeedPolicy.FIXED:
         return config.seed
@@ -121,7 +116,7 @@ def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -
     """Answer every item that has no rollout yet (or all, with regenerate), batch by batch through
     `backend.rollouts`, saving each item as its answer arrives: a rerun resumes with the items still unanswered."""
     config = config_for(project)
-    backend = backend_for(project)
+    backend = backend_for(project, model=config.model_name)
     template = template_of(config, backend)
     items = Item.objects.filter(project=project)
     if not regenerate:
@@ -260,8 +255,9 @@ def open_session(*, claim: Claim) -> Session:
             channels=rollout.get("channels", []), message=rollout.get("message", {}),
         )
         if len(root.channels) != count:  # a rollout made before channels were stored: parse it now
-            parse_into(root, template=template_of(config_for(claim.project), backend_for(claim.project)),
-                       backend=backend_for(claim.project))
+            config = config_for(claim.project)
+            backend = backend_for(claim.project, model=config.model_name)
+            parse_into(root, template=template_of(config, backend), backend=backend)
         root.save()
         session.current_node = root
         session.save(update_fields=["current_node"])

@@ -31,8 +31,9 @@ from django.utils.translation import gettext as _
 
 from dataplatform.conversations.templates import PENDING, REASONING
 from dataplatform.errors import Conflict, Missing
+from dataplatform.inference import backend_for
 
-from . import budget, services
+from . import budget
 from .models import SESSION_STATUS_WORDS, Event, EventKind, Node, NodeStatus, Origin, Session, SessionStatus
 from .nodes import parse_into, template_of
 from .services import AnnotationError, bump, config_for, locked_session, seed_for
@@ -116,7 +117,8 @@ def claim_stream(node: Node) -> bool:
         raise AnnotationError(_("The session is %(status)s; its responses no longer change.") % {
             "status": SESSION_STATUS_WORDS.get(session.status, session.status)})
     project = session.item.project
-    budget.check_node(node, config=config_for(project), backend=services.backend_for(project))
+    config = config_for(project)
+    budget.check_node(node, config=config, backend=backend_for(project, model=config.model_name))
     now = timezone.now()
     expired = now - timedelta(seconds=settings.ANNOTATE_STREAM_LEASE_SECONDS)
     free = Q(stream_lease__isnull=True) | Q(stream_lease__lt=expired)
@@ -193,7 +195,7 @@ def _continue_one(node: Node) -> Iterator[Streamed]:
     until = len(node.token_ids) + budget.stream_tokens(node, config)
     node.status = NodeStatus.STREAMING
     try:
-        backend = services.backend_for(project)
+        backend = backend_for(project, model=config.model_name)
         template = template_of(config, backend)
         reader = _Reader(node, template, backend)
         closes_reasoning = config.reasoning_budget and template.markers.reasoning

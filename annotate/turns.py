@@ -24,8 +24,9 @@ from dataplatform import tools as mcp
 from dataplatform.conversations.model import Conversation, Message
 from dataplatform.conversations.reading import read_conversation
 from dataplatform.errors import Refused
+from dataplatform.inference import backend_for
 
-from . import budget, services
+from . import budget
 from .models import Event, EventKind, Node, NodeStatus, Session
 from .nodes import new_turn, next_tree, node_conversation, response_message, template_of
 from .services import AnnotationError, ToolRunRefused, bump, config_for, locked_session
@@ -56,7 +57,8 @@ def _current_answer(session: Session, node_id: int) -> Node:
 def _prompt(session: Session, conversation: Conversation, field_of=None) -> list[int]:
     """The next turn's prompt ids, checked against the budget; outside any transaction (a backend call)."""
     project = session.item.project
-    config, backend = config_for(project), services.backend_for(project)
+    config = config_for(project)
+    backend = backend_for(project, model=config.model_name)
     budget.precheck_turn(conversation, config=config, backend=backend, field_of=field_of)
     ids = template_of(config, backend).render(conversation, None, backend=backend).ids
     budget.check_turn(ids, conversation, config=config, backend=backend, field_of=field_of)
@@ -66,7 +68,7 @@ def _prompt(session: Session, conversation: Conversation, field_of=None) -> list
 def _start(session: Session, node: Node, *, actor, kind: str, conversation: Conversation, parent: Node | None,
            tree: int, payload: dict, prompt_ids: list[int]) -> Node:
     project = session.item.project
-    backend = services.backend_for(project)
+    backend = backend_for(project, model=config_for(project).model_name)
     child = new_turn(session=session, parent=parent, operator=kind, conversation=conversation, tree=tree,
                      template=template_of(config_for(project), backend), backend=backend, prompt_ids=prompt_ids)
     child.seed = node.seed
@@ -131,7 +133,7 @@ def _check_edits(session: Session, plans: list[dict], config) -> None:
     edited = [plan for plan in plans if "edited_arguments" in plan]
     if not edited:
         return
-    backend = services.backend_for(session.item.project)
+    backend = backend_for(session.item.project, model=config.model_name)
     for plan in edited:
         tokens = len(backend.tokenize(plan["edited_arguments"]))
         if (refused := budget.refusal(tokens, config=config, backend=backend, max_tokens=1)) is not None:

@@ -128,7 +128,6 @@ def import_panda(request, slug: str):
         return redirect("annotate-queue", slug=slug)
     dry_run, live = options["dry_run"], options["live"]
     annotator = options["annotator"] or request.user
-    backend = services.backend_for(project)
     created = []
     for upload in uploads:
         try:
@@ -137,7 +136,7 @@ def import_panda(request, slug: str):
             messages.error(request, str(exc))
             continue
         report = import_panda_json(project=project, data=data, annotator=annotator, file=upload.name,
-                                   dry_run=dry_run, live=live, backend=backend)
+                                   dry_run=dry_run, live=live)
         for error in report.errors[:MAX_PANDA_PROBLEMS_SHOWN]:
             messages.error(request, _("%(file)s, %(field)s: %(message)s")
                            % {"file": error.file, "field": field_label(error.field), "message": error.message})
@@ -185,7 +184,7 @@ def workspace(request, session_id: int):
         "status_word": SESSION_STATUS_WORDS.get(session.status, session.status),
         "project": project,
         "node": node,
-        "blocks": presenting.response_layout(node, groups, selectors.backend_for(project)),
+        "blocks": presenting.response_layout(node, groups, selectors.backend_of(node)),
         "context_messages": presenting.context_messages(node),
         "tool_calls": presenting.tool_calls_to_decide(node) if can_write else [],
         "trees": presenting.tree_of(session),

@@ -57,7 +57,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from dataplatform.accounts.models import Project  # noqa: E402
-from dataplatform.inference import get_backend  # noqa: E402
+from dataplatform.inference import get_backend, override_backend  # noqa: E402
 from labeler import services  # noqa: E402
 from labeler.models import Label, SweTask  # noqa: E402
 
@@ -128,9 +128,8 @@ def main() -> None:
     backend = get_backend()
     backend.chat_prompt_ids([{"role": "user", "content": "warm up"}])  # loads the model: no figure includes it
     recording = benchlib.RecordingBackend(backend, ("generate", "generate_each"))
-    services.backend_for = lambda project: recording  # the job's only way to the backend
-
-    platform_seconds = benchlib.run_job_inline(project=project, kind="labeler.autolabel", user=project.bench_user)
+    with override_backend(recording):  # backend_for is the job's only way to the backend
+        platform_seconds = benchlib.run_job_inline(project=project, kind="labeler.autolabel", user=project.bench_user)
 
     if hasattr(backend, "forget_grammars"):
         backend.forget_grammars()  # the replay compiles the constraints' grammars again, as the job did

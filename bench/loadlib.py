@@ -340,6 +340,7 @@ def prepare(*, slug: str, items: int, annotators: int, trainers: int, max_tokens
     from dataplatform.accounts.models import ApiToken, Project, Role
     from dataplatform.exports import services as export_services
     from dataplatform.exports.models import Export
+    from dataplatform.inference import backend_for
     from dataplatform.jobs.models import Job, JobState
     from dataplatform.jobs.services import execute_job
 
@@ -405,5 +406,5 @@ def prepare(*, slug: str, items: int, annotators: int, trainers: int, max_tokens
         "export_id": export.pk,
         "export_shards": len(export.manifest["shards"]),
         "export_bytes": export.manifest["totals"]["bytes"],
-        "eos_ids": frozenset(services.backend_for(project).eos_token_ids),
+        "eos_ids": frozenset(backend_for(project, model=services.config_for(project).model_name).eos_token_ids),
     }

@@ -43,7 +43,7 @@ from django.core.management import call_command  # noqa: E402
 from corpora.atd import selectors, services  # noqa: E402
 from corpora.atd.models import AtdPrompt, Score  # noqa: E402
 from dataplatform.accounts.models import Project  # noqa: E402
-from dataplatform.inference import get_backend  # noqa: E402
+from dataplatform.inference import get_backend, override_backend  # noqa: E402
 from dataplatform.jobs.models import JobState  # noqa: E402
 from dataplatform.jobs.services import execute_job  # noqa: E402
 
@@ -82,11 +82,10 @@ def main() -> None:
     warm = backend.chat_prompt_ids([{"role": "user", "content": "warm up"}])
     backend.next_token_logprobs([warm, warm[:-1]], [warm[-1]])
     recording = benchlib.RecordingBackend(backend, ("next_token_logprobs",))
-    services.backend_for_model = lambda name: recording  # the job's only way to the backend
-
     run = services.start_scoring(project=project, batch_size=args.batch, user=user, publish=False)
     started = time.perf_counter()
-    execute_job(job_id=run.job_id)
+    with override_backend(recording):  # backend_for is the job's only way to the backend
+        execute_job(job_id=run.job_id)
     platform_seconds = time.perf_counter() - started
     run.job.refresh_from_db()
     if run.job.state != JobState.SUCCEEDED:

@@ -57,6 +57,7 @@ from annotate import services  # noqa: E402
 from annotate.models import Item  # noqa: E402
 from annotate.prompts import render_prompt, stored_prompt  # noqa: E402
 from dataplatform.accounts.models import Project  # noqa: E402
+from dataplatform.inference import backend_for  # noqa: E402
 
 ITEMS, MAX_TOKENS, TOP_K, TEMPERATURE = 32, 64, 20, 0.0
 TARGET_RAW, TARGET_ONE_AT_A_TIME = 0.8, 3.0
@@ -124,7 +125,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     run_started = time.perf_counter()
     project, user = setup()
-    backend = services.backend_for(project)
+    backend = backend_for(project, model=services.config_for(project).model_name)
     prompts, seeds = prompts_of(project, backend)
     # Load the model and decode a little first: no figure includes the one-time costs.
     list(backend.rollouts(prompts[:2], max_tokens=2, temperature=TEMPERATURE, seeds=seeds[:2], top_k=TOP_K))

@@ -266,20 +266,9 @@ def check_stage_two(spec: TaxonomySpec, text: str, chosen: dict) -> tuple[dict, 
 
 
 def generate_answers(backend, prompts, schemas, max_tokens, temperature):
-    """One backend batch. With per-prompt schemas (stage two: each task's families) a backend that takes a
-    constraint per row (the local one) still gets one batch; otherwise the prompts sharing a schema go together."""
-    if all(s is None for s in schemas):
-        return backend.generate(prompts, max_tokens=max_tokens, temperature=temperature, seed=0)
-    if hasattr(backend, "generate_each"):
-        return backend.generate_each(prompts, max_tokens=max_tokens, temperature=temperature, seed=0,
-                                     constraints=[{"json_schema": s} for s in schemas])
-    answers = [None] * len(prompts)
-    groups: dict[str, list[int]] = {}
-    for n, s in enumerate(schemas):
-        groups.setdefault(repr(s), []).append(n)
-    for indices in groups.values():
-        got = backend.generate([prompts[n] for n in indices], max_tokens=max_tokens, temperature=temperature,
-                               seed=0, json_schema=schemas[indices[0]])
-        for n, answer in zip(indices, got, strict=True):
-            answers[n] = answer
-    return answers
+    """One backend batch, each prompt constrained to its own schema where it has one (stage two: each task's
+    families). The local backend decodes the batch at once whatever the schemas; vLLM sends one request per
+    distinct schema (`Backend.generate_each`)."""
+    constraints = [None if schema is None else {"json_schema": schema} for schema in schemas]
+    return backend.generate_each(prompts, max_tokens=max_tokens, temperature=temperature, seed=0,
+                                 constraints=constraints)

@@ -14,7 +14,7 @@ from django.utils.translation import gettext, gettext_noop
 from dataplatform import claims
 from dataplatform.accounts.models import Project
 from dataplatform.errors import Conflict, Refused
-from dataplatform.inference import Backend, backend_for_model
+from dataplatform.inference import Backend, backend_for
 from dataplatform.inference.budget import over_context
 from dataplatform.status import Status, for_row
 from dataplatform.yamlfile import YamlFileError
@@ -125,10 +125,6 @@ def update_settings(*, project: Project, **changes) -> LabelerSettings:
     return settings
 
 
-def backend_for(project: Project) -> Backend:
-    return backend_for_model(settings_for(project).model_name)
-
-
 # --- auto-labeling --------------------------------------------------------------------------------
 
 TASKS, TRAJECTORIES = "tasks", "trajectories"  # what an auto-labeling job labels
@@ -150,7 +146,7 @@ def autolabel_project(*, project: Project, progress, job=None, retry_errors: boo
     finishes, so a rerun after a crash resumes where it stopped. Returns counts."""
     settings = settings_for(project)
     taxonomy = settings.taxonomy
-    backend = backend_for(project)
+    backend = backend_for(project, model=settings.model_name)
     pending = to_autolabel(project, taxonomy, subjects=subjects, retry_errors=retry_errors)
     if subjects == TASKS:
         pending = pending.only("id", "repo", "instance_id", "problem_statement", "patch", "test_patch", "extra",

@@ -1,5 +1,7 @@
-"""Shared fixtures: users in every role of a project, API clients with tokens, the real model."""
+"""Shared fixtures: users in every role of a project, API clients with tokens, the real model, a backend in its
+place."""
 
+import contextlib
 import os
 import sys
 import time
@@ -123,6 +125,17 @@ def local_backend():
     backend = get_backend()
     assert backend.model is not None  # load now, so no test's timing includes it
     return backend
+
+
+@pytest.fixture
+def use_backend():
+    """`use_backend(backend)` puts `backend` in the model's place until the test ends and returns it: every
+    `dataplatform.inference.backend_for` answers it (`override_backend`), whatever the project or model. The one
+    way a test replaces the model; a worker or server the test starts in another process does not see it."""
+    from dataplatform.inference import override_backend
+
+    with contextlib.ExitStack() as stack:
+        yield lambda backend: stack.enter_context(override_backend(backend))
 
 
 @pytest.fixture(autouse=True)

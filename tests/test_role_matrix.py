@@ -530,13 +530,13 @@ class Vocabulary:
 
 
 @pytest.fixture
-def quiet_platform(monkeypatch):
+def quiet_platform(monkeypatch, use_backend):
     """Health probes (broker, workers, model) and the model itself are not what is checked here."""
     monkeypatch.setattr("dataplatform.system.api.platform_status", lambda: [])
     monkeypatch.setattr("dataplatform.system.views.platform_status", lambda: [])
     worker_ok = SimpleNamespace(ok=True, detail="")
     monkeypatch.setattr("dataplatform.jobs.views.ping_workers", lambda timeout=1.0: worker_ok)
-    monkeypatch.setattr("annotate.selectors.backend_for", lambda project: Vocabulary())
+    use_backend(Vocabulary())
 
 
 # --- the tests --------------------------------------------------------------------------------------------

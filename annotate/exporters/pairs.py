@@ -19,6 +19,7 @@ from rest_framework import serializers
 from dataplatform.conversations.training import MESSAGES, TOOLS, TOOLS_MEANINGS, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.exports.sources import keyset_values
+from dataplatform.inference import backend_for
 
 from .. import services
 from ..models import Item, Node, NodeStatus, SessionStatus
@@ -189,7 +190,7 @@ PAIRS_MEANINGS = {
 
 
 def pair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    backend = services.backend_for(query.project)
+    backend = backend_for(query.project, model=services.config_for(query.project).model_name)
     for page in pairs(query, **_pair_kinds(query)):
         yield record_batch([_pair_row(pair, backend) for pair in page], PAIRS_SCHEMA)
 

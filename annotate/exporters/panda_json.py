@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.exports.sources import keyset_values
+from dataplatform.inference import backend_for
 
 from .. import services
 from ..models import Event, Node, Session
@@ -38,7 +39,7 @@ PANDA_JSON_MEANINGS = {
 
 
 def panda_json_rows(query: ExportQuery) -> Iterator[list[dict]]:
-    backend = services.backend_for(query.project)
+    backend = backend_for(query.project, model=services.config_for(query.project).model_name)
     bound = Bound.parse(query.data_version)
     sessions = finished_sessions(query)
     for page in keyset_values(sessions, ["id"], batch_size=tree_page(query)):

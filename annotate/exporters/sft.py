@@ -14,6 +14,7 @@ from dataplatform.conversations.token_masks import IDENTITY_COLUMNS, IDENTITY_ME
 from dataplatform.conversations.training import MESSAGES, TOOLS, TOOLS_MEANINGS, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.exports.sources import keyset_values
+from dataplatform.inference import backend_for
 
 from .. import services
 from ..models import Event, EventKind, Review, ReviewDecision, Session, SessionStatus
@@ -99,7 +100,7 @@ def _sft_sessions(query: ExportQuery) -> QuerySet[Session]:
 
 
 def sft_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    backend = services.backend_for(query.project)
+    backend = backend_for(query.project, model=services.config_for(query.project).model_name)
     identity = note_identity(query.notes, backend)
 
     def row(values: dict) -> dict:

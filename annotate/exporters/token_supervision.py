@@ -23,7 +23,7 @@ from dataplatform.conversations.token_masks import (
 )
 from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
-from dataplatform.inference import Backend
+from dataplatform.inference import Backend, backend_for
 
 from .. import services
 from ..supervision import NothingToSupervise
@@ -101,7 +101,7 @@ TOKEN_SUPERVISION_MEANINGS = {
 
 
 def token_supervision_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    backend: Backend = services.backend_for(query.project)
+    backend: Backend = backend_for(query.project, model=services.config_for(query.project).model_name)
     identity = note_identity(query.notes, backend)
     for page in pairs(query, fork=True, outcome=False):
         rows = []

@@ -24,7 +24,7 @@ import uuid
 from collections import defaultdict
 from datetime import datetime
 
-from dataplatform.inference import Backend
+from dataplatform.inference import Backend, backend_for
 
 from .. import services
 from ..models import Event, EventKind, Node, Origin, Session, SessionStatus
@@ -188,7 +188,9 @@ def session_to_panda_json(session: Session, *, backend: Backend | None = None) -
     Uses `session.nodes` and `session.events` as they are, so a caller exporting many
     sessions can prefetch them (the exporter does).
     """
-    backend = backend or services.backend_for(session.item.project)
+    if backend is None:  # the exporter passes its one backend for every session
+        project = session.item.project
+        backend = backend_for(project, model=services.config_for(project).model_name)
     item = session.item
     panda = (session.meta or {}).get("panda_json") or {}
     kept_dialogs = panda.get("dialogs") or {}

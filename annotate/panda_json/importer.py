@@ -28,7 +28,7 @@ from dataplatform.conversations.templates import Template
 from dataplatform.conversations.templates.layout import is_complete, response_text
 from dataplatform.errors import Refused
 from dataplatform.imports import JsonProblem, check_storable, json_path
-from dataplatform.inference import Backend
+from dataplatform.inference import Backend, backend_for
 
 from .. import services
 from ..models import Claim, ClaimState, Event, EventKind, Item, Node, NodeStatus, Origin, Session, SessionStatus
@@ -157,7 +157,7 @@ def _when(ms: int | None) -> datetime | None:
 
 
 def import_panda_json(*, project: Project, data, annotator, file: str = "upload.panda.json",
-                      dry_run: bool = False, backend: Backend | None = None, live: bool = False) -> PandaImportReport:
+                      dry_run: bool = False, live: bool = False) -> PandaImportReport:
     """Import one `.panda.json` file (as the onPanda app or this platform writes it) as an Item with a
     Session of `annotator` holding all its trees.
 
@@ -181,7 +181,7 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
     if tree is None:
         return report
 
-    backend = backend or services.backend_for(project)
+    backend = backend_for(project, model=services.config_for(project).model_name)
     if live and Claim.objects.filter(project=project, annotator=annotator, state=ClaimState.ACTIVE).exists():
         report.errors.append(FieldError(file, "live", gettext("%(user)s is working on another item of this project; "
                                                               "finish it first, or import the file as finished")

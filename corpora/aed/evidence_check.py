@@ -7,7 +7,7 @@ import json
 from django.db import transaction
 from django.utils.translation import gettext, gettext_noop
 
-from dataplatform.inference import backend_for_model
+from dataplatform.inference import backend_for
 from dataplatform.jobs import services as job_services
 
 from .models import Case, CaseEvent, EvidenceCheck
@@ -71,7 +71,7 @@ def check_evidence(*, case: Case, model_name: str = "") -> dict:
     then reported (nothing is stored)."""
     if not case.diagnosis.strip() or case.error_step is None:
         raise CurationError(gettext("Mark the error step and write a diagnosis before checking the evidence."))
-    backend = backend_for_model(model_name)
+    backend = backend_for(case.trace.project, model=model_name)
     prompt = backend.chat_prompt_ids(evidence_messages(case))
     schema = EVIDENCE_SCHEMA if backend.supports_json_schema else None
     problems, reason = [], None

@@ -39,7 +39,7 @@ from django.conf import settings
 from django.utils.translation import gettext_noop
 
 from dataplatform.errors import Transient
-from dataplatform.inference import BackendError, BackendUnavailable, backend_for_model
+from dataplatform.inference import BackendError, BackendUnavailable, backend_for
 from dataplatform.inference.sampling import sampled_texts
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 from dataplatform.status import Status, WordedError
@@ -111,11 +111,11 @@ def _ended_early(error_step: int) -> RunnerError:
 
 
 class BuiltinRunner:
-    """The builtin environments in process; the policy is `backend_for_model(options["model"])` unless a
-    backend is given."""
+    """The builtin environments in process; the policy is `backend_for(project, model=options["model"])`, the
+    project's being the trace's (None for a trace saved in no project)."""
 
-    def __init__(self, backend=None):
-        self.backend = backend
+    def __init__(self, project=None):
+        self.project = project
 
     def run(self, *, trace, error_step: int, arm: str, corrected_action: str | None, seed: int,
             options: dict, retry: str = "resample") -> RunResult:
@@ -134,7 +134,7 @@ class BuiltinRunner:
             for n in [n for n, ask in asks.items() if isinstance(ask, RunResult)]:
                 yield n, asks.pop(n)
             if asks:
-                backend = backend or self.backend or self._backend(options.get("model", ""))
+                backend = backend or self._backend(options.get("model", ""))
                 texts = self._policy(backend, list(asks.values()), options)
                 asks = {n: _advance(episodes[n], text) for n, text in zip(asks, texts, strict=True)}
 
@@ -189,10 +189,9 @@ class BuiltinRunner:
             best, passed, index = max(best, score), bool(outcome), index + 1
         return RunResult(passed=passed, score=1.0 if passed else 0.0, steps=result_steps)
 
-    @staticmethod
-    def _backend(model: str):
+    def _backend(self, model: str):
         try:
-            return backend_for_model(model)
+            return backend_for(self.project, model=model)
         except BackendUnavailable:
             raise
         except BackendError as exc:
@@ -422,6 +421,6 @@ def run_arms(*, runner: str, trace, error_step: int, runs: list[tuple[str, int]]
     shared = {"trace": trace, "error_step": error_step, "corrected_action": corrected_action,
               "options": options or {}, "retry": retry}
     if runner == "builtin":
-        builtin = BuiltinRunner()
+        builtin = BuiltinRunner(trace.project if trace.project_id else None)
         return builtin.play([builtin.episode(arm=arm, seed=seed, **shared) for arm, seed in runs], options or {})
     return ((n, WebhookRunner().run(arm=arm, seed=seed, **shared)) for n, (arm, seed) in enumerate(runs))

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext, gettext_noop
 
 from dataplatform.errors import Conflict, Refused
-from dataplatform.inference import backend_for_model
+from dataplatform.inference import backend_for
 from dataplatform.jobs import services as job_services
 from dataplatform.status import Status, WordedError
 
@@ -231,7 +231,7 @@ def draft_case(*, case: Case, progress=None, model_name: str = "") -> dict:
     A backend that `supports_json_schema` is constrained to `draft_schema`; the answer is checked all the
     same (it may be cut by the budget). An invalid answer is asked again once with twice the budget, then
     reported (nothing is stored)."""
-    backend = backend_for_model(model_name)
+    backend = backend_for(case.trace.project, model=model_name)
     prompt = backend.chat_prompt_ids(draft_messages(case))
     schema = draft_schema(case) if backend.supports_json_schema else None
     problems, reason = [], None

@@ -17,7 +17,7 @@ from django.db.models import Exists, Max, OuterRef
 from django.utils.translation import gettext, gettext_noop
 
 from dataplatform.errors import Refused
-from dataplatform.inference import Backend, backend_for_model, validate_served_model_name
+from dataplatform.inference import Backend, backend_for, validate_served_model_name
 from dataplatform.inference.sampling import sampled_texts
 from dataplatform.jobs import services as job_services
 from dataplatform.outbound import UrlNotAllowed, allowed_url
@@ -43,7 +43,7 @@ class AtdError(Refused):
     """A request the ATD workflow refuses, with a message for the curator."""
 
 
-def sample_candidates(*, project, progress, backend: Backend | None = None, temperature: float = 1.0,
+def sample_candidates(*, project, progress, temperature: float = 1.0,
                       max_tokens: int = 128, seed: int = 0, tries: int = 3, batch_size: int = 16) -> dict:
     """Two distinct answers from the ancestor for every prompt imported without candidates.
 
@@ -52,7 +52,7 @@ def sample_candidates(*, project, progress, backend: Backend | None = None, temp
     try, the prompt and the side: one seed for the whole batch would give the two rows of a prompt the same
     answer on vLLM, which seeds every prompt of a request alike. A prompt whose two samples are equal (after
     stripping) is tried again, up to `tries` times, then left "missing" with the attempts recorded in its meta."""
-    backend = backend or backend_for_model("")
+    backend = backend_for(project, model="")  # the ancestor: the platform's default model
     pending = AtdPrompt.objects.filter(project=project, candidates_origin="missing").order_by("id")
     progress.set_total(pending.count())
     filled = gave_up = 0
@@ -119,9 +119,9 @@ def _unscored(run: ScoringRun):
             .exclude(Exists(scored)).order_by("id"))
 
 
-def score_prompts(*, run: ScoringRun, progress, backend: Backend | None = None) -> dict:
+def score_prompts(*, run: ScoringRun, progress) -> dict:
     """Score every prompt of the pool that this run has not scored yet, a batch at a time."""
-    backend = backend or backend_for_model(run.model_id)
+    backend = backend_for(run.project, model=run.model_id)
     if run.model_id != backend.model_id:
         ScoringRun.objects.filter(pk=run.pk).update(model_id=backend.model_id)
     pending = _unscored(run)
@@ -277,16 +277,13 @@ def _check_served(model_name: str) -> None:
 def teacher_backend(run: TeacherRun) -> Backend:
     """The teacher: another vLLM endpoint when the run names one, else a model of the platform's backend."""
     if run.base_url:
-        from dataplatform.inference.vllm import VllmBackend
-
         check_teacher_endpoint(run.base_url)  # still allowed now that the job runs
-        # Its own key: the platform's VLLM_API_KEY is never sent to another endpoint.
-        return VllmBackend(base_url=run.base_url, model=run.model_name, api_key=settings.ATD_TEACHER_API_KEY,
-                           timeout=settings.VLLM_TIMEOUT_SECONDS, tokenizer_dir=settings.VLLM_TOKENIZER_DIR or None)
-    return backend_for_model(run.model_name)
+    # Its own key: the platform's VLLM_API_KEY is never sent to another endpoint.
+    return backend_for(run.selection.project, model=run.model_name, base_url=run.base_url,
+                       api_key=settings.ATD_TEACHER_API_KEY)
 
 
-def ask_teacher(*, run: TeacherRun, progress, backend: Backend | None = None, batch_size: int = 32) -> dict:
+def ask_teacher(*, run: TeacherRun, progress, batch_size: int = 32) -> dict:
     """One bit per selected prompt, asked as the run's mode says (`teacher_modes`):
 
     - one_word: one query per prompt (the judge prompt, A shown first), the answer constrained to the two
@@ -298,7 +295,7 @@ def ask_teacher(*, run: TeacherRun, progress, backend: Backend | None = None, ba
 
     Ties and invalid answers are recorded, not guessed. Stops after the run's budget of queries in this job;
     a later job resumes with the prompts still unanswered."""
-    backend = backend or teacher_backend(run)
+    backend = teacher_backend(run)
     TeacherRun.objects.filter(pk=run.pk).update(model_id=backend.model_id)
     answered = TeacherAnswer.objects.filter(run=run, prompt=OuterRef("prompt_id"))
     pending = (SelectionItem.objects.filter(selection=run.selection).exclude(Exists(answered))

@@ -152,4 +152,16 @@ class Backend(Protocol):
         the caller must check it. Where not `supports_json_schema`, both are ignored and the caller
         validates the text."""
 
+    def generate_each(
+        self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seed: int | None,
+        constraints: list[dict | None],
+    ) -> list[Generation]:
+        """`generate` with a constraint per row: each entry is None (unconstrained) or `generate`'s own keywords,
+        {"json_schema": {...}} or {"choice": [...]} (BackendError for anything else), answers in row order. What a
+        batch whose rows need different schemas calls (the labeler's stage two: each task's families). The local
+        backend still decodes the whole batch at once; a backend whose requests take one constraint (vLLM) sends
+        one `generate` per distinct constraint (`generate_by_constraint`). Where not `supports_json_schema`, the
+        constraints are ignored as `generate` ignores them."""
+
     def health(self) -> BackendHealth: ...
+

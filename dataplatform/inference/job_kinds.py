@@ -9,7 +9,7 @@ from rest_framework import serializers
 from dataplatform.jobs.registry import JobKind, register
 from dataplatform.status import Status
 
-from . import get_backend
+from . import backend_for
 
 
 class SampleContinuationsParams(serializers.Serializer):
@@ -22,7 +22,7 @@ class SampleContinuationsParams(serializers.Serializer):
 
 def sample_continuations(job, progress) -> dict:
     params = job.params
-    backend = get_backend()
+    backend = backend_for(job.project, model="")  # the platform's default model
     prompt_ids = backend.chat_prompt_ids([{"role": "user", "content": params["prompt"]}])
     progress.set_total(params["n"] * params["max_tokens"])
     samples = []

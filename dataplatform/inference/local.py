@@ -17,6 +17,7 @@ from django.utils.translation import gettext
 from .base import BackendError, BackendHealth, Generation, TokenStep
 from .budget import check_prompt, check_prompts, context_limit, refusals_first, refused_prompts
 from .checkpoint import MODEL_ID, converted_dir, ensure_converted, gguf_path
+from .constraints import check_constraints
 from .pieces import tokenizer_pieces
 
 logger = logging.getLogger(__name__)
@@ -364,14 +365,13 @@ class LocalBackend:
         self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seed: int | None,
         constraints: list[dict | None],
     ) -> list[Generation]:
-        """`generate` with a constraint per row, still one `model.generate` for the whole batch: each entry
-        is None (unconstrained) or `generate`'s own keywords, {"json_schema": {...}} or {"choice": [...]}."""
+        """`generate` with a constraint per row (the Backend protocol's), still one `model.generate` for the whole
+        batch: each row's grammar masks its own logits."""
         import torch
 
         self._check_batch(prompts, constraints, "constraints", max_tokens=max_tokens)
         check_prompts([len(ids) for ids in prompts], context=self.context_length, max_tokens=max_tokens)
-        if bad := [c for c in constraints if c and not {"json_schema", "choice"}.issuperset(c)]:
-            raise BackendError(f"A constraint has json_schema or choice, nothing else; got {sorted(bad[0])}.")
+        check_constraints(constraints)
         grammars = [self.grammar(**constraint) if constraint else None for constraint in constraints]
         if not prompts:
             return []

@@ -21,6 +21,7 @@ from django.utils.translation import gettext
 
 from .base import BackendError, BackendHealth, BackendUnavailable, Generation, PromptTooLong, TokenStep
 from .budget import check_prompt, check_prompts, context_limit, refusals_first, refused_prompts
+from .constraints import generate_by_constraint
 from .in_flight import completed
 from .pieces import tokenizer_pieces
 from .vllm_wire import (  # noqa: F401 (TOKEN_ID_PREFIX: the model server imports it from here)
@@ -417,6 +418,14 @@ class VllmBackend:
                 raise BackendError(f"vLLM returned {len(choices)} completions for {len(prompts)} prompts.")
             return [Generation(text=choice["text"], token_ids=[], finish_reason=choice.get("finish_reason") or "length")
                     for choice in choices]
+
+    def generate_each(
+        self, prompts: list[list[int]], *, max_tokens: int, temperature: float, seed: int | None,
+        constraints: list[dict | None],
+    ) -> list[Generation]:
+        """A request carries one `structured_outputs`: one `generate` per distinct constraint, in turn."""
+        return generate_by_constraint(self, prompts, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                                      constraints=constraints)
 
     def health(self) -> BackendHealth:
         """Whether the server is up and serves the configured model. Never raises."""

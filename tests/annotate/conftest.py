@@ -4,8 +4,8 @@ from annotate import services
 from annotate.models import Item
 from dataplatform import tools as mcp
 
+from ..doubles import EOS, CharBackend
 from . import agentic
-from .test_supervision import EOS, CharBackend
 
 
 def fake_rollout(token_ids, top_k=3):
@@ -42,18 +42,18 @@ def session(project, members, make_items):
 
 
 @pytest.fixture
-def chars(monkeypatch):
+def chars(use_backend):
     """The services' backend: one token per character (it continues with " ok.")."""
     backend = CharBackend()
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     return backend
 
 
 @pytest.fixture
-def scored_backend(monkeypatch):
+def scored_backend(use_backend):
     """The services' backend: one token per character, scoring prompts; it continues with " and more."."""
     backend = CharBackend(script=" and more.")
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     return backend
 
 

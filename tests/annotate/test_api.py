@@ -12,6 +12,8 @@ from annotate.models import Claim, EventKind, Item, Node, Session
 from tests.conftest import api_client_for
 from tests.factories import MembershipFactory, UserFactory
 
+from ..doubles import CharBackend
+
 pytestmark = pytest.mark.django_db
 
 ROLES = ["admin", "curator", "annotator", "trainer", "outsider", "anonymous"]
@@ -211,15 +213,14 @@ def test_queue_state_counts(members, project, make_items):
     assert state["items"] == 3 and state["answered"] == 3 and state["claims"]["active"] == 1
 
 
-def test_stream_under_asgi_sends_each_token_as_an_event(members, annotator_session, monkeypatch):
+def test_stream_under_asgi_sends_each_token_as_an_event(members, annotator_session, use_backend):
     """Under ASGI the view hands Django an async iterator, so tokens go out one by one."""
     from asgiref.sync import async_to_sync
     from django.test import AsyncClient
 
     from dataplatform.accounts import services as account_services
-    from tests.annotate.test_supervision import CharBackend
 
-    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend(script="ok"))
+    use_backend(CharBackend(script="ok"))
     child = corrections.correct(session=annotator_session, version=0, node_id=annotator_session.current_node_id,
                              position=2, token_id=1012, actor=members["annotator"])
     _, secret = account_services.issue_token(user=members["annotator"], name="asgi")
@@ -247,14 +248,13 @@ def _stream_events(client, session, node) -> list[tuple[str, dict]]:
 
 
 @pytest.mark.parametrize("failure", ["database", "model name", "bug"])
-def test_a_stream_cut_by_any_failure_ends_with_an_error_event(members, annotator_session, monkeypatch, failure):
+def test_a_stream_cut_by_any_failure_ends_with_an_error_event(members, annotator_session, monkeypatch, failure, use_backend):
     """Once the stream has begun its status is 200: whatever breaks must still reach the client as `error`."""
     from django.db import OperationalError
 
     from dataplatform.inference import BackendError
-    from tests.annotate.test_supervision import CharBackend
 
-    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend(script="ok"))
+    use_backend(CharBackend(script="ok"))
     child = corrections.correct(session=annotator_session, version=0, node_id=annotator_session.current_node_id,
                              position=2, token_id=1012, actor=members["annotator"])
 

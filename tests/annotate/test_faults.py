@@ -69,7 +69,7 @@ def silent_server():
 
 
 def test_a_failing_backend_never_costs_saved_tokens(annotator_session, members, local_backend, monkeypatch,
-                                                    silent_server):
+                                                    silent_server, use_backend):
     client = api_client_for(members["annotator"])
     root = annotator_session.current_node
     corrected = client.post(f"/api/v1/sessions/{annotator_session.pk}/correct/",
@@ -79,9 +79,6 @@ def test_a_failing_backend_never_costs_saved_tokens(annotator_session, members, 
     node = Node.objects.get(pk=corrected.json()["id"])
     prefix = list(node.token_ids)
     stream_url = f"/api/v1/sessions/{annotator_session.pk}/nodes/{node.pk}/stream/"
-
-    def use(backend):
-        monkeypatch.setattr(services, "backend_for", lambda project: backend)
 
     # 1. The connection drops after three streamed tokens (each saved as it comes).
     class DropsAfterThree:
@@ -95,7 +92,7 @@ def test_a_failing_backend_never_costs_saved_tokens(annotator_session, members, 
             return getattr(local_backend, name)
 
     monkeypatch.setattr(streaming, "SAVE_EVERY_TOKENS", 1)
-    use(DropsAfterThree())
+    use_backend(DropsAfterThree())
     events = events_of(client.post(stream_url))
     assert [name for name, _ in events] == ["token", "token", "token", "error"]
     assert "connection reset by peer" in events[-1][1]["message"] and "saved" in events[-1][1]["message"]
@@ -106,21 +103,21 @@ def test_a_failing_backend_never_costs_saved_tokens(annotator_session, members, 
 
     # 2. The backend is down: connection refused.
     port = closed_port()
-    use(VllmBackend(base_url=f"http://127.0.0.1:{port}", model="served", api_key="", timeout=2, tokenizer_dir=None))
+    use_backend(VllmBackend(base_url=f"http://127.0.0.1:{port}", model="served", api_key="", timeout=2, tokenizer_dir=None))
     (name, payload), = events_of(client.post(stream_url))
     assert name == "error" and f"127.0.0.1:{port}" in payload["message"] and "retry" in payload["message"]
     node.refresh_from_db()
     assert node.token_ids == kept and node.status == NodeStatus.INTERRUPTED
 
     # 3. The backend hangs: the request times out instead of holding the annotator forever.
-    use(VllmBackend(base_url=silent_server, model="served", api_key="", timeout=1, tokenizer_dir=None))
+    use_backend(VllmBackend(base_url=silent_server, model="served", api_key="", timeout=1, tokenizer_dir=None))
     (name, payload), = events_of(client.post(stream_url))
     assert name == "error" and "timed out after 1 s" in payload["message"]
     node.refresh_from_db()
     assert node.token_ids == kept
 
     # 4. The backend is back: the retry continues from exactly what was kept, to the end.
-    use(local_backend)
+    use_backend(local_backend)
     events = events_of(client.post(stream_url))
     assert events[-1][0] == "done" and all(name == "token" for name, _ in events[:-1])
     node.refresh_from_db()

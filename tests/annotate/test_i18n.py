@@ -16,6 +16,7 @@ from annotate.models import Item
 from tests.untranslated import untranslated
 
 from ..conftest import api_client_for
+from ..doubles import CharBackend
 
 pytestmark = pytest.mark.django_db
 
@@ -167,10 +168,8 @@ def _import_panda(members, name: str, content: bytes, **language):
                                                    **language)
 
 
-def test_a_malformed_panda_file_is_refused_in_the_callers_language(members, project, monkeypatch):
-    from tests.annotate.test_supervision import CharBackend
-
-    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend())
+def test_a_malformed_panda_file_is_refused_in_the_callers_language(members, project, use_backend):
+    use_backend(CharBackend())
     chinese = _import_panda(members, "s.panda.json", _broken_panda_file(), **ZH)
     assert chinese.status_code == 400
     assert chinese.json()["errors"] == [
@@ -190,10 +189,8 @@ def test_a_malformed_panda_file_is_refused_in_the_callers_language(members, proj
         "file": ["x.panda.json: the file is empty; a .panda.json file is one JSON object."]}
 
 
-def test_a_malformed_panda_file_on_the_queue_page_names_the_file_and_field(client, members, project, monkeypatch):
-    from tests.annotate.test_supervision import CharBackend
-
-    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend())
+def test_a_malformed_panda_file_on_the_queue_page_names_the_file_and_field(client, members, project, use_backend):
+    use_backend(CharBackend())
     client.force_login(members["curator"])
     url = reverse("annotate-import-panda", args=["alpha"])
     page = client.post(url, {"file": SimpleUploadedFile("s.panda.json", _broken_panda_file())}, follow=True,

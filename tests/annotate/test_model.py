@@ -64,13 +64,14 @@ def test_typed_rewrite_then_continue(answered_session, members, local_backend):
     services.finish(session=answered_session, version=1, actor=members["annotator"], accept=True)
 
 
-def test_backend_failure_mid_stream_keeps_what_was_saved(answered_session, members, monkeypatch):
-    from dataplatform.inference import BackendUnavailable
+def test_backend_failure_mid_stream_keeps_what_was_saved(answered_session, members, monkeypatch, use_backend):
+    from dataplatform.inference import BackendUnavailable, backend_for
 
     root = answered_session.current_node
     child = corrections.correct(session=answered_session, version=0, node_id=root.pk, position=0,
                              token_id=root.top[0][1][0], actor=members["annotator"])
-    real_backend = services.backend_for(answered_session.item.project)
+    project = answered_session.item.project
+    real_backend = backend_for(project, model=services.config_for(project).model_name)
 
     class Flaky:
         """The real model, whose connection drops after four tokens."""
@@ -84,13 +85,13 @@ def test_backend_failure_mid_stream_keeps_what_was_saved(answered_session, membe
         def __getattr__(self, name):  # the rest is the real model's
             return getattr(real_backend, name)
 
-    monkeypatch.setattr(services, "backend_for", lambda project: Flaky())
+    use_backend(Flaky())
     monkeypatch.setattr(streaming, "SAVE_EVERY_TOKENS", 2)
     with pytest.raises(BackendUnavailable):
         list(streaming.continue_node(node=child))
     child.refresh_from_db()
     assert child.status == NodeStatus.INTERRUPTED and len(child.token_ids) == 1 + 4  # all four were saved
-    monkeypatch.setattr(services, "backend_for", lambda project: real_backend)
+    use_backend(real_backend)
     list(streaming.continue_node(node=child))  # retry resumes from what was kept
     child.refresh_from_db()
     assert child.status == NodeStatus.COMPLETE

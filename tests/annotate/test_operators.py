@@ -8,9 +8,9 @@ from annotate import corrections, services, streaming, turns
 from annotate.models import Event, EventKind, Item, Node, NodeStatus, Origin
 from dataplatform.errors import Missing, Refused
 
+from ..doubles import EOS
 from . import agentic
 from .conftest import fake_rollout
-from .test_supervision import EOS
 
 ANSWER = agentic.REASONING_ANSWER
 PROMPT = agentic.UMBRELLA_PROMPT

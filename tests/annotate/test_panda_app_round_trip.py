@@ -9,7 +9,6 @@ from onpanda import utf8_tokenizer
 from onpanda.parser import PandaTree
 from onpanda.response_templates import build_response_template
 
-from annotate import services
 from annotate.models import Session
 from annotate.panda_json import import_panda_json, session_to_panda_json
 
@@ -99,8 +98,8 @@ def test_forks_in_the_reasoning_and_the_arguments_stay_there_for_panda_tree(proj
 
 
 @pytest.fixture
-def real(monkeypatch, local_backend):
-    monkeypatch.setattr(services, "backend_for", lambda project: local_backend)
+def real(local_backend, use_backend):
+    use_backend(local_backend)
     return local_backend
 
 

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.model]
 PROMPT = [{"role": "user", "content": "Write A, a blank line, then B."}]
 
 
-def test_a_fork_inside_a_non_canonical_blank_line(project, other_project, members, local_backend):
+def test_a_fork_inside_a_non_canonical_blank_line(project, other_project, members, local_backend, use_backend):
     newline, = local_backend.tokenize("\n")
     blank, = local_backend.tokenize("\n\n")  # a token of its own, which the tokenizer uses only before a space
     assert local_backend.tokenize("A\n\nB") == local_backend.tokenize("A") + [newline, newline] + local_backend.tokenize("B")
@@ -46,14 +46,15 @@ def test_a_fork_inside_a_non_canonical_blank_line(project, other_project, member
     session = services.finish(session=session, version=1, actor=annotator, accept=True)
     assert child.fork_index == position == 2
 
-    document = session_to_panda_json(Session.objects.get(pk=session.pk), backend=local_backend)
+    use_backend(local_backend)
+    document = session_to_panda_json(Session.objects.get(pk=session.pk))
     assert [d["messages"][-1]["content"] for d in document["dialogs"].values()] == ["A\n\nB", "A\n\nC"]
     level, = (messages[-1]["token_level"] for messages in
               PandaTree(document).build_token_level_supervision_data_v1(tokenizer=local_backend.tokenizer))
     assert level["fork_token_idx"] == 3  # PandaTree's ids: "A", "\n", "\n", "B" against "A", "\n", "\n", "C"
     assert (level["rejected_token_id"], level["chosen_token_id"]) == (b_ids[0], local_backend.tokenize("C")[0])
 
-    report = import_panda_json(project=other_project, data=document, annotator=annotator, backend=local_backend)
+    report = import_panda_json(project=other_project, data=document, annotator=annotator)
     assert report.ok, report.as_dict()
     imported = Session.objects.get(pk=report.session_id).nodes.get(key=2)
     assert imported.fork_index == 3  # re-tokenized on import, as PandaTree does

@@ -12,9 +12,9 @@ from annotate.models import Node
 from annotate.panda_json import import_panda_json, session_to_panda_json
 from annotate.panda_json.cache_tree import decode, encode, node_tokens
 
+from ..doubles import ByteBackend
 from .conftest import session_answering
 from .test_panda_json import as_file
-from .test_supervision import ByteBackend
 from .trees import build_trees
 
 pytestmark = pytest.mark.django_db

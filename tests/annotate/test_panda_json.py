@@ -11,11 +11,10 @@ from annotate.models import Claim, ClaimState, EventKind, Item, Node, Session, S
 from annotate.panda_json import import_panda_json, panda_sha256, session_to_panda_json
 from annotate.supervision import response_ids
 
-from ..doubles import RecordingProgress
+from ..doubles import EOS, RecordingProgress
 from ..exporting import export_rows
 from . import agentic
 from .exporters.rows import trained
-from .test_supervision import EOS
 from .trees import build_agentic_session, build_trees
 
 pytestmark = pytest.mark.django_db

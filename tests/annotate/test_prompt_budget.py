@@ -13,8 +13,8 @@ from dataplatform.inference import PromptTooLong
 from dataplatform.tools.client import ToolResult
 from dataplatform.tools.schema import Tool
 
+from ..doubles import CharBackend
 from .conftest import session_answering
-from .test_supervision import CharBackend
 
 pytestmark = pytest.mark.django_db
 
@@ -118,9 +118,9 @@ def fake_time_tool(monkeypatch, settings):
     return answer
 
 
-def test_a_long_tool_result_is_refused_naming_its_call(project, members, fake_time_tool, monkeypatch):
+def test_a_long_tool_result_is_refused_naming_its_call(project, members, fake_time_tool, use_backend):
     backend = CharBackend()
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     session = session_answering(project, members, backend)
     small_budget(project, 300)
     fake_time_tool["text"] = "T" * 400
@@ -134,9 +134,9 @@ def test_a_long_tool_result_is_refused_naming_its_call(project, members, fake_ti
     assert unchanged(session, nodes, events)
 
 
-def test_long_edited_arguments_are_refused_before_the_tool_runs(project, members, fake_time_tool, monkeypatch):
+def test_long_edited_arguments_are_refused_before_the_tool_runs(project, members, fake_time_tool, monkeypatch, use_backend):
     backend = CharBackend()
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     session = session_answering(project, members, backend)
     small_budget(project, 300)
     monkeypatch.setattr(mcp, "call_tool", lambda *args: pytest.fail("the tool ran"))
@@ -231,12 +231,12 @@ def test_many_texts_each_short_are_counted_together_reasoning_and_arguments_incl
 
 @pytest.mark.model
 def test_the_attack_of_issue_37_is_a_400_at_the_write_on_the_real_model(project, members, session, local_backend,
-                                                                         monkeypatch):
+                                                                         monkeypatch, use_backend):
     """A prompt edit of 400,000 characters (the issue's 2,000,000 took the web worker to 6 GB for 18 minutes):
     refused at the write, untokenized, with the project's default budget (4,096 tokens)."""
     from ..conftest import api_client_for
 
-    monkeypatch.setattr(services, "backend_for", lambda project: local_backend)
+    use_backend(local_backend)
     monkeypatch.setattr(local_backend, "chat_prompt_ids", lambda *a, **k: pytest.fail("rendered"))
     assert local_backend.max_token_bytes < 100
     answer = api_client_for(members["annotator"]).post(

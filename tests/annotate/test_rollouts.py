@@ -10,9 +10,8 @@ from dataplatform.inference import BackendUnavailable
 from dataplatform.inference.server import build_app
 from dataplatform.inference.vllm import VllmBackend
 
-from ..doubles import RecordingProgress
+from ..doubles import CharBackend, RecordingProgress
 from ..inference.model_servers import SERVED_NAME, InFlight, ThreadedServer
-from .test_supervision import CharBackend
 
 pytestmark = pytest.mark.django_db
 
@@ -26,8 +25,8 @@ def make_items(project, questions) -> list[Item]:
 
 
 @pytest.mark.model
-def test_each_item_gets_the_rollout_the_one_at_a_time_path_gave(project, local_backend, monkeypatch):
-    monkeypatch.setattr(services, "backend_for", lambda project: local_backend)
+def test_each_item_gets_the_rollout_the_one_at_a_time_path_gave(project, local_backend, use_backend):
+    use_backend(local_backend)
     config = services.config_for(project)
     config.max_tokens, config.top_k, config.temperature = 10, 5, 0.0
     config.save()
@@ -52,7 +51,7 @@ def test_each_item_gets_the_rollout_the_one_at_a_time_path_gave(project, local_b
 
 
 @pytest.mark.model
-def test_the_job_on_vllm_keeps_the_configured_requests_in_flight(project, local_backend, monkeypatch, settings):
+def test_the_job_on_vllm_keeps_the_configured_requests_in_flight(project, local_backend, settings, use_backend):
     """The real model behind the vLLM-shaped server, counted at the server: the job holds VLLM_MAX_CONCURRENCY
     requests in flight, and saves what `stream` gives each item alone."""
     settings.VLLM_MAX_CONCURRENCY = 4
@@ -63,7 +62,7 @@ def test_the_job_on_vllm_keeps_the_configured_requests_in_flight(project, local_
     counter = InFlight(build_app(local_backend, served_model_name=SERVED_NAME))
     with ThreadedServer(counter) as server:
         client = VllmBackend(base_url=server.url, model=SERVED_NAME, api_key="", timeout=60, tokenizer_dir=None)
-        monkeypatch.setattr(services, "backend_for", lambda project: client)
+        use_backend(client)
         assert services.generate_rollouts(project=project, progress=RecordingProgress()) == {"answered": 8}
         assert counter.peak == 4
         template = services.template_of(config, client)
@@ -88,9 +87,9 @@ class CountingBackend(CharBackend):
         return super().rollouts(prompts, **options)
 
 
-def test_items_go_in_keyset_batches_and_a_rerun_answers_only_what_is_left(project, monkeypatch):
+def test_items_go_in_keyset_batches_and_a_rerun_answers_only_what_is_left(project, monkeypatch, use_backend):
     backend = CountingBackend()
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     monkeypatch.setattr(services, "ROLLOUT_BATCH", 2)
     items = make_items(project, [f"q{n}" for n in range(5)])
     assert services.generate_rollouts(project=project, progress=RecordingProgress()) == {"answered": 5}
@@ -104,7 +103,7 @@ def test_items_go_in_keyset_batches_and_a_rerun_answers_only_what_is_left(projec
     assert services.generate_rollouts(project=project, progress=progress, regenerate=True) == {"answered": 5}
 
 
-def test_a_failure_mid_batch_keeps_the_answers_saved_before_it(project, monkeypatch):
+def test_a_failure_mid_batch_keeps_the_answers_saved_before_it(project, use_backend):
     class DropsAfterTwo(CharBackend):
         def rollouts(self, prompts, **options):
             for count, result in enumerate(super().rollouts(prompts, **options)):
@@ -113,11 +112,11 @@ def test_a_failure_mid_batch_keeps_the_answers_saved_before_it(project, monkeypa
                 yield result
 
     make_items(project, [f"q{n}" for n in range(4)])
-    monkeypatch.setattr(services, "backend_for", lambda project: DropsAfterTwo())
+    use_backend(DropsAfterTwo())
     with pytest.raises(BackendUnavailable):
         services.generate_rollouts(project=project, progress=RecordingProgress())
     assert Item.objects.filter(rollout__isnull=False).count() == 2
 
-    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend())
+    use_backend(CharBackend())
     assert services.generate_rollouts(project=project, progress=RecordingProgress()) == {"answered": 2}
     assert not Item.objects.filter(rollout__isnull=True).exists()

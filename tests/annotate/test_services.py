@@ -6,9 +6,8 @@ from annotate import corrections, services, streaming
 from annotate.importers import import_prompts
 from annotate.models import ClaimState, Event, EventKind, Item, Node, NodeStatus, SessionStatus
 
-from ..doubles import RecordingProgress
+from ..doubles import CharBackend, RecordingProgress
 from . import agentic
-from .test_supervision import CharBackend
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +24,7 @@ def test_update_config_writes_only_the_settings_it_changes(project):
     assert (config.top_k, config.seed_policy, config.overlap) == (7, "fixed", 3)
 
 
-def test_rollouts_render_the_prompt_with_its_agentic_context_and_tools(project, monkeypatch):
+def test_rollouts_render_the_prompt_with_its_agentic_context_and_tools(project, use_backend):
     rendered = []
 
     class Recording(CharBackend):
@@ -33,7 +32,7 @@ def test_rollouts_render_the_prompt_with_its_agentic_context_and_tools(project, 
             rendered.append((messages, tools))
             return super().chat_prompt_ids(messages, tools=tools)
 
-    monkeypatch.setattr(services, "backend_for", lambda project: Recording())
+    use_backend(Recording())
     import_prompts(project=project, lines=[json.dumps(agentic.record())])
     assert services.generate_rollouts(project=project, progress=RecordingProgress()) == {"answered": 1}
     assert rendered == [(agentic.TRAINING_MESSAGES, agentic.STORED_TOOLS)]
@@ -105,12 +104,12 @@ def test_stale_version_is_refused(session, members):
         services.undo(session=session, version=0, actor=members["annotator"])
 
 
-def test_typed_rewrite_keeps_the_prefix_ids_identical(session, members, monkeypatch):
+def test_typed_rewrite_keeps_the_prefix_ids_identical(session, members, use_backend):
     class Tokenizer(CharBackend):
         def tokenize(self, text):
             return [900 + ord(c) % 50 for c in text]
 
-    monkeypatch.setattr(services, "backend_for", lambda project: Tokenizer())
+    use_backend(Tokenizer())
     root = session.current_node
     child = corrections.correct(session=session, version=0, node_id=root.pk, position=4, text=" hé",
                              actor=members["annotator"])
@@ -119,8 +118,8 @@ def test_typed_rewrite_keeps_the_prefix_ids_identical(session, members, monkeypa
     assert child.origins[4:] == ["typed"] * 3 and child.locked_until == 7
 
 
-def test_typed_text_ending_in_stop_ends_the_response(session, members, monkeypatch):
-    monkeypatch.setattr(services, "backend_for", lambda project: type("B", (CharBackend,), {"tokenize": lambda self, t: [77]})())
+def test_typed_text_ending_in_stop_ends_the_response(session, members, use_backend):
+    use_backend(type("B", (CharBackend,), {"tokenize": lambda self, t: [77]})())
     child = corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=1,
                              text="x<|stop|>", actor=members["annotator"])
     assert child.token_ids == [10, 77] and child.status == NodeStatus.COMPLETE and child.finish_reason == "stop"
@@ -149,11 +148,11 @@ def test_a_project_model_the_local_backend_does_not_serve_is_a_clear_error(proje
     from dataplatform.inference import BackendError
 
     with pytest.raises(BackendError, match="serves only SmolLM2-135M-Instruct"):
-        services.backend_for(project)
+        services.generate_rollouts(project=project, progress=RecordingProgress())
 
 
-def test_picking_the_end_token_ends_the_response(session, members, monkeypatch):
-    monkeypatch.setattr(services, "backend_for", lambda project: type("B", (CharBackend,), {"eos_token_ids": frozenset({1012})})())
+def test_picking_the_end_token_ends_the_response(session, members, use_backend):
+    use_backend(type("B", (CharBackend,), {"eos_token_ids": frozenset({1012})})())
     child = corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=1, token_id=1012,
                              actor=members["annotator"])
     assert child.status == NodeStatus.COMPLETE and child.finish_reason == "stop" and child.token_ids == [10, 1012]

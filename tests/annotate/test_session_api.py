@@ -11,10 +11,10 @@ from annotate.models import Event, EventKind, Node
 from dataplatform import tools as mcp
 
 from ..conftest import api_client_for
+from ..doubles import CharBackend
 from . import agentic
 from .conftest import session_answering
 from .test_faults import events_of
-from .test_supervision import CharBackend
 
 
 def url(session, action: str) -> str:
@@ -75,9 +75,9 @@ def test_a_stale_version_or_a_bad_field_is_refused_and_changes_nothing(reasoning
 
 
 def test_tool_calls_over_the_api_and_a_server_that_is_down(project, members, client, settings, time_server,
-                                                           monkeypatch):
+                                                           use_backend):
     backend = CharBackend(script="Evening.")
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     session = session_answering(project, members, backend)
     root = session.current_node
     bad = client.post(url(session, "tool-calls"), {"version": 0, "node_id": root.pk, "decisions": [
@@ -95,9 +95,9 @@ def test_tool_calls_over_the_api_and_a_server_that_is_down(project, members, cli
     assert ran.json()["operator"] == "run_tool_calls" and ran.json()["tool_results"][0]["server"] == "time"
 
 
-def test_the_stream_runs_auto_approved_calls_and_says_so(project, members, client, time_server, monkeypatch):
+def test_the_stream_runs_auto_approved_calls_and_says_so(project, members, client, time_server, use_backend):
     backend = CharBackend(script=agentic.call_text({"timezone": "UTC"}))
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     session = session_answering(project, members, backend, answer="Let me check. " + agentic.TOKYO)
     config = services.config_for(project)
     config.auto_approve_tools, config.max_tool_steps = True, 2

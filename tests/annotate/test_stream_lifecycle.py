@@ -12,17 +12,17 @@ from annotate import corrections, services, streaming
 from annotate.models import Event, EventKind, Node, NodeStatus
 
 from ..conftest import api_client_for
+from ..doubles import EOS, CharBackend
 from .test_faults import events_of
-from .test_supervision import EOS, CharBackend
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def long_backend(monkeypatch):
+def long_backend(use_backend):
     """One token per character; it continues with 40 x's."""
     backend = CharBackend(script="x" * 40)
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     return backend
 
 
@@ -134,14 +134,14 @@ def test_a_client_that_leaves_leaves_the_node_interrupted_and_resumable(session,
     assert saved.status == NodeStatus.COMPLETE and saved.token_ids[-1] == EOS and len(saved.token_ids) == 14 + 41
 
 
-def test_a_failing_backend_leaves_the_node_interrupted_with_no_lease(session, members, monkeypatch):
+def test_a_failing_backend_leaves_the_node_interrupted_with_no_lease(session, members, use_backend):
     class Failing(CharBackend):
         def stream(self, *args, **kwargs):
             yield from list(super().stream(*args, **kwargs))[:3]
             raise RuntimeError("the model crashed")
 
     backend = Failing()
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     child = streaming_child(session, members)
     with pytest.raises(RuntimeError):
         list(streaming.continue_node(node=child))

@@ -10,62 +10,8 @@ from annotate.supervision import (
     strip_stop_token,
     token_supervision,
 )
-from dataplatform.inference import TokenStep
 
-EOS = 3  # the fake backends' end-of-sequence id (a control character nobody types)
-
-
-class CharBackend:
-    """One token per character (the id is the code point): decode -> encode always round-trips.
-
-    `script` is what `stream` generates, followed by EOS, as a real backend ends a stopped response.
-    Used across the annotate tests wherever the real model is not the point.
-    """
-
-    name = "chars"
-    model_id = "char-model"
-    eos_token_ids = frozenset({EOS})
-
-    def __init__(self, script: str = " ok."):
-        self.script = script
-
-    def tokenize(self, text: str) -> list[int]:
-        return [ord(c) for c in text]
-
-    def detokenize(self, ids: list[int]) -> str:
-        return "".join(chr(i) for i in ids)
-
-    def token_pieces(self, ids: list[int]) -> list[bytes]:
-        return [chr(i).encode("utf-8") for i in ids]
-
-    def chat_prompt_ids(self, messages: list[dict], *, tools=None, continue_final_message=False) -> list[int]:
-        return self.tokenize("".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>")
-
-    def prompt_logprobs(self, ids, *, top_k):
-        """Every token scored -1.5, with two runners-up (the ids after it)."""
-        return [None] + [{token_id: -1.5, token_id + 1: -2.5, token_id + 2: -3.5} for token_id in ids[1:]]
-
-    def stream(self, prompt_ids, *, max_tokens, temperature, seed, top_k):
-        steps = self.tokenize(self.script) + [EOS]
-        for count, token_id in enumerate(steps[:max_tokens], start=1):
-            finish = "stop" if token_id == EOS else ("length" if count == max_tokens else None)
-            yield TokenStep(token_id=token_id, logprob=-0.5, top=[(token_id, -0.5), (token_id + 1000, -2.0)],
-                            finish_reason=finish)
-
-    def rollouts(self, prompts, *, max_tokens, temperature, seeds, top_k):
-        """`stream` of each prompt, in order (the batched path of rollout jobs)."""
-        for index, (ids, seed) in enumerate(zip(prompts, seeds, strict=True)):
-            yield index, list(self.stream(ids, max_tokens=max_tokens, temperature=temperature, seed=seed, top_k=top_k))
-
-
-class ByteBackend:
-    """One token per UTF-8 byte (onPanda's utf8_tokenizer): a CJK character is three tokens."""
-
-    def tokenize(self, text: str) -> list[int]:
-        return list(text.encode("utf-8"))
-
-    def detokenize(self, ids: list[int]) -> str:
-        return bytes(ids).decode("utf-8", errors="replace")
+from ..doubles import EOS, ByteBackend, CharBackend
 
 
 def texts(chunks):

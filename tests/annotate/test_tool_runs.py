@@ -13,17 +13,17 @@ from annotate.models import Event, EventKind, Node
 from dataplatform import tools as mcp
 from dataplatform.errors import Refused, Unavailable
 
+from ..doubles import CharBackend
 from . import agentic
 from .conftest import session_answering
-from .test_supervision import CharBackend
 
 TOKYO, call_text = agentic.TOKYO, agentic.call_text
 
 
 @pytest.fixture
-def backend(monkeypatch):
+def backend(use_backend):
     backend = CharBackend(script="It is evening there.")
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     return backend
 
 

@@ -8,6 +8,8 @@ from annotate import services
 from annotate.models import Item, Review
 from tests.factories import MembershipFactory, UserFactory
 
+from ..doubles import CharBackend
+
 pytestmark = pytest.mark.django_db
 
 
@@ -122,14 +124,13 @@ def test_curator_saves_settings_and_bad_values_are_named(client, members, projec
     assert client.post(reverse("annotate-config", args=["alpha"]), {"top_k": "3"}).status_code == 403
 
 
-def test_panda_json_upload_by_form_and_api(client, members, project, monkeypatch):
+def test_panda_json_upload_by_form_and_api(client, members, project, use_backend):
     from annotate.models import Session
     from tests.annotate.test_panda_json import minimal_file
-    from tests.annotate.test_supervision import CharBackend
     from tests.conftest import api_client_for
 
     backend = CharBackend()
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     document = json.dumps(minimal_file()).encode()
     client.force_login(members["curator"])
     page = client.post(reverse("annotate-import-panda", args=["alpha"]),
@@ -150,12 +151,11 @@ def test_panda_json_upload_by_form_and_api(client, members, project, monkeypatch
         format="multipart").status_code == 403
 
 
-def test_a_live_panda_upload_opens_the_workspace_to_keep_correcting(client, members, project, monkeypatch):
+def test_a_live_panda_upload_opens_the_workspace_to_keep_correcting(client, members, project, use_backend):
     from annotate.models import Session
     from tests.annotate.test_panda_json import minimal_file
-    from tests.annotate.test_supervision import CharBackend
 
-    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend())
+    use_backend(CharBackend())
     client.force_login(members["curator"])
     queue = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
     assert 'name="live"' in queue
@@ -169,12 +169,11 @@ def test_a_live_panda_upload_opens_the_workspace_to_keep_correcting(client, memb
     assert 'data-can-write="1"' in workspace  # the curator may write: it is their open session
 
 
-def test_several_panda_files_are_reported_each(client, members, project, monkeypatch):
+def test_several_panda_files_are_reported_each(client, members, project, use_backend):
     from annotate.models import Session
     from tests.annotate.test_panda_json import minimal_file
-    from tests.annotate.test_supervision import CharBackend
 
-    monkeypatch.setattr(services, "backend_for", lambda project: CharBackend())
+    use_backend(CharBackend())
     client.force_login(members["curator"])
     good, other = minimal_file(), minimal_file()
     for dialog in other["dialogs"].values():

@@ -7,10 +7,9 @@ from annotate import corrections, services, streaming
 from annotate.importers import import_prompts
 from annotate.models import Item
 
-from ..doubles import RecordingProgress
+from ..doubles import EOS, RecordingProgress
 from . import agentic
 from .conftest import fake_rollout
-from .test_supervision import EOS
 
 PROMPT = [{"role": "user", "content": "Where did the cat sit?"}]
 

@@ -25,7 +25,6 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from annotate import selectors as annotate_selectors
 from annotate import services as annotate_services
 from annotate.models import AnnotationConfig, Item, Review, Session
 from corpora.aed import services as aed_services
@@ -244,10 +243,10 @@ class PayloadVocabulary:
         return [self.pieces[token_id] for token_id in ids]
 
 
-def test_onpanda_pages(browse, members, hostile_project, monkeypatch):
+def test_onpanda_pages(browse, members, hostile_project, use_backend):
     project = hostile_project
     vocabulary = PayloadVocabulary()
-    monkeypatch.setattr(annotate_selectors, "backend_for", lambda project: vocabulary)
+    use_backend(vocabulary)
     AnnotationConfig.objects.update_or_create(project=project, defaults={"model_name": SHORT})
     ids = list(vocabulary.pieces)
     rollout = {"token_ids": ids, "logprobs": [-0.1] * len(ids), "finish_reason": "stop", "model_id": SHORT,

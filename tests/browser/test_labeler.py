@@ -12,8 +12,8 @@ from playwright.sync_api import expect
 from labeler import services
 from labeler.models import Label, LabelOrigin, LabelStatus, ReviewClaim, SweTask
 
-from ..doubles import RecordingProgress
-from ..labeler.conftest import STAGE_ONE, STAGE_TWO, ScriptedBackend, answer
+from ..doubles import RecordingProgress, ScriptedBackend
+from ..labeler.conftest import STAGE_ONE, STAGE_TWO, answer
 from .test_demo_job import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -22,7 +22,7 @@ HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(1)>"
 
 
 @pytest.fixture
-def autolabeled(project, monkeypatch):
+def autolabeled(project, use_backend):
     """One task with the scripted model's label (every rationale replaced when one is given)."""
     def run(*, rationale: str | None = None):
         task = SweTask.objects.create(project=project, instance_id="org__repo-0", repo="org/repo",
@@ -37,7 +37,7 @@ def autolabeled(project, monkeypatch):
         # The script answers in swe_v1's vocabulary; a new project would start on swe_v2.
         services.update_settings(project=project, taxonomy=services.builtin_taxonomy("swe_v1"))
         backend = ScriptedBackend({"stage1": [text(STAGE_ONE)], "stage2": [text(STAGE_TWO)]})
-        monkeypatch.setattr(services, "backend_for", lambda project: backend)
+        use_backend(backend)
         services.autolabel_project(project=project, progress=RecordingProgress())
         return task
     return run

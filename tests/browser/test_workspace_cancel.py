@@ -10,20 +10,18 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from annotate import corrections, services
-from annotate import selectors as annotate_selectors
 from annotate.models import Item, Node, NodeStatus, Session
 
 from ..annotate.conftest import fake_rollout
-from ..annotate.test_supervision import CharBackend
+from ..doubles import CharBackend
 from .test_demo_job import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_stuck_stream_is_cancelled_with_q_and_then_undo_works(page, live_server, project, members, monkeypatch):
+def test_a_stuck_stream_is_cancelled_with_q_and_then_undo_works(page, live_server, project, members, use_backend):
     backend = CharBackend()
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
-    monkeypatch.setattr(annotate_selectors, "backend_for", lambda project: backend)
+    use_backend(backend)
     annotator = members["annotator"]
     Item.objects.create(project=project, messages=[{"role": "user", "content": "Hi"}], source_sha256="c" * 64,
                         prompt_ids=backend.tokenize("<user>Hi<assistant>"),

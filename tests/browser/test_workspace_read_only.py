@@ -6,7 +6,6 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from annotate import selectors as annotate_selectors
 from annotate import services
 from annotate.models import Item, Session, SessionStatus
 
@@ -27,12 +26,15 @@ class Vocabulary:
 
 
 @pytest.fixture
-def open_session_of(project, monkeypatch):
+def open_session_of(project, use_backend):
     """Opens a session on a new answered item for an annotator."""
-    monkeypatch.setattr(annotate_selectors, "backend_for", lambda project: Vocabulary())
+    use_backend(Vocabulary())
     ids = [100 + n for n in range(len(WORDS))]
     rollout = {"token_ids": ids, "logprobs": [-0.1] * len(ids), "top": [[[t, -0.1]] for t in ids],
-               "finish_reason": "stop", "model_id": "m", "seed": 0}
+               "finish_reason": "stop", "model_id": "m", "seed": 0,
+               # Parsed already: the vocabulary only spells tokens, it cannot parse them when the session opens.
+               "channels": ["content"] * len(ids),
+               "message": {"role": "assistant", "content": "".join(WORDS), "finish_reason": "stop"}}
 
     def open_session(annotator) -> Session:
         n = Item.objects.count()

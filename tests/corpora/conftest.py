@@ -2,12 +2,11 @@ import json
 
 import pytest
 
-from corpora.aed import runners
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Trace
-from dataplatform.inference import TokenStep
 
 from ..calc_traces import make_demo_trace
+from ..doubles import ScriptedPolicy
 
 
 @pytest.fixture
@@ -20,41 +19,10 @@ def calc_trace(project):
     return Trace.objects.get(project=project, trace_id="calc-demo-1")
 
 
-class ScriptedPolicy:
-    """A unit-test double for the policy backend: each prompt of each `rollouts` call gets the next text of a
-    list (in a replay that is round by round: the runs still going, in (pair, arm) order). The text comes back
-    as one token, then the end token, which the runner must drop; rows are yielded last first, as a real backend
-    yields them in whatever order they finish. `rounds` records the seeds of every call."""
-
-    model_id = "scripted-policy"
-    supports_json_schema = False
-    END = 0
-
-    def __init__(self, texts):
-        self.texts = list(texts)
-        self.rounds = []
-        self.pieces = ["<|end|>"]  # token id -> text; id 0 is END
-
-    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
-        return [1]
-
-    def rollouts(self, prompts, *, max_tokens, temperature, seeds, top_k):
-        self.rounds.append(list(seeds))
-        answers = []
-        for _ in prompts:
-            self.pieces.append(self.texts.pop(0) if self.texts else "answer 0")
-            answers.append([TokenStep(token_id=len(self.pieces) - 1, logprob=-0.1),
-                            TokenStep(token_id=self.END, logprob=-0.1, finish_reason="stop")])
-        return reversed(list(enumerate(answers)))
-
-    def detokenize(self, ids):
-        return "".join(self.pieces[i] for i in ids)
-
-
 @pytest.fixture
-def scripted_policy(monkeypatch):
+def scripted_policy(use_backend):
     def install(texts):
         policy = ScriptedPolicy(texts)
-        monkeypatch.setattr(runners, "backend_for_model", lambda name: policy)
+        use_backend(policy)
         return policy
     return install

@@ -49,12 +49,12 @@ def missing(project, n: int) -> AtdPrompt:
                                     source_sha256=f"{n:064d}")
 
 
-def test_both_candidates_of_a_batch_go_in_one_rollout_with_a_seed_per_row(project):
+def test_both_candidates_of_a_batch_go_in_one_rollout_with_a_seed_per_row(project, use_backend):
     first, second = missing(project, 0), missing(project, 1)
     backend = RolloutDouble([[" one", "two ", "same", "same"],  # try 1: the second prompt's samples are equal
                              ["three", "four"]])                # try 2: only the second prompt is asked again
-    result = services.sample_candidates(project=project, progress=RecordingProgress(), backend=backend,
-                                        temperature=0.9, seed=5)
+    use_backend(backend)
+    result = services.sample_candidates(project=project, progress=RecordingProgress(), temperature=0.9, seed=5)
     assert result == {"sampled": 2, "gave_up": 0, "model_id": "rollout-double"}
     assert [(call["rows"], call["temperature"]) for call in backend.seen] == [(4, 0.9), (2, 0.9)]
     seeds = [seed for call in backend.seen for seed in call["seeds"]]
@@ -65,13 +65,15 @@ def test_both_candidates_of_a_batch_go_in_one_rollout_with_a_seed_per_row(projec
     assert (second.candidate_a, second.candidate_b) == ("three", "four") and second.meta["sampling"]["tries"] == 2
 
 
-def test_a_rerun_draws_the_same_seeds_whatever_shares_the_batch(project):
+def test_a_rerun_draws_the_same_seeds_whatever_shares_the_batch(project, use_backend):
     prompts = [missing(project, n) for n in range(3)]
     together = RolloutDouble([["x", "y"] * 3])
-    services.sample_candidates(project=project, progress=RecordingProgress(), backend=together, seed=7)
+    use_backend(together)
+    services.sample_candidates(project=project, progress=RecordingProgress(), seed=7)
     AtdPrompt.objects.filter(pk=prompts[1].pk).update(candidates_origin="missing")
     alone = RolloutDouble([["x", "y"]])
-    services.sample_candidates(project=project, progress=RecordingProgress(), backend=alone, seed=7)
+    use_backend(alone)
+    services.sample_candidates(project=project, progress=RecordingProgress(), seed=7)
     assert alone.seen[0]["seeds"] == together.seen[0]["seeds"][2:4]
 
 
@@ -82,15 +84,16 @@ def model_server(local_backend):
 
 
 @pytest.mark.model
-def test_on_vllm_the_two_candidates_are_two_samples(project, model_server, local_backend):
+def test_on_vllm_the_two_candidates_are_two_samples(project, model_server, local_backend, use_backend):
     client = VllmBackend(base_url=model_server.url, model=SERVED_NAME, api_key="", timeout=60, tokenizer_dir=None)
     prompt = local_backend.chat_prompt_ids([{"role": "user", "content": "Name a colour (0)."}])
     # The cause: vLLM seeds every prompt of one request with its seed, so the same prompt twice is one answer twice.
     twice = client.generate([prompt, prompt], max_tokens=6, temperature=1.0, seed=3)
     assert twice[0].text == twice[1].text
     prompts = [missing(project, n) for n in range(2)]
-    result = services.sample_candidates(project=project, progress=RecordingProgress(), backend=client,
-                                        temperature=1.0, max_tokens=6, seed=1, tries=1)
+    use_backend(client)
+    result = services.sample_candidates(project=project, progress=RecordingProgress(), temperature=1.0, max_tokens=6,
+                                        seed=1, tries=1)
     assert result["sampled"] + result["gave_up"] == 2
     for prompt in AtdPrompt.objects.filter(pk__in=[p.pk for p in prompts], candidates_origin="sampled"):
         ids = local_backend.chat_prompt_ids(prompt.messages)

@@ -11,49 +11,15 @@ from corpora.atd.inputs import AtdSelectionCreateSerializer
 from corpora.atd.models import AtdPrompt, Score, TeacherAnswer
 from dataplatform.inputs import InvalidInput, read
 
-from ..doubles import RecordingProgress
+from ..doubles import JUDGE_A, JUDGE_B, JudgeDouble, RecordingProgress
 
 pytestmark = pytest.mark.django_db
-A, B = 65, 66  # the verdict token ids of the double
-
-
-class JudgeDouble:
-    """Answers the judge with a P(A) chosen per candidate text: the prompt's candidate A is "a<p>" where p
-    is the probability (in percent) that the first-shown answer wins, whichever order it is shown in."""
-
-    model_id = "judge-double"
-
-    def __init__(self):
-        self.batches = []
-        self.generated = []
-
-    def tokenize(self, text):
-        return {"A": [A], "B": [B]}.get(text, [ord(c) for c in text])
-
-    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
-        content = messages[-1]["content"]
-        first = content.split("Answer A:")[1].split("Answer B:")[0].strip() if "Answer A:" in content else ""
-        return [int(first[1:]) if first[1:].isdigit() else 50]
-
-    def next_token_logprobs(self, prompts, candidates):
-        self.batches.append(len(prompts))
-        return [{A: math.log(p[0] / 100), B: math.log(1 - p[0] / 100)} for p in prompts]
-
-    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
-        """The one-word teacher: the first-shown answer's word when it wins with P > 0.5, else the other's."""
-        from dataplatform.inference import Generation
-
-        self.generated.append({"sequences": len(prompts), "choice": choice, "max_tokens": max_tokens,
-                               "temperature": temperature})
-        return [Generation(text="A" if p[0] > 50 else "B", token_ids=[], finish_reason="stop") for p in prompts]
-
-
 class FirstPositionJudge(JudgeDouble):
     """A judge that prefers whichever answer is shown first, with P = 0.9, whatever the answers say."""
 
     def next_token_logprobs(self, prompts, candidates):
         self.batches.append(len(prompts))
-        return [{A: math.log(0.9), B: math.log(0.1)} for _ in prompts]
+        return [{JUDGE_A: math.log(0.9), JUDGE_B: math.log(0.1)} for _ in prompts]
 
 
 def make_prompts(project, percents):
@@ -62,11 +28,12 @@ def make_prompts(project, percents):
             for n, pct in enumerate(percents)]
 
 
-def test_scoring_in_batches_debiased_and_resumable(project, members):
+def test_scoring_in_batches_debiased_and_resumable(project, members, use_backend):
     make_prompts(project, [50, 51, 52, 53, 80])
     run = services.start_scoring(project=project, batch_size=2, user=members["curator"], publish=False)
     backend = JudgeDouble()
-    result = services.score_prompts(run=run, progress=RecordingProgress(), backend=backend)
+    use_backend(backend)
+    result = services.score_prompts(run=run, progress=RecordingProgress())
     assert result == {"scored": 5, "total": 5, "scored_in_this_attempt": 5}
     assert backend.batches == [4, 4, 2]  # both orders in one call
     score = Score.objects.get(run=run, prompt__external_id="p4")
@@ -75,15 +42,17 @@ def test_scoring_in_batches_debiased_and_resumable(project, members):
     assert score.q_ab == pytest.approx(0.8) and score.q_ba == pytest.approx(0.2) and score.q == pytest.approx(0.8)
     # A crash after the first batch: the rerun scores only what is missing, each prompt once.
     Score.objects.filter(run=run, prompt__external_id__in=["p2", "p3", "p4"]).delete()
-    rerun = services.score_prompts(run=run, progress=RecordingProgress(), backend=backend)
+    use_backend(backend)
+    rerun = services.score_prompts(run=run, progress=RecordingProgress())
     assert Score.objects.filter(run=run).count() == 5 and backend.batches[3:] == [4, 2]
     assert rerun == {"scored": 5, "total": 5, "scored_in_this_attempt": 3}
 
 
-def test_freeze_keeps_exactly_epsilon_and_versions(project, members):
+def test_freeze_keeps_exactly_epsilon_and_versions(project, members, use_backend):
     make_prompts(project, [50, 51, 52, 53, 80])
     run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
-    services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    use_backend(JudgeDouble())
+    services.score_prompts(run=run, progress=RecordingProgress())
     first = services.freeze_selection(run=run, name="near-ties", epsilon=0.02, user=members["curator"])
     kept = sorted(first.items.values_list("prompt__external_id", flat=True))
     assert kept == ["p0", "p1", "p2"] and first.version == 1 and first.size == 3  # q = 0.52 is kept, 0.53 is not
@@ -93,30 +62,35 @@ def test_freeze_keeps_exactly_epsilon_and_versions(project, members):
         read(AtdSelectionCreateSerializer, {"run": run.pk, "name": "x", "epsilon": 0.7})
 
 
-def test_teacher_bits_with_budget_and_resume(project, members):
+def test_teacher_bits_with_budget_and_resume(project, members, use_backend):
     make_prompts(project, [50, 51, 49, 48])
     run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
-    services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    use_backend(JudgeDouble())
+    services.score_prompts(run=run, progress=RecordingProgress())
     selection = services.freeze_selection(run=run, name="ties", epsilon=0.05, user=members["curator"])
     teacher = services.start_teacher(selection=selection, budget=3, mode="logprobs", user=members["curator"],
                                      publish=False)
-    assert services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble()) == \
+    use_backend(JudgeDouble())
+    assert services.ask_teacher(run=teacher, progress=RecordingProgress()) == \
         {"asked": 3, "remaining": 1}
     teacher.budget = None
-    assert services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble())["asked"] == 1
+    use_backend(JudgeDouble())
+    assert services.ask_teacher(run=teacher, progress=RecordingProgress())["asked"] == 1
     answers = {a.prompt.external_id: (a.bit, a.status) for a in TeacherAnswer.objects.filter(run=teacher)}
     assert answers == {"p0": ("", "tie"), "p1": ("A", "ok"), "p2": ("B", "ok"), "p3": ("B", "ok")}
 
 
-def test_the_one_word_teacher_asks_once_per_prompt_for_one_of_the_two_words(project, members):
+def test_the_one_word_teacher_asks_once_per_prompt_for_one_of_the_two_words(project, members, use_backend):
     make_prompts(project, [50, 51, 49, 48])
     run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
-    services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    use_backend(JudgeDouble())
+    services.score_prompts(run=run, progress=RecordingProgress())
     selection = services.freeze_selection(run=run, name="ties", epsilon=0.05, user=members["curator"])
     teacher = services.start_teacher(selection=selection, user=members["curator"], publish=False)
     assert teacher.mode == "one_word" and teacher.debias is False  # the default for a judged selection
     backend = JudgeDouble()
-    assert services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=backend, batch_size=3) == \
+    use_backend(backend)
+    assert services.ask_teacher(run=teacher, progress=RecordingProgress(), batch_size=3) == \
         {"asked": 4, "remaining": 0}
     assert [call["sequences"] for call in backend.generated] == [3, 1] and backend.batches == []  # one query each
     assert all(call["choice"] == ["A", "B"] and call["temperature"] == 0.0 for call in backend.generated)
@@ -130,10 +104,11 @@ def test_the_one_word_teacher_asks_once_per_prompt_for_one_of_the_two_words(proj
     assert services.start_teacher(selection=other, user=members["curator"], publish=False).mode == "likelihood"
 
 
-def test_a_judge_that_always_prefers_the_first_position_is_not_a_tie(project, members):
+def test_a_judge_that_always_prefers_the_first_position_is_not_a_tie(project, members, use_backend):
     make_prompts(project, [50, 51, 80, 90])
     run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
-    services.score_prompts(run=run, progress=RecordingProgress(), backend=FirstPositionJudge())
+    use_backend(FirstPositionJudge())
+    services.score_prompts(run=run, progress=RecordingProgress())
     scores = Score.objects.filter(run=run)
     # q_ab = q_ba = 0.9: debiased, q = (0.9 + 0.1) / 2 = 0.5 exactly, but the orders disagree by |0.9 - 0.1| = 0.8.
     assert all(s.q == pytest.approx(0.5) and s.position_bias == pytest.approx(0.8) for s in scores)
@@ -151,15 +126,17 @@ def test_a_judge_that_always_prefers_the_first_position_is_not_a_tie(project, me
         read(AtdSelectionCreateSerializer, {"run": run.pk, "name": "ties", "epsilon": 0.02, "bias_threshold": 1.5})
 
 
-def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in_tmp):
+def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in_tmp, use_backend):
     from ..exporting import export_rows
 
     make_prompts(project, [50, 51, 49, 48])
     run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
-    services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    use_backend(JudgeDouble())
+    services.score_prompts(run=run, progress=RecordingProgress())
     selection = services.freeze_selection(run=run, name="ties", epsilon=0.05, user=members["curator"])
     teacher = services.start_teacher(selection=selection, mode="logprobs", user=members["curator"], publish=False)
-    services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble())
+    use_backend(JudgeDouble())
+    services.ask_teacher(run=teacher, progress=RecordingProgress())
     export, rows = export_rows(project, members["curator"], export_storage_in_tmp, "atd.dpo", validation_ratio=0)
     by_prompt = {row["prompt_id"]: row for row in rows}
     assert sorted(by_prompt) == ["p1", "p2", "p3"]  # p0 was a tie: no pair
@@ -187,11 +164,12 @@ def test_teacher_endpoints_must_be_allowed_by_an_admin(settings):
             services.check_teacher_endpoint(refused)
 
 
-def test_a_teacher_run_whose_endpoint_was_removed_from_the_list_does_not_call_it(project, members, settings):
+def test_a_teacher_run_whose_endpoint_was_removed_from_the_list_does_not_call_it(project, members, settings, use_backend):
     settings.ATD_TEACHER_ENDPOINTS = ["http://vllm:8000/v1"]
     make_prompts(project, [50])
     run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
-    services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    use_backend(JudgeDouble())
+    services.score_prompts(run=run, progress=RecordingProgress())
     selection = services.freeze_selection(run=run, name="t", epsilon=0.1, user=members["curator"])
     teacher = services.start_teacher(selection=selection, base_url="http://vllm:8000/v1", user=members["curator"],
                                      publish=False)

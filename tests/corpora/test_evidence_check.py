@@ -5,7 +5,8 @@ import pytest
 from corpora.aed import evidence_check, services
 from corpora.aed.models import CaseEvent
 
-from .test_services import ConstrainingBackend, edit
+from ..doubles import ConstrainingBackend
+from .test_services import edit
 
 pytestmark = pytest.mark.django_db
 
@@ -15,7 +16,7 @@ def case(calc_trace, members):
     return services.open_case(trace=calc_trace, curator=members["curator"])
 
 
-def test_the_model_checks_the_evidence_beside_the_curator(case, members, monkeypatch):
+def test_the_model_checks_the_evidence_beside_the_curator(case, members, use_backend):
     curator = members["curator"]
     with pytest.raises(services.CurationError, match="Mark the error step"):
         evidence_check.start_evidence_check(case=case, user=curator)
@@ -23,7 +24,7 @@ def test_the_model_checks_the_evidence_beside_the_curator(case, members, monkeyp
                 evidence=[{"step": 1, "quote": "calc 17 * 32"}], evidence_check="unsupported")
     answer = '{"rationale": "Step 1 multiplies 17 by 32, as the diagnosis says.", "verdict": "supported"}'
     backend = ConstrainingBackend(answer)
-    monkeypatch.setattr(evidence_check, "backend_for_model", lambda name: backend)
+    use_backend(backend)
     assert evidence_check.check_evidence(case=case)["verdict"] == "supported"
     assert backend.schemas == [evidence_check.EVIDENCE_SCHEMA]
     messages = evidence_check.evidence_messages(case)
@@ -35,7 +36,7 @@ def test_the_model_checks_the_evidence_beside_the_curator(case, members, monkeyp
     event = CaseEvent.objects.get(case=case, kind="model_check")
     assert event.origin == "model" and event.payload["prompt_version"] == evidence_check.EVIDENCE_PROMPT_VERSION
     # An answer outside the three verdicts is asked again, then reported; the stored verdict stays.
-    monkeypatch.setattr(evidence_check, "backend_for_model", lambda name: ConstrainingBackend('{"verdict": "maybe"}'))
+    use_backend(ConstrainingBackend('{"verdict": "maybe"}'))
     result = evidence_check.check_evidence(case=case)
     assert not result["checked"] and [a["max_tokens"] for a in result["attempts"]] == [160, 320]
     case.refresh_from_db()

@@ -26,6 +26,7 @@ from dataplatform.jobs.models import Job, JobState
 from tests.conftest import api_client_for
 from tests.untranslated import chinese_in, untranslated
 
+from ..doubles import ScriptedBackend
 from .test_views import HX, add_traces, complete, demo, replay_with
 
 pytestmark = pytest.mark.django_db
@@ -251,14 +252,12 @@ def test_aed_js_strings_are_in_the_javascript_catalog(client):
 
 # --- what our code says when a model's answer or a replay cannot go on: the page's language, data as it is ------
 
-def test_an_unusable_draft_and_a_failed_replay_say_why_in_the_page_language(client, members, project, monkeypatch):
-    from tests.labeler.conftest import ScriptedBackend
-
+def test_an_unusable_draft_and_a_failed_replay_say_why_in_the_page_language(client, members, project, use_backend):
     curator = members["curator"]
     (trace,) = add_traces(project, demo("t-9", environment="web-v2"))  # not an environment the builtin runner has
     case = complete(services.open_case(trace=trace, curator=curator), curator)
     wrong = '{"error_step": 1, "category": "nowhere", "diagnosis": "d", "corrected_action": "x"}'
-    monkeypatch.setattr(services, "backend_for_model", lambda name: ScriptedBackend({"stage1": [wrong, wrong]}))
+    use_backend(ScriptedBackend({"stage1": [wrong, wrong]}))
     draft = job_services.enqueue_job(project=project, kind="aed.draft", params={"case": case.pk}, user=curator,
                                      publish=False)
     job_services.execute_job(job_id=draft.pk)

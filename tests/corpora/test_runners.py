@@ -7,7 +7,6 @@ import time
 import pytest
 from werkzeug import Response
 
-from corpora.aed import runners
 from corpora.aed.calc_env import (
     UNKNOWN_ACTION,
     CalcEnv,
@@ -21,7 +20,7 @@ from corpora.aed.runners import BuiltinRunner, RunnerError, RunnerUnavailable, R
 from dataplatform.errors import Transient
 
 from ..calc_traces import make_demo_trace, make_kv_trace
-from .conftest import ScriptedPolicy
+from ..doubles import ScriptedPolicy
 
 TASK = {"expression": "(17 * 23) - 45"}  # 346
 
@@ -133,9 +132,9 @@ class ScriptedBackend(ScriptedPolicy):
         return super().rollouts(prompts, max_tokens=max_tokens, temperature=temperature, seeds=seeds, top_k=top_k)
 
 
-def test_arm_c_corrected_action_leads_to_pass(monkeypatch):
+def test_arm_c_corrected_action_leads_to_pass(use_backend):
     backend = ScriptedBackend(["calc 391 - 45", "answer 346"])
-    monkeypatch.setattr(runners, "backend_for_model", lambda name: backend)
+    use_backend(backend)
     result = run_arm(runner="builtin", trace=failed_trace(), error_step=0, arm="C",
                      corrected_action="calc 17 * 23", seed=3, options={})
     assert result == RunResult(passed=True, score=1.0, steps=result.steps)
@@ -148,14 +147,16 @@ def test_arm_c_corrected_action_leads_to_pass(monkeypatch):
                                                  {"role": "user", "content": "Observation: 391"}]
 
 
-def test_arm_r_resamples_error_step_with_pair_seeds():
+def test_arm_r_resamples_error_step_with_pair_seeds(use_backend):
     backend_c = ScriptedBackend(["answer 1"])
     backend_r = ScriptedBackend(["calc 17 + 23", "I think\nanswer 40", "unused"])
     trace = make_demo_trace("(17 * 23) - 45", ["calc 17 * 23", "calc 391 + 45", "answer 436"], trace_id="t")
     trace = trace_from(trace)
     kw = {"trace": trace, "error_step": 1, "seed": 9, "options": {"max_steps": 3}}
-    c = BuiltinRunner(backend_c).run(arm="C", corrected_action="calc 391 - 45", **kw)
-    r = BuiltinRunner(backend_r).run(arm="R", corrected_action=None, **kw)
+    use_backend(backend_c)
+    c = BuiltinRunner().run(arm="C", corrected_action="calc 391 - 45", **kw)
+    use_backend(backend_r)
+    r = BuiltinRunner().run(arm="R", corrected_action=None, **kw)
     assert (c.passed, c.score, r.passed, r.score) == (False, 0.0, False, 0.0)
     assert [c["seed"] for c in backend_c.calls] == [9002]
     assert [c["seed"] for c in backend_r.calls] == [9001, 9002]  # the same seed at step 2 in both arms
@@ -167,10 +168,11 @@ def test_arm_r_resamples_error_step_with_pair_seeds():
     assert backend_r.calls[0]["messages"][-1] == {"role": "user", "content": "Observation: 391"}
 
 
-def test_builtin_runner_marks_recomputed_prefix_and_refuses_bad_input():
+def test_builtin_runner_marks_recomputed_prefix_and_refuses_bad_input(use_backend):
     trace = failed_trace()
     trace.steps[0]["observation"] = "41"  # a stored observation the env disagrees with
-    result = BuiltinRunner(ScriptedBackend(["answer 346"])).run(
+    use_backend(ScriptedBackend(["answer 346"]))
+    result = BuiltinRunner().run(
         trace=trace, error_step=1, arm="C", corrected_action="calc 40 + 306", seed=0, options={})
     assert result.steps[0] == {**trace.steps[0], "observation": "40", "stored_observation": "41",
                                     "origin": "prefix", "replayed": True}
@@ -191,15 +193,18 @@ def kv_failure() -> Trace:
                                     ["get host", "delete port", "set host db2", "submit"], trace_id="kv-demo-1"))
 
 
-def test_on_a_stateful_environment_the_original_action_retry_differs_from_resampling():
+def test_on_a_stateful_environment_the_original_action_retry_differs_from_resampling(use_backend):
     trace = kv_failure()
     assert trace.passed is False
     kw = {"trace": trace, "error_step": 1, "seed": 5, "options": {"max_steps": 6}}
     # The same policy answers in every arm: set the host, then submit.
-    resampled = BuiltinRunner(ScriptedBackend(["set host db2", "submit"])).run(arm="R", corrected_action=None, **kw)
-    original = BuiltinRunner(ScriptedBackend(["set host db2", "submit"])).run(arm="R", corrected_action=None,
+    use_backend(ScriptedBackend(["set host db2", "submit"]))
+    resampled = BuiltinRunner().run(arm="R", corrected_action=None, **kw)
+    use_backend(ScriptedBackend(["set host db2", "submit"]))
+    original = BuiltinRunner().run(arm="R", corrected_action=None,
                                                                              retry="original", **kw)
-    corrected = BuiltinRunner(ScriptedBackend(["submit"])).run(arm="C", corrected_action="set host db2", **kw)
+    use_backend(ScriptedBackend(["submit"]))
+    corrected = BuiltinRunner().run(arm="C", corrected_action="set host db2", **kw)
     assert [(s["origin"], s["action"]) for s in resampled.steps] == [("policy", "set host db2"), ("policy", "submit")]
     assert resampled.passed is True  # the policy never deleted the port
     assert [(s["origin"], s["action"], s["observation"]) for s in original.steps] == [
@@ -209,9 +214,10 @@ def test_on_a_stateful_environment_the_original_action_retry_differs_from_resamp
     assert corrected.passed is True and corrected.steps[0]["origin"] == "corrected"
 
 
-def test_recovery_in_context_keeps_the_error_and_marks_the_steps_that_make_progress():
+def test_recovery_in_context_keeps_the_error_and_marks_the_steps_that_make_progress(use_backend):
     backend = ScriptedBackend(["set port 5432", "set host db2", "submit"])
-    result = BuiltinRunner(backend).run(trace=kv_failure(), error_step=1, arm="E", corrected_action=None, seed=2,
+    use_backend(backend)
+    result = BuiltinRunner().run(trace=kv_failure(), error_step=1, arm="E", corrected_action=None, seed=2,
                                         options={"max_steps": 6, "hint": "It deleted the port the goal keeps."})
     # The store's score: 0.5 before the error (the port matches), 0 after it; restoring the port only gets
     # back to the best so far, setting the host raises it, submitting passes.
@@ -224,11 +230,12 @@ def test_recovery_in_context_keeps_the_error_and_marks_the_steps_that_make_progr
                                                                            "port the goal keeps."}
 
 
-def test_on_calc_the_original_action_retry_executes_the_error_again():
+def test_on_calc_the_original_action_retry_executes_the_error_again(use_backend):
     backend = ScriptedBackend(["calc 544 - 45", "answer 499"])
     trace = trace_from(make_demo_trace("(17 * 23) - 45", ["calc 17 * 23", "calc 17 * 32", "answer 499"],
                                        trace_id="t"))
-    result = BuiltinRunner(backend).run(trace=trace, error_step=1, arm="R", corrected_action=None, seed=1,
+    use_backend(backend)
+    result = BuiltinRunner().run(trace=trace, error_step=1, arm="R", corrected_action=None, seed=1,
                                         options={}, retry="original")
     assert [(s["origin"], s["observation"]) for s in result.steps][:1] == [("original", "544")]
     assert [c["seed"] for c in backend.calls] == [1002, 1003]  # the policy resumes after the error step
@@ -244,7 +251,7 @@ def test_runner_unavailable_is_retryable():
 
 @pytest.mark.model
 def test_builtin_runner_with_real_model(local_backend):
-    # No override: backend_for_model("") is the platform's default backend, the loaded local model.
+    # No override: backend_for(None, model="") is the platform's default backend, the loaded local model.
     kw = {"runner": "builtin", "trace": failed_trace(), "error_step": 0, "seed": 11,
           "options": {"max_steps": 2, "max_tokens": 12}}
     c = run_arm(arm="C", corrected_action="calc 17 * 23", **kw)

@@ -10,11 +10,11 @@ from corpora.aed import importers, selectors, services
 from corpora.aed.inputs import ReplayCreateSerializer
 from corpora.aed.models import CaseEvent, ProposalStatus, Replay, ReplayRun, Trace
 from dataplatform.apiutils import MAX_SEED
-from dataplatform.inference import BackendUnavailable, Generation
+from dataplatform.inference import BackendUnavailable
 from dataplatform.inputs import InvalidInput, read
 
 from ..calc_traces import make_kv_trace
-from ..doubles import RecordingProgress
+from ..doubles import ConstrainingBackend, RecordingProgress, ScriptedBackend
 
 pytestmark = pytest.mark.django_db
 
@@ -137,28 +137,11 @@ def test_a_retried_replay_resumes_without_double_counting(case, members, scripte
     assert replay.n11 + replay.n10 + replay.n01 + replay.n00 == 2
 
 
-class ConstrainingBackend:
-    """A backend that constrains its answers (supports_json_schema): records the schema it is given."""
-
-    model_id = "constraining-model"
-    supports_json_schema = True
-
-    def __init__(self, text):
-        self.text, self.schemas = text, []
-
-    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
-        return [1]
-
-    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None, choice=None):
-        self.schemas.append(json_schema)
-        return [Generation(text=self.text, token_ids=[], finish_reason="stop") for _ in prompts]
-
-
-def test_a_backend_that_constrains_gets_the_drafts_schema(case, monkeypatch):
+def test_a_backend_that_constrains_gets_the_drafts_schema(case, use_backend):
     answer = ('{"error_step": 1, "category": "plan-error", "diagnosis": "It used 32 instead of 23.", '
               '"corrected_action": "calc 17 * 23"}')
     backend = ConstrainingBackend(answer)
-    monkeypatch.setattr(services, "backend_for_model", lambda name: backend)
+    use_backend(backend)
     assert services.draft_case(case=case)["drafted"]
     [schema] = backend.schemas
     assert schema["properties"]["category"]["enum"] == case.taxonomy.slugs
@@ -170,13 +153,11 @@ def test_a_backend_that_constrains_gets_the_drafts_schema(case, monkeypatch):
             jsonschema.validate(json.loads(answer) | wrong, schema)
 
 
-def test_model_draft_is_marked_model_authored(case, members, monkeypatch):
-    from tests.labeler.conftest import ScriptedBackend
-
+def test_model_draft_is_marked_model_authored(case, members, use_backend):
     backend = ScriptedBackend({"stage1": ["not json at all", '{"error_step": 1, "category": "plan-error", '
                                           '"diagnosis": "It used 32 instead of 23.", '
                                           '"corrected_action": "calc 17 * 23"}']})
-    monkeypatch.setattr(services, "backend_for_model", lambda name: backend)
+    use_backend(backend)
     result = services.draft_case(case=case)
     case.refresh_from_db()
     assert result["drafted"] and len(result["attempts"]) == 1 and result["attempts"][0]["max_tokens"] == 256

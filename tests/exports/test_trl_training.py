@@ -18,12 +18,13 @@ from annotate.models import Item
 from corpora.atd import services as atd_services
 from dataplatform.exports.registry import get_kind
 from dataplatform.exports.writers import file_sha256
+from dataplatform.inference import override_backend
 from dataplatform.inference.checkpoint import converted_dir
 
 from ..conftest import api_client_for
-from ..corpora.test_atd_services import JudgeDouble, make_prompts
+from ..corpora.test_atd_services import make_prompts
 from ..corpora.test_exporters import corpus  # noqa: F401  (the AED cases fixture)
-from ..doubles import RecordingProgress
+from ..doubles import JudgeDouble, RecordingProgress
 from ..exporting import export_rows
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db]
@@ -186,7 +187,9 @@ def near_ties(project, members) -> None:
     here, the rows are): three DPO pairs."""
     make_prompts(project, [50, 51, 49, 48])
     run = atd_services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
-    atd_services.score_prompts(run=run, progress=RecordingProgress(), backend=JudgeDouble())
+    with override_backend(JudgeDouble()):
+        atd_services.score_prompts(run=run, progress=RecordingProgress())
     selection = atd_services.freeze_selection(run=run, name="ties", epsilon=0.05, user=members["curator"])
     teacher = atd_services.start_teacher(selection=selection, mode="logprobs", user=members["curator"], publish=False)
-    atd_services.ask_teacher(run=teacher, progress=RecordingProgress(), backend=JudgeDouble())
+    with override_backend(JudgeDouble()):
+        atd_services.ask_teacher(run=teacher, progress=RecordingProgress())

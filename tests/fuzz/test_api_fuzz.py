@@ -55,7 +55,7 @@ from dataplatform.jobs.models import TERMINAL_STATES, Job, JobState
 from labeler import services as labeler_services
 from labeler.models import Label, SweTask
 
-from ..annotate.test_supervision import CharBackend
+from ..doubles import CharBackend
 from ..role_matrix_world import EXPORT_FILES, World, build_world, world_for_a_module
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.django_db]
@@ -182,12 +182,12 @@ def keep_the_test_connection():
 
 
 @pytest.fixture
-def quiet_platform(monkeypatch):
+def quiet_platform(monkeypatch, use_backend):
     # The health probe asks the model backend and the broker for real (seconds per call); its access
     # rules and response shape are what is fuzzed here. onPanda's workspace (candidates, corrections,
     # streaming) gets a character tokenizer instead of the model.
     monkeypatch.setattr("dataplatform.system.api.platform_status", lambda: [])
-    monkeypatch.setattr("annotate.services.backend_for_model", lambda model_name: CharBackend())
+    use_backend(CharBackend())
 
 
 schema = api_schema()

@@ -9,7 +9,6 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile, UploadedFile
 
-from annotate import services
 from annotate.models import Event, Item, Node, Session
 from annotate.panda_json import MAX_FILE_BYTES, UnreadableFile, import_panda_json, read_panda_upload
 from corpora.aed.taxonomy import parse_error_taxonomy
@@ -18,8 +17,8 @@ from labeler import services as labeler_services
 from labeler.models import Taxonomy
 from labeler.taxonomy import parse_taxonomy
 
-from ..annotate.test_supervision import CharBackend
 from ..conftest import api_client_for
+from ..doubles import CharBackend
 from .importers import ANNOTATE
 
 pytestmark = pytest.mark.django_db
@@ -47,9 +46,9 @@ def _panda_rows() -> tuple[int, ...]:
 
 
 @pytest.fixture
-def chars(monkeypatch):
+def chars(use_backend):
     backend = CharBackend()
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     return backend
 
 

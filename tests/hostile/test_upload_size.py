@@ -15,13 +15,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile, UploadedFile
 from django.test import override_settings
 from django.urls import reverse
 
-from annotate import services as annotate_services
 from annotate.models import Event, Item, Node, Session
 from dataplatform.imports import FileTooLarge, check_upload_size, human_bytes
 from labeler.models import Taxonomy
 
-from ..annotate.test_supervision import CharBackend
 from ..conftest import api_client_for
+from ..doubles import CharBackend
 from .importers import ANNOTATE, ATD, TASKS, TRACES, TRAJECTORIES, JsonlImporter
 from .test_file_corpus import GOOD_PANDA, SWE_TAXONOMY
 
@@ -69,9 +68,9 @@ PAGE_ENTRIES = [pytest.param(entry, id=entry.name) for entry in ENTRIES if entry
 
 
 @pytest.fixture(autouse=True)
-def chars(monkeypatch):
+def chars(use_backend):
     """.panda.json imports tokenize with the project's backend: a character tokenizer, no model."""
-    monkeypatch.setattr(annotate_services, "backend_for", lambda project: CharBackend())
+    use_backend(CharBackend())
 
 
 def _too_big(entry: Entry) -> str:

@@ -453,3 +453,31 @@ def test_generate_with_a_missing_choice_is_an_error(httpserver, backend):
     with pytest.raises(BackendError, match="1 completions for 2 prompts"):
         backend.generate([[1], [2]], max_tokens=4, temperature=0.0, seed=None)
     assert backend.supports_json_schema
+
+
+def test_generate_each_sends_one_request_per_distinct_constraint_and_answers_in_row_order(httpserver, backend):
+    """A request carries one `structured_outputs`: rows sharing a constraint go together, in the order each
+    constraint first appears, and each row gets its own answer back (the labeler's stage two on vLLM)."""
+    seen = []
+
+    def completions(request: Request) -> Response:
+        body = json.loads(request.data)
+        seen.append(body)
+        return Response(json.dumps({"choices": [{"index": n, "text": f"{len(seen)}:{prompt[0]}", "finish_reason": "stop"}
+                                                for n, prompt in enumerate(body["prompt"])]}),
+                        content_type="application/json")
+
+    httpserver.expect_request("/v1/completions", method="POST").respond_with_handler(completions)
+    first, second = {"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}
+    answers = backend.generate_each([[10], [11], [12], [13]], max_tokens=8, temperature=0.0, seed=0,
+                                    constraints=[{"json_schema": first}, None, {"json_schema": first},
+                                                 {"json_schema": second}])
+    assert [answer.text for answer in answers] == ["1:10", "2:11", "1:12", "3:13"]
+    assert [(body["prompt"], body.get("structured_outputs")) for body in seen] == [
+        ([[10], [12]], {"json": first}), ([[11]], None), ([[13]], {"json": second})]
+    assert all(body["seed"] == 0 and body["max_tokens"] == 8 for body in seen)
+    for bad, message in (([{"regex": "x"}], "nothing else"), ([{"json_schema": {}, "choice": ["a"]}], "exclusive"),
+                         ([None, None], "2 constraints for 1 prompts")):
+        with pytest.raises(BackendError, match=message):
+            backend.generate_each([[1]], max_tokens=4, temperature=0.0, seed=0, constraints=bad)
+    assert len(seen) == 3

@@ -3,37 +3,10 @@ import json
 
 import pytest
 
-from dataplatform.inference import Generation
 from labeler import services
 from labeler.models import LabelerSettings, SweTask, Trajectory
 
-
-class ScriptedBackend:
-    """A test double for the labeling service's unit tests: answers each stage from a script.
-
-    `answers` maps a stage ("stage1"/"stage2") to a list of texts used in turn, one per prompt;
-    the real model runs the same code in tests/labeler/test_model.py."""
-
-    name = "scripted"
-    model_id = "scripted-model"
-    supports_json_schema = False
-
-    def __init__(self, answers: dict[str, list[str]]):
-        self.answers = {stage: list(texts) for stage, texts in answers.items()}
-        self.calls: list[dict] = []
-        self.prompts: list[list[dict]] = []  # every chat asked, in order
-
-    def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
-        stage = "stage2" if "_l2" in messages[-1]["content"] else "stage1"
-        self.prompts.append(messages)
-        return [1 if stage == "stage1" else 2]
-
-    def generate(self, prompts, *, max_tokens, temperature, seed, json_schema=None):
-        self.calls.append({"prompts": len(prompts), "max_tokens": max_tokens})
-        stage = {1: "stage1", 2: "stage2"}
-        return [Generation(text=self.answers[stage[p[0]]].pop(0), token_ids=[], finish_reason="stop")
-                for p in prompts]
-
+from ..doubles import ScriptedBackend
 
 STAGE_ONE = {"task_type_l1": "bug-fix", "domain_l1": "web_backend", "code_language": "python",
              "task_spec_type": "specific", "dependency_context": "codebase", "scope": "single-function",
@@ -57,7 +30,7 @@ def make_tasks(project):
 
 
 @pytest.fixture
-def scripted(monkeypatch, project):
+def scripted(use_backend, project):
     def install(answers):
         # The scripts answer in swe_v1's vocabulary (STAGE_ONE asks every dimension in stage one): a project that
         # has not pinned a taxonomy yet pins swe_v1 rather than starting on a new project's swe_v2, which
@@ -65,7 +38,7 @@ def scripted(monkeypatch, project):
         if not LabelerSettings.objects.filter(project=project).exists():
             services.update_settings(project=project, taxonomy=services.builtin_taxonomy("swe_v1"))
         backend = ScriptedBackend(answers)
-        monkeypatch.setattr(services, "backend_for", lambda project: backend)
+        use_backend(backend)
         return backend
     return install
 

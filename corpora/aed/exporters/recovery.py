@@ -29,7 +29,7 @@ from dataplatform.conversations.token_masks import (
 )
 from dataplatform.conversations.training import TOOLS, TOOLS_MEANINGS, messages_cell, record_batch, tools_cell
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
-from dataplatform.inference import backend_for_model
+from dataplatform.inference import backend_for
 
 from ..models import Case, Replay, ReplayMode, ReplayRun
 from .cases import (
@@ -128,7 +128,7 @@ class _Tokens:
 
     def __init__(self, query: ExportQuery):
         self.query = query
-        self.backend = backend_for_model("")
+        self.backend = backend_for(query.project, model="")
         self.identity = note_identity(query.notes, self.backend)
 
     def columns(self, messages: list[dict], tools, mask: list[int]) -> dict:

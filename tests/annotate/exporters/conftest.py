@@ -3,10 +3,8 @@ backend)."""
 
 import pytest
 
-from annotate import services
-
+from ...doubles import CharBackend
 from ...exporting import export_rows
-from ..test_supervision import CharBackend
 from ..trees import build_agentic_session, build_trees
 
 
@@ -16,10 +14,10 @@ def _exports_in_tmp(export_storage_in_tmp):
 
 
 @pytest.fixture
-def chars(monkeypatch):
+def chars(use_backend):
     """The one-token-per-character backend everywhere: generation continues with " sat." then stops."""
     backend = CharBackend(script=" sat.")
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     return backend
 
 

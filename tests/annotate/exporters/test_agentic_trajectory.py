@@ -14,10 +14,10 @@ from annotate.metrics import project_metrics
 from annotate.models import Item
 from annotate.panda_json import session_to_panda_json
 
+from ...doubles import EOS, CharBackend
 from .. import agentic
 from ..conftest import fake_rollout
 from ..test_panda_json import as_file
-from ..test_supervision import EOS, CharBackend
 from .rows import load_shards, trained
 from .test_sft import TOOL_TEMPLATE
 
@@ -30,11 +30,11 @@ TOOLS = [{"type": "function", "function": {
 
 
 @pytest.fixture
-def trajectory(project, members, monkeypatch, time_server):
+def trajectory(project, members, time_server, use_backend):
     """The annotator rewrites the reasoning from "far" on; the model closes it and calls the tool with the
     right zone; the call runs; the model answers the result; accepted."""
     backend = CharBackend(script=" nine hours ahead.\n</think>\n\n" + FIXED)
-    monkeypatch.setattr(services, "backend_for", lambda project: backend)
+    use_backend(backend)
     config = services.config_for(project)
     config.tool_servers = ["time"]
     config.save()

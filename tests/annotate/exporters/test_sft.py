@@ -4,8 +4,8 @@ import pytest
 
 from annotate.models import Review, ReviewDecision
 
+from ...doubles import EOS
 from .. import agentic
-from ..test_supervision import EOS
 from ..trees import PROMPT
 from .rows import load_shards, tools_of, trained
 

@@ -5,8 +5,8 @@ import pytest
 from annotate.exporters.token_supervision import chosen_tokens
 from annotate.supervision import token_supervision
 
+from ...doubles import EOS, CharBackend
 from .. import agentic
-from ..test_supervision import EOS, CharBackend
 from ..trees import PROMPT
 from .rows import tools_of, trained
 
