@@ -10,6 +10,8 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from .imports import FileTooLarge, JsonProblem, check_upload_size, json_error, json_path, load_json
+from .imports.inputs import ImportOptions
+from .inputs import check_form_fields, read
 
 # Upper bounds for the integers a client sends, from the PostgreSQL columns they end up in: a value past
 # its column is refused by its serializer field (400), never by the database (500). Every integer field
@@ -60,22 +62,12 @@ def parse_json_body(text: str):
         raise ValidationError({str(exc.path[0]): [inner + exc.message]}) from None
 
 
-def _check_form_fields(data) -> None:
-    """A form field with a NUL is a 400 naming it: PostgreSQL refuses NUL in text, so a view that looks a
-    value up (`annotator=<username>`) would end in a 500. (Unpaired surrogates cannot come this way: form
-    data is UTF-8, which Django decodes with replacement characters.)"""
-    for name, values in data.lists():
-        if "\x00" in name or any(isinstance(value, str) and "\x00" in value for value in values):
-            raise ValidationError({name.replace("\x00", "\ufffd"): [gettext("contains a NUL character, which cannot be "
-                                                                          "stored")]})
-
-
 class StrictFormParser(FormParser):
-    """FormParser, refusing NUL characters in field names and values (`_check_form_fields`)."""
+    """FormParser, refusing NUL characters in field names and values (inputs.check_form_fields)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         data = super().parse(stream, media_type, parser_context)
-        _check_form_fields(data)
+        check_form_fields(data)
         return data
 
 
@@ -84,7 +76,7 @@ class StrictMultiPartParser(MultiPartParser):
 
     def parse(self, stream, media_type=None, parser_context=None):
         parsed = super().parse(stream, media_type, parser_context)
-        _check_form_fields(parsed.data)
+        check_form_fields(parsed.data)
         return parsed
 
 
@@ -142,8 +134,7 @@ def import_upload(request, importer, **arguments) -> Response:
     fields; the report is the body, with 400 when the file was refused (errors, and not skipped)."""
     upload = uploaded_file(request, expected=gettext("a JSONL file"))
     checked_upload_size(upload)
-    skip = truthy(request.data.get("skip_bad_lines"))
-    report = importer(lines=upload, file=upload.name, dry_run=truthy(request.data.get("dry_run")),
-                      skip_bad_lines=skip, **arguments)
-    failed = report.errors and not report.dry_run and not skip
+    options = read(ImportOptions, request.data)
+    report = importer(lines=upload, file=upload.name, **options, **arguments)
+    failed = report.errors and not report.dry_run and not options["skip_bad_lines"]
     return Response(report.as_dict(), status=status.HTTP_400_BAD_REQUEST if failed else status.HTTP_200_OK)

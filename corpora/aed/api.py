@@ -8,13 +8,21 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for, request_token
-from dataplatform.apiutils import MAX_INT, MAX_SEED, import_upload
+from dataplatform.apiutils import import_upload
 from dataplatform.jobs.api import JobSerializer
 from dataplatform.openapi import STALE_VERSION, error_response
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from . import evidence_check, importers, selectors, services
-from .models import Case, GradingEvidence, Proposal, Replay, ReplayMode, RetryDesign, Trace
+from .inputs import (
+    CaseEditSerializer,
+    GradingSerializer,
+    ProposalCreateSerializer,
+    ProposalStatusSerializer,
+    ReplayCreateSerializer,
+    VersionOnlySerializer,
+)
+from .models import Case, Proposal, Replay, Trace
 
 
 class TraceSerializer(serializers.ModelSerializer):
@@ -67,38 +75,6 @@ class CaseSerializer(serializers.ModelSerializer):
 
     def get_grade(self, case: Case) -> str | None:
         return selectors.grade_of(case, selectors.grading_of(case.trace.project))
-
-
-class CaseEditSerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
-    changes = serializers.DictField(help_text="any of error_step, category, diagnosis, evidence, evidence_check")
-
-
-class VersionOnlySerializer(serializers.Serializer):
-    version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
-
-
-class ProposalCreateSerializer(serializers.Serializer):
-    corrected_action = serializers.CharField(max_length=20_000)
-    rationale = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
-
-
-class ProposalStatusSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=["proposed", "accepted", "rejected"])
-
-
-class ReplayCreateSerializer(serializers.Serializer):
-    pairs = serializers.IntegerField(min_value=1, max_value=services.MAX_REPLAY_PAIRS)
-    runner = serializers.ChoiceField(choices=["builtin", "webhook"], default="builtin")
-    seed = serializers.IntegerField(default=0, min_value=0, max_value=MAX_SEED)
-    retry = serializers.ChoiceField(choices=RetryDesign.choices, default=RetryDesign.RESAMPLE,
-                                    help_text="arm R: resample the error step, or execute the original one again")
-    mode = serializers.ChoiceField(choices=ReplayMode.choices, default=ReplayMode.PAIRED,
-                                   help_text="paired (C against R) or recovery (N runs with the error kept)")
-    hint = serializers.BooleanField(default=False, help_text="recovery: show the diagnosis after the error")
-    options = serializers.DictField(required=False, default=dict,
-                                    help_text="max_steps (1-50), max_tokens (1-4096), temperature (0-2), model; "
-                                              "for webhook: url, timeout (seconds), headers (name to value)")
 
 
 def _curated_project(request, slug: str):
@@ -165,14 +141,6 @@ class SummaryApi(APIView):
             {"grade": g, "rule": text} for g, text in selectors.grading_of(project).rules()]})
 
 
-class GradingSerializer(serializers.Serializer):
-    evidence = serializers.ChoiceField(choices=GradingEvidence.choices, required=False,
-                                       help_text="first: the case's first proposal (the paper's); best: the best one")
-    min_pairs = serializers.IntegerField(min_value=1, max_value=services.MAX_REPLAY_PAIRS, required=False)
-    alpha = serializers.FloatField(min_value=0.0001, max_value=0.5, required=False,
-                                   help_text="the exact McNemar test's significance level for grade A")
-
-
 class GradingApi(APIView):
     """The project's grading rules; PUT any of them (curators)."""
 
@@ -202,7 +170,7 @@ class CaseApi(APIView):
     @extend_schema(request=CaseEditSerializer, responses={200: CaseSerializer, 409: STALE_VERSION})
     def patch(self, request, case_id: int):
         case = selectors.case_for(request.user, case_id, token=request_token(request))
-        data = CaseEditSerializer(data=request.data)
+        data = CaseEditSerializer(data=request.data, context={"case": case})
         data.is_valid(raise_exception=True)
         case = services.update_case(case=case, version=data.validated_data["version"], actor=request.user,
                                     changes=data.validated_data["changes"])

@@ -10,7 +10,6 @@ import json
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext, gettext_noop
 
-from dataplatform.apiutils import MAX_SEED
 from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import backend_for
 from dataplatform.jobs import services as job_services
@@ -22,8 +21,6 @@ from .models import (
     Case,
     CaseEvent,
     CaseStatus,
-    EvidenceCheck,
-    GradingEvidence,
     Proposal,
     ProposalStatus,
     Replay,
@@ -35,9 +32,6 @@ from .models import (
 from .taxonomy import shipped_error_taxonomy
 
 DRAFT_MAX_TOKENS = 256
-MAX_REPLAY_PAIRS = 200
-MAX_REPLAY_STEPS = 50  # options["max_steps"]: policy steps of one run
-MAX_REPLAY_TOKENS = 4096  # options["max_tokens"]: of one policy step
 
 
 class CurationError(Refused):
@@ -102,17 +96,15 @@ def _check_evidence(trace: Trace, evidence) -> list[dict]:
     return checked
 
 
-EDITABLE = ("error_step", "category", "diagnosis", "evidence", "evidence_check")
 DIAGNOSIS_FIELDS = ("error_step", "category", "diagnosis")  # who set these last is who diagnosed
 DRAFT_PROMPT_VERSION = "aed-draft-v1"  # draft_messages and draft_schema; change with them
 
 
 def update_case(*, case: Case, version: int, actor, changes: dict, origin: str = "human", model_id: str = "") -> Case:
     """Mark the error step, set the category and diagnosis, attach evidence, record the evidence check. A change
-    of the diagnosis records who made it: the model (`model_id`, the drafting prompt's version) or the curator."""
-    unknown = sorted(set(changes) - set(EDITABLE))
-    if unknown:
-        raise CurationError(gettext("Unknown field(s): %(fields)s.") % {"fields": ", ".join(unknown)})
+    of the diagnosis records who made it: the model (`model_id`, the drafting prompt's version) or the curator.
+    `changes` hold only those fields, and an evidence check of EvidenceCheck (inputs.CaseEditSerializer); the
+    checks against the trace and the taxonomy are made here."""
     with transaction.atomic():
         case = _locked(case, version, actor)
         trace = case.trace
@@ -126,9 +118,6 @@ def update_case(*, case: Case, version: int, actor, changes: dict, origin: str =
             raise CurationError(gettext("Unknown error category %(category)r.") % {"category": changes["category"]})
         if "evidence" in changes:
             changes = {**changes, "evidence": _check_evidence(trace, changes["evidence"])}
-        if "evidence_check" in changes and changes["evidence_check"] not in EvidenceCheck.values:
-            raise CurationError(gettext("evidence_check must be one of %(values)s.")
-                                % {"values": ", ".join(EvidenceCheck.values)})
         diff = {name: [getattr(case, name), value] for name, value in changes.items() if getattr(case, name) != value}
         if not diff:
             return case
@@ -165,8 +154,7 @@ def submit_case(*, case: Case, version: int, actor) -> Case:
 
 def add_proposal(*, case: Case, actor, corrected_action: str, rationale: str = "", origin: str = "human",
                  model_id: str = "") -> Proposal:
-    if not corrected_action.strip():
-        raise CurationError(gettext("A proposal needs a corrected action."))
+    """A corrected action for the case (not blank: inputs.ProposalCreateSerializer, or the model's draft)."""
     with transaction.atomic():
         proposal = Proposal.objects.create(case=case, corrected_action=corrected_action, rationale=rationale,
                                            author=actor if origin == "human" else None,
@@ -177,9 +165,8 @@ def add_proposal(*, case: Case, actor, corrected_action: str, rationale: str = "
 
 
 def set_proposal_status(*, proposal: Proposal, status: str, actor) -> Proposal:
-    """Accept or reject a proposal. Nothing is deleted: a rejected proposal stays, with its status."""
-    if status not in ProposalStatus.values:
-        raise CurationError(gettext("status must be one of %(values)s.") % {"values": ", ".join(ProposalStatus.values)})
+    """Accept or reject a proposal (`status` of ProposalStatus). Nothing is deleted: a rejected proposal stays,
+    with its status."""
     with transaction.atomic():
         old = proposal.status
         proposal.status = status
@@ -278,24 +265,17 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
                  hint: bool = False, user, publish: bool = True) -> Replay:
     """Schedule N paired runs of both arms from the checkpoint before the case's error step; `retry` is arm R's
     design (RetryDesign). A recovery replay (`mode`) schedules N runs of arm E instead, with the case's diagnosis
-    shown to the policy after the error's observation when `hint`."""
+    shown to the policy after the error's observation when `hint`.
+
+    The request's fields come checked and bounded (inputs.ReplayCreateSerializer); checked here: the case and
+    the proposal, and the webhook's options against the runner's rules (AED_REPLAY_WEBHOOKS...), which the
+    runner checks again before its calls."""
     case = proposal.case
     if case.error_step is None:
         raise CurationError(gettext("Mark the error step before replaying."))
     if proposal.status == ProposalStatus.REJECTED:
         raise CurationError(gettext("This proposal was rejected; replay another one."))
-    if not 1 <= pairs <= MAX_REPLAY_PAIRS:
-        raise CurationError(gettext("pairs must be between 1 and %(max)s.") % {"max": MAX_REPLAY_PAIRS})
-    if not 0 <= seed <= MAX_SEED:
-        raise CurationError(gettext("seed must be between 0 and %(max)s.") % {"max": MAX_SEED})
-    if runner not in runners.RUNNERS:
-        raise CurationError(gettext("Unknown runner %(runner)r.") % {"runner": runner})
-    if retry not in RetryDesign.values:
-        raise CurationError(gettext("retry must be one of %(values)s.") % {"values": ", ".join(RetryDesign.values)})
-    if mode not in ReplayMode.values:
-        raise CurationError(gettext("mode must be one of %(values)s.") % {"values": ", ".join(ReplayMode.values)})
     options = dict(options or {})
-    _check_policy_options(options)
     if mode == ReplayMode.RECOVERY and hint:
         if not case.diagnosis.strip():
             raise CurationError(gettext("Write a diagnosis before giving it to the policy as a hint."))
@@ -320,23 +300,6 @@ def start_replay(*, proposal: Proposal, pairs: int, runner: str = "builtin", see
                                  payload={"replay": replay.pk, "proposal": proposal.pk, "pairs": pairs, "runner": runner,
                                           "retry": retry, **({"mode": mode} if mode != ReplayMode.PAIRED else {})})
     return replay
-
-
-def _check_policy_options(options: dict) -> None:
-    """The policy's options, bounded: over the API they are free JSON, and a run may take max_steps policy steps
-    of max_tokens each, for every arm of every pair."""
-    for name, most in (("max_steps", MAX_REPLAY_STEPS), ("max_tokens", MAX_REPLAY_TOKENS)):
-        value = options.get(name, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-            raise CurationError(gettext("%(name)s must be between %(low)s and %(high)s.")
-                                % {"name": name, "low": 1, "high": most}, field=f"options.{name}")
-    temperature = options.get("temperature", 0)
-    # NaN and the infinities fail the comparison.
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
-        raise CurationError(gettext("temperature must be between 0 and 2."), field="options.temperature")
-    if not isinstance(options.get("model", ""), str) or len(options.get("model", "")) > 200:
-        raise CurationError(gettext("model must be a model name of at most %(max)s characters.") % {"max": 200},
-                            field="options.model")
 
 
 def run_replay(*, replay: Replay, progress) -> dict:
@@ -390,14 +353,8 @@ def refresh_table(replay: Replay, *, alpha: float | None = None) -> Replay:
 
 def update_grading(*, project, evidence: str | None = None, min_pairs: int | None = None,
                    alpha: float | None = None) -> AedSettings:
-    """Change how the project grades its cases; grades are computed when read, so every page follows."""
-    if evidence is not None and evidence not in GradingEvidence.values:
-        raise CurationError(gettext("evidence must be one of %(values)s.")
-                            % {"values": ", ".join(GradingEvidence.values)})
-    if min_pairs is not None and not 1 <= min_pairs <= MAX_REPLAY_PAIRS:
-        raise CurationError(gettext("min_pairs must be between 1 and %(max)s.") % {"max": MAX_REPLAY_PAIRS})
-    if alpha is not None and not 0 < alpha < 1:  # also false for NaN
-        raise CurationError(gettext("alpha must be between 0 and 1."))
+    """Change how the project grades its cases (the values bounded by inputs.GradingSerializer); grades are
+    computed when read, so every page follows."""
     settings, _ = AedSettings.objects.get_or_create(project=project)
     for name, value in (("evidence", evidence), ("min_pairs", min_pairs), ("alpha", alpha)):
         if value is not None:

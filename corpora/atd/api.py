@@ -18,12 +18,13 @@ from dataplatform.jobs.api import JobSerializer
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
 from . import importers, selectors, services
-from .models import AtdPrompt, ScoringMethod, ScoringRun, Selection, TeacherMode, TeacherRun
+from .inputs import AtdScoringRunCreateSerializer, AtdSelectionCreateSerializer, AtdTeacherCreateSerializer
+from .models import AtdPrompt, ScoringRun, Selection, TeacherRun
 
 MAX_EPSILONS = 50
 
 
-# --- input (the page reads epsilon the same way) -------------------------------------------------------
+# --- query parameters (the page's live count reads them the same way) ----------------------------------
 
 def parse_epsilon(value) -> float:
     try:
@@ -77,27 +78,11 @@ class AtdScoringRunDetailSerializer(AtdScoringRunSerializer):
         return selectors.pool_size(run)
 
 
-class AtdScoringRunCreateSerializer(serializers.Serializer):
-    method = serializers.ChoiceField(choices=ScoringMethod.choices, default=ScoringMethod.JUDGE)
-    debias = serializers.BooleanField(default=True)
-    batch_size = serializers.IntegerField(min_value=1, max_value=1024, default=32)
-    model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-
-
 class AtdSelectionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Selection
         fields = ["id", "run", "name", "version", "epsilon", "bias_threshold", "include_biased", "excluded_biased",
                   "size", "recipe", "created_at"]
-
-
-class AtdSelectionCreateSerializer(serializers.Serializer):
-    run = serializers.IntegerField(min_value=1, max_value=MAX_ID)
-    name = serializers.SlugField(max_length=100)
-    epsilon = serializers.FloatField(min_value=0, max_value=0.5)
-    bias_threshold = serializers.FloatField(min_value=0, max_value=1, default=selectors.DEFAULT_BIAS_THRESHOLD,
-                                            help_text="near ties whose two orders disagree by more are position-biased")
-    include_biased = serializers.BooleanField(default=False, help_text="keep position-biased near ties too")
 
 
 class AtdTeacherRunSerializer(serializers.ModelSerializer):
@@ -117,22 +102,6 @@ class AtdTeacherRunDetailSerializer(AtdTeacherRunSerializer):
 
     def get_counts(self, run: TeacherRun) -> dict[str, int]:
         return selectors.teacher_counts(run)
-
-
-class AtdTeacherCreateSerializer(serializers.Serializer):
-    model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    base_url = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
-                                    help_text="another vLLM endpoint, one of ATD_TEACHER_ENDPOINTS; empty = the platform's")
-    debias = serializers.BooleanField(default=True, help_text="logprobs mode: ask both orders")
-    budget = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False, allow_null=True, default=None)
-    mode = serializers.ChoiceField(choices=TeacherMode.choices, required=False, default="",
-                                   help_text="default: one_word for a judged selection, likelihood otherwise")
-
-    def validate_base_url(self, value: str) -> str:
-        try:
-            return services.check_teacher_endpoint(value)
-        except services.AtdError as exc:  # an error on this field, among the serializer's others
-            raise serializers.ValidationError(str(exc)) from None
 
 
 class AtdTieCountsSerializer(serializers.Serializer):

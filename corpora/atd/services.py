@@ -99,8 +99,8 @@ def _candidate_seed(seed: int, attempt: int, prompt: AtdPrompt, side: str) -> in
 
 def start_scoring(*, project, method: str = ScoringMethod.JUDGE, debias: bool = True, batch_size: int = 32,
                   model_name: str = "", user, publish: bool = True) -> ScoringRun:
-    if method not in ScoringMethod.values:
-        raise AtdError(gettext("method must be one of %(values)s.") % {"values": ", ".join(ScoringMethod.values)})
+    """Queue the scoring of the pool (the request's fields bounded by inputs.AtdScoringRunCreateSerializer); the
+    model must be one the backend serves."""
     _check_served(model_name)
     with transaction.atomic():
         run = ScoringRun.objects.create(project=project, method=method, debias=debias, batch_size=batch_size,
@@ -200,11 +200,8 @@ def recipe(run: ScoringRun, *, epsilon: float, bias_threshold: float, include_bi
 def freeze_selection(*, run: ScoringRun, name: str, epsilon: float, user,
                      bias_threshold: float = selectors.DEFAULT_BIAS_THRESHOLD, include_biased: bool = False) -> Selection:
     """Freeze the near ties of `run` at epsilon (`selectors.near_ties`: position-biased ones left out unless
-    `include_biased`) as the next version of `name`, with its recipe."""
-    if not 0 <= epsilon <= 0.5:
-        raise AtdError(gettext("epsilon must be between 0 and 0.5."))
-    if not 0 <= bias_threshold <= 1:
-        raise AtdError(gettext("the position-bias threshold must be between 0 and 1."))
+    `include_biased`) as the next version of `name`, with its recipe (epsilon and the threshold bounded by
+    inputs.AtdSelectionCreateSerializer)."""
     with transaction.atomic():
         run = ScoringRun.objects.select_related("project").get(pk=run.pk)  # the model id its job recorded
         version = (Selection.objects.select_for_update().filter(project=run.project, name=name)

@@ -6,8 +6,6 @@ through `corpora.atd.services` / `importers`, reads through `corpora.atd.selecto
 done by the database). Prompt and candidate text is rendered auto-escaped, never marked safe.
 """
 
-import re
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -18,21 +16,21 @@ from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
-from dataplatform.apiutils import MAX_INT
 from dataplatform.charts import bar_chart
 from dataplatform.errors import PlatformError, show_error
 from dataplatform.imports import page_import
+from dataplatform.inputs import read
 from dataplatform.pagination import parse_id
 
 from . import importers, selectors, services
 from .api import parse_bias_threshold, parse_epsilon
+from .inputs import AtdScoringRunCreateSerializer, AtdSelectionCreateSerializer, AtdTeacherCreateSerializer
 from .models import ScoringMethod, ScoringRun, TeacherMode
 
 DEFAULT_EPSILON = 0.02
 MAX_RUNS_SHOWN = 20
 MAX_SELECTIONS_SHOWN = 50
 SAMPLE_SIZE = 5  # kept prompts shown under the live count
-SLUG = re.compile(r"[-a-zA-Z0-9_]+")
 
 
 def _project(request, slug: str):
@@ -49,7 +47,7 @@ def _last_user_text(messages_) -> str:
 
 
 def _tie_rule(query) -> tuple[float, float, bool]:
-    """(epsilon, bias threshold, include biased) from a query or form (ValueError: one out of range)."""
+    """(epsilon, bias threshold, include biased) from the live count's query (ValueError: one out of range)."""
     return (parse_epsilon(query.get("epsilon", DEFAULT_EPSILON)),
             parse_bias_threshold(query.get("bias_threshold", selectors.DEFAULT_BIAS_THRESHOLD)),
             bool(query.get("include_biased")))
@@ -133,28 +131,13 @@ def _back(slug: str, run_id=None, epsilon=None):
     return redirect(url + ("?" + "&".join(params) if params else ""))
 
 
-def _int(value, name: str, *, low: int, high: int | None = None) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise services.AtdError(gettext("%(name)s must be a whole number.") % {"name": name}) from None
-    if number < low or (high is not None and number > high):
-        values = {"name": name, "low": low, "high": high}
-        raise services.AtdError((gettext("%(name)s must be between %(low)s and %(high)s.") if high
-                                 else gettext("%(name)s must be >= %(low)s.")) % values)
-    return number
-
-
 @login_required
 @require_POST
 def score(request, slug: str):
     project = _project(request, slug)
     try:
-        run = services.start_scoring(project=project, method=request.POST.get("method", ScoringMethod.JUDGE),
-                                     debias=bool(request.POST.get("debias")),
-                                     batch_size=_int(request.POST.get("batch_size") or 32, gettext("Batch size"),
-                                                     low=1, high=1024),
-                                     model_name=request.POST.get("model_name", "").strip()[:200], user=request.user)
+        run = services.start_scoring(project=project, user=request.user,
+                                     **read(AtdScoringRunCreateSerializer, request.POST))
     except PlatformError as exc:
         show_error(request, exc)
         return _back(slug)
@@ -179,20 +162,18 @@ def tie_counts(request, slug: str, run_id: int):
 @require_POST
 def freeze(request, slug: str):
     project = _project(request, slug)
-    run_id = parse_id(request.POST.get("run"))
-    run = selectors.runs_visible_to(request.user, project).filter(pk=run_id).first() if run_id else None
+    try:
+        data = read(AtdSelectionCreateSerializer, request.POST)
+    except PlatformError as exc:  # back to the newest run, with the message
+        show_error(request, exc)
+        return _back(slug)
+    run = selectors.runs_visible_to(request.user, project).filter(pk=data.pop("run")).first()
     if run is None:
         raise Http404("No such scoring run.")
-    name = request.POST.get("name", "").strip()
     try:
-        epsilon = parse_epsilon(request.POST.get("epsilon"))  # required here: no default
-        _, bias_threshold, include_biased = _tie_rule(request.POST)
-        if not name or len(name) > 100 or not SLUG.fullmatch(name):
-            raise services.AtdError(gettext("Name the selection with letters, digits, - and _ only (at most 100)."))
-        selection = services.freeze_selection(run=run, name=name, epsilon=epsilon, bias_threshold=bias_threshold,
-                                              include_biased=include_biased, user=request.user)
-    except (ValueError, PlatformError) as exc:  # ValueError: an epsilon or threshold not a number in range
-        messages.error(request, str(exc))
+        selection = services.freeze_selection(run=run, user=request.user, **data)
+    except PlatformError as exc:
+        show_error(request, exc)
         return _back(slug, run.pk)
     values = {"name": selection.name, "version": selection.version, "size": selection.size,
               "epsilon": f"{selection.epsilon:g}", "left_out": selection.excluded_biased,
@@ -206,7 +187,7 @@ def freeze(request, slug: str):
         froze = ngettext("Froze %(name)s v%(version)s: %(size)s prompt with |q − 0.5| ≤ %(epsilon)s.",
                          "Froze %(name)s v%(version)s: %(size)s prompts with |q − 0.5| ≤ %(epsilon)s.", selection.size)
     messages.success(request, froze % values)
-    return _back(slug, run.pk, epsilon)
+    return _back(slug, run.pk, selection.epsilon)
 
 
 @login_required
@@ -214,14 +195,9 @@ def freeze(request, slug: str):
 def teacher(request, slug: str, selection_id: int):
     project = _project(request, slug)
     selection = selectors.selection_for(request.user, project, selection_id)
-    base_url = request.POST.get("base_url", "").strip()
     try:
-        budget = request.POST.get("budget", "").strip()
-        run = services.start_teacher(selection=selection, model_name=request.POST.get("model_name", "").strip()[:200],
-                                     base_url=base_url[:500], debias=bool(request.POST.get("debias")),
-                                     mode=request.POST.get("mode", ""),
-                                     budget=_int(budget, gettext("Budget"), low=1, high=MAX_INT) if budget else None,
-                                     user=request.user)
+        run = services.start_teacher(selection=selection, user=request.user,
+                                     **read(AtdTeacherCreateSerializer, request.POST))
     except PlatformError as exc:
         show_error(request, exc)
         return _back(slug, selection.run_id)

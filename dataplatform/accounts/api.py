@@ -1,7 +1,6 @@
 """API for projects, their members and personal tokens. Thin: parse, call a selector or service, serialize."""
 
 from django.shortcuts import get_object_or_404
-from django.utils.functional import lazy
 from django.utils.translation import gettext
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
@@ -13,7 +12,8 @@ from dataplatform.client_address import client_ip
 from dataplatform.openapi import VALIDATION_ERROR, error_response
 
 from . import selectors, services
-from .models import ApiToken, Membership, Project, Role
+from .inputs import MemberCreateSerializer, MemberUpdateSerializer, TokenCreateSerializer
+from .models import ApiToken, Membership, Project
 from .permissions import CAN_MANAGE_PROJECT, project_for, request_token, token_project_ids
 
 
@@ -40,8 +40,6 @@ class ProjectListApi(generics.ListAPIView):
 
 # --- members (project admins only) ------------------------------------------------------------------------------
 
-ROLE_CHOICE_ERRORS = {"invalid_choice": lazy(lambda: gettext("'{input}' is not a role; the roles are %(roles)s.")
-                                             % {"roles": ", ".join(Role.values)}, str)()}
 LAST_ADMIN = "the member is the project's last admin (make another member admin first)"
 
 
@@ -51,15 +49,6 @@ class MemberSerializer(serializers.ModelSerializer):
     class Meta:
         model = Membership
         fields = ["username", "role", "created_at"]
-
-
-class MemberCreateSerializer(serializers.Serializer):
-    username = serializers.CharField(max_length=150)
-    role = serializers.ChoiceField(choices=Role.choices, error_messages=ROLE_CHOICE_ERRORS)
-
-
-class MemberUpdateSerializer(serializers.Serializer):
-    role = serializers.ChoiceField(choices=Role.choices, error_messages=ROLE_CHOICE_ERRORS)
 
 
 def _managed_project(request, slug: str) -> Project:
@@ -129,16 +118,6 @@ class TokenSerializer(serializers.ModelSerializer):
                   "expires_at", "expired"]
 
 
-class TokenCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
-    read_only = serializers.BooleanField(default=False)
-    projects = serializers.ListField(child=serializers.SlugField(), default=list)
-    expires_in_days = serializers.IntegerField(
-        min_value=services.TOKEN_MIN_LIFETIME_DAYS, max_value=services.TOKEN_MAX_LIFETIME_DAYS,
-        required=False, allow_null=True, default=None,
-        help_text="lifetime in days; null or absent: the token never expires")
-
-
 class TokenCreatedSerializer(TokenSerializer):
     secret = serializers.CharField(read_only=True, help_text="Shown once; only its hash is stored.")
 
@@ -165,20 +144,9 @@ class TokenListCreateApi(APIView):
     @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
     def post(self, request):
         refuse_scoped_token(request)
-        data = TokenCreateSerializer(data=request.data)
+        data = TokenCreateSerializer(data=request.data, context={"user": request.user, "token": request_token(request)})
         data.is_valid(raise_exception=True)
-        slugs = data.validated_data["projects"]
-        visible = selectors.projects_for_user(request.user, token=request_token(request))
-        projects = list(visible.filter(slug__in=slugs))
-        missing = sorted(set(slugs) - {p.slug for p in projects})
-        if missing:
-            raise serializers.ValidationError(
-                {"projects": [gettext("Not a project of yours: %(slugs)s") % {"slugs": ", ".join(missing)}]})
-        token, secret = services.issue_token(
-            user=request.user, name=data.validated_data["name"], read_only=data.validated_data["read_only"],
-            projects=projects, expires_in_days=data.validated_data["expires_in_days"],
-            client_ip=client_ip(request),
-        )
+        token, secret = services.issue_token(user=request.user, client_ip=client_ip(request), **data.validated_data)
         body = TokenSerializer(token).data | {"secret": secret}
         return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
 

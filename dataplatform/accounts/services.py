@@ -13,7 +13,7 @@ from datetime import UTC, timedelta
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 
 from dataplatform.audit import services as audit
 from dataplatform.errors import Conflict, Missing, Refused
@@ -71,13 +71,7 @@ class ProjectRefused(Refused):
 def create_project(*, slug: str, name: str, description: str = "", license: str = "", admin=None, actor=None,
                    client_ip: str | None = None) -> Project:
     """A new project, with its audit row; `admin` (e.g. who made it) becomes its first admin."""
-    slug, name, license = slug.strip(), name.strip(), clean_license(license)
-    if not PROJECT_SLUG.fullmatch(slug):
-        raise ProjectRefused(gettext("'%(slug)s' is not a slug: 1 to 64 letters, digits, '-' or '_'.")
-                             % {"slug": slug[:80]}, field="slug")
-    if not name or len(name) > Project._meta.get_field("name").max_length:
-        raise ProjectRefused(gettext("A project needs a name (at most %(count)d characters).")
-                             % {"count": Project._meta.get_field("name").max_length}, field="name")
+    slug, name, license = clean_project_slug(slug), clean_project_name(name), clean_license(license)
     with transaction.atomic():
         if Project.objects.filter(slug=slug).exists():
             raise ProjectRefused(gettext("A project with the slug '%(slug)s' exists already.") % {"slug": slug},
@@ -88,6 +82,26 @@ def create_project(*, slug: str, name: str, description: str = "", license: str 
         if admin is not None:
             set_membership(project=project, user=admin, role=Role.ADMIN, actor=actor, client_ip=client_ip)
     return project
+
+
+def clean_project_slug(value: str) -> str:
+    """`value` trimmed, if it is a project slug (the page's form checks it too: accounts/inputs.py)."""
+    slug = value.strip()
+    if not PROJECT_SLUG.fullmatch(slug):
+        raise ProjectRefused(gettext("'%(slug)s' is not a slug: 1 to 64 letters, digits, '-' or '_'.")
+                             % {"slug": slug[:80]}, field="slug")
+    return slug
+
+
+PROJECT_NAME_LENGTH = Project._meta.get_field("name").max_length
+NO_PROJECT_NAME = gettext_lazy("A project needs a name (at most %(count)d characters).")
+
+
+def clean_project_name(value: str) -> str:
+    name = value.strip()
+    if not name or len(name) > PROJECT_NAME_LENGTH:
+        raise ProjectRefused(NO_PROJECT_NAME % {"count": PROJECT_NAME_LENGTH}, field="name")
+    return name
 
 
 def set_membership(*, project: Project, user, role: Role | str, actor=None, client_ip: str | None = None) -> Membership:

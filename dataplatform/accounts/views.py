@@ -10,12 +10,20 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
+from dataplatform import inputs
 from dataplatform.audit.selectors import can_read_audit
 from dataplatform.client_address import client_ip
-from dataplatform.errors import PlatformError
+from dataplatform.errors import PlatformError, show_error
 
 from . import selectors, services
 from .forms import ThrottledAuthenticationForm
+from .inputs import (
+    MemberCreateSerializer,
+    MemberUpdateSerializer,
+    ProjectCreateSerializer,
+    ProjectLicenseSerializer,
+    TokenCreateSerializer,
+)
 from .models import ROLE_IN_TEXT, Role
 from .permissions import (
     ALL_ROLES,
@@ -27,7 +35,8 @@ from .permissions import (
     project_for,
 )
 
-# Lifetimes the token page offers, as GitHub and GitLab do: form value -> days (None: never expires).
+# Lifetimes the token page offers, as GitHub and GitLab do: form value -> days (None: never expires). The API
+# takes any number of days in range (inputs.TokenCreateSerializer reads both).
 TOKEN_LIFETIMES = {"30": 30, "90": 90, "365": 365, "never": None}
 DEFAULT_TOKEN_LIFETIME = "90"
 
@@ -75,9 +84,9 @@ def _first_actions(project, user) -> list[tuple[str, str]]:
 
 
 @login_required
-def project_list(request, *, status: int = 200, **form_state):
+def project_list(request, *, status: int = 200, create: dict | None = None):
     """The home page: what each workflow does, the user's projects with the first action of each workflow their
-    role allows, and for a superuser the new-project form (`form_state`: a refused form's error and values)."""
+    role allows, and for a superuser the new-project form (`create`: a refused form's error and values)."""
     projects = list(selectors.projects_for_user(request.user))
     for project in projects:
         project.first_actions = _first_actions(project, request.user)
@@ -89,7 +98,7 @@ def project_list(request, *, status: int = 200, **form_state):
     return render(request, "accounts/project_list.html", {
         "projects": projects, "can_read_audit": can_read_audit(request.user),
         "can_create_projects": request.user.is_superuser, "suggested_licenses": SUGGESTED_LICENSES,
-        "create": form_state,
+        "create": create or {},
     }, status=status)
 
 
@@ -99,12 +108,12 @@ def project_create(request):
     """A site admin (superuser) makes a project and becomes its first admin."""
     if not request.user.is_superuser:
         raise PermissionDenied(_("Only site admins (superusers) can create projects."))
-    values = {field: (request.POST.get(field) or "").strip() for field in ("slug", "name", "description", "license")}
     try:
-        project = services.create_project(**values, admin=request.user, actor=request.user,
-                                          client_ip=client_ip(request))
-    except PlatformError as error:
-        return project_list(request, status=error.status, error=error.detail, **values)
+        project = services.create_project(**inputs.read(ProjectCreateSerializer, request.POST), admin=request.user,
+                                          actor=request.user, client_ip=client_ip(request))
+    except PlatformError as error:  # the form again, with what was typed
+        return project_list(request, status=error.status,
+                            create={**request.POST.dict(), "error": inputs.refusal_text(error)})
     messages.success(request, _("Created %(project)s. Add its members below.") % {"project": project.name})
     return redirect("project-detail", slug=project.slug)
 
@@ -122,7 +131,7 @@ def project_detail(request, slug: str):
 
 def _project_page(request, project, role, *, status: int = 200, **form_state):
     """The project page. A refused members or license form is shown again, its error beside it, with
-    `form_state`: add_error/add_username/add_role, member_error/error_member, license_error/license_value.
+    `form_state`: add_error, member_error/error_member or license_error, and `typed`, the form's fields.
     Its jobs are a fragment of the jobs package (jobs/project_jobs.html), which reads them itself."""
     context = {
         "project": project, "role": role, "members": selectors.members_of(project),
@@ -139,14 +148,14 @@ def _project_page(request, project, role, *, status: int = 200, **form_state):
 @require_POST
 def member_add(request, slug: str):
     project, role = project_for(request.user, slug, CAN_MANAGE_PROJECT)
-    username, new_role = (request.POST.get("username") or "").strip(), request.POST.get("role") or ""
     try:
-        services.add_member(project=project, username=username, role=new_role, actor=request.user,
-                            client_ip=client_ip(request))
-    except PlatformError as error:
-        return _project_page(request, project, role, status=error.status, add_error=error.detail,
-                             add_username=username, add_role=new_role)
-    messages.success(request, _("Added %(username)s as %(role)s.") % {"username": username, "role": _role_in_text(new_role)})
+        member = inputs.read(MemberCreateSerializer, request.POST)
+        services.add_member(project=project, **member, actor=request.user, client_ip=client_ip(request))
+    except PlatformError as error:  # the form again, with what was typed
+        return _project_page(request, project, role, status=error.status, add_error=inputs.refusal_text(error),
+                             typed=request.POST)
+    messages.success(request, _("Added %(username)s as %(role)s.") % {"username": member["username"],
+                                                                      "role": _role_in_text(member["role"])})
     return redirect("project-detail", slug=slug)
 
 
@@ -155,12 +164,12 @@ def member_add(request, slug: str):
 def member_role(request, slug: str, username: str):
     project, role = project_for(request.user, slug, CAN_MANAGE_PROJECT)
     member = selectors.member_of(project, username)
-    new_role = request.POST.get("role") or ""
     try:
+        new_role = inputs.read(MemberUpdateSerializer, request.POST)["role"]
         services.change_member_role(project=project, user=member.user, role=new_role, actor=request.user,
                                     client_ip=client_ip(request))
     except PlatformError as error:
-        return _project_page(request, project, role, status=error.status, member_error=error.detail,
+        return _project_page(request, project, role, status=error.status, member_error=inputs.refusal_text(error),
                              error_member=username)
     messages.success(request, _("%(username)s is now %(role)s.") % {"username": username, "role": _role_in_text(new_role)})
     return redirect("project-detail", slug=slug)
@@ -174,7 +183,7 @@ def member_remove(request, slug: str, username: str):
     try:
         services.remove_member(project=project, user=member.user, actor=request.user, client_ip=client_ip(request))
     except PlatformError as error:
-        return _project_page(request, project, role, status=error.status, member_error=error.detail,
+        return _project_page(request, project, role, status=error.status, member_error=inputs.refusal_text(error),
                              error_member=username)
     messages.success(request, _("Removed %(username)s from %(project)s.") % {"username": username, "project": project.name})
     if member.user == request.user and not request.user.is_superuser:
@@ -186,13 +195,12 @@ def member_remove(request, slug: str, username: str):
 @require_POST
 def project_license(request, slug: str):
     project, role = project_for(request.user, slug, CAN_MANAGE_PROJECT)
-    value = request.POST.get("license") or ""
     try:
-        services.set_project_license(project=project, license=value, actor=request.user,
-                                     client_ip=client_ip(request))
-    except PlatformError as error:
-        return _project_page(request, project, role, status=error.status, license_error=error.detail,
-                             license_value=value)
+        services.set_project_license(project=project, **inputs.read(ProjectLicenseSerializer, request.POST),
+                                     actor=request.user, client_ip=client_ip(request))
+    except PlatformError as error:  # the form again, with what was typed
+        return _project_page(request, project, role, status=error.status,
+                             license_error=inputs.refusal_text(error), typed=request.POST)
     messages.success(request, _("License set to %(license)s.") % {"license": project.license} if project.license
                      else _("License cleared."))
     return redirect("project-detail", slug=slug)
@@ -201,21 +209,16 @@ def project_license(request, slug: str):
 @login_required
 def token_list(request):
     """The user's own API tokens. A new secret is shown exactly once, right after creation."""
-    new_secret = None
+    new_secret, status = None, 200
     if request.method == "POST":
-        name = (request.POST.get("name") or "").strip()[:100]
-        lifetime = request.POST.get("expires_in_days", DEFAULT_TOKEN_LIFETIME)
-        if not name:
-            messages.error(request, _("Give the token a name, e.g. the machine or trainer it is for."))
-        elif lifetime not in TOKEN_LIFETIMES:
-            messages.error(request, _("Choose when the token expires: in 30, 90 or 365 days, or never."))
-        else:
-            project_slugs = request.POST.getlist("projects")
-            projects = list(selectors.projects_for_user(request.user).filter(slug__in=project_slugs))
+        try:
             token, new_secret = services.issue_token(
-                user=request.user, name=name, read_only=bool(request.POST.get("read_only")), projects=projects,
-                expires_in_days=TOKEN_LIFETIMES[lifetime], client_ip=client_ip(request),
-            )
+                user=request.user, client_ip=client_ip(request),
+                **inputs.read(TokenCreateSerializer, request.POST, user=request.user))
+        except PlatformError as error:
+            show_error(request, error)
+            status = error.status
+        else:
             expiry = (_("It expires on %(date)s.") % {"date": f"{token.expires_at:%Y-%m-%d}"} if token.expires_at
                       else _("It never expires."))
             messages.success(request, _("Token '%(name)s' created. %(expiry)s Copy it now: it will not be shown again.")
@@ -227,7 +230,7 @@ def token_list(request):
         "lifetimes": [(value, ngettext("In %(days)d day", "In %(days)d days", days) % {"days": days} if days
                        else _("Never")) for value, days in TOKEN_LIFETIMES.items()],
         "default_lifetime": DEFAULT_TOKEN_LIFETIME,
-    })
+    }, status=status)
     response["Cache-Control"] = "no-store"  # the page may carry a secret
     return response
 

@@ -16,12 +16,14 @@ from django.db import transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext, gettext_noop
 from rest_framework import serializers
+from rest_framework.utils import html
 
 from dataplatform.accounts.models import Project
 from dataplatform.apiutils import MAX_ID, MAX_INT
 from dataplatform.audit import services as audit
 from dataplatform.conversations.training import text_schema
 from dataplatform.errors import Conflict, Missing, Refused
+from dataplatform.inputs import number_messages
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import JobState
 from dataplatform.status import Status
@@ -59,14 +61,39 @@ class InvalidExport(Refused):
         return self.errors
 
 
+class FilterLines(list):
+    """A form's filters as `key=value` lines, read with the kind (filters_from_pairs) once it is known."""
+
+
+class FiltersField(serializers.DictField):
+    """The kind's filters: an object (the API, the CLI). A form sends them as `key=value` lines in `filters`
+    (as the CLI's --filter), with created_after and created_before in boxes of their own."""
+
+    def get_value(self, dictionary):
+        if not html.is_html_input(dictionary):
+            return super().get_value(dictionary)
+        return FilterLines([*dictionary.get("filters", "").splitlines(),
+                            *(f"{name}={dictionary[name]}" for name in ("created_after", "created_before")
+                              if dictionary.get(name, "").strip())])
+
+    def to_internal_value(self, data):
+        return data if isinstance(data, FilterLines) else super().to_internal_value(data)
+
+
+MIB = 1024 * 1024
+
+
 class ExportOptions(serializers.Serializer):
     """How to write an export; shared by the API, the HTML form and the CLI."""
 
     kind = serializers.CharField()
-    filters = serializers.DictField(default=dict)
+    filters = FiltersField(default=dict)
     format = serializers.ChoiceField(choices=ExportFormat.choices, default=ExportFormat.PARQUET)
     shard_rows = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False, allow_null=True)
     shard_bytes = serializers.IntegerField(min_value=1024, max_value=MAX_ID, required=False, allow_null=True)
+    shard_mb = serializers.FloatField(min_value=0.01, max_value=1_000_000, required=False, allow_null=True,
+                                      write_only=True, error_messages=number_messages("shard_mb", 0.01, 1_000_000),
+                                      help_text="shard_bytes in MiB (the form's box); not with shard_bytes")
     validation_ratio = serializers.FloatField(min_value=0.0, max_value=0.5, default=0.0)
     dedup = serializers.BooleanField(default=False)
 
@@ -78,6 +105,15 @@ class ExportOptions(serializers.Serializer):
         return value
 
     def validate(self, data: dict) -> dict:
+        if isinstance(data["filters"], FilterLines):
+            try:
+                data["filters"] = filters_from_pairs(data["kind"], data["filters"])
+            except InvalidExport as exc:
+                raise serializers.ValidationError(exc.errors) from None
+        if (shard_mb := data.pop("shard_mb", None)) is not None:
+            if data.get("shard_bytes") is not None:
+                raise serializers.ValidationError({"shard_mb": [gettext("Give shard_bytes or shard_mb, not both.")]})
+            data["shard_bytes"] = max(1024, round(shard_mb * MIB))
         filters = get_kind(data["kind"]).filters(data=data["filters"])
         if not filters.is_valid():
             raise serializers.ValidationError({"filters": filters.errors})

@@ -56,21 +56,8 @@ def export_list(request, slug: str):
 @require_POST
 def export_create(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CREATE_EXPORTS)
-    form = request.POST
-    try:
-        options = {
-            "kind": form.get("kind", ""),
-            "format": form.get("format", "parquet"),
-            "validation_ratio": form.get("validation_ratio") or 0,
-            "dedup": bool(form.get("dedup")),
-            "shard_rows": form.get("shard_rows") or None,
-            "shard_bytes": int(float(form["shard_mb"]) * 1024 * 1024) if form.get("shard_mb") else None,
-            "filters": services.filters_from_pairs(form.get("kind", ""), form.get("filters", "").splitlines())
-            | {key: form[key] for key in ("created_after", "created_before") if form.get(key)},
-        }
-        services.create_export(project=project, user=request.user, options=options, client_ip=client_ip(request))
-    except ValueError as exc:  # the shard size typed in the form is not a number
-        messages.error(request, gettext("MB per shard: %(error)s") % {"error": exc})
+    try:  # the form's fields are ExportOptions, as the API's body is
+        services.create_export(project=project, user=request.user, options=request.POST, client_ip=client_ip(request))
     except PlatformError as exc:
         show_error(request, exc)
     else:

@@ -1,5 +1,8 @@
 """What the HTML import pages share: running an importer on a form's upload, and what the result shows."""
 
+from dataplatform.inputs import read
+
+from .inputs import ImportOptions
 from .readers import FileTooLarge, check_upload_size, read_error
 from .report import ImportReport
 
@@ -12,14 +15,13 @@ def page_import(request, importer, **arguments) -> dict | None:
     upload = request.FILES.get("file")
     if upload is None:
         return None
-    dry_run = bool(request.POST.get("dry_run"))
+    options = read(ImportOptions, request.POST)  # refused (400): a box whose value is not a yes or a no
     try:
         check_upload_size(upload)
     except FileTooLarge as exc:  # refused whole from its size: the importer never sees it
-        report = ImportReport(file=upload.name, dry_run=dry_run, errors=[read_error(upload.name, 0, str(exc))])
+        report = ImportReport(file=upload.name, dry_run=options["dry_run"], errors=[read_error(upload.name, 0, str(exc))])
     else:
-        report = importer(lines=upload, file=upload.name, dry_run=dry_run,
-                          skip_bad_lines=bool(request.POST.get("skip_bad_lines")), **arguments)
+        report = importer(lines=upload, file=upload.name, **options, **arguments)
     report = report.as_dict()
     return {"report": report, "errors": report["errors"][:MAX_ERRORS_SHOWN],
             "more_errors": max(0, len(report["errors"]) - MAX_ERRORS_SHOWN), "written": report["created"] > 0,

@@ -10,6 +10,7 @@ from dataplatform.accounts.permissions import CAN_RUN_JOBS, CAN_SEE_JOBS, projec
 from dataplatform.openapi import VALIDATION_ERROR, error_response
 
 from . import selectors, services
+from .inputs import JobCreateSerializer
 from .models import Job, JobState
 
 
@@ -25,11 +26,6 @@ class JobSerializer(serializers.ModelSerializer):
             "status_message", "result", "error", "attempts", "heartbeat_at", "created_by", "created_at", "started_at",
             "finished_at",
         ]
-
-
-class JobCreateSerializer(serializers.Serializer):
-    kind = serializers.CharField()
-    params = serializers.DictField(default=dict)
 
 
 class JobFilter(django_filters.FilterSet):

@@ -9,12 +9,14 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from dataplatform import inputs
 from dataplatform.accounts.permissions import CAN_RUN_JOBS, project_for, require_role, role_in
 from dataplatform.broker import ping_workers
 from dataplatform.errors import PlatformError, show_error
 from dataplatform.registry import UnknownKind
 
 from . import selectors, services
+from .inputs import JobCreateSerializer
 from .models import Job, JobState
 from .registry import get_kind
 
@@ -26,10 +28,8 @@ STALL_AFTER = timedelta(seconds=10)
 @require_POST
 def job_create(request, slug: str):
     project, _role = project_for(request.user, slug, CAN_RUN_JOBS)
-    kind = request.POST.get("kind", "")
-    params = {key: value for key, value in request.POST.items() if key not in {"kind", "csrfmiddlewaretoken"}}
     try:
-        job = services.enqueue_job(project=project, kind=kind, params=params, user=request.user)
+        job = services.enqueue_job(project=project, user=request.user, **inputs.read(JobCreateSerializer, request.POST))
     except PlatformError as exc:  # back to the form, with the message (unknown kind, bad params, full queue...)
         show_error(request, exc)
         return redirect("project-detail", slug=slug)

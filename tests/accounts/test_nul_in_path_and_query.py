@@ -87,16 +87,17 @@ def test_ordinary_requests_pass(members):
 
 
 def test_a_nul_in_a_page_form_field_is_a_400(client, members):
-    """Page forms are not parsed by the API's strict parsers, and some views read a field with
-    request.POST.get(): the guard refuses a URL-encoded form before any view runs; a multipart one (an
-    import page's, parsed only once the caller may import) reaches its view, whose lookups refuse it."""
+    """Page forms are not parsed by the API's strict parsers: the guard refuses a URL-encoded form before any
+    view runs; a multipart one (an import page's, parsed only once the caller may import) reaches its view,
+    whose input serializer refuses it as the API's parser does, naming the field."""
     client = logged_in(client, members, "admin")
     encoded = "application/x-www-form-urlencoded"
     add = "/projects/alpha/members/add"
     assert client.post(add, "username=out%00sider&role=curator", content_type=encoded).status_code == 400
     assert client.post(add, "username%00=outsider", content_type=encoded).status_code == 400
     response = client.post(add, {"username": "out\x00sider", "role": "curator"})  # multipart
-    assert response.status_code == 400 and "No user named" in response.content.decode()
+    assert response.status_code == 400
+    assert "username: contains a NUL character, which cannot be stored" in response.content.decode()
     assert Membership.objects.filter(project__slug="alpha").count() == len(members) - 1
     response = Client().post("/accounts/login/", "username=ad%00min&password=x", content_type=encoded)
     assert response.status_code == 400

@@ -10,9 +10,11 @@ from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.errors import PlatformError
+from dataplatform.inputs import read, refusal_text
 
 from .. import evidence_check, selectors, services
-from .panels import back_to_trace, case_context, case_extras, draft_context, is_htmx, own_case, whole_number
+from ..inputs import CaseEditSerializer, VersionOnlySerializer
+from .panels import back_to_trace, case_context, case_extras, draft_context, is_htmx, own_case
 
 LONG_OBSERVATION = 600  # characters; a longer observation is folded in <details>
 STALE_HINT = gettext_lazy("Your change was not saved; the case below is the current one.")
@@ -59,13 +61,6 @@ def _json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-def _version(request) -> int:
-    try:
-        return int(request.POST.get("version", ""))
-    except ValueError:
-        return -1
-
-
 def _case_response(request, project, case, *, error: str = "", notice: str = "", status: int = 200):
     if not is_htmx(request):
         return back_to_trace(request, project, case, error=error, notice=notice)
@@ -77,29 +72,7 @@ def _case_response(request, project, case, *, error: str = "", notice: str = "",
 
 def _refusal(exc) -> str:
     """A refused change's message; a stale version adds that the change was not saved."""
-    return f"{exc} {STALE_HINT}" if isinstance(exc, services.StaleCase) else str(exc)
-
-
-def _changes(post, case) -> dict:
-    """The update_case changes one edit form asks for."""
-    field, value = post.get("field", ""), post.get("value", "")
-    if field == "error_step":
-        return {"error_step": whole_number(value, "error_step") if value.strip() else None}
-    if field in ("category", "evidence_check"):
-        return {field: value}
-    if field == "diagnosis":
-        return {"diagnosis": value.strip()}
-    if field == "evidence_add":
-        quote = post.get("quote", "").strip()
-        step = whole_number(post.get("step", ""), gettext("evidence step"))
-        ref = {"step": step, **({"quote": quote} if quote else {})}
-        return {"evidence": [*case.evidence, ref]}
-    if field == "evidence_remove":
-        position = whole_number(value, gettext("evidence position"))
-        if not 0 <= position < len(case.evidence):
-            raise services.CurationError(gettext("No such evidence reference; reload the page."))
-        return {"evidence": [ref for n, ref in enumerate(case.evidence) if n != position]}
-    raise services.CurationError(gettext("Unknown field %(field)r.") % {"field": field})
+    return f"{exc} {STALE_HINT}" if isinstance(exc, services.StaleCase) else refusal_text(exc)
 
 
 @login_required
@@ -108,9 +81,9 @@ def case_edit(request, slug: str, case_id: int):
     """htmx: one change to the curator's case (error step, category, diagnosis, evidence, evidence check)."""
     project, case = own_case(request, slug, case_id)
     try:
-        case = services.update_case(case=case, version=_version(request), actor=request.user,
-                                    changes=_changes(request.POST, case))
-    except services.CurationError as exc:  # shown in the case form it re-renders, with the error's status
+        case = services.update_case(case=case, actor=request.user,
+                                    **read(CaseEditSerializer, request.POST, case=case))
+    except PlatformError as exc:  # shown in the case form it re-renders, with the error's status
         return _case_response(request, project, case, error=_refusal(exc), status=exc.status)
     return _case_response(request, project, case, notice=gettext("Saved (version %(version)s).") % {
         "version": case.version})
@@ -121,8 +94,8 @@ def case_edit(request, slug: str, case_id: int):
 def case_submit(request, slug: str, case_id: int):
     project, case = own_case(request, slug, case_id)
     try:
-        case = services.submit_case(case=case, version=_version(request), actor=request.user)
-    except services.CurationError as exc:  # shown in the case form it re-renders, with the error's status
+        case = services.submit_case(case=case, actor=request.user, **read(VersionOnlySerializer, request.POST))
+    except PlatformError as exc:  # shown in the case form it re-renders, with the error's status
         return _case_response(request, project, case, error=_refusal(exc), status=exc.status)
     return _case_response(request, project, case, notice=gettext("Case submitted."))
 

@@ -10,8 +10,10 @@ from django.views.decorators.http import require_POST
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.charts import bar_chart
 from dataplatform.errors import PlatformError, show_error
+from dataplatform.inputs import read
 
 from .. import selectors, services
+from ..inputs import MAX_REPLAY_PAIRS, GradingSerializer
 from ..models import GradingEvidence
 from ..taxonomy import shipped_error_taxonomy
 from .panels import describe_grading, grade_label, grade_rules, percent, signed
@@ -48,7 +50,7 @@ def dashboard(request, slug: str):
         "grading": grading,
         "grading_text": describe_grading(grading),
         "evidence_choices": GradingEvidence.choices,
-        "max_pairs": services.MAX_REPLAY_PAIRS,
+        "max_pairs": MAX_REPLAY_PAIRS,
         "grade_chart": bar_chart([grade_label(g) for g in grades], list(grades.values()),
                                  title=gettext("Cases by grade")),
         "category_chart": bar_chart(list(summary["categories"]), list(summary["categories"].values()),
@@ -66,11 +68,7 @@ def update_grading(request, slug: str):
     """Save the project's grading rules (which replay grades a case, grade A's minimum pairs and level)."""
     project, _ = project_for(request.user, slug, CAN_CURATE)
     try:
-        services.update_grading(project=project, evidence=request.POST.get("evidence") or None,
-                                min_pairs=int(request.POST.get("min_pairs") or 0) or None,
-                                alpha=float(request.POST.get("alpha") or "nan"))
-    except ValueError:
-        messages.error(request, gettext("min_pairs must be a whole number and alpha a number."))
+        services.update_grading(project=project, **read(GradingSerializer, request.POST))
     except PlatformError as exc:
         show_error(request, exc)
     else:

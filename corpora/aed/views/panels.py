@@ -15,12 +15,11 @@ from dataplatform.jobs.models import Job
 from dataplatform.jobs.views import stalled_reason
 from dataplatform.status import render_html
 
-from .. import runners, selectors, services, stats
+from .. import runners, selectors, stats
+from ..inputs import MAX_REPLAY_PAIRS, MAX_REPLAY_STEPS, REPLAY_DEFAULTS
 from ..models import EvidenceCheck, ReplayMode, RetryDesign
 
 MODEL_JOB_KINDS = ("aed.draft", "aed.check_evidence")  # what the case's model box starts and follows
-REPLAY_DEFAULTS = {"pairs": 10, "seed": 0, "max_steps": 6, "temperature": 0.7}
-MAX_REPLAY_STEPS = services.MAX_REPLAY_STEPS
 NO_RULE = gettext_lazy("No rule applies yet: check the evidence or replay a proposal.")
 # Arm R's design in a replay's head line, short ("arm R: original"); the choices' labels say it in full.
 RETRY_NAMES = {"resample": gettext_lazy("resample"), "original": gettext_lazy("original")}
@@ -70,13 +69,6 @@ def back_to_trace(request, project, case, *, error: str = "", notice: str = ""):
     elif notice:
         messages.success(request, notice)
     return redirect("aed-trace", slug=project.slug, trace_id=case.trace_id)
-
-
-def whole_number(value: str, name: str) -> int:
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise services.CurationError(gettext("%(name)s must be a whole number.") % {"name": name}) from None
 
 
 # --- the grading rules, in the page's language --------------------------------------------------------
@@ -164,7 +156,7 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
         "retry_designs": RetryDesign.choices,
         "replay_modes": ReplayMode.choices,
         "replay_defaults": REPLAY_DEFAULTS,
-        "max_pairs": services.MAX_REPLAY_PAIRS,
+        "max_pairs": MAX_REPLAY_PAIRS,
         "max_replay_steps": MAX_REPLAY_STEPS,
         "events": [{"event": e, "kind": EVENT_KINDS.get(e.kind, ""),
                     "payload": json.dumps(e.payload, ensure_ascii=False) if e.payload else ""}

@@ -9,20 +9,11 @@ from django.views.decorators.http import require_POST
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.errors import PlatformError
+from dataplatform.inputs import read, refusal_text
 
 from .. import selectors, services
-from ..models import ProposalStatus
-from .panels import (
-    MAX_REPLAY_STEPS,
-    REPLAY_DEFAULTS,
-    back_to_trace,
-    case_extras,
-    is_htmx,
-    own_case,
-    own_proposal,
-    replay_view,
-    whole_number,
-)
+from ..inputs import ProposalCreateSerializer, ProposalStatusSerializer, ReplayCreateSerializer
+from .panels import back_to_trace, case_extras, is_htmx, own_case, own_proposal, replay_view
 
 
 def _proposals_response(request, project, case, *, error: str = "", notice: str = "", status: int = 200):
@@ -38,10 +29,9 @@ def _proposals_response(request, project, case, *, error: str = "", notice: str 
 def proposal_add(request, slug: str, case_id: int):
     project, case = own_case(request, slug, case_id)
     try:
-        services.add_proposal(case=case, actor=request.user, corrected_action=request.POST.get("corrected_action", ""),
-                              rationale=request.POST.get("rationale", "").strip())
-    except services.CurationError as exc:  # shown in the proposals box
-        return _proposals_response(request, project, case, error=str(exc), status=exc.status)
+        services.add_proposal(case=case, actor=request.user, **read(ProposalCreateSerializer, request.POST))
+    except PlatformError as exc:  # shown in the proposals box
+        return _proposals_response(request, project, case, error=refusal_text(exc), status=exc.status)
     return _proposals_response(request, project, case, notice=gettext("Proposal added."))
 
 
@@ -50,55 +40,27 @@ def proposal_add(request, slug: str, case_id: int):
 def proposal_status(request, slug: str, proposal_id: int):
     """Accept, reject or reopen a proposal; a rejected proposal stays listed with its status."""
     project, proposal = own_proposal(request, slug, proposal_id)
-    status = request.POST.get("status", "")
     try:
-        if status not in ProposalStatus.values:
-            raise services.CurationError(gettext("status must be one of %(values)s.") % {
-                "values": ", ".join(ProposalStatus.values)})
-        services.set_proposal_status(proposal=proposal, status=status, actor=request.user)
-    except services.CurationError as exc:  # shown in the proposals box
-        return _proposals_response(request, project, proposal.case, error=str(exc), status=exc.status)
+        services.set_proposal_status(proposal=proposal, actor=request.user,
+                                     **read(ProposalStatusSerializer, request.POST))
+    except PlatformError as exc:  # shown in the proposals box
+        return _proposals_response(request, project, proposal.case, error=refusal_text(exc), status=exc.status)
     return _proposals_response(request, project, proposal.case,
                                notice=gettext("Proposal %(id)s is now %(status)s.") % {
                                    "id": proposal.pk, "status": proposal.get_status_display().lower()})
-
-
-def _float(value: str, name: str) -> float:
-    try:
-        return float(str(value).strip())
-    except ValueError:
-        raise services.CurationError(gettext("%(name)s must be a number.") % {"name": name}) from None
-
-
-def _replay_options(post, runner: str) -> dict:
-    max_steps = whole_number(post.get("max_steps") or REPLAY_DEFAULTS["max_steps"], "max_steps")
-    temperature = _float(post.get("temperature") or REPLAY_DEFAULTS["temperature"], "temperature")
-    if not 1 <= max_steps <= MAX_REPLAY_STEPS:
-        raise services.CurationError(gettext("max_steps must be between 1 and %(max)s.") % {"max": MAX_REPLAY_STEPS})
-    if not 0 <= temperature <= 2:
-        raise services.CurationError(gettext("temperature must be between 0 and 2."))
-    options = {"max_steps": max_steps, "temperature": temperature}
-    if runner == "webhook":
-        options["url"] = post.get("url", "").strip()  # start_replay checks it against AED_REPLAY_WEBHOOKS
-    return options
 
 
 @login_required
 @require_POST
 def replay_start(request, slug: str, proposal_id: int):
     project, proposal = own_proposal(request, slug, proposal_id)
-    runner = request.POST.get("runner", "builtin")
     try:
-        replay = services.start_replay(
-            proposal=proposal, pairs=whole_number(request.POST.get("pairs") or REPLAY_DEFAULTS["pairs"], "pairs"),
-            runner=runner, seed=whole_number(request.POST.get("seed") or 0, "seed"),
-            retry=request.POST.get("retry") or "resample", mode=request.POST.get("mode") or "paired",
-            hint=bool(request.POST.get("hint")),
-            options=_replay_options(request.POST, runner), user=request.user)
+        replay = services.start_replay(proposal=proposal, user=request.user,
+                                       **read(ReplayCreateSerializer, request.POST))
     # Shown in the proposals box. Broker down: the replay and its job exist, the job is marked failed;
     # queue full: nothing was written.
     except PlatformError as exc:
-        return _proposals_response(request, project, proposal.case, error=str(exc), status=exc.status)
+        return _proposals_response(request, project, proposal.case, error=refusal_text(exc), status=exc.status)
     return _proposals_response(request, project, proposal.case,
                                notice=ngettext("Replay %(id)s started (%(pairs)s pair).",
                                                "Replay %(id)s started (%(pairs)s pairs).",

@@ -5,7 +5,9 @@ import pytest
 from django.urls import reverse
 
 from corpora.aed import selectors, services
+from corpora.aed.inputs import GradingSerializer
 from corpora.aed.models import ReplayRun
+from dataplatform.inputs import InvalidInput, read
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.django_db
@@ -53,10 +55,10 @@ def test_the_first_proposal_grades_by_default_and_the_best_on_request(project, t
     assert selectors.evidence_of(graded, best)[1] == strong and selectors.grade_of(graded, best) == "A"
     services.update_grading(project=project, min_pairs=8)
     assert selectors.grade_of(graded, selectors.grading_of(project)) == "B"  # 7 pairs are too few now
-    with pytest.raises(services.CurationError):
-        services.update_grading(project=project, alpha=1.5)
-    with pytest.raises(services.CurationError):
-        services.update_grading(project=project, evidence="luck")
+    with pytest.raises(InvalidInput):  # the rules' bounds: the API's and the dashboard form's input
+        read(GradingSerializer, {"alpha": 1.5})
+    with pytest.raises(InvalidInput):
+        read(GradingSerializer, {"evidence": "luck"})
 
 
 def test_the_rules_are_set_on_the_dashboard_and_shown_beside_the_grade(client, project, members, two_proposals):

@@ -4,11 +4,14 @@ import json
 
 import jsonschema
 import pytest
+from django.urls import reverse
 
 from corpora.aed import importers, selectors, services
+from corpora.aed.inputs import ReplayCreateSerializer
 from corpora.aed.models import CaseEvent, ProposalStatus, Replay, ReplayRun, Trace
 from dataplatform.apiutils import MAX_SEED
 from dataplatform.inference import BackendUnavailable
+from dataplatform.inputs import InvalidInput, read
 
 from ...calc_traces import make_kv_trace
 from ...doubles import ConstrainingBackend, RecordingProgress, ScriptedBackend
@@ -64,12 +67,17 @@ def test_rejected_proposals_are_kept(case, members):
 
 
 @pytest.mark.parametrize("seed", [-1, MAX_SEED + 1, 2**63])
-def test_a_replay_seed_outside_0_to_max_seed_is_refused(case, members, seed):
-    """The page's form reaches the service without a serializer: 2**63 was a 500 (bigint out of range)."""
+def test_a_replay_seed_outside_0_to_max_seed_is_refused(client, case, members, seed):
+    """The page's form once reached the service without a serializer: 2**63 was a 500 (bigint out of range).
+    It now reads the API's serializer, whose bounds refuse it."""
     case = edit(case, members["curator"], error_step=1)
     proposal = services.add_proposal(case=case, actor=members["curator"], corrected_action="calc 391 - 45")
-    with pytest.raises(services.CurationError, match=f"seed must be between 0 and {MAX_SEED}"):
-        services.start_replay(proposal=proposal, pairs=1, seed=seed, user=members["curator"], publish=False)
+    client.force_login(members["curator"])
+    response = client.post(reverse("aed-replay-start", args=["alpha", proposal.pk]), {"pairs": "1", "seed": seed},
+                           HTTP_HX_REQUEST="true")
+    assert response.status_code == 400 and f"seed must be between 0 and {MAX_SEED}" in response.content.decode()
+    with pytest.raises(InvalidInput, match=f"seed must be between 0 and {MAX_SEED}"):
+        read(ReplayCreateSerializer, {"pairs": 1, "seed": seed})
     assert not Replay.objects.exists()
 
 
@@ -186,5 +194,5 @@ def test_the_retry_design_is_stored_and_changes_the_table_on_a_stateful_environm
     # Resampled, the policy never deletes the port: both arms pass. Executing the original step again deletes it,
     # and setting the host no longer suffices: only the correction passes.
     assert tables == {"resample": ("resample", 2, 0, 0, 0), "original": ("original", 0, 2, 0, 0)}
-    with pytest.raises(services.CurationError, match="retry must be one of"):
-        services.start_replay(proposal=proposal, pairs=1, retry="twice", user=curator, publish=False)
+    with pytest.raises(InvalidInput, match="retry must be one of"):  # the API's and the page's input
+        read(ReplayCreateSerializer, {"pairs": 1, "retry": "twice"})

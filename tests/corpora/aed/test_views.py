@@ -362,7 +362,7 @@ def test_replay_options_are_checked(client, members, trace):
                           ({"pairs": "0"}, "pairs must be between 1 and 200."), ({"pairs": "x"}, "pairs must be a whole"),
                           ({"runner": "nope"}, "Unknown runner"), ({"max_steps": "99"}, "max_steps must be between"),
                           ({"temperature": "hot"}, "temperature must be a number.")]:
-        response = client.post(url, data, **HX)
+        response = client.post(url, {"pairs": "2", **data}, **HX)  # pairs, as the form always sends it
         assert response.status_code == 400 and message in response.content.decode(), data
     assert not Replay.objects.exists() and not Job.objects.exists()
 

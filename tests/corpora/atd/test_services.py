@@ -7,7 +7,9 @@ import math
 import pytest
 
 from corpora.atd import scoring, services
+from corpora.atd.inputs import AtdSelectionCreateSerializer
 from corpora.atd.models import Score, TeacherAnswer
+from dataplatform.inputs import InvalidInput, read
 
 from ...doubles import JUDGE_A, JUDGE_B, JudgeDouble, RecordingProgress
 from .prompts import make_prompts
@@ -51,8 +53,8 @@ def test_freeze_keeps_exactly_epsilon_and_versions(project, members, use_backend
     assert kept == ["p0", "p1", "p2"] and first.version == 1 and first.size == 3  # q = 0.52 is kept, 0.53 is not
     second = services.freeze_selection(run=run, name="near-ties", epsilon=0.1, user=members["curator"])
     assert second.version == 2 and second.size == 4 and first.items.count() == 3  # the first stays frozen
-    with pytest.raises(services.AtdError):
-        services.freeze_selection(run=run, name="x", epsilon=0.7, user=members["curator"])
+    with pytest.raises(InvalidInput, match="epsilon must be between 0 and 0.5"):  # the API's and the page's input
+        read(AtdSelectionCreateSerializer, {"run": run.pk, "name": "x", "epsilon": 0.7})
 
 
 def test_teacher_bits_with_budget_and_resume(project, members, use_backend):
@@ -115,8 +117,8 @@ def test_a_judge_that_always_prefers_the_first_position_is_not_a_tie(project, me
     assert (kept.size, kept.excluded_biased, kept.recipe["include_biased"]) == (4, 0, True)
     loose = services.freeze_selection(run=run, name="ties", epsilon=0.02, bias_threshold=0.8, user=members["curator"])
     assert loose.size == 4  # at the threshold is not past it
-    with pytest.raises(services.AtdError, match="between 0 and 1"):
-        services.freeze_selection(run=run, name="ties", epsilon=0.02, bias_threshold=1.5, user=members["curator"])
+    with pytest.raises(InvalidInput, match="between 0 and 1"):  # the API's and the page's input
+        read(AtdSelectionCreateSerializer, {"run": run.pk, "name": "ties", "epsilon": 0.02, "bias_threshold": 1.5})
 
 
 def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in_tmp, use_backend):
