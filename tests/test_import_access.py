@@ -12,7 +12,7 @@ from django.http.multipartparser import MultiPartParser
 from django.urls import reverse
 
 from .conftest import api_client_for
-from .hostile.test_upload_size import ENTRIES
+from .hostile.uploads import ENTRIES
 
 pytestmark = pytest.mark.django_db
 API_ENTRIES = [pytest.param(entry, id=entry.name) for entry in ENTRIES if entry.api]

@@ -61,8 +61,9 @@ def _production_modules() -> dict[str, Path]:
 MODULES = _production_modules()
 
 
-def _imports(name: str, path: Path) -> set[str]:
-    """The project modules `name` imports, anywhere in it (a function's own imports too)."""
+def _imports(name: str, path: Path, modules: dict[str, Path] = MODULES) -> set[str]:
+    """The modules of `modules` (the project's, or the tests') that `name` imports, anywhere in it (a function's own
+    imports too)."""
     found = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -74,12 +75,12 @@ def _imports(name: str, path: Path) -> set[str]:
                 anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             # `from package import module` needs the module; `from module import name`, the module.
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
                        for alias in node.names]
         else:
             continue
         for target in targets:
-            while target and target not in MODULES:
+            while target and target not in modules:
                 target = target.rpartition(".")[0]
             if target and target != name:
                 found.add(target)
@@ -196,3 +197,58 @@ def test_packages_of_one_floor_import_each_other_one_way_only():
     for name, target in PLATFORM_IMPORTS:
         packages[_platform_package(name)].add(_platform_package(target))
     assert [loop for loop in _loops(packages) if loop not in TIED_PACKAGES] == []
+
+
+# --- the tests mirror the code ------------------------------------------------------------------------------------
+
+TESTS = ROOT / "tests"
+# Folders of tests that cross every package, so mirror none: pages in a real browser, whole processes (workers, web
+# servers), the API fuzzed from its schema, hostile input at every importer and door. tests/fixtures holds data.
+SUITE_WIDE_FOLDERS = {"browser", "integration", "fuzz", "hostile", "fixtures"}
+
+
+def _test_modules() -> dict[str, Path]:
+    return {".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): path
+            for path in TESTS.rglob("*.py")}
+
+
+def _is_a_test(module: str) -> bool:
+    return module.rpartition(".")[2].startswith("test_")
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in support modules beside them (tests/doubles.py, tests/worker.py,
+    tests/corpora/aed/curation.py, ...): a helper kept in a test module goes when that test is moved or deleted,
+    and its importer runs the other module's setup besides."""
+    modules = _test_modules()
+    crossings = sorted(f"{name} imports {target}" for name, path in modules.items() if _is_a_test(name)
+                       for target in _imports(name, path, modules) if _is_a_test(target))
+    assert crossings == []
+
+
+def _mirrored_package(folder: Path) -> Path | None:
+    """The package a folder of tests mirrors: tests/<app>/... is <app>/..., tests/<package>/... is
+    dataplatform/<package>/..., tests/bench is bench/ (its scripts are not a package)."""
+    parts = folder.relative_to(TESTS).parts
+    if parts[0] == "bench":
+        return ROOT / "bench" if len(parts) == 1 else None
+    for package in (ROOT.joinpath(*parts), ROOT.joinpath("dataplatform", *parts)):
+        if (package / "__init__.py").is_file():
+            return package
+    return None
+
+
+def test_every_test_folder_mirrors_a_package_of_the_code():
+    """tests/ is laid out as the code is, so a package's tests are found where the package is; a folder named after no
+    package (or after one that is gone) is a misplaced one. The suite-wide folders are named in SUITE_WIDE_FOLDERS."""
+    folders = [path for path in TESTS.rglob("*") if path.is_dir() and path.name != "__pycache__"
+               and path.relative_to(TESTS).parts[0] not in SUITE_WIDE_FOLDERS]
+    assert sorted(str(folder.relative_to(ROOT)) for folder in folders if _mirrored_package(folder) is None) == []
+
+
+@pytest.mark.parametrize("package", ["aed", "atd"])
+def test_each_corpus_s_tests_are_in_its_own_folder(package):
+    """corpora/aed and corpora/atd are tested in tests/corpora/aed and tests/corpora/atd (named without the prefix);
+    tests/corpora/ keeps what tests both."""
+    assert (TESTS / "corpora" / package / "__init__.py").is_file()
+    assert sorted(path.name for path in (TESTS / "corpora").glob(f"test_{package}_*.py")) == []

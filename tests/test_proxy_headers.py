@@ -28,7 +28,7 @@ from django.db import connection
 
 from dataplatform.accounts import services as account_services
 from dataplatform.audit.models import Action, AuditEvent
-from tests import worker  # not `from tests.worker import test_database_url`: pytest would collect it
+from tests import worker
 from tests.factories import UserFactory
 from tests.net import closed_port
 
@@ -44,7 +44,7 @@ CLIENT, OTHER_CLIENT = "203.0.113.7", "203.0.113.8"  # as the proxy reports them
 
 def start_web_server(log_dir, *, trusted_proxies: str) -> benchlib.Server:
     env = os.environ | {
-        "DATABASE_URL": worker.test_database_url(), "REDIS_URL": settings.REDIS_URL, "DATA_DIR": str(log_dir),
+        "DATABASE_URL": worker.worker_database_url(), "REDIS_URL": settings.REDIS_URL, "DATA_DIR": str(log_dir),
         "DEBUG": "0", "SECRET_KEY": "proxy-headers-" + secrets.token_hex(16), "LOG_LEVEL": "WARNING",
         "TOKEN_FAILURE_LIMIT": str(FAILURE_LIMIT), "LOGIN_FAILURE_LIMIT": str(FAILURE_LIMIT),
         "TRUSTED_PROXIES": trusted_proxies, "FORWARDED_ALLOW_IPS": "*",

@@ -1,7 +1,7 @@
 """The interface in both languages: every page of the platform, rendered in English and in Simplified
 Chinese, holds no interface text the other language's page would have; the catalogs are complete.
 
-The pages are the role matrix's (tests/test_role_matrix.py): every URL the resolver yields that a browser
+The pages are the role matrix's (tests/role_matrix.py): every URL the resolver yields that a browser
 GETs, filled with the matrix world's objects, as the first role that may open it. Text that is not the
 interface's (model output, user and project names, ids) is marked translate="no" by the templates and
 left out (tests/untranslated.py).
@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.db import transaction
 
-from . import test_role_matrix as matrix
+from . import role_matrix as matrix
 from .untranslated import chinese_in, untranslated
 
 pytestmark = pytest.mark.django_db

@@ -6,6 +6,8 @@ from django.test import RequestFactory
 from dataplatform.errors import Refused, api_exception_handler
 from dataplatform.yamlfile import LocatedList, LocatedMapping, YamlFileError, clipped, load_yaml, shown
 
+from .hostile.yaml_bombs import alias_bomb
+
 DOCUMENT = """\
 name: example
 items:
@@ -78,14 +80,6 @@ def test_the_error_is_a_refusal_whose_answer_lists_every_problem():
 
 
 # --- bounded by what it expands to (issue 37) -------------------------------------------------------------------
-
-def alias_bomb(levels: int, width: int = 9, last: str = "schema") -> str:
-    """`levels` anchors, each a list of `width` aliases of the one before: width**levels nodes in a few hundred
-    bytes (8 levels of 9: 43 million, in 362 bytes), the last named by `last`."""
-    lines = [f"a0: &a0 [{', '.join(['x'] * width)}]"]
-    lines += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * width)}]" for n in range(1, levels)]
-    return "\n".join([*lines, f"{last}: *a{levels - 1}"]) + "\n"
-
 
 def test_an_alias_bomb_is_refused_at_the_alias_that_crosses_the_budget():
     bomb = alias_bomb(8)

@@ -1,4 +1,4 @@
-"""Start a real `celery worker` process against the test database and the test Redis."""
+"""Start a real `celery worker` process against the test database and the test Redis, and wait for its jobs."""
 
 import os
 import signal
@@ -12,6 +12,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from dataplatform.jobs.models import Job
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # For fault tests: a worker that notices a silent job within ~2 s (heartbeat every 0.5 s) and
@@ -20,7 +22,7 @@ QUICK_REAPER = {"JOB_HEARTBEAT_SECONDS": "0.5", "JOB_STALE_AFTER_SECONDS": "2", 
                 "JOB_REPUBLISH_QUEUED_AFTER_SECONDS": "1"}
 
 
-def test_database_url() -> str:
+def worker_database_url() -> str:
     """The URL of the database pytest-django created, so the worker sees the test's rows."""
     db = connection.settings_dict
     if connection.vendor == "sqlite":
@@ -41,7 +43,7 @@ class LiveWorker:
         self.name = f"test-{uuid.uuid4().hex[:8]}@localhost"
         self.log_path = tmp_path / f"{self.name}.log"
         env = os.environ | {
-            "DATABASE_URL": test_database_url(),
+            "DATABASE_URL": worker_database_url(),
             "REDIS_URL": settings.REDIS_URL,
             "CELERY_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
             "DATA_DIR": str(settings.DATA_DIR),
@@ -86,3 +88,18 @@ class LiveWorker:
         if self.process.poll() is None:
             self.kill()
         self._log.close()
+
+
+def wait_for_terminal(job_id: int, worker, timeout: float = 120.0) -> tuple[Job, list[tuple[str, int, int, str]]]:
+    """Poll the job row like the progress bar does; return the final row and every distinct state seen."""
+    seen: list[tuple[str, int, int, str]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = Job.objects.get(pk=job_id)
+        snapshot = (job.state, job.progress_done, job.progress_total, job.status_message)
+        if not seen or seen[-1] != snapshot:
+            seen.append(snapshot)
+        if job.is_terminal:
+            return job, seen
+        time.sleep(0.05)
+    pytest.fail(f"Job {job_id} did not finish in {timeout} s; seen {seen[-5:]}\nworker log:\n{worker.log()}")

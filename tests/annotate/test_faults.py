@@ -3,7 +3,6 @@ or dropping mid-stream. Through the API, as the workspace sees it: every failure
 event with a message, what was generated stays saved, and a retry continues from it once the
 backend is back."""
 
-import json
 import socket
 import threading
 
@@ -17,6 +16,7 @@ from tests.net import closed_port
 
 from ..conftest import api_client_for
 from ..doubles import RecordingProgress
+from .streams import events_of
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db]
 
@@ -31,15 +31,6 @@ def annotator_session(project, members, local_backend):
     services.generate_rollouts(project=project, progress=RecordingProgress())
     claim = services.claim_next(project=project, annotator=members["annotator"])
     return services.open_session(claim=claim)
-
-
-def events_of(response) -> list[tuple[str, dict]]:
-    body = b"".join(response.streaming_content).decode()
-    events = []
-    for block in body.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        events.append((lines["event"], json.loads(lines["data"])))
-    return events
 
 
 @pytest.fixture

@@ -154,7 +154,7 @@ def test_the_scripts_show_no_untranslated_literal():
 # --- a malformed .panda.json: the problems in the request's language, the file and field as they are ------
 
 def _broken_panda_file() -> bytes:
-    from tests.annotate.test_panda_json import minimal_file
+    from tests.annotate.panda_files import minimal_file
 
     data = minimal_file()
     data["version"] = "9.9"

@@ -3,28 +3,15 @@ every tree, every operator at its fork, the top-k of a chosen token, deleted dia
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
 from annotate.models import EventKind, Node, Origin, Session, SessionStatus
 from annotate.panda_json import import_panda_json
 
+from .panda_files import NAMES, corpus, imported
+
 pytestmark = pytest.mark.django_db
-
-CORPUS = Path(__file__).parent.parent / "fixtures" / "panda_app"
-NAMES = sorted(path.name.removesuffix(".panda.json") for path in CORPUS.glob("*.panda.json"))
-
-
-def corpus(name: str) -> dict:
-    return json.loads((CORPUS / f"{name}.panda.json").read_text())
-
-
-def imported(project, members, name: str) -> Session:
-    report = import_panda_json(project=project, data=corpus(name), annotator=members["annotator"],
-                               file=f"{name}.panda.json")
-    assert report.ok and report.created, report.as_dict()
-    return Session.objects.get(pk=report.session_id)
 
 
 def nodes_of(session: Session) -> dict[int, Node]:

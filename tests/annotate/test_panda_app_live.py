@@ -8,7 +8,7 @@ from annotate.models import ClaimState, EventKind, Origin, Session, SessionStatu
 from annotate.panda_json import import_panda_json, session_to_panda_json
 from annotate.supervision import response_ids
 
-from .test_panda_app_import import corpus
+from .panda_files import corpus
 
 pytestmark = pytest.mark.django_db
 

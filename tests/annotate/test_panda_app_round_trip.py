@@ -12,7 +12,7 @@ from onpanda.response_templates import build_response_template
 from annotate.models import Session
 from annotate.panda_json import import_panda_json, session_to_panda_json
 
-from .test_panda_app_import import NAMES, corpus, imported
+from .panda_files import NAMES, corpus, imported
 
 pytestmark = pytest.mark.django_db
 

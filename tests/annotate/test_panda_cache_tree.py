@@ -14,7 +14,7 @@ from annotate.panda_json.cache_tree import decode, encode, node_tokens
 
 from ..doubles import ByteBackend
 from .conftest import session_answering
-from .test_panda_json import as_file
+from .panda_files import as_file
 from .trees import build_trees
 
 pytestmark = pytest.mark.django_db

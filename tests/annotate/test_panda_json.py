@@ -15,6 +15,7 @@ from ..doubles import EOS, RecordingProgress
 from ..exporting import export_rows
 from . import agentic
 from .exporters.rows import trained
+from .panda_files import as_file, minimal_file
 from .trees import build_agentic_session, build_trees
 
 pytestmark = pytest.mark.django_db
@@ -24,11 +25,6 @@ pytestmark = pytest.mark.django_db
 def chars(chars):
     chars.script = " sat."  # the trees' continuations
     return chars
-
-
-def as_file(document: dict) -> dict:
-    """What a reader of the written file gets back (JSON keys are strings, tuples become lists...)."""
-    return json.loads(json.dumps(document, ensure_ascii=False))
 
 
 def structure(document: dict) -> dict:
@@ -127,32 +123,6 @@ def test_reimporting_the_same_file_adds_nothing(project, members, chars):
     second = import_panda_json(project=project, data=reordered, annotator=members["trainer"], file="b.panda.json")
     assert second.duplicate and not second.created and second.sha256 == first.sha256
     assert Item.objects.count() == items
-
-
-def minimal_file() -> dict:
-    """A file as onPanda's annotator writes one: a rollout, a candidate pick (good) and an unanswered dialog."""
-    prompt = [{"role": "system", "content": ""}, {"role": "user", "content": "1+1=? Answer in words."}]
-    def ask(*answer):  # each dialog holds its own copy of the prompt, as in a parsed file
-        return copy.deepcopy(prompt) + list(answer)
-
-    return {
-        "version": "2.0", "uuid": "2025-08-19_12-00-00.000", "update_time": 1755600000000,
-        "hash_map": {}, "deleted_dialogs": {},
-        "dialogs": {
-            "1": {"messages": ask({"role": "assistant", "content": "Answer is three.", "finish_reason": "stop"}),
-                  "annotate": {"is_good": False},
-                  "operations": [{"operator": "generate_new", "parent": "1", "is_new_generated": True,
-                                  "on_policy": True, "time": 1755599990000, "chat_config": {"model": "vllm-model"}}]},
-            "2": {"messages": ask({"role": "assistant", "content": "Answer is two.", "finish_reason": "stop"}),
-                  "annotate": {"is_good": True},
-                  "operations": [{"operator": "continue_with_chosen", "parent": "1", "on_policy": True,
-                                  "time": 1755599995000,
-                                  "continue_with_chosen": {"token": "w", "logprob": -1.5, "bytes": [119]},
-                                  "rejected_token": {"delta": {"content": "h"}, "tokenIndex": 11,
-                                                     "unicode_start_index": 11}}]},
-            "3": {"messages": ask(), "annotate": {"is_good": None}, "operations": []},
-        },
-    }
 
 
 def test_import_a_file_written_by_onpanda(project, members, chars):

@@ -20,8 +20,7 @@ from annotate.panda_json.lz_string import TooLong, decompress, decompress_from_b
 
 from ..conftest import api_client_for
 from ..exporting import export_rows
-from .test_panda_app_import import corpus
-from .test_panda_json import minimal_file
+from .panda_files import corpus, lz_run, minimal_file, nested
 from .trees import build_trees
 
 pytestmark = pytest.mark.django_db
@@ -30,37 +29,6 @@ pytestmark = pytest.mark.django_db
 def chars(chars):
     chars.script = " sat."  # the trees' continuations
     return chars
-
-
-BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
-
-def lz_run(codes: int) -> str:
-    """lz-string's base64 of "a" * (1 + 2 + ... + (codes + 1)), as `LZString.compressToBase64` writes it: "a",
-    then `codes` codes each naming the entry being defined (the last piece plus its first character), so each
-    writes one character more than the one before. 14,000 codes (30 KB) spell ~10^8 characters."""
-    bits: list[int] = []
-
-    def put(value: int, width: int) -> None:  # lz-string writes a code's lowest bit first
-        bits.extend((value >> i) & 1 for i in range(width))
-
-    put(0, 2)  # an 8-bit character follows
-    put(ord("a"), 8)
-    size, width, enlarge_in = 4, 3, 4
-    for _ in range(codes):
-        put(size, width)
-        size, enlarge_in = size + 1, enlarge_in - 1
-        if enlarge_in == 0:
-            enlarge_in, width = 2**width, width + 1
-    put(2, width)  # the end
-    bits += [0] * (-len(bits) % 6)
-    text = "".join(BASE64[sum(bit << (5 - i) for i, bit in enumerate(bits[at:at + 6]))]
-                   for at in range(0, len(bits), 6))
-    return text + "=" * (-len(text) % 4)
-
-
-def nested(depth: int) -> str:
-    return '{"1":' * depth + "1" + "}" * depth
 
 
 def compressed(text: str) -> dict:

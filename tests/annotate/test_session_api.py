@@ -14,7 +14,7 @@ from ..conftest import api_client_for
 from ..doubles import CharBackend
 from . import agentic
 from .conftest import session_answering
-from .test_faults import events_of
+from .streams import events_of
 
 
 def url(session, action: str) -> str:

@@ -13,7 +13,7 @@ from annotate.models import Event, EventKind, Node, NodeStatus
 
 from ..conftest import api_client_for
 from ..doubles import EOS, CharBackend
-from .test_faults import events_of
+from .streams import events_of
 
 pytestmark = pytest.mark.django_db
 

@@ -126,7 +126,7 @@ def test_curator_saves_settings_and_bad_values_are_named(client, members, projec
 
 def test_panda_json_upload_by_form_and_api(client, members, project, use_backend):
     from annotate.models import Session
-    from tests.annotate.test_panda_json import minimal_file
+    from tests.annotate.panda_files import minimal_file
     from tests.conftest import api_client_for
 
     backend = CharBackend()
@@ -153,7 +153,7 @@ def test_panda_json_upload_by_form_and_api(client, members, project, use_backend
 
 def test_a_live_panda_upload_opens_the_workspace_to_keep_correcting(client, members, project, use_backend):
     from annotate.models import Session
-    from tests.annotate.test_panda_json import minimal_file
+    from tests.annotate.panda_files import minimal_file
 
     use_backend(CharBackend())
     client.force_login(members["curator"])
@@ -171,7 +171,7 @@ def test_a_live_panda_upload_opens_the_workspace_to_keep_correcting(client, memb
 
 def test_several_panda_files_are_reported_each(client, members, project, use_backend):
     from annotate.models import Session
-    from tests.annotate.test_panda_json import minimal_file
+    from tests.annotate.panda_files import minimal_file
 
     use_backend(CharBackend())
     client.force_login(members["curator"])

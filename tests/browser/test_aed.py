@@ -10,8 +10,8 @@ from corpora.aed import services
 from corpora.aed.models import Case, Replay
 from dataplatform.jobs.models import Job
 
-from ..corpora.test_views import HOSTILE, add_traces, demo
-from .test_demo_job import log_in
+from ..corpora.aed.curation import HOSTILE, add_traces, demo
+from .pages import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,7 @@ from annotate import services
 from annotate.models import Item, Node, Session
 
 from ..doubles import RecordingProgress
-from .test_demo_job import log_in
+from .pages import COUNT_STREAMED_TOKENS, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.django_db(transaction=True)]
 
@@ -28,21 +28,6 @@ def answered_item(project, local_backend):
     services.generate_rollouts(project=project, progress=RecordingProgress())
     item.refresh_from_db()
     return item
-
-
-# Counts streamed token spans as they are added, in sessionStorage: a short continuation can end (and
-# the page reload) before a selector poll would see a span, and the count survives the reload.
-COUNT_STREAMED_TOKENS = """
-document.addEventListener("DOMContentLoaded", () => {
-  const box = document.querySelector("#response");
-  if (!box) return;
-  new MutationObserver((changes) => changes.forEach((change) => change.addedNodes.forEach((node) => {
-    if (node.classList && node.classList.contains("streamed")) {
-      sessionStorage.streamedTokens = String(Number(sessionStorage.streamedTokens || 0) + 1);
-    }
-  }))).observe(box, {childList: true, subtree: true});
-});
-"""
 
 
 def test_correct_with_a_candidate_then_a_rewrite_then_accept(page, live_server, members, answered_item):

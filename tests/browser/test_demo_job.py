@@ -10,16 +10,9 @@ from playwright.sync_api import expect
 
 from dataplatform.jobs.models import Job
 
+from .pages import log_in
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-def log_in(page, live_server, username: str) -> None:
-    page.goto(f"{live_server.url}/")
-    expect(page).to_have_url(re.compile(r"/accounts/login/"))
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill("pw-for-tests-only")
-    page.keyboard.press("Enter")  # keyboard only
-    expect(page.get_by_role("heading", name="Projects")).to_be_visible()
 
 
 def test_run_the_demo_job_and_watch_its_progress_bar(page, live_server, project, members, start_worker):

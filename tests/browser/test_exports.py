@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from dataplatform.jobs.models import Job
 
-from .test_demo_job import log_in
+from .pages import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

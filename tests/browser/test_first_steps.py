@@ -25,7 +25,7 @@ from dataplatform.demo.parts import parts, seed_job_of
 from dataplatform.jobs.models import TERMINAL_STATES, Job, JobState
 from labeler.models import Label, LabelOrigin, LabelStatus
 
-from .test_annotate import COUNT_STREAMED_TOKENS
+from .pages import COUNT_STREAMED_TOKENS
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.model,
               pytest.mark.django_db(transaction=True),

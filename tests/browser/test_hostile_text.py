@@ -37,9 +37,10 @@ from dataplatform.jobs.services import execute_job
 from labeler import services as labeler_services
 from labeler.models import Label, SweTask, Trajectory
 
-from ..corpora.test_views import add_traces, demo
+from ..corpora.aed.curation import add_traces, demo
 from ..factories import UserFactory
 from ..labeler.conftest import STAGE_ONE, STAGE_TWO
+from .pages import DOM_AUDIT
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -72,28 +73,6 @@ document.addEventListener("securitypolicyviolation", (event) => {
   window.__cspViolations.push(`${event.violatedDirective} blocked ${event.blockedURI || "inline"}: ${event.sample}`);
 });
 """
-
-# What an unescaped payload leaves in the DOM even when nothing has run yet. The site has no inline
-# scripts at all (CSP), and json_script blocks must still parse as JSON.
-DOM_AUDIT = """() => {
-  const problems = [];
-  for (const script of document.scripts) {
-    if (script.type === "application/json") {
-      try { JSON.parse(script.textContent); } catch (e) { problems.push(`broken json_script #${script.id}`); }
-    } else if (!script.src) {
-      problems.push(`inline script: ${script.textContent.slice(0, 60)}`);
-    }
-  }
-  for (const element of document.querySelectorAll("*")) {
-    for (const attribute of element.attributes) {
-      const value = attribute.value.trim().toLowerCase();
-      if (attribute.name.startsWith("on")) problems.push(`${element.tagName} ${attribute.name}=${attribute.value}`);
-      if (["href", "src", "action", "formaction", "xlink:href"].includes(attribute.name)
-          && value.startsWith("javascript:")) problems.push(`${element.tagName} ${attribute.name}=${attribute.value}`);
-    }
-  }
-  return problems;
-}"""
 
 
 def session_cookie(user) -> str:

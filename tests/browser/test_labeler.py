@@ -14,7 +14,7 @@ from labeler.models import Label, LabelOrigin, LabelStatus, ReviewClaim, SweTask
 
 from ..doubles import RecordingProgress, ScriptedBackend
 from ..labeler.conftest import STAGE_ONE, STAGE_TWO, answer
-from .test_demo_job import log_in
+from .pages import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

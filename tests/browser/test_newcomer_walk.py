@@ -36,7 +36,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from .test_annotate import COUNT_STREAMED_TOKENS
+from .pages import COUNT_STREAMED_TOKENS
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.model,
               pytest.mark.timeout(900)]  # the app's start, the demo's model jobs (~2 min on 2 cores), the walk

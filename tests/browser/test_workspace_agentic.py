@@ -19,8 +19,7 @@ from annotate import services
 from annotate.models import Event, Node, Session
 
 from ..annotate.agentic_rollouts import REASONING, agentic_item, time_tools
-from .test_demo_job import log_in
-from .test_hostile_text import DOM_AUDIT
+from .pages import DOM_AUDIT, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.django_db(transaction=True)]
 

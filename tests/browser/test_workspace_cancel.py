@@ -14,7 +14,7 @@ from annotate.models import Item, Node, NodeStatus, Session
 
 from ..annotate.conftest import fake_rollout
 from ..doubles import CharBackend
-from .test_demo_job import log_in
+from .pages import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from annotate import services
 from annotate.models import Item, Session, SessionStatus
 
-from .test_demo_job import log_in
+from .pages import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -27,7 +27,7 @@ from tests.conftest import api_client_for
 from tests.untranslated import chinese_in, untranslated
 
 from ..doubles import ScriptedBackend
-from .test_views import HX, add_traces, complete, demo, replay_with
+from .aed.curation import HX, add_traces, complete, demo, replay_with
 
 pytestmark = pytest.mark.django_db
 ZH = {"HTTP_ACCEPT_LANGUAGE": "zh-hans"}

@@ -22,8 +22,8 @@ from dataplatform.inference import override_backend
 from dataplatform.inference.checkpoint import converted_dir
 
 from ..conftest import api_client_for
-from ..corpora.test_atd_services import make_prompts
-from ..corpora.test_exporters import corpus  # noqa: F401  (the AED cases fixture)
+from ..corpora.aed.export_corpus import corpus  # noqa: F401  (the AED cases fixture)
+from ..corpora.atd.prompts import make_prompts
 from ..doubles import JudgeDouble, RecordingProgress
 from ..exporting import export_rows
 

@@ -31,11 +31,10 @@ from corpora.aed.models import Trace
 from dataplatform import tools as mcp
 from dataplatform.accounts import services as account_services
 from dataplatform.accounts.models import Membership, Project, Role
-from tests import worker  # not `from tests.worker import test_database_url`: pytest would collect it
+from tests import worker
 from tests.annotate import agentic
 from tests.annotate.agentic_rollouts import agentic_item, time_tools
-from tests.annotate.test_panda_json import minimal_file
-from tests.annotate.test_panda_json_bounds import lz_run, nested
+from tests.annotate.panda_files import lz_run, minimal_file, nested
 from tests.calc_traces import make_demo_trace
 from tests.factories import UserFactory
 
@@ -55,7 +54,7 @@ def server(django_db_setup, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("attack")
     (data_dir / "models").symlink_to(Path(settings.DATA_DIR, "models").resolve(), target_is_directory=True)
     env = os.environ | {
-        "DATABASE_URL": worker.test_database_url(), "REDIS_URL": settings.REDIS_URL, "DATA_DIR": str(data_dir),
+        "DATABASE_URL": worker.worker_database_url(), "REDIS_URL": settings.REDIS_URL, "DATA_DIR": str(data_dir),
         "DEBUG": "0", "SECRET_KEY": "attack-" + secrets.token_hex(16), "LOG_LEVEL": "WARNING",
         "MODEL_BACKEND": "local", "MCP_SERVERS": json.dumps(TIME_SERVERS), "AED_REPLAY_WEBHOOKS": WEBHOOK,
     }

@@ -20,6 +20,7 @@ from labeler.taxonomy import parse_taxonomy
 from ..conftest import api_client_for
 from ..doubles import CharBackend
 from .importers import ANNOTATE
+from .whole_files import GOOD_PANDA, SWE_TAXONOMY, panda_document
 
 pytestmark = pytest.mark.django_db
 
@@ -27,18 +28,6 @@ SAVE_AS_UTF8 = "save the file as UTF-8 without a byte-order mark"
 
 
 # --- .panda.json ------------------------------------------------------------------------------------------
-
-def panda_document() -> dict:
-    prompt = [{"role": "user", "content": "1+1=?"}]
-    return {"version": "2.0", "uuid": "u-1", "update_time": 1755600000000, "hash_map": {}, "dialogs": {
-        "1": {"messages": prompt + [{"role": "assistant", "content": "three", "finish_reason": "stop"}],
-              "annotate": {"is_good": False},
-              "operations": [{"operator": "generate_new", "parent": "1", "is_new_generated": True, "time": 1}]},
-        "2": {"messages": prompt + [{"role": "assistant", "content": "two", "finish_reason": "stop"}],
-              "annotate": {"is_good": True},
-              "operations": [{"operator": "continue_with_input", "parent": "1", "time": 2,
-                              "continue_with_input": {"input_patch": "tw"}}]},
-    }}
 
 
 def _panda_rows() -> tuple[int, ...]:
@@ -73,7 +62,6 @@ def _with(path: str, value) -> bytes:
     return json.dumps(document, indent=1).encode()
 
 
-GOOD_PANDA = json.dumps(panda_document(), indent=1).encode()
 THREE_LINE = GOOD_PANDA.splitlines().index(next(line for line in GOOD_PANDA.splitlines() if b"three" in line)) + 1
 PANDA_CASES = {
     "utf-8 with BOM": (b"\xef\xbb\xbf" + GOOD_PANDA, ["line 1", SAVE_AS_UTF8]),
@@ -137,35 +125,6 @@ def test_a_50_mb_panda_file_is_refused_before_it_is_read(project, tmp_path):
 
 # --- taxonomy YAML ----------------------------------------------------------------------------------------
 
-SWE_TAXONOMY = """\
-schema: swe-taxonomy/1
-name: hostile
-version: "1"
-axes:
-  task_type:
-    families:
-      - slug: bug-fix
-        name: Bug fix
-        definition: Fixes a bug.
-        tags:
-          - {slug: logic-error, name: Logic error, definition: Wrong logic.}
-  domain:
-    families:
-      - slug: web
-        name: Web
-        definition: Web things.
-        tags:
-          - {slug: rest-api, name: REST API, definition: An HTTP API.}
-dimensions:
-  scope:
-    choices:
-      - {slug: small, name: Small, definition: One file.}
-routing:
-  categories:
-    - {slug: A, name: A, definition: Reviewers of A.}
-  domain_l1:
-    web: A
-"""
 
 AED_TAXONOMY = """\
 schema: aed-errors/1
@@ -267,7 +226,6 @@ def test_an_api_upload_of_a_bad_panda_file_is_a_400(project, members, chars):
         {"file": SimpleUploadedFile("bad.panda.json", b"[" * 100_000)}, format="multipart")
     assert response.status_code == 400 and "nested more than 100 levels" in str(response.json())
     assert _panda_rows() == (0, 0, 0, 0)
-
 
 
 @pytest.mark.parametrize(("body", "says"), [

@@ -9,14 +9,11 @@ expired leases renewed while others claim (overlap 1 and 2), one annotator claim
 accept, skip and release sent together on one claim.
 """
 
-import asyncio
-import concurrent.futures
 import os
 import secrets
 import sys
 from datetime import timedelta
 
-import httpx
 import pytest
 from django.conf import settings
 from django.utils import timezone
@@ -29,13 +26,14 @@ from tests.annotate.conftest import fake_rollout
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.net import closed_port
 
+from .bursts import burst
+
 sys.path.insert(0, str(worker.ROOT / "bench"))  # the server runner lives with the benchmarks
 import benchlib  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 WEB_WORKERS = 2  # two processes already meet only in PostgreSQL; a third made the server's start ~5 s longer on 2 cores
-REQUEST_TIMEOUT = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +43,7 @@ def web(django_db_setup, local_backend, tmp_path_factory):
 
     log_dir = tmp_path_factory.mktemp("claim-races")
     env = dict(os.environ) | {
-        "DATABASE_URL": worker.test_database_url(), "DEBUG": "0", "SECRET_KEY": "races-" + secrets.token_hex(16),
+        "DATABASE_URL": worker.worker_database_url(), "DEBUG": "0", "SECRET_KEY": "races-" + secrets.token_hex(16),
         "REDIS_URL": settings.REDIS_URL or "", "LOG_LEVEL": "WARNING", "DATA_DIR": str(log_dir),
         # Claims and accepts never run the model, only its tokenizer (a session's text): a vLLM client that
         # nothing answers, with the embedded model's tokenizer, keeps each worker's start cheap.
@@ -80,29 +78,6 @@ def _annotators(project, count: int, prefix: str) -> list[tuple[object, str]]:
     return people
 
 
-def _burst(base_url: str, requests: list[tuple[str, str, dict | None]]) -> list[httpx.Response]:
-    """Send (token, path, json body or None) requests at the same instant; their responses, in order.
-
-    In a thread of its own: the browser tests' Playwright may leave an event loop running in this one."""
-
-    async def send_all():
-        limits = httpx.Limits(max_connections=len(requests), max_keepalive_connections=0)
-        async with httpx.AsyncClient(base_url=base_url, timeout=REQUEST_TIMEOUT, limits=limits) as client:
-            start = asyncio.Event()
-
-            async def send(token, path, body):
-                await start.wait()
-                return await client.post(path, json=body, headers={"Authorization": f"Token {token}"})
-
-            tasks = [asyncio.create_task(send(*request)) for request in requests]
-            await asyncio.sleep(0.05)  # every task is waiting at the start line
-            start.set()
-            return await asyncio.gather(*tasks)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, send_all()).result()
-
-
 def _assert_no_violation(project, overlap: int) -> None:
     claim_invariants.assert_none(Claim, item_field="item", holder_field="annotator", project_id=project.pk,
                                  overlap=overlap)
@@ -112,22 +87,22 @@ def _assert_no_violation(project, overlap: int) -> None:
 def test_expired_leases_renewed_while_others_claim(web, overlap):
     project = _queue(items=20, overlap=overlap)
     first = _annotators(project, 20 * overlap, "first")
-    claimed = _burst(web.base_url, [(token, f"/api/v1/projects/{project.slug}/annotate/claim/", None)
-                                    for _, token in first])
+    claimed = burst(web.base_url, [(token, f"/api/v1/projects/{project.slug}/annotate/claim/", None)
+                                   for _, token in first])
     assert [response.status_code for response in claimed] == [200] * len(first)
     Claim.objects.filter(project=project).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     everyone = first + _annotators(project, 30, "late")
 
-    claims = _burst(web.base_url, [(token, f"/api/v1/projects/{project.slug}/annotate/claim/", None)
-                                   for _, token in everyone])
+    claims = burst(web.base_url, [(token, f"/api/v1/projects/{project.slug}/annotate/claim/", None)
+                                  for _, token in everyone])
     assert {response.status_code for response in claims} <= {200, 204}, [r.text for r in claims][:3]
     _assert_no_violation(project, overlap)
     holders = [(token, response.json()) for (_, token), response in zip(everyone, claims, strict=True)
                if response.status_code == 200]
     assert len(holders) == 20 * overlap  # every slot went to exactly one of them
 
-    accepts = _burst(web.base_url, [(token, f"/api/v1/sessions/{claim['session']}/accept/", {"version": 0})
-                                    for token, claim in holders])
+    accepts = burst(web.base_url, [(token, f"/api/v1/sessions/{claim['session']}/accept/", {"version": 0})
+                                   for token, claim in holders])
     assert [response.status_code for response in accepts] == [200] * len(holders), [r.text for r in accepts][:3]
     _assert_no_violation(project, overlap)
     assert Claim.objects.filter(project=project, state=ClaimState.DONE).count() == 20 * overlap
@@ -136,7 +111,7 @@ def test_expired_leases_renewed_while_others_claim(web, overlap):
 def test_one_annotator_claiming_from_eight_tabs(web):
     project = _queue(items=10, overlap=1)
     [(user, token)] = _annotators(project, 1, "tabs")
-    claims = _burst(web.base_url, [(token, f"/api/v1/projects/{project.slug}/annotate/claim/", None)] * 8)
+    claims = burst(web.base_url, [(token, f"/api/v1/projects/{project.slug}/annotate/claim/", None)] * 8)
     assert [response.status_code for response in claims] == [200] * 8
     assert {response.json()["id"] for response in claims} == set(Claim.objects.filter(annotator=user)
                                                                  .values_list("pk", flat=True))
@@ -153,7 +128,7 @@ def test_accept_skip_and_release_of_one_claim_sent_together(web):
         requests += [(token, f"/api/v1/sessions/{claim.session.pk}/accept/", {"version": claim.session.version}),
                      (token, f"/api/v1/projects/{project.slug}/annotate/claims/{claim.pk}/skip/", None),
                      (token, f"/api/v1/projects/{project.slug}/annotate/claims/{claim.pk}/release/", None)]
-    answers = _burst(web.base_url, requests)
+    answers = burst(web.base_url, requests)
 
     for index, claim in enumerate(claims):
         mine = answers[3 * index:3 * index + 3]

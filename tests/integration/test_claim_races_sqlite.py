@@ -29,8 +29,8 @@ from django.conf import settings
 from dataplatform.inference.checkpoint import ensure_converted
 from tests import worker
 from tests.integration import sqlite_site as site_functions
+from tests.integration.bursts import burst
 from tests.integration.sqlite_site import Site, embedded_env
-from tests.integration.test_claim_races import _burst
 from tests.net import closed_port
 
 sys.path.insert(0, str(worker.ROOT / "bench"))  # the server runner lives with the benchmarks
@@ -134,7 +134,7 @@ def _race(embedded: Embedded, slug: str, requests: list[tuple[str, str, dict | N
     among the answers must have waited the busy timeout; they are counted and left out of the answers (None)."""
     job_id = embedded.site.call(site_functions.enqueue_count, slug, JOB_STEPS)
     _, before, _ = _wait_for_job(embedded, job_id, until=("running",))
-    responses = _burst(embedded.server.base_url, requests)
+    responses = burst(embedded.server.base_url, requests)
     embedded.site.call(site_functions.stop_job, job_id)
     state, after, error = _wait_for_job(embedded, job_id, until=("cancelled", "succeeded"))
     assert error == "", error  # its writes were never refused

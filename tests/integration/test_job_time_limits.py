@@ -14,8 +14,7 @@ from dataplatform.jobs import services
 from dataplatform.jobs.models import JobState
 from tests.jobs import kinds  # noqa: F401  (registers test.block and test.count here; the worker imports them too)
 
-from ..worker import QUICK_REAPER
-from .test_jobs_with_worker import wait_for_terminal
+from ..worker import QUICK_REAPER, wait_for_terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

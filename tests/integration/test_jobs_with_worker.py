@@ -1,29 +1,14 @@
 """The whole job path with real parts: PostgreSQL, Redis, a live Celery worker, the real model."""
 
-import time
 
 import pytest
 
 from dataplatform.jobs import services
-from dataplatform.jobs.models import Job, JobState
+from dataplatform.jobs.models import JobState
 from tests.net import closed_port
+from tests.worker import wait_for_terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-def wait_for_terminal(job_id: int, worker, timeout: float = 120.0) -> tuple[Job, list[tuple[str, int, int, str]]]:
-    """Poll the job row like the progress bar does; return the final row and every distinct state seen."""
-    seen: list[tuple[str, int, int, str]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = Job.objects.get(pk=job_id)
-        snapshot = (job.state, job.progress_done, job.progress_total, job.status_message)
-        if not seen or seen[-1] != snapshot:
-            seen.append(snapshot)
-        if job.is_terminal:
-            return job, seen
-        time.sleep(0.05)
-    pytest.fail(f"Job {job_id} did not finish in {timeout} s; seen {seen[-5:]}\nworker log:\n{worker.log()}")
 
 
 def test_demo_job_runs_to_succeeded_with_progress(project, members, start_worker):

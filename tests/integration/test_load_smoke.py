@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import Count
 
 from annotate.models import Claim, Session, SessionStatus
-from tests import worker  # not `from tests.worker import test_database_url`: pytest would collect it
+from tests import worker
 
 sys.path.insert(0, str(worker.ROOT / "bench"))  # the load client lives with the benchmarks
 import benchlib  # noqa: E402
@@ -36,7 +36,7 @@ def server(local_backend, export_storage_in_tmp, tmp_path):
     setup = loadlib.prepare(slug="load-smoke", items=ANNOTATORS * ROUNDS, annotators=ANNOTATORS, trainers=TRAINERS,
                             max_tokens=MAX_TOKENS, export_rows=40, shard_rows=10, log=lambda *args: None)
     env = dict(os.environ) | {
-        "DATABASE_URL": worker.test_database_url(), "DATA_DIR": str(tmp_path), "DEBUG": "0",
+        "DATABASE_URL": worker.worker_database_url(), "DATA_DIR": str(tmp_path), "DEBUG": "0",
         "SECRET_KEY": "load-smoke-" + secrets.token_hex(16), "REDIS_URL": settings.REDIS_URL or "",
         "LOG_LEVEL": "WARNING", "VLLM_API_KEY": "load-smoke-model-" + secrets.token_hex(8),
     }

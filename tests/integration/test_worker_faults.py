@@ -4,7 +4,7 @@
   rows say "queued"; the reaper sends them again and each job runs exactly once.
 - The worker is SIGKILLed mid-export: the job row is left "running"; a new worker's reaper queues it
   again and the rerun writes the export exactly once (the shards of the killed run are replaced).
-(SIGKILL mid-scoring: tests/corpora/test_atd_crash.py; mid-replay: tests/corpora/test_replay_worker.py;
+(SIGKILL mid-scoring: tests/corpora/atd/test_crash.py; mid-replay: tests/corpora/aed/test_replay_worker.py;
 the database restarting mid-save:
 tests/annotate/test_database_faults.py.)
 """
@@ -23,8 +23,7 @@ from dataplatform.exports.models import Export
 from dataplatform.jobs.models import Job, JobState
 
 from ..exports import kinds  # noqa: F401  (registers test.job_values, which the worker imports too)
-from ..worker import QUICK_REAPER
-from .test_jobs_with_worker import wait_for_terminal
+from ..worker import QUICK_REAPER, wait_for_terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

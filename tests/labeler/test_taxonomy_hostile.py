@@ -12,7 +12,7 @@ from labeler.models import Taxonomy
 from labeler.taxonomy import parse_taxonomy
 
 from ..conftest import api_client_for
-from ..test_yamlfile import alias_bomb
+from ..hostile.yaml_bombs import alias_bomb
 
 URL = "/api/v1/projects/alpha/labeler/taxonomy/"
 VALID = """\

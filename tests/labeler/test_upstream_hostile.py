@@ -16,7 +16,7 @@ from labeler.models import Taxonomy
 from labeler.upstream import read_upstream
 
 from ..conftest import api_client_for
-from ..test_yamlfile import alias_bomb
+from ..hostile.yaml_bombs import alias_bomb
 from .upstream_files import upstream_files
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Export rows read back as a trainer gets them."""
+"""Export rows read back as a trainer gets them, and a chat template to render them with."""
 
 import json
 
@@ -20,3 +20,16 @@ def load_shards(storage_root, export) -> datasets.Dataset:
     """The export's Parquet shards loaded by `datasets` as they are, as a trainer loads them."""
     files = [str(storage_root / export.location / shard["name"]) for shard in export.manifest["shards"]]
     return datasets.load_dataset("parquet", data_files=files, split="train")
+
+
+# A chat template of the kind that renders tools, reasoning and tool calls (as Qwen3's does), reading each
+# where Hugging Face templates look for it; `tojson` shows whether the arguments are an object or text.
+TOOL_TEMPLATE = (
+    "{% for tool in tools or [] %}[tool {{ tool.function.name }} {{ tool.function.parameters | tojson }}]{% endfor %}"
+    "{% for message in messages %}[{{ message.role }}]"
+    "{% if message.reasoning_content %}[think]{{ message.reasoning_content }}[/think]{% endif %}"
+    "{{ message.content }}"
+    "{% for call in message.tool_calls or [] %}[call {{ call.function.name }} {{ call.function.arguments | tojson }}]"
+    "{% endfor %}"
+    "{% if message.tool_call_id %}[result of {{ message.tool_call_id }}]{% endif %}{% endfor %}"
+)

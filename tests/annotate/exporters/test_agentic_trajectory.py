@@ -17,9 +17,8 @@ from annotate.panda_json import session_to_panda_json
 from ...doubles import EOS, CharBackend
 from .. import agentic
 from ..conftest import fake_rollout
-from ..test_panda_json import as_file
-from .rows import load_shards, trained
-from .test_sft import TOOL_TEMPLATE
+from ..panda_files import as_file
+from .rows import TOOL_TEMPLATE, load_shards, trained
 
 REASONING = "Tokyo is far.\n"
 ROOT = f"<think>\n{REASONING}</think>\n\n" + agentic.call_text({"timezone": "Europe/Tokyo"})

@@ -7,7 +7,7 @@ from annotate.models import Review, ReviewDecision
 from ...doubles import EOS
 from .. import agentic
 from ..trees import PROMPT
-from .rows import load_shards, tools_of, trained
+from .rows import TOOL_TEMPLATE, load_shards, tools_of, trained
 
 pytestmark = pytest.mark.django_db
 
@@ -47,18 +47,6 @@ def test_sft_filters_by_review_and_annotator(run_export, trees, members):
 
 
 ANSWER = {"role": "assistant", "content": "Yes, it rains."}
-
-# A chat template of the kind that renders tools, reasoning and tool calls (as Qwen3's does), reading each
-# where Hugging Face templates look for it; `tojson` shows whether the arguments are an object or text.
-TOOL_TEMPLATE = (
-    "{% for tool in tools or [] %}[tool {{ tool.function.name }} {{ tool.function.parameters | tojson }}]{% endfor %}"
-    "{% for message in messages %}[{{ message.role }}]"
-    "{% if message.reasoning_content %}[think]{{ message.reasoning_content }}[/think]{% endif %}"
-    "{{ message.content }}"
-    "{% for call in message.tool_calls or [] %}[call {{ call.function.name }} {{ call.function.arguments | tojson }}]"
-    "{% endfor %}"
-    "{% if message.tool_call_id %}[result of {{ message.tool_call_id }}]{% endif %}{% endfor %}"
-)
 
 
 def test_an_agentic_prompt_is_written_in_the_training_shape_with_its_tools(run_export, agentic_session):

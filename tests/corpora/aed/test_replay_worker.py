@@ -9,8 +9,7 @@ from corpora.aed import services
 from corpora.aed.models import ReplayRun
 from dataplatform.jobs.models import JobState
 
-from ..integration.test_jobs_with_worker import wait_for_terminal
-from ..worker import QUICK_REAPER
+from ...worker import QUICK_REAPER, wait_for_terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.model, pytest.mark.django_db(transaction=True)]
 

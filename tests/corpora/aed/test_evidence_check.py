@@ -5,8 +5,8 @@ import pytest
 from corpora.aed import evidence_check, services
 from corpora.aed.models import CaseEvent
 
-from ..doubles import ConstrainingBackend
-from .test_services import edit
+from ...doubles import ConstrainingBackend
+from .curation import edit
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from corpora.aed.models import ErrorTaxonomy
 from corpora.aed.taxonomy import load_error_taxonomy, parse_error_taxonomy
 from dataplatform.yamlfile import YamlFileError
 
-from ..test_yamlfile import alias_bomb
+from ...hostile.yaml_bombs import alias_bomb
 
 SMALL = """\
 schema: aed-errors/1

@@ -9,7 +9,7 @@ from corpora.atd.models import AtdPrompt, Score, ScoringRun, Selection, TeacherR
 from dataplatform.apiutils import MAX_INT
 from tests.conftest import api_client_for
 
-from ..input_parity import assert_refused_alike
+from ...input_parity import assert_refused_alike
 
 pytestmark = pytest.mark.django_db
 ALPHA = "/projects/alpha/atd/"

@@ -20,7 +20,7 @@ from dataplatform.settings.env import (
     env_url,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 VARIABLE = "DATAPLATFORM_TEST_SETTING"
 
 

@@ -11,7 +11,7 @@ from corpora.aed.runners import BadWebhookOption, webhook_call
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job, JobState
 
-from ..conftest import api_client_for
+from ...conftest import api_client_for
 
 pytestmark = pytest.mark.django_db
 URL = "https://runner.internal/run"

@@ -9,8 +9,8 @@ from rest_framework.test import APIClient
 from corpora.aed import services
 from corpora.aed.models import Replay
 
-from ..calc_traces import make_demo_trace
-from ..conftest import api_client_for
+from ...calc_traces import make_demo_trace
+from ...conftest import api_client_for
 
 pytestmark = pytest.mark.django_db
 ROLES = ["admin", "curator", "annotator", "trainer", "outsider", "anonymous"]

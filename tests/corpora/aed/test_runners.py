@@ -19,8 +19,8 @@ from corpora.aed.models import Trace
 from corpora.aed.runners import BuiltinRunner, RunnerError, RunnerUnavailable, RunResult, run_arm
 from dataplatform.errors import Transient
 
-from ..calc_traces import make_demo_trace, make_kv_trace
-from ..doubles import ScriptedPolicy
+from ...calc_traces import make_demo_trace, make_kv_trace
+from ...doubles import ScriptedPolicy
 
 TASK = {"expression": "(17 * 23) - 45"}  # 346
 

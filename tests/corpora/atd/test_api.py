@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from corpora.atd.models import AtdPrompt, Score, ScoringRun, Selection, TeacherAnswer, TeacherRun
 from dataplatform.accounts.models import Membership
 
-from ..conftest import api_client_for
+from ...conftest import api_client_for
 
 pytestmark = pytest.mark.django_db
 ROLES = ["admin", "curator", "annotator", "trainer", "outsider", "anonymous"]

@@ -16,7 +16,7 @@ from corpora.atd.models import ScoringRun, TeacherRun
 from dataplatform.exports.models import Export
 from dataplatform.jobs.models import Job, JobState
 
-from .role_matrix_world import build_world
+from ..role_matrix_world import build_world
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from corpora.atd.models import AtdPrompt, Score, TeacherAnswer
 from dataplatform.jobs.models import JobState
 from dataplatform.jobs.services import execute_job
 
-from ..doubles import RecordingProgress
+from ...doubles import RecordingProgress
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db]
 

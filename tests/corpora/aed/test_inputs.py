@@ -13,8 +13,8 @@ from corpora.aed.models import Case, Proposal, Replay, Trace
 from dataplatform.apiutils import MAX_SEED
 from tests.conftest import api_client_for
 
-from ..calc_traces import make_demo_trace
-from ..input_parity import assert_refused_alike
+from ...calc_traces import make_demo_trace
+from ...input_parity import assert_refused_alike
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}

@@ -11,7 +11,7 @@ from dataplatform.inference.server import build_app
 from dataplatform.inference.vllm import VllmBackend
 from tests.inference.model_servers import SERVED_NAME, ThreadedServer
 
-from ..doubles import RecordingProgress
+from ...doubles import RecordingProgress
 
 pytestmark = pytest.mark.django_db
 END = 0  # the double's end token

@@ -8,8 +8,7 @@ from corpora.atd import services
 from corpora.atd.models import AtdPrompt, Score
 from dataplatform.jobs.models import Job, JobState
 
-from ..integration.test_jobs_with_worker import wait_for_terminal
-from ..worker import QUICK_REAPER
+from ...worker import QUICK_REAPER, wait_for_terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.model, pytest.mark.django_db(transaction=True)]
 

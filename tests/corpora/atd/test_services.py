@@ -1,5 +1,5 @@
 """ATD services with a test-double backend: scoring in batches, resume without double work, freezing a
-selection at the epsilon boundary, and the teacher's bits (the real model runs in test_atd_model.py)."""
+selection at the epsilon boundary, and the teacher's bits (the real model runs in atd/test_model.py)."""
 
 import json
 import math
@@ -8,10 +8,11 @@ import pytest
 
 from corpora.atd import scoring, services
 from corpora.atd.inputs import AtdSelectionCreateSerializer
-from corpora.atd.models import AtdPrompt, Score, TeacherAnswer
+from corpora.atd.models import Score, TeacherAnswer
 from dataplatform.inputs import InvalidInput, read
 
-from ..doubles import JUDGE_A, JUDGE_B, JudgeDouble, RecordingProgress
+from ...doubles import JUDGE_A, JUDGE_B, JudgeDouble, RecordingProgress
+from .prompts import make_prompts
 
 pytestmark = pytest.mark.django_db
 class FirstPositionJudge(JudgeDouble):
@@ -20,12 +21,6 @@ class FirstPositionJudge(JudgeDouble):
     def next_token_logprobs(self, prompts, candidates):
         self.batches.append(len(prompts))
         return [{JUDGE_A: math.log(0.9), JUDGE_B: math.log(0.1)} for _ in prompts]
-
-
-def make_prompts(project, percents):
-    return [AtdPrompt.objects.create(project=project, external_id=f"p{n}", messages=[{"role": "user", "content": "?"}],
-                                     candidate_a=f"a{pct}", candidate_b=f"b{100 - pct}", source_sha256=f"{n:064d}")
-            for n, pct in enumerate(percents)]
 
 
 def test_scoring_in_batches_debiased_and_resumable(project, members, use_backend):
@@ -127,7 +122,7 @@ def test_a_judge_that_always_prefers_the_first_position_is_not_a_tie(project, me
 
 
 def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in_tmp, use_backend):
-    from ..exporting import export_rows
+    from ...exporting import export_rows
 
     make_prompts(project, [50, 51, 49, 48])
     run = services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)

@@ -13,8 +13,9 @@ from dataplatform.apiutils import MAX_SEED
 from dataplatform.inference import BackendUnavailable
 from dataplatform.inputs import InvalidInput, read
 
-from ..calc_traces import make_kv_trace
-from ..doubles import ConstrainingBackend, RecordingProgress, ScriptedBackend
+from ...calc_traces import make_kv_trace
+from ...doubles import ConstrainingBackend, RecordingProgress, ScriptedBackend
+from .curation import edit
 
 pytestmark = pytest.mark.django_db
 
@@ -22,10 +23,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def case(calc_trace, members):
     return services.open_case(trace=calc_trace, curator=members["curator"])
-
-
-def edit(case, actor, **changes):
-    return services.update_case(case=case, version=case.version, actor=actor, changes=changes)
 
 
 def test_curation_is_recorded_as_events_and_the_trace_is_untouched(case, calc_trace, members):

@@ -7,7 +7,7 @@ import pytest
 from corpora.aed import runners, services
 from corpora.aed.models import ReplayRun
 
-from ..doubles import RecordingProgress
+from ...doubles import RecordingProgress
 
 pytestmark = pytest.mark.django_db
 
