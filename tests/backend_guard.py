@@ -73,14 +73,15 @@ def _watched(code) -> str | None:
     return _watched_code[code]
 
 
-def _caller(frame) -> str:
-    """The first frame of the project's own code (not a test, not the backend) that led to the call."""
+def _callers(frame) -> str:
+    """The project's own frames (not a test's, not the backend's) that led to the call, innermost first."""
+    chain = []
     for summary in reversed(traceback.extract_stack(frame)):
         path = Path(summary.filename)
         if path.is_relative_to(ROOT) and not str(path).startswith(TESTS) and str(path) not in BACKENDS | {TOOLS} \
                 and ".venv" not in path.parts:
-            return f"{path.relative_to(ROOT)}:{summary.lineno} in {summary.name}"
-    return "the test itself"
+            chain.append(f"{path.relative_to(ROOT)}:{summary.lineno} in {summary.name}")
+    return " < ".join(chain[:4]) or "the test itself"
 
 
 def _profile(frame, event, _arg):
@@ -88,7 +89,7 @@ def _profile(frame, event, _arg):
         return
     if not any(application_transaction_open(alias) for alias in connections):
         return
-    message = (f"{what} ran inside a transaction the application opened (called from {_caller(frame.f_back)}): "
+    message = (f"{what} ran inside a transaction the application opened (called from {_callers(frame.f_back)}): "
                "a model or tool call must not hold a lock; check under the lock, call with no transaction open, "
                "write under the lock again (annotate/locking.py)")
     caught.append(message)
