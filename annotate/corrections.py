@@ -148,9 +148,8 @@ def edit_selection(*, session: Session, version: int, node_id: int, start: int, 
     top_k = config.top_k
     scores = backend.prompt_logprobs(child.prompt_ids + tokens.token_ids + kept, top_k=top_k)[-len(kept):] \
         if kept else []
-    tokens.extend(kept, origin=Origin.MODEL,
-                  logprobs=[score.get(token_id) if score else None for token_id, score in zip(kept, scores, strict=True)],
-                  tops=[_top(score, top_k) for score in scores])
+    rescored = [score.get(token_id) if score else None for token_id, score in zip(kept, scores, strict=True)]
+    tokens.extend(kept, origin=Origin.MODEL, logprobs=rescored, tops=[_top(score, top_k) for score in scores])
     child.status, child.finish_reason = NodeStatus.COMPLETE, node.finish_reason
     payload = {"start": start, "end": end, "text": text, "token_ids": typed_ids, "rejected_token_ids": rejected_ids,
                "kept_tokens": len(kept), "channel": response[start].channel}

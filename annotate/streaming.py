@@ -251,8 +251,8 @@ def _close_reasoning(node: Node, reader: _Reader, template, backend) -> Iterator
     closing = "\n" + template.markers.reasoning[1] + "\n\n"
     for token_id in backend.tokenize(closing):
         text, settled = reader.add(token_id, origin=Origin.TEMPLATE)
-        yield Streamed(node.pk, len(node.token_ids) - 1, token_id, text, None, Origin.TEMPLATE, reader.tokens[-1].channel,
-                       settled)
+        yield Streamed(node.pk, len(node.token_ids) - 1, token_id, text, None, Origin.TEMPLATE,
+                       reader.tokens[-1].channel, settled)
     _save(node)
 
 

@@ -97,7 +97,8 @@ class TokenSequence:
         None, [] and pending)."""
         count = len(token_ids)
         given = {"logprobs": logprobs, "tops": tops, "channels": channels}
-        if wrong := {name: len(values) for name, values in given.items() if values is not None and len(values) != count}:
+        wrong = {name: len(values) for name, values in given.items() if values is not None and len(values) != count}
+        if wrong:
             raise TokensOutOfStep(f"{count} tokens to add, but " + ", ".join(
                 f"{length} {name}" for name, length in wrong.items()) + ".")
         additions = {

@@ -10,8 +10,8 @@ The next turn's prompt is its whole context rendered by the response template, s
 or a tool's result reads to the model as if it had always been there. Each operator reads and checks
 under the session's lock, then runs the tools and renders the prompt with no transaction open (a tool
 can take seconds; rendering is a backend call), then writes under the lock again if the session's
-version has not moved (locking.py): a tool that fails, hangs or is down loses nothing, and the annotator can try
-again. A prompt over the token budget (budget.py) is refused then, naming what made it long.
+version has not moved (locking.py): a tool that fails, hangs or is down loses nothing, and the annotator
+can try again. A prompt over the token budget (budget.py) is refused then, naming what made it long.
 """
 
 import json

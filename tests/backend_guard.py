@@ -8,9 +8,10 @@ again (DESIGN.md §6, annotate/locking.py). The guard fails any test in which th
 
 How it sees the calls: while the application has a transaction open in a thread, that thread runs under a
 profile function (`sys.setprofile`) that watches for a backend method (`GUARDED_METHODS` of the local and
-vLLM backends, or of any test double defined under tests/; for vLLM every HTTP request) or a tool call (`dataplatform.tools` call_tool,
-list_tools) starting or resuming (a generator's every step). It watches the code, not the classes, so a
-double a test defines in its own body is watched too. The first such call raises CalledInsideTransaction
+vLLM backends, every HTTP request of the vLLM client, the methods of those names of any test double defined
+under tests/) or a tool call (`dataplatform.tools` call_tool, list_tools) starting or resuming (a
+generator's every step). It watches the code, not the classes, so a double a test defines in its own body
+is watched too. The first such call raises CalledInsideTransaction
 where it happens and is recorded: code that swallows the error still fails its test at teardown.
 
 "The application has a transaction open": an atomic block that pytest-django's `db` fixture did not open

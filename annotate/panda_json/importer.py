@@ -100,7 +100,8 @@ def _build(tree: ParsedTree, project: Project, backend: Backend, file: str,
         first = dialog.operations[0] if dialog.operations else {}
         named = built.get(dialog.parent)
         node = Node(key=dialog.key, context=stored["messages"], tools=stored.get("tools", []),
-                    prompt_ids=prompt_ids[canonical], status=NodeStatus.COMPLETE, finish_reason=dialog.answer.finish_reason or "",
+                    prompt_ids=prompt_ids[canonical], status=NodeStatus.COMPLETE,
+                    finish_reason=dialog.answer.finish_reason or "",
                     model_id=model_of(first) or (named.node.model_id if named else ""), deleted=dialog.deleted,
                     round=sum(m.role == "user" for m in dialog.prompt.messages) or 1, locked_until=0)
         TokenSequence(node).extend(ids, origin=Origin.MODEL)  # the file keeps no logprobs or top-k

@@ -99,7 +99,8 @@ class Tokens(RuleBasedStateMachine):
             source.append(token.token_id, origin=token.origin, logprob=token.logprob, top=token.top,
                           rank=token.candidate_rank, channel=token.channel)
         self.tokens.adopt(source, stop)
-        self.oracle[:stop] = [token._replace(channel=mine.channel) for token, mine in zip(parent, self.oracle, strict=False)]
+        self.oracle[:stop] = [token._replace(channel=mine.channel)
+                              for token, mine in zip(parent, self.oracle, strict=False)]
 
     @rule(extra=st.integers(min_value=1, max_value=3), which=st.sampled_from(["logprobs", "tops", "channels"]),
           count=st.integers(min_value=0, max_value=3))
