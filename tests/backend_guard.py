@@ -16,6 +16,8 @@ where it happens and is recorded: code that swallows the error still fails its t
 
 "The application has a transaction open": an atomic block that pytest-django's `db` fixture did not open
 (Django marks the test case's own blocks `_from_testcase`). In a transactional test there are none of those.
+A test that wraps application code in a transaction of its own, only to roll it back (a module's shared
+data, a request in a savepoint), opens it with `tests_own_transaction()`: marked as the test case's are.
 """
 
 import sys
@@ -24,7 +26,7 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.transaction import Atomic
 
 GUARDED_METHODS = frozenset({
@@ -54,6 +56,14 @@ def take() -> list[str]:
     taken = caught[:]
     del caught[:]
     return taken
+
+
+def tests_own_transaction(using: str | None = None) -> Atomic:
+    """An atomic block a test opens around application code to roll it back: the test case's, not the application's
+    (so the guard lets the code inside call the model, as it would with no such block)."""
+    block = transaction.atomic(using=using)
+    block._from_testcase = True
+    return block
 
 
 def application_transaction_open(using: str | None = None) -> bool:

@@ -96,3 +96,12 @@ def test_in_a_transactional_test_every_atomic_block_is_the_applications():
             Double().tokenize("a")
     backend_guard.take()
     assert Double().tokenize("a") == [97]  # the guard let go when the block ended
+
+
+def test_a_tests_own_transaction_is_not_the_applications_but_one_opened_inside_it_is(db):
+    with backend_guard.tests_own_transaction():  # as a module's shared data, or a request rolled back
+        assert Double().tokenize("a") == [97]
+        with pytest.raises(CalledInsideTransaction):
+            with transaction.atomic():
+                Double().tokenize("a")
+    backend_guard.take()
