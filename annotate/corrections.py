@@ -8,27 +8,28 @@
 - `continue_generating`: a response that ended at its token budget gets another budget.
 
 Every write names the session version the client saw (a stale one is refused) and adds its Event. Each
-reads and checks under the session's lock, tokenizes, scores and checks the token budget (budget.py) with no
-transaction open, and writes under the lock again if the version has not moved.
+reads and checks under the session's lock, tokenizes, scores, parses and checks the token budget (budget.py)
+with no transaction open, and writes under the lock again if the version has not moved (locking.py).
 """
 
-from django.db import transaction
 from django.utils.translation import gettext as _
 
 from dataplatform.inference import backend_for
 
 from . import budget
+from .errors import CorrectionRefused
+from .locking import SessionLock, bump
 from .models import Event, EventKind, Node, NodeStatus, Origin, Session
 from .nodes import fork_of, next_key, parse_into, template_of
-from .services import CorrectionRefused, bump, config_for, locked_session
+from .services import config_for
+from .tokens import TokenSequence
 
 STOP_MARKER = "<|stop|>"  # typed at the end of a rewrite, it ends the response there (as in onPanda)
 
 
-def _current(session: Session, version: int, node_id: int) -> Node:
-    """The current node, read and checked under the session's lock (released before any backend call)."""
-    with transaction.atomic():
-        node = locked_session(session.pk, version).current_node
+def _current(lock: SessionLock, node_id: int) -> Node:
+    """The current node, read under the session's lock (released before any backend call), and checked."""
+    node = lock.look(lambda session: session.current_node)
     if node is None or node.pk != node_id:
         raise CorrectionRefused(_("Corrections apply to the node you are looking at; reload the session."))
     if node.status == NodeStatus.STREAMING:
@@ -46,22 +47,13 @@ def _correctable(node: Node, position: int) -> None:
                                 % {"position": position, "tokens": len(node.token_ids)})
 
 
-def _append(child: Node, token_ids: list[int], *, origin: str, logprobs=None, top=None, rank=None) -> None:
-    child.token_ids += token_ids
-    child.logprobs += logprobs or [None] * len(token_ids)
-    child.top += top or [[] for _id in token_ids]
-    child.origins += [origin] * len(token_ids)
-    child.candidate_ranks += [rank] * len(token_ids)
-
-
-def _save(session: Session, version: int, child: Node, kind: str, payload: dict, actor) -> Node:
+def _save(lock: SessionLock, session: Session, child: Node, kind: str, payload: dict, actor) -> Node:
     """Parse the child's tokens (no transaction open: a backend call), then save it as the session's current node
     and record what made it, under the lock, if the session has not moved since it was read."""
     project = session.item.project
     backend = backend_for(project, model=config_for(project).model_name)
     parse_into(child, template=template_of(config_for(project), backend), backend=backend)
-    with transaction.atomic():
-        session = locked_session(session.pk, version)  # refused if anything changed meanwhile
+    with lock.write() as session:  # refused if anything changed meanwhile
         child.session, child.key = session, next_key(session)
         child.save()
         session.current_node = child
@@ -80,28 +72,28 @@ def correct(*, session: Session, version: int, node_id: int, position: int, acto
     typed text is what made it long."""
     if sum(x is not None and x is not False for x in (token_id, text, stop or None)) != 1:
         raise CorrectionRefused(_("Give exactly one of: a candidate token, a typed rewrite, or stop."))
-    node = _current(session, version, node_id)
+    lock = SessionLock(session.pk, version)
+    node = _current(lock, node_id)
     _correctable(node, position)
     child = fork_of(node, session=session, operator=EventKind.CONTINUE_WITH_CHOSEN, keep=position)
-    rejected_id = node.token_ids[position]
-    common = {"position": position, "rejected_token_id": rejected_id, "channel": node.channels[position]
-              if position < len(node.channels) else None}
+    rejected = TokenSequence(node)[position]
+    common = {"position": position, "rejected_token_id": rejected.token_id, "channel": rejected.channel}
     project = session.item.project
     backend = backend_for(project, model=config_for(project).model_name)
+    tokens = TokenSequence(child)
     typed_ids = []
     if token_id is not None:
         stop = token_id in backend.eos_token_ids  # picking the model's end token ends the response there
-        candidates = [candidate for candidate, _logprob in node.top[position]]
+        candidates = [candidate for candidate, _logprob in rejected.top]
         if token_id not in candidates:
             raise CorrectionRefused(_("Token %(token)s is not among the model's top-%(k)s here.")
                                     % {"token": token_id, "k": len(candidates)})
         rank = candidates.index(token_id)
-        logprob = node.top[position][rank][1]
-        _append(child, [token_id], origin=Origin.CANDIDATE, logprobs=[logprob], top=[node.top[position]],
-                rank=rank + 1)
+        logprob = rejected.top[rank][1]
+        tokens.append(token_id, origin=Origin.CANDIDATE, logprob=logprob, top=rejected.top, rank=rank + 1)
         kind = EventKind.CONTINUE_WITH_CHOSEN
         payload = common | {"token_id": token_id, "rank": rank + 1, "logprob": logprob,
-                            "top_logprobs": node.top[position]}
+                            "top_logprobs": rejected.top}
     elif text is not None:
         ends_here = text.endswith(STOP_MARKER)
         typed = text[: -len(STOP_MARKER)] if ends_here else text
@@ -109,7 +101,7 @@ def correct(*, session: Session, version: int, node_id: int, position: int, acto
         typed_ids = backend.tokenize(typed) if typed else []
         if not typed_ids and not ends_here:
             raise CorrectionRefused(_("Type some text, or end it with <|stop|> to stop here."))
-        _append(child, typed_ids, origin=Origin.TYPED)
+        tokens.extend(typed_ids, origin=Origin.TYPED)
         stop = ends_here
         kind = EventKind.CONTINUE_WITH_INPUT
         payload = common | {"text": text, "token_ids": typed_ids, "stop": ends_here}
@@ -117,13 +109,13 @@ def correct(*, session: Session, version: int, node_id: int, position: int, acto
         kind = EventKind.FORCE_STOP
         payload = common
     child.operator = kind
-    child.locked_until = len(child.token_ids)
+    child.locked_until = len(tokens)
     if stop:
         child.status, child.finish_reason = NodeStatus.COMPLETE, "stop"
     else:  # the model continues it: what it reads must fit the budget
         budget.check_continuation(child, config=config_for(project), backend=backend, kept=position,
-                                  typed=len(child.token_ids) - position, field="text" if typed_ids else None)
-    return _save(session, version, child, kind, payload, actor)
+                                  typed=len(tokens) - position, field="text" if typed_ids else None)
+    return _save(lock, session, child, kind, payload, actor)
 
 
 def edit_selection(*, session: Session, version: int, node_id: int, start: int, end: int, text: str,
@@ -133,7 +125,8 @@ def edit_selection(*, session: Session, version: int, node_id: int, start: int, 
     The kept tokens were generated after the old span; the model scores them again after the new one
     (prompt logprobs with top-k), so every kept token has its probability under the prefix it now has.
     The scoring reads the whole response: over the token budget, it is refused before it runs."""
-    node = _current(session, version, node_id)
+    lock = SessionLock(session.pk, version)
+    node = _current(lock, node_id)
     _correctable(node, start)
     if not start < end <= len(node.token_ids):
         raise CorrectionRefused(_("The selection [%(start)s, %(end)s) is not a span of the response "
@@ -142,27 +135,27 @@ def edit_selection(*, session: Session, version: int, node_id: int, start: int, 
     project = session.item.project
     backend = backend_for(project, model=config_for(project).model_name)
     typed_ids = backend.tokenize(text) if text else []
-    kept = node.token_ids[end:]
-    if typed_ids == node.token_ids[start:end]:
+    response = TokenSequence(node)
+    kept, rejected_ids = response.slice(end).token_ids, response.slice(start, end).token_ids
+    if typed_ids == rejected_ids:
         raise CorrectionRefused(_("The new text is the same as the selection."))
     child = fork_of(node, session=session, operator=EventKind.EDIT_SELECTION, keep=start)
-    _append(child, typed_ids, origin=Origin.TYPED)
-    child.locked_until = len(child.token_ids)
+    tokens = TokenSequence(child)
+    tokens.extend(typed_ids, origin=Origin.TYPED)
+    child.locked_until = len(tokens)
     config = config_for(project)
     if kept:
         budget.check_continuation(child, config=config, backend=backend, kept=start, typed=len(typed_ids),
                                   scored=len(kept), field="text")
     top_k = config.top_k
-    scores = backend.prompt_logprobs(child.prompt_ids + child.token_ids + kept, top_k=top_k)[-len(kept):] \
+    scores = backend.prompt_logprobs(child.prompt_ids + tokens.token_ids + kept, top_k=top_k)[-len(kept):] \
         if kept else []
-    _append(child, kept, origin=Origin.MODEL,
-            logprobs=[score.get(token_id) if score else None for token_id, score in zip(kept, scores, strict=True)],
-            top=[_top(score, top_k) for score in scores])
+    rescored = [score.get(token_id) if score else None for token_id, score in zip(kept, scores, strict=True)]
+    tokens.extend(kept, origin=Origin.MODEL, logprobs=rescored, tops=[_top(score, top_k) for score in scores])
     child.status, child.finish_reason = NodeStatus.COMPLETE, node.finish_reason
-    payload = {"start": start, "end": end, "text": text, "token_ids": typed_ids,
-               "rejected_token_ids": node.token_ids[start:end], "kept_tokens": len(kept),
-               "channel": node.channels[start] if start < len(node.channels) else None}
-    return _save(session, version, child, EventKind.EDIT_SELECTION, payload, actor)
+    payload = {"start": start, "end": end, "text": text, "token_ids": typed_ids, "rejected_token_ids": rejected_ids,
+               "kept_tokens": len(kept), "channel": response[start].channel}
+    return _save(lock, session, child, EventKind.EDIT_SELECTION, payload, actor)
 
 
 def _top(score: dict | None, top_k: int) -> list[list]:
@@ -176,7 +169,8 @@ def continue_generating(*, session: Session, version: int, node_id: int, actor) 
     """A response that stopped at its token budget (`length`) continues: a child with every token kept and
     another budget of the project's max_tokens, left streaming (refused when the prompt and the response so
     far are over the token budget)."""
-    node = _current(session, version, node_id)
+    lock = SessionLock(session.pk, version)
+    node = _current(lock, node_id)
     if node.finish_reason != "length":
         ended = (_("Only a response that ran out of tokens can be continued; this one ended with "
                    "%(reason)s.") % {"reason": node.finish_reason} if node.finish_reason
@@ -189,4 +183,4 @@ def continue_generating(*, session: Session, version: int, node_id: int, actor) 
     budget.check_continuation(child, config=config_for(project),
                               backend=backend_for(project, model=config_for(project).model_name),
                               kept=len(node.token_ids))
-    return _save(session, version, child, EventKind.CONTINUE_GENERATING, {"from_token": len(node.token_ids)}, actor)
+    return _save(lock, session, child, EventKind.CONTINUE_GENERATING, {"from_token": len(node.token_ids)}, actor)

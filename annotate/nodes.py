@@ -13,6 +13,7 @@ from dataplatform.conversations.templates import Template, template_for
 
 from .models import Node, NodeStatus, Session
 from .prompts import stored_prompt
+from .tokens import TokenSequence
 
 
 def template_of(config, backend) -> Template:
@@ -31,7 +32,8 @@ def parse_into(node: Node, *, template: Template, backend, pieces: list[bytes] |
     finished = node.status == NodeStatus.COMPLETE
     parsed = template.parse(node.token_ids, backend=backend, pieces=pieces,
                             finish_reason=(node.finish_reason or "length") if finished else None)
-    node.channels, node.message = parsed.channels, parsed.message.as_dict()
+    TokenSequence(node).set_channels(parsed.channels)
+    node.message = parsed.message.as_dict()
 
 
 def response_message(node: Node) -> Message:
@@ -58,26 +60,23 @@ def next_tree(session: Session) -> int:
 
 def fork_of(node: Node, *, session: Session, operator: str, keep: int) -> Node:
     """An unsaved child that keeps the parent's first `keep` tokens and its turn: a correction's start."""
-    prefix = slice(0, keep)
-    return Node(
+    child = Node(
         session=session, parent=node, key=next_key(session), operator=operator, fork_index=keep,
         tree=node.tree, round=node.round, context=node.context, tools=node.tools, prompt_ids=node.prompt_ids,
-        token_ids=node.token_ids[prefix], logprobs=node.logprobs[prefix], top=node.top[prefix],
-        origins=node.origins[prefix], candidate_ranks=node.candidate_ranks[prefix], channels=node.channels[prefix],
         model_id=node.model_id, seed=node.seed, max_tokens=node.max_tokens, status=NodeStatus.STREAMING,
     )
+    TokenSequence(node).prefix(keep).write_to(child)
+    return child
 
 
 def new_turn(*, session: Session, parent: Node | None, operator: str, conversation: Conversation, tree: int,
-             template: Template, backend, prompt_ids: list[int] | None = None) -> Node:
-    """An unsaved, empty node that answers `conversation` (a new tree's root, or the next turn of one). `prompt_ids`:
-    the conversation already rendered by `template` (the operators render it before they lock the session)."""
+             prompt_ids: list[int], model_id: str) -> Node:
+    """An unsaved, empty node that answers `conversation` (a new tree's root, or the next turn of one), from
+    `prompt_ids`: the conversation as the response template rendered it (before the session was locked)."""
     stored = conversation.as_dict()
-    if prompt_ids is None:
-        prompt_ids = template.render(conversation, None, backend=backend).ids
     return Node(
         session=session, parent=parent, key=next_key(session), operator=operator, tree=tree,
         round=sum(message.role == "user" for message in conversation.messages) or 1,
         context=stored["messages"], tools=stored.get("tools", []), prompt_ids=prompt_ids,
-        model_id=backend.model_id, status=NodeStatus.STREAMING,
+        model_id=model_id, status=NodeStatus.STREAMING,
     )

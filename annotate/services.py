@@ -19,14 +19,19 @@ from django.utils.translation import gettext_noop
 from dataplatform import claims
 from dataplatform.accounts.models import Project
 from dataplatform.accounts.permissions import CAN_MANAGE_PROJECT
-from dataplatform.errors import Conflict, Forbidden, Missing, Refused
+from dataplatform.errors import Forbidden, Missing
 from dataplatform.inference import PromptTooLong, backend_for
 from dataplatform.status import Status
 
 from . import budget
+from .errors import (  # noqa: F401 (callers import them here)
+    AnnotationError,
+    CorrectionRefused,
+    StaleVersion,
+    ToolRunRefused,
+)
+from .locking import SessionLock, bump
 from .models import (
-    CLAIM_STATE_WORDS,
-    SESSION_STATUS_WORDS,
     AnnotationConfig,
     Claim,
     ClaimState,
@@ -42,23 +47,7 @@ from .models import (
 )
 from .nodes import parse_into, template_of
 from .prompts import render_prompt, stored_prompt
-
-
-class AnnotationError(Refused):
-    """A request the workflow refuses, with a message for the annotator."""
-
-
-class StaleVersion(Conflict, AnnotationError):
-    """The session changed since the client read it (another tab, a double click)."""
-
-
-class CorrectionRefused(AnnotationError):
-    pass
-
-
-class ToolRunRefused(AnnotationError):
-    pass
-
+from .tokens import TokenSequence
 
 TREE_STARTS = (EventKind.GENERATE_NEW, EventKind.EDIT_PROMPT)
 
@@ -226,71 +215,69 @@ def claim_with_session(*, project: Project, annotator) -> Claim | None:
 
     One transaction instead of two, and a claim made just now has no session to look for: this is
     the path of every Claim press (API and browser), the hottest write of the platform."""
+    unread = False
     with transaction.atomic():
         claim = claim_next(project=project, annotator=annotator)
         if claim is not None:
-            claim.session = open_session(claim=claim)
+            claim.session, unread = _session_of(claim)
+    if unread:  # with no transaction open: the template asks the backend
+        _read_root(claim.session)
     return claim
 
 
 def open_session(*, claim: Claim) -> Session:
     """The claim's session; the first time, its root node is the item's initial rollout."""
+    session, unread = _session_of(claim)
+    if unread:
+        _read_root(session)
+    return session
+
+
+def _session_of(claim: Claim) -> tuple[Session, bool]:
+    """The claim's session, made the first time, and whether its root is still to be read by the template (a rollout
+    stored without the channels of its tokens: made before rollouts carried them, or imported from a file)."""
     existing = None if getattr(claim, "is_new", False) else Session.objects.filter(claim=claim).first()
     if existing:
-        return existing
+        return existing, False
     # Not the whole item: its rollout and prompt only.
     item = Item.objects.only("messages", "tools", "prompt_ids", "rollout").get(pk=claim.item_id)
     rollout = item.rollout
     if not rollout:
         raise AnnotationError(_("This item has no model response yet; run the rollout job first."))
+    channels = rollout.get("channels", [])
+    read = len(channels) == len(rollout["token_ids"])
     with transaction.atomic(savepoint=False):  # inside claim_with_session's transaction: no savepoint needed
         session = Session.objects.create(claim=claim, item_id=claim.item_id, annotator_id=claim.annotator_id)
-        count = len(rollout["token_ids"])
         root = Node(
             session=session, key=1, context=item.messages, tools=item.tools, prompt_ids=item.prompt_ids,
             round=sum(message["role"] == "user" for message in item.messages) or 1,
-            token_ids=rollout["token_ids"], logprobs=rollout["logprobs"], top=rollout["top"],
-            origins=[Origin.MODEL] * count, candidate_ranks=[None] * count,
             finish_reason=rollout["finish_reason"], model_id=rollout["model_id"], seed=rollout["seed"],
-            channels=rollout.get("channels", []), message=rollout.get("message", {}),
+            message=rollout.get("message", {}),
         )
-        if len(root.channels) != count:  # a rollout made before channels were stored: parse it now
-            config = config_for(claim.project)
-            backend = backend_for(claim.project, model=config.model_name)
-            parse_into(root, template=template_of(config, backend), backend=backend)
+        TokenSequence(root).extend(rollout["token_ids"], origin=Origin.MODEL, logprobs=rollout["logprobs"],
+                                   tops=rollout["top"], channels=channels if read else None)
         root.save()
         session.current_node = root
         session.save(update_fields=["current_node"])
         Event.objects.create(session=session, kind=EventKind.GENERATE_NEW, node=root, actor=None,
                              payload={"model_id": rollout["model_id"], "seed": rollout["seed"]})
-    return session
+    return session, not read
 
 
-def locked_session(session_id: int, version: int) -> Session:
-    session = Session.objects.select_for_update(of=("self",)).select_related(
-        "current_node", "item", "claim").get(pk=session_id)
-    if session.version != version:
-        raise StaleVersion(_("The session changed (version %(now)s, you had %(yours)s); reload it.")
-                           % {"now": session.version, "yours": version})
-    if session.status != SessionStatus.OPEN:
-        raise AnnotationError(_("The session is %(status)s; it cannot change.") % {
-            "status": SESSION_STATUS_WORDS.get(session.status, session.status)})
-    if session.claim.state != ClaimState.ACTIVE:  # skipped, released or reassigned: the item is not yours now
-        raise AnnotationError(_("Your claim on this item was %(state)s; the session cannot change.")
-                              % {"state": CLAIM_STATE_WORDS.get(session.claim.state, session.claim.state)})
-    return session
-
-
-def bump(session: Session) -> None:
-    session.version += 1
-    session.save(update_fields=["version", "current_node", "status", "updated_at"])
+def _read_root(session: Session) -> None:
+    """The template reads the new session's root, with no transaction open (it asks the backend for the tokens'
+    bytes), and its channels and message are stored: no one has seen the root yet but this request."""
+    root, project = session.current_node, session.claim.project
+    config = config_for(project)
+    backend = backend_for(project, model=config.model_name)
+    parse_into(root, template=template_of(config, backend), backend=backend)
+    Node.objects.filter(pk=root.pk).update(channels=root.channels, message=root.message)
 
 
 def undo(*, session: Session, version: int, actor) -> Session:
     """Go back to where the current node came from: its parent, or for a new tree's root the node the
     annotator was on. The undone node stays in the tree as a rejected branch."""
-    with transaction.atomic():
-        session = locked_session(session.pk, version)
+    with SessionLock(session.pk, version).write() as session:
         node = session.current_node
         if node.status == NodeStatus.STREAMING:
             raise AnnotationError(_("Wait for the model to finish this response, or cancel it."))
@@ -309,8 +296,7 @@ def undo(*, session: Session, version: int, actor) -> Session:
 
 def select_node(*, session: Session, version: int, node_id: int, actor) -> Session:
     """Move to another node of the session (a sibling branch, another tree, an earlier turn)."""
-    with transaction.atomic():
-        session = locked_session(session.pk, version)
+    with SessionLock(session.pk, version).write() as session:
         if session.current_node.status == NodeStatus.STREAMING:
             raise AnnotationError(_("Wait for the model to finish this response, or cancel it."))
         target = session.nodes.filter(pk=node_id).first()
@@ -326,8 +312,7 @@ def select_node(*, session: Session, version: int, node_id: int, actor) -> Sessi
 
 def finish(*, session: Session, version: int, actor, accept: bool, comment: str = "") -> Session:
     """Accept the current node as the answer, or reject the item. Either way the claim is done."""
-    with transaction.atomic():
-        session = locked_session(session.pk, version)
+    with SessionLock(session.pk, version).write() as session:
         node = session.current_node
         if accept and node.status != NodeStatus.COMPLETE:
             raise AnnotationError(_("Only a complete response can be accepted; wait for it or continue it."))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, connection
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -34,9 +34,12 @@ from dataplatform.errors import Conflict, Missing
 from dataplatform.inference import backend_for
 
 from . import budget
+from .errors import AnnotationError
+from .locking import SessionLock, bump
 from .models import SESSION_STATUS_WORDS, Event, EventKind, Node, NodeStatus, Origin, Session, SessionStatus
 from .nodes import parse_into, template_of
-from .services import AnnotationError, bump, config_for, locked_session, seed_for
+from .services import config_for, seed_for
+from .tokens import TokenSequence
 from .turns import NextTurn, auto_run_tool_calls
 
 logger = logging.getLogger(__name__)
@@ -75,16 +78,20 @@ class _Reader:
 
     def __init__(self, node: Node, template, backend):
         self.node, self.template, self.backend = node, template, backend
+        self.tokens = TokenSequence(node)
         self.pieces = backend.token_pieces(node.token_ids) if node.token_ids else []
         self.undecoded = b""
 
-    def add(self, token_id: int) -> tuple[str, tuple[tuple[int, str], ...]]:
-        """The new token's text (empty while its character is incomplete) and the tokens it settled."""
+    def add(self, token_id: int, *, origin: str, logprob: float | None = None, top=()) -> tuple[
+            str, tuple[tuple[int, str], ...]]:
+        """Add a token to the node; its text (empty while its character is incomplete) and the tokens it settled."""
+        before = list(self.node.channels)  # the earlier tokens' channels, before this one's parse
+        self.tokens.append(token_id, origin=origin, logprob=logprob, top=top)
         piece = self.backend.token_pieces([token_id])[0]
         self.pieces.append(piece)
-        before = self.node.channels
         parsed = self.template.parse(self.node.token_ids, backend=self.backend, pieces=self.pieces)
-        self.node.channels, self.node.message = parsed.channels, parsed.message.as_dict()
+        self.tokens.set_channels(parsed.channels)
+        self.node.message = parsed.message.as_dict()
         settled = tuple((index, channel) for index, (was, channel) in enumerate(zip(before, parsed.channels, strict=False))
                         if was != channel)
         self.undecoded += piece
@@ -151,8 +158,7 @@ def _save(node: Node, *, final: bool = False) -> None:
 def cancel_stream(*, session: Session, version: int, node_id: int, actor) -> Session:
     """End a node's stream at its annotator's word: the node keeps the tokens saved so far and is interrupted
     (continue it later, or select, undo, correct). A stream still running stops at its next save."""
-    with transaction.atomic():
-        session = locked_session(session.pk, version)
+    with SessionLock(session.pk, version).write() as session:
         node = session.nodes.select_for_update().filter(pk=node_id).first()
         if node is None:
             raise Missing(_("No such node in this session."))
@@ -208,18 +214,13 @@ def _continue_one(node: Node) -> Iterator[Streamed]:
             steps = backend.stream(node.prompt_ids + node.token_ids, max_tokens=remaining,
                                    temperature=config.temperature, seed=seed, top_k=config.top_k)
             for step in _releasing_connection(steps):
-                node.token_ids.append(step.token_id)
-                node.logprobs.append(step.logprob)
-                node.top.append([list(pair) for pair in step.top])
-                node.origins.append(Origin.MODEL)
-                node.candidate_ranks.append(None)
-                text, settled = reader.add(step.token_id)
+                text, settled = reader.add(step.token_id, origin=Origin.MODEL, logprob=step.logprob, top=step.top)
                 if step.finish_reason:  # read and saved once, finished, after the loop
                     node.status, node.finish_reason = NodeStatus.COMPLETE, step.finish_reason
                 elif len(node.token_ids) % SAVE_EVERY_TOKENS == 0:
                     _save(node)
                 yield Streamed(node.pk, len(node.token_ids) - 1, step.token_id, text, step.logprob, Origin.MODEL,
-                               node.channels[-1], settled)
+                               reader.tokens[-1].channel, settled)
                 if closes_reasoning and not step.finish_reason and reader.reasoning_open() \
                         and node.channels.count(REASONING) >= config.reasoning_budget:
                     getattr(steps, "close", lambda: None)()  # cut here; the template closes the reasoning below
@@ -251,14 +252,9 @@ def _close_reasoning(node: Node, reader: _Reader, template, backend) -> Iterator
     """The reasoning ran past the project's budget: the template's closing marker, as its own tokens."""
     closing = "\n" + template.markers.reasoning[1] + "\n\n"
     for token_id in backend.tokenize(closing):
-        node.token_ids.append(token_id)
-        node.logprobs.append(None)
-        node.top.append([])
-        node.origins.append(Origin.TEMPLATE)
-        node.candidate_ranks.append(None)
-        text, settled = reader.add(token_id)
-        yield Streamed(node.pk, len(node.token_ids) - 1, token_id, text, None, Origin.TEMPLATE, node.channels[-1],
-                       settled)
+        text, settled = reader.add(token_id, origin=Origin.TEMPLATE)
+        yield Streamed(node.pk, len(node.token_ids) - 1, token_id, text, None, Origin.TEMPLATE,
+                       reader.tokens[-1].channel, settled)
     _save(node)
 
 

@@ -10,14 +10,14 @@ The next turn's prompt is its whole context rendered by the response template, s
 or a tool's result reads to the model as if it had always been there. Each operator reads and checks
 under the session's lock, then runs the tools and renders the prompt with no transaction open (a tool
 can take seconds; rendering is a backend call), then writes under the lock again if the session's
-version has not moved: a tool that fails, hangs or is down loses nothing, and the annotator can try
-again. A prompt over the token budget (budget.py) is refused then, naming what made it long.
+version has not moved (locking.py): a tool that fails, hangs or is down loses nothing, and the annotator
+can try again. A prompt over the token budget (budget.py) is refused then, naming what made it long.
 """
 
 import json
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
-from django.db import transaction
 from django.utils.translation import gettext as _
 
 from dataplatform import tools as mcp
@@ -27,9 +27,11 @@ from dataplatform.errors import Refused
 from dataplatform.inference import backend_for
 
 from . import budget
+from .errors import AnnotationError, ToolRunRefused
+from .locking import SessionLock, bump
 from .models import Event, EventKind, Node, NodeStatus, Session
 from .nodes import new_turn, next_tree, node_conversation, response_message, template_of
-from .services import AnnotationError, ToolRunRefused, bump, config_for, locked_session
+from .services import config_for
 
 APPROVE, EDIT, REJECT = "approve", "edit", "reject"
 REJECTED = "The user rejected this tool call."
@@ -54,23 +56,29 @@ def _current_answer(session: Session, node_id: int) -> Node:
     return node
 
 
-def _prompt(session: Session, conversation: Conversation, field_of=None) -> list[int]:
-    """The next turn's prompt ids, checked against the budget; outside any transaction (a backend call)."""
+class Prompt(NamedTuple):
+    """The next turn's prompt ids, and the model that answers them."""
+
+    ids: list[int]
+    model_id: str
+
+
+def _prompt(session: Session, conversation: Conversation, field_of=None) -> Prompt:
+    """The next turn's prompt, checked against the budget; outside any transaction (backend calls)."""
     project = session.item.project
     config = config_for(project)
     backend = backend_for(project, model=config.model_name)
     budget.precheck_turn(conversation, config=config, backend=backend, field_of=field_of)
     ids = template_of(config, backend).render(conversation, None, backend=backend).ids
     budget.check_turn(ids, conversation, config=config, backend=backend, field_of=field_of)
-    return ids
+    return Prompt(ids, backend.model_id)
 
 
 def _start(session: Session, node: Node, *, actor, kind: str, conversation: Conversation, parent: Node | None,
-           tree: int, payload: dict, prompt_ids: list[int]) -> Node:
-    project = session.item.project
-    backend = backend_for(project, model=config_for(project).model_name)
+           tree: int, payload: dict, prompt: Prompt) -> Node:
+    """The next turn (or a new tree), written under the session's lock: no backend call here."""
     child = new_turn(session=session, parent=parent, operator=kind, conversation=conversation, tree=tree,
-                     template=template_of(config_for(project), backend), backend=backend, prompt_ids=prompt_ids)
+                     prompt_ids=prompt.ids, model_id=prompt.model_id)
     child.seed = node.seed
     child.save()
     session.current_node = child
@@ -90,8 +98,9 @@ def run_tool_calls(*, session: Session, version: int, node_id: int, decisions: l
     """Run the current response's tool calls as decided (one decision per call, in order: approve, edit
     with new `arguments`, or reject, each with an optional `note`; none given = approve all), then open the
     next turn with the results, left streaming. `auto`: run by the stream for the project's auto-approve."""
-    with transaction.atomic():  # a look under the lock: the checks; nothing is written until the tools answer
-        node = _current_answer(locked_session(session.pk, version), node_id)
+    lock = SessionLock(session.pk, version)
+    # A look under the lock: the checks; nothing is written until the tools answer.
+    node = lock.look(lambda locked: _current_answer(locked, node_id))
     config = config_for(session.item.project)
     message = response_message(node)
     if not message.tool_calls:
@@ -118,13 +127,12 @@ def run_tool_calls(*, session: Session, version: int, node_id: int, decisions: l
     conversation = Conversation(before.messages + (answered, *tool_messages), before.tools)
     # A call's arguments and its result are this run's: an answer names the decision they came from.
     answered_at = len(before.messages)
-    ids = _prompt(session, conversation, field_of=lambda part: None if part.message is None or part.message <
-                  answered_at else (f"decisions[{part.call}].arguments" if part.call is not None
-                                    else f"decisions[{part.message - answered_at - 1}]"))
-    with transaction.atomic():
-        locked = locked_session(session.pk, version)  # refused if anything changed while the tools ran
+    prompt = _prompt(session, conversation, field_of=lambda part: None if part.message is None or part.message <
+                     answered_at else (f"decisions[{part.call}].arguments" if part.call is not None
+                                       else f"decisions[{part.message - answered_at - 1}]"))
+    with lock.write() as locked:  # refused if anything changed while the tools ran
         child = _start(locked, node, actor=actor, kind=EventKind.RUN_TOOL_CALLS, conversation=conversation,
-                       parent=node, tree=node.tree, payload={"calls": results, "auto": auto}, prompt_ids=ids)
+                       parent=node, tree=node.tree, payload={"calls": results, "auto": auto}, prompt=prompt)
     return NextTurn(child, results)
 
 
@@ -206,8 +214,8 @@ def start_new_round(*, session: Session, version: int, node_id: int, text: str, 
     """A user turn after the current answer: the next round, its context every earlier round."""
     if not text.strip():
         raise AnnotationError(_("Write the user's next message."), field="text")
-    with transaction.atomic():  # a look under the lock: the checks
-        node = _current_answer(locked_session(session.pk, version), node_id)
+    lock = SessionLock(session.pk, version)
+    node = lock.look(lambda locked: _current_answer(locked, node_id))
     message = response_message(node)
     if message.tool_calls:
         raise AnnotationError(_("This response makes tool calls: run or reject them before the next round."))
@@ -215,28 +223,26 @@ def start_new_round(*, session: Session, version: int, node_id: int, text: str, 
     answered = replace(message, finish_reason=None)  # context: how it ended is the node's
     conversation = Conversation(before.messages + (answered, Message(role="user", content=text)), before.tools)
     last = len(conversation.messages) - 1
-    ids = _prompt(session, conversation, field_of=lambda part: "text" if part.message == last else None)
-    with transaction.atomic():
-        session = locked_session(session.pk, version)  # refused if anything changed meanwhile
+    prompt = _prompt(session, conversation, field_of=lambda part: "text" if part.message == last else None)
+    with lock.write() as session:  # refused if anything changed meanwhile
         return _start(session, node, actor=actor, kind=EventKind.START_NEW_ROUND, conversation=conversation,
-                      parent=node, tree=node.tree, payload={"text": text}, prompt_ids=ids)
+                      parent=node, tree=node.tree, payload={"text": text}, prompt=prompt)
 
 
 def generate_new(*, session: Session, version: int, actor) -> Node:
     """A new tree: the model answers the current node's prompt again, from scratch."""
-    node = _not_streaming(session, version)
+    lock = SessionLock(session.pk, version)
+    node = _not_streaming(lock)
     conversation = node_conversation(node)
-    ids = _prompt(session, conversation)
-    with transaction.atomic():
-        session = locked_session(session.pk, version)
+    prompt = _prompt(session, conversation)
+    with lock.write() as session:
         return _start(session, node, actor=actor, kind=EventKind.GENERATE_NEW, conversation=conversation,
-                      parent=None, tree=next_tree(session), payload={"from_node": node.pk}, prompt_ids=ids)
+                      parent=None, tree=next_tree(session), payload={"from_node": node.pk}, prompt=prompt)
 
 
-def _not_streaming(session: Session, version: int) -> Node:
+def _not_streaming(lock: SessionLock) -> Node:
     """The current node, read under the lock, if no stream holds it."""
-    with transaction.atomic():
-        node = locked_session(session.pk, version).current_node
+    node = lock.look(lambda session: session.current_node)
     if node.status == NodeStatus.STREAMING:
         raise AnnotationError(_("Wait for the model to finish this response, or cancel it."))
     return node
@@ -252,11 +258,11 @@ def edit_prompt(*, session: Session, version: int, messages: list, tools: list |
     if not conversation.messages or conversation.messages[-1].role not in ("user", "tool"):
         raise Refused(_("The prompt must end with a user message (or tool results) for the model to answer."),
                       field="messages")
-    node = _not_streaming(session, version)
-    ids = _prompt(session, conversation, field_of=lambda part: "messages" if part.message is not None else "tools")
+    lock = SessionLock(session.pk, version)
+    node = _not_streaming(lock)
+    prompt = _prompt(session, conversation, field_of=lambda part: "messages" if part.message is not None else "tools")
     stored = conversation.as_dict()
-    with transaction.atomic():
-        session = locked_session(session.pk, version)
+    with lock.write() as session:
         return _start(session, node, actor=actor, kind=EventKind.EDIT_PROMPT, conversation=conversation,
-                      parent=None, tree=next_tree(session), prompt_ids=ids,
+                      parent=None, tree=next_tree(session), prompt=prompt,
                       payload={"from_node": node.pk, "messages": stored["messages"], "tools": stored.get("tools", [])})

@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from dataplatform.accounts import services as account_services
 from dataplatform.accounts.models import Role
 
+from . import backend_guard
 from .factories import MembershipFactory, ProjectFactory, UserFactory
 
 if os.environ.get("PYTEST_XDIST_WORKER") and "tests.parallel" not in sys.modules:
@@ -85,6 +86,22 @@ def _wait_for_other_sessions() -> None:
             if cursor.fetchone()[0] == 0:
                 return
         time.sleep(0.02)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def backend_guard_installed():
+    """Every test runs under the guard: no model or tool call while the application holds a transaction."""
+    with backend_guard.installed():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def no_backend_call_inside_a_transaction(backend_guard_installed):
+    """Fail the test if a backend or tool call ran inside a transaction, even when its error was swallowed."""
+    backend_guard.take()
+    yield
+    if caught := backend_guard.take():
+        pytest.fail("\n".join(caught), pytrace=False)
 
 
 @pytest.fixture

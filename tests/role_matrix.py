@@ -44,6 +44,7 @@ from dataplatform.accounts.permissions import (
     CAN_SEE_JOBS,
 )
 
+from .backend_guard import tests_own_transaction
 from .role_matrix_world import MEMBER_ROLES, world_for_a_module
 
 # --- what is left out, and why ----------------------------------------------------------------------
@@ -468,7 +469,7 @@ BODIES = {
 def send(world, case: Case, role: str, url: str, body: dict):
     """One request as `role`, in a savepoint that is rolled back; returns the response."""
     method = case.method.lower()
-    with transaction.atomic():
+    with tests_own_transaction():
         if case.endpoint.is_api:
             client = world.api_client(role)
             if method == "get":

@@ -35,6 +35,7 @@ from dataplatform.jobs.models import Job, JobState
 from labeler import services as labeler_services
 from labeler.models import SweTask, Taxonomy, Trajectory
 
+from .backend_guard import tests_own_transaction
 from .calc_traces import make_demo_trace
 
 MEMBER_ROLES = [role.value for role in Role]  # admin, curator, annotator, trainer (members of alpha)
@@ -213,7 +214,7 @@ def world_for_a_module(django_db_blocker, exports_dir: Path,
     with django_db_blocker.unblock(), override_settings(
             STORAGES=storage_settings, PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
         storages._storages.pop("exports", None)  # the handler caches backends; rebuild from the new settings
-        outer = transaction.atomic()
+        outer = tests_own_transaction()
         outer.__enter__()
         try:
             yield build()

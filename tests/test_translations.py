@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 
 from . import role_matrix as matrix
+from .backend_guard import tests_own_transaction
 from .untranslated import chinese_in, untranslated
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +54,7 @@ def _opener(case) -> str:
 
 def _get(world, role: str, url: str, language: str):
     """GET as `role`, the browser asking for `language` (nothing remembered), in a rolled-back savepoint."""
-    with transaction.atomic():
+    with tests_own_transaction():
         response = world.page_client(role).get(url, HTTP_ACCEPT_LANGUAGE=language)
         transaction.set_rollback(True)
     return response

@@ -35,13 +35,12 @@ from ..models import Claim, ClaimState, Event, EventKind, Item, Node, NodeStatus
 from ..nodes import parse_into, template_of
 from ..prompts import render_prompt
 from ..supervision import fork_token_idx
+from ..tokens import TokenSequence
 from .export import dialog_messages
 from .operations import TURNS, correction, root_operator
 from .parser import ParsedDialog, ParsedTree, panda_sha256, parse_panda_json, time_ms
 from .report import FieldError, PandaImportReport
 from .validator import model_of
-
-PREFIX_FIELDS = ("logprobs", "top", "origins", "candidate_ranks")
 
 
 @dataclass
@@ -101,11 +100,11 @@ def _build(tree: ParsedTree, project: Project, backend: Backend, file: str,
         first = dialog.operations[0] if dialog.operations else {}
         named = built.get(dialog.parent)
         node = Node(key=dialog.key, context=stored["messages"], tools=stored.get("tools", []),
-                    prompt_ids=prompt_ids[canonical], token_ids=ids, logprobs=[None] * len(ids),
-                    top=[[] for _ in ids], origins=[Origin.MODEL] * len(ids), candidate_ranks=[None] * len(ids),
-                    status=NodeStatus.COMPLETE, finish_reason=dialog.answer.finish_reason or "",
+                    prompt_ids=prompt_ids[canonical], status=NodeStatus.COMPLETE,
+                    finish_reason=dialog.answer.finish_reason or "",
                     model_id=model_of(first) or (named.node.model_id if named else ""), deleted=dialog.deleted,
                     round=sum(m.role == "user" for m in dialog.prompt.messages) or 1, locked_until=0)
+        TokenSequence(node).extend(ids, origin=Origin.MODEL)  # the file keeps no logprobs or top-k
         parse_into(node, template=template, backend=backend)
         unread = _readable(node, dialog.answer)
         if unread:
@@ -129,8 +128,8 @@ def _build(tree: ParsedTree, project: Project, backend: Backend, file: str,
             parent = named
             node.tree = parent.node.tree
             node.fork_index = fork = fork_token_idx(parent.node.token_ids, ids)
-            for name in PREFIX_FIELDS:  # the prefix is the parent's, as in a correction made here
-                setattr(node, name, getattr(parent.node, name)[:fork] + getattr(node, name)[fork:])
+            # The prefix is the parent's, as in a correction made here.
+            TokenSequence(node).adopt(TokenSequence(parent.node), fork)
             operator, payload = correction(node, parent.node, first, backend, report.warnings)
             events = [(operator, payload, time)]
         node.operator = operator

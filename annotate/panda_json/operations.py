@@ -23,6 +23,7 @@ from dataplatform.inference import Backend
 
 from .. import corrections
 from ..models import EventKind, Origin
+from ..tokens import TokenSequence
 
 TURNS = (EventKind.RUN_TOOL_CALLS, EventKind.START_NEW_ROUND)
 TREES = (EventKind.GENERATE_NEW, EventKind.EDIT_PROMPT)
@@ -77,15 +78,17 @@ def top_of(operation: dict, backend: Backend) -> list[list]:
 def correction(spec, parent, operation: dict, backend: Backend, warnings: list[str]) -> tuple[str, dict]:
     """The event (kind, payload) that made `spec` from `parent`; sets the origins, top-k and lock of its tokens
     from the fork on."""
-    ids, fork = spec.token_ids, spec.fork_index
+    tokens, parent_tokens = TokenSequence(spec), TokenSequence(parent)
+    ids, fork = tokens.token_ids, spec.fork_index
     tail = len(ids) - fork
-    base = {"position": fork, "rejected_token_id": parent.token_ids[fork] if fork < len(parent.token_ids) else None,
-            "channel": parent.channels[fork] if fork < len(parent.channels) else None}
+    rejected = parent_tokens[fork] if fork < len(parent_tokens) else None
+    base = {"position": fork, "rejected_token_id": rejected.token_id if rejected else None,
+            "channel": rejected.channel if rejected else None}
     operator = operation.get("operator")
     spec.locked_until = fork
     top = top_of(operation, backend)
-    if top and fork < len(parent.top) and not parent.top[fork]:
-        parent.top[fork] = top  # the parent's distribution there: candidate ranks survive on the parent too
+    if top and rejected and not rejected.top:
+        parent_tokens.set(fork, top=top)  # the parent's distribution there: candidate ranks survive on the parent too
     if operator == EventKind.CONTINUE_WITH_CHOSEN:
         chosen = operation.get("continue_with_chosen") if isinstance(operation.get("continue_with_chosen"), dict) \
             else {}
@@ -95,8 +98,7 @@ def correction(spec, parent, operation: dict, backend: Backend, warnings: list[s
         rank = candidates.index(ids[fork]) + 1 if ids[fork] in candidates else (
             chosen.get("rank") if isinstance(chosen.get("rank"), int) else None)
         logprob = _number(chosen.get("logprob"))
-        spec.origins[fork] = Origin.CANDIDATE
-        spec.logprobs[fork], spec.top[fork], spec.candidate_ranks[fork] = logprob, top, rank
+        tokens.set(fork, origin=Origin.CANDIDATE, logprob=logprob, top=top, candidate_rank=rank)
         spec.locked_until = fork + 1
         return EventKind.CONTINUE_WITH_CHOSEN, base | {"token_id": ids[fork], "rank": rank, "logprob": logprob,
                                                        "top_logprobs": top}
@@ -117,14 +119,14 @@ def correction(spec, parent, operation: dict, backend: Backend, warnings: list[s
         end = fork + (len(backend.tokenize(replaced)) if isinstance(replaced, str) and replaced else 1)
         return EventKind.EDIT_SELECTION, {"start": fork, "end": min(end, len(parent.token_ids)), "text": text,
                                           "token_ids": ids[fork:fork + count],
-                                          "rejected_token_ids": parent.token_ids[fork:end],
+                                          "rejected_token_ids": parent_tokens.slice(fork, end).token_ids,
                                           "kept_tokens": tail - count, "channel": base["channel"]}
     if operator == EventKind.CONTINUE_GENERATING or fork == len(parent.token_ids):
         spec.locked_until = parent.locked_until
         return EventKind.CONTINUE_GENERATING, {"from_token": fork}
     warnings.append(gettext("dialog %(key)s: operator %(operator)s is imported as a typed rewrite")
                     % {"key": spec.key, "operator": repr(operator)})
-    spec.origins[fork:] = [Origin.TYPED] * tail
+    tokens.set(fork, len(ids), origin=Origin.TYPED)
     spec.locked_until = len(ids)
     return EventKind.CONTINUE_WITH_INPUT, base | {"text": backend.detokenize(ids[fork:]), "token_ids": ids[fork:],
                                                   "stop": False, "operator": operator}
@@ -134,7 +136,8 @@ def _typed(spec, typed: str, backend: Backend) -> int:
     """Mark the typed tokens after the fork and return how many: those that spell the typed text where it
     stands in the response (the app's patch may begin before the first differing token: "Tw" typed over
     "Three" forks at "w"), else as many as the typed text alone makes; at most the tail."""
-    fork, ids = spec.fork_index, spec.token_ids
+    tokens = TokenSequence(spec)
+    fork, ids = spec.fork_index, tokens.token_ids
     tail = len(ids) - fork
     count = min(len(backend.tokenize(typed)) if typed else 0, tail)
     if typed:
@@ -147,6 +150,6 @@ def _typed(spec, typed: str, backend: Backend) -> int:
         if start is not None:
             end = start + len(typed)
             count = sum(1 for offset in offsets[fork:] if offset < end)
-    spec.origins[fork:fork + count] = [Origin.TYPED] * count
+    tokens.set(fork, fork + count, origin=Origin.TYPED)
     spec.locked_until = fork + count
     return count
