@@ -16,6 +16,7 @@ from dataplatform.inference import validate_served_model_name
 
 from . import selectors
 from .models import AnnotationConfig, Claim, Node, ReviewDecision, Session
+from .turns import APPROVE, EDIT, REJECT
 
 
 class CheckboxListField(serializers.ListField):
@@ -140,7 +141,7 @@ class NewRoundSerializer(NodeActionSerializer):
 
 
 class ToolDecisionSerializer(serializers.Serializer):
-    action = serializers.ChoiceField(choices=["approve", "edit", "reject"], default="approve")
+    action = serializers.ChoiceField(choices=[APPROVE, EDIT, REJECT], default=APPROVE)
     arguments = serializers.JSONField(required=False, help_text="edit: the new arguments (object or JSON text)")
     note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
 
