@@ -43,3 +43,24 @@ def assert_refused_alike(api, page, field: str, message: str | None, *, status: 
     assert len(said) == 1 and message in (None, said[0]), body
     assert page.status_code == (page_status or 302), page.content[:500]
     assert shown(name, said[0]) in page_says(page), page_says(page)[:2000]
+
+
+def api_errors(response) -> dict:
+    """The API's refusal by field (a job's parameters come under `params`)."""
+    assert response.status_code == 400, response.content
+    body = response.json()
+    return body.get("params", body)
+
+
+def page_messages(response) -> list[str]:
+    """The messages a page redirected with."""
+    assert response.status_code == 302, response.content
+    return [str(message) for message in get_messages(response.wsgi_request)]
+
+
+def assert_same_refusal(api, page, field: str, message: str | None = None):
+    """The API refused `field` with one message (`message`, or None: whatever it said), and the page said the same
+    as "field: message"."""
+    [said] = api_errors(api)[field]
+    assert message is None or said == message
+    assert f"{field}: {said}" in page_messages(page)

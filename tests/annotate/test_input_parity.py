@@ -5,7 +5,6 @@ messages, the page shows them as "field: message" (and good input works through 
 import json
 
 import pytest
-from django.contrib.messages import get_messages
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
@@ -13,29 +12,13 @@ from annotate import services
 from annotate.models import AnnotationConfig, Claim, Review, Session
 from dataplatform.jobs.models import Job
 from tests.conftest import api_client_for
+from tests.input_parity import api_errors, assert_same_refusal, page_messages
 
 pytestmark = pytest.mark.django_db
 
 API = "/api/v1/projects/alpha/annotate/"
 MAX_50 = "Ensure this value is less than or equal to 50."
 A_REJECTION = "A rejection needs a comment that says what is wrong."
-
-
-def api_errors(response) -> dict:
-    """The API's refusal by field (a job's parameters come under `params`)."""
-    assert response.status_code == 400, response.content
-    body = response.json()
-    return body.get("params", body)
-
-
-def page_messages(response) -> list[str]:
-    assert response.status_code == 302, response.content
-    return [str(message) for message in get_messages(response.wsgi_request)]
-
-
-def assert_same_refusal(api, page, field: str, message: str):
-    assert api_errors(api)[field] == [message]
-    assert f"{field}: {message}" in page_messages(page)
 
 
 # --- the settings -------------------------------------------------------------------------------------

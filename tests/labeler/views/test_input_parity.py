@@ -8,7 +8,6 @@ import json
 import re
 
 import pytest
-from django.contrib.messages import get_messages
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
@@ -16,30 +15,12 @@ from dataplatform.jobs.models import Job
 from labeler import services
 from labeler.models import LabelerSettings, SweTask, Taxonomy
 from tests.conftest import api_client_for
+from tests.input_parity import api_errors, assert_same_refusal, page_messages
 
 pytestmark = pytest.mark.django_db
 
 API = "/api/v1/projects/alpha/labeler/"
 CHOOSE_A_TAXONOMY = "Choose one of the loaded taxonomy versions."
-
-
-def api_errors(response) -> dict:
-    """The API's refusal by field (a job's parameters come under `params`)."""
-    assert response.status_code == 400, response.content
-    body = response.json()
-    return body.get("params", body)
-
-
-def page_messages(response) -> list[str]:
-    assert response.status_code == 302, response.content
-    return [str(message) for message in get_messages(response.wsgi_request)]
-
-
-def assert_same_refusal(api, page, field: str, message: str | None = None):
-    """`message` None: whatever the API says, the page says it too."""
-    [said] = api_errors(api)[field]
-    assert message is None or said == message
-    assert f"{field}: {said}" in page_messages(page)
 
 
 def _settings(project) -> dict:
