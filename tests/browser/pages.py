@@ -14,6 +14,15 @@ def log_in(page, live_server, username: str) -> None:
     expect(page.get_by_role("heading", name="Projects")).to_be_visible()
 
 
+def at_node(page, name_pattern: str, timeout: int = 60_000) -> None:
+    """Wait until the workspace shows the node whose heading matches, with its scripts running.
+
+    Most operators end by reloading the page: the new heading can be visible before the deferred
+    scripts have bound their handlers, and a click or key pressed in that gap is lost (seen in CI)."""
+    expect(page.get_by_role("heading", name=re.compile(name_pattern))).to_be_visible(timeout=timeout)
+    page.wait_for_load_state("load")
+
+
 # Counts streamed token spans as they are added, in sessionStorage: a short continuation can end (and
 # the page reload) before a selector poll would see a span, and the count survives the reload.
 COUNT_STREAMED_TOKENS = """

@@ -12,7 +12,7 @@ from annotate import services
 from annotate.models import Item, Node, Session
 
 from ..doubles import RecordingProgress
-from .pages import COUNT_STREAMED_TOKENS, log_in
+from .pages import COUNT_STREAMED_TOKENS, at_node, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.django_db(transaction=True)]
 
@@ -42,7 +42,7 @@ def test_correct_with_a_candidate_then_a_rewrite_then_accept(page, live_server, 
     tokens.nth(2).click()
     expect(page.locator("#cand-list button")).to_have_count(5)
     page.keyboard.press("2")  # the second candidate
-    expect(page.get_by_role("heading", name=re.compile(r"node 2,"))).to_be_visible(timeout=60_000)
+    at_node(page, r"node 2,")
     streamed = page.evaluate("Number(sessionStorage.streamedTokens || 0)")
     assert streamed >= 1  # tokens appeared one by one while the model wrote, before the page reloaded
     assert streamed == len(Node.objects.get(key=2).token_ids) - 3  # all but the kept prefix and the candidate
@@ -54,8 +54,7 @@ def test_correct_with_a_candidate_then_a_rewrite_then_accept(page, live_server, 
     page.keyboard.press("t")
     page.keyboard.type(" Paris, of course")
     page.keyboard.press("Enter")
-    expect(page.get_by_role("heading", name=re.compile(r"node 3,"))).to_be_visible(timeout=60_000)
-    page.wait_for_load_state("load")  # a key pressed before the reloaded page's scripts run is lost
+    at_node(page, r"node 3,")
     page.keyboard.press("a")
     expect(page.get_by_role("heading", name=re.compile("accepted"))).to_be_visible(timeout=15_000)
     assert page.console_errors == []

@@ -19,7 +19,7 @@ from annotate import services
 from annotate.models import Event, Node, Session
 
 from ..annotate.agentic_rollouts import REASONING, agentic_item, time_tools
-from .pages import DOM_AUDIT, log_in
+from .pages import DOM_AUDIT, at_node, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.django_db(transaction=True)]
 
@@ -114,7 +114,7 @@ def test_correct_the_reasoning_undo_run_the_tool_and_accept(page, live_server, m
     reasoning.nth(3).click()
     expect(page.locator("#cand-list button")).to_have_count(5)
     page.keyboard.press("2")
-    expect(page.get_by_role("heading", name=re.compile(r"node 2,"))).to_be_visible(timeout=60_000)
+    at_node(page, r"node 2,")
     child = Node.objects.get(key=2)
     tokens = streamed(page)
     assert [index for index, _, _ in tokens] == list(range(child.fork_index + 1, len(child.token_ids)))
@@ -132,8 +132,7 @@ def test_correct_the_reasoning_undo_run_the_tool_and_accept(page, live_server, m
 
     # Undo goes back to the root; its tool call runs for real; the result shows, the next turn streams.
     page.keyboard.press("u")
-    expect(page.get_by_role("heading", name=re.compile(r"node 1,"))).to_be_visible(timeout=15_000)
-    page.wait_for_load_state("load")  # a click before the reloaded page's scripts run does nothing
+    at_node(page, r"node 1,", timeout=15_000)
     config = services.config_for(agent_project)
     config.max_tokens = 12  # the next turn only has to be seen streaming (CPU time is CI's budget)
     config.save(update_fields=["max_tokens"])
@@ -141,7 +140,7 @@ def test_correct_the_reasoning_undo_run_the_tool_and_accept(page, live_server, m
     result = page.locator("#tool-panel .tool-result")
     expect(result).to_contain_text("Asia/Tokyo", timeout=30_000)
     expect(result.locator(".result-facts")).to_contain_text(re.compile(r"result from time in [\d.]+ ms"))
-    expect(page.get_by_role("heading", name=re.compile(r"node 3,"))).to_be_visible(timeout=60_000)
+    at_node(page, r"node 3,")
     answer = Node.objects.get(key=3)
     assert [index for index, _, _ in streamed(page)] == list(range(len(answer.token_ids)))
     expect(page.locator("#context .ctx-tool .tool-content")).to_contain_text('"timezone": "Asia/Tokyo"')
@@ -198,7 +197,7 @@ def test_hostile_reasoning_arguments_and_tool_output_render_as_text(page, live_s
     page.get_by_role("button", name="Run the decisions (x)").click()
     result = page.locator("#tool-panel .tool-result.is-error")
     expect(result).to_contain_text("No time zone found with key <img src=x onerror=alert(1)>", timeout=30_000)
-    expect(page.get_by_role("heading", name=re.compile(r"node 2,"))).to_be_visible(timeout=60_000)
+    at_node(page, r"node 2,")
     expect(page.locator("#context .ctx-tool .tool-content").last).to_contain_text(HOSTILE)
     assert page.locator("main img, main script").count() == 0
     assert page.evaluate(DOM_AUDIT) == [] and dialogs == [] and page.console_errors == []
@@ -240,12 +239,10 @@ def test_tool_errors_keep_the_decisions_and_the_other_operators(page, live_serve
     page.locator("#edit-messages").fill('[{"role": "user", "content": "Say hi."}]')
     page.locator("#edit-tools").fill("[]")
     page.get_by_role("button", name="Start a new tree with this prompt").click()
-    expect(page.get_by_role("heading", name=re.compile(r"node 2, 4 tokens, Complete, length, round 1, tree 2"))
-           ).to_be_visible(timeout=60_000)
+    at_node(page, r"node 2, 4 tokens, Complete, length, round 1, tree 2")
     expect(page.locator("#tree-panel .tree-number")).to_have_text(["Tree 1", "Tree 2"])
     page.keyboard.press("[")  # the previous sibling: the first tree's root
-    expect(page.get_by_role("heading", name=re.compile(r"node 1,"))).to_be_visible(timeout=15_000)
-    page.wait_for_load_state("load")  # a click before the reloaded page's scripts run is lost (seen in CI)
+    at_node(page, r"node 1,", timeout=15_000)
 
     reasoning = page.locator("#response .block-reasoning .tok.ch-reasoning")
     reasoning.nth(2).click()
@@ -253,16 +250,16 @@ def test_tool_errors_keep_the_decisions_and_the_other_operators(page, live_serve
     expect(page.locator("#sel-text")).to_have_value(" wants the time")
     page.locator("#sel-text").fill(" needs the")
     page.get_by_role("button", name="Replace the selection").click()
-    expect(page.get_by_role("heading", name=re.compile(r"node 3,"))).to_be_visible(timeout=60_000)
+    at_node(page, r"node 3,")
     expect(page.locator("#response .block-reasoning")).to_contain_text("The user needs the in Tokyo.")
 
     page.locator("#tree-panel .tree-select", has_text="edit_prompt").click()
-    expect(page.get_by_role("heading", name=re.compile(r"node 2,"))).to_be_visible(timeout=15_000)
+    at_node(page, r"node 2,", timeout=15_000)
     page.get_by_role("button", name="Continue generating (c)").click()
-    expect(page.get_by_role("heading", name=re.compile(r"node 4, 8 tokens"))).to_be_visible(timeout=60_000)
+    at_node(page, r"node 4, 8 tokens")
     page.locator("#new-round-text").fill("Thanks. Again?")
     page.get_by_role("button", name="Start a new round (w)").click()
-    expect(page.get_by_role("heading", name=re.compile(r"node 5,.*round 2"))).to_be_visible(timeout=60_000)
+    at_node(page, r"node 5,.*round 2")
     expect(page.locator("#context .ctx-user .prompt-text")).to_have_text(["Say hi.", "Thanks. Again?"])
     operators = list(Node.objects.order_by("key").values_list("operator", flat=True))
     assert operators == ["generate_new", "edit_prompt", "edit_selection", "continue_generating", "start_new_round"]

@@ -14,7 +14,7 @@ from annotate.models import Item, Node, NodeStatus, Session
 
 from ..annotate.conftest import fake_rollout
 from ..doubles import CharBackend
-from .pages import log_in
+from .pages import at_node, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -42,5 +42,5 @@ def test_a_stuck_stream_is_cancelled_with_q_and_then_undo_works(page, live_serve
     assert Node.objects.get(pk=child.pk).status == NodeStatus.INTERRUPTED
     page.wait_for_load_state("load")  # a key pressed before the reloaded page's scripts run is lost
     page.keyboard.press("u")
-    expect(page.get_by_role("heading", name=re.compile(r"node 1,"))).to_be_visible(timeout=15_000)
+    at_node(page, r"node 1,", timeout=15_000)
     assert Session.objects.get(pk=session.pk).current_node_id == session.current_node_id
