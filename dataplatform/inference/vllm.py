@@ -26,12 +26,13 @@ from .in_flight import completed
 from .pieces import tokenizer_pieces
 from .vllm_wire import (  # noqa: F401 (TOKEN_ID_PREFIX: the model server imports it from here)
     TOKEN_ID_PREFIX,
-    arguments_as_text,
     choice_steps,
     error_message,
     id_of_key,
     payload_error,
     prompt_too_long,
+    sampling_fields,
+    vllm_message,
 )
 
 logger = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ class VllmBackend:
     def chat_prompt_ids(self, messages: list[dict], *, tools: list[dict] | None = None,
                         continue_final_message: bool = False) -> list[int]:
         # vLLM refuses both flags true: a message left open for the model gets no generation prompt after it.
-        payload: dict[str, Any] = {"model": self.model_id, "messages": [arguments_as_text(m) for m in messages],
+        payload: dict[str, Any] = {"model": self.model_id, "messages": [vllm_message(m) for m in messages],
                                    "add_generation_prompt": not continue_final_message,
                                    "continue_final_message": continue_final_message}
         if tools is not None:
@@ -211,19 +212,16 @@ class VllmBackend:
     def _sampling_payload(self, prompt_ids: list[int], *, max_tokens: int, temperature: float, seed: int | None,
                           top_k: int, stream: bool) -> dict[str, Any]:
         """A /v1/completions body for one prompt with top-k logprobs at every position (`stream` and `rollouts`)."""
-        payload: dict[str, Any] = {
+        return {
             "model": self.model_id,
             "prompt": list(prompt_ids),
             "max_tokens": max_tokens,
-            "temperature": temperature,
+            **sampling_fields(temperature=temperature, seed=seed),
             "logprobs": top_k,
             "return_tokens_as_token_ids": True,
             "stream": stream,
             "skip_special_tokens": False,
         }
-        if seed is not None:
-            payload["seed"] = seed
-        return payload
 
     def stream(
         self, prompt_ids: list[int], *, max_tokens: int, temperature: float, seed: int | None, top_k: int
@@ -307,7 +305,7 @@ class VllmBackend:
             "max_tokens": 1,  # vLLM must generate something; the one token is ignored
             "prompt_logprobs": top_k,
             "return_tokens_as_token_ids": True,
-            "temperature": 0,
+            **sampling_fields(temperature=0),
         }
         with self._request("POST", "/v1/completions", payload) as response:
             entries = response.json()["choices"][0]["prompt_logprobs"]
@@ -362,7 +360,7 @@ class VllmBackend:
                 "model": self.model_id,
                 "prompt": [list(map(int, ids)) for ids in chunk],
                 "max_tokens": 1,  # vLLM must generate something; the tokens are ignored
-                "temperature": 0,
+                **sampling_fields(temperature=0),
                 "prompt_logprobs": 1,  # the top 1, plus the prompt's own token at each position
             }
             with self._request("POST", "/v1/completions", payload) as response:
@@ -404,12 +402,15 @@ class VllmBackend:
         if not prompts:
             return []
         check_prompts([len(ids) for ids in prompts], context=self.context_length, max_tokens=max_tokens)
+        # The text is read: whether it keeps special tokens is said too, or a generation_config.json could say it.
         payload: dict[str, Any] = {"model": self.model_id, "prompt": [list(ids) for ids in prompts],
-                                   "max_tokens": max_tokens, "temperature": temperature}
-        if seed is not None:
-            payload["seed"] = seed
+                                   "max_tokens": max_tokens, **sampling_fields(temperature=temperature, seed=seed),
+                                   "skip_special_tokens": True}
         if json_schema is not None:
-            payload["structured_outputs"] = {"json": json_schema}
+            # No free whitespace in the JSON, as the embedded model writes it (a small model can spend its budget on
+            # it). vLLM 0.34 reads this only from --structured-outputs-config (docker-compose.yml sets it there); the
+            # request says it too, for a release that reads it per request.
+            payload["structured_outputs"] = {"json": json_schema, "disable_any_whitespace": True}
         elif choice is not None:
             payload["structured_outputs"] = {"choice": list(choice)}
         with self._request("POST", "/v1/completions", payload) as response:

@@ -1,6 +1,6 @@
-"""vLLM's wire format as `VllmBackend` reads it: token ids in "token_id:N" keys, the logprobs of a completion's
-choice, the shapes of its error bodies (and which of them refuse a prompt over the context), and the tool-call
-arguments its request schema wants as JSON text."""
+"""vLLM's wire format as `VllmBackend` speaks it: the sampling fields every completion body sends, messages as vLLM's
+chat parser reads them, token ids in "token_id:N" keys, the logprobs of a completion's choice, and the shapes of its
+error bodies (and which of them refuse a prompt over the context)."""
 
 import json
 import re
@@ -13,11 +13,29 @@ from .base import PromptTooLong, TokenStep
 
 TOKEN_ID_PREFIX = "token_id:"
 
+# Every sampling field a /v1/completions body sends besides its temperature and seed. vLLM fills a field the request
+# leaves out from the served model's generation_config.json (its default `--generation-config auto`): with a typical
+# instruct model's, a rollout would be drawn with top_p 0.95, top_k 20 and repetition_penalty 1.05 while the platform
+# stores the raw logprobs, and a repetition penalty changes even greedy output. The values are vLLM's own for "off"
+# (CompletionRequest._DEFAULT_SAMPLING_PARAMS in vLLM 0.34; top_k 0 rather than -1, which SamplingParams only
+# tolerates). tests/inference/test_vllm_conformance.py turns every body into vLLM's SamplingParams to check them.
+NEUTRAL_SAMPLING = {"top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
+                    "frequency_penalty": 0.0}
+
 # vLLM's words for a prompt over max_model_len, in every release since 0.4: "This model's maximum context length
 # is N tokens. However, ..." (then the prompt's own count: "... has N input tokens", "... your prompt contains N
 # input tokens", "... N in the messages"), answered with 400.
 _CONTEXT = re.compile(r"maximum context length is (\d+) tokens")
 _INPUT_TOKENS = re.compile(r"(?:has|contains(?: at least)?) (\d+) input tokens|\((\d+) in the messages")
+
+
+def sampling_fields(*, temperature: float, seed: int | None = None) -> dict[str, Any]:
+    """The sampling fields of a /v1/completions body: the call's temperature and seed (none: vLLM draws one), and
+    every other field neutral."""
+    fields: dict[str, Any] = {"temperature": temperature, **NEUTRAL_SAMPLING}
+    if seed is not None:
+        fields["seed"] = seed
+    return fields
 
 
 def id_of_key(key: str) -> int:
@@ -72,6 +90,22 @@ def arguments_as_text(message: dict) -> dict:
         {**call, "function": {**call["function"], "arguments": json.dumps(call["function"]["arguments"],
                                                                           ensure_ascii=False)}}
         if not isinstance(call.get("function", {}).get("arguments"), str) else call for call in calls]}
+
+
+def vllm_message(message: dict) -> dict:
+    """A message of the training shape (`Message.for_training`, what the local backend hands transformers) as vLLM's
+    chat parser reads it: tool-call arguments as JSON text, and the reasoning under `reasoning`.
+
+    vLLM (vllm/renderers/chat_utils/chat_message.py, `parse_chat_message_content`) reads an assistant's past
+    reasoning from `reasoning` alone and hands it to the chat template under both `reasoning` and
+    `reasoning_content`; sent as `reasoning_content`, it would vanish from every prompt rendered on vLLM while the
+    local backend renders it. (The training shape never carries both keys; were a message to, its
+    `reasoning_content` would win.)"""
+    message = arguments_as_text(message)
+    if "reasoning_content" not in message:
+        return message
+    return {key: value for key, value in message.items() if key != "reasoning_content"} | {
+        "reasoning": message["reasoning_content"]}
 
 
 def error_message(response: httpx.Response) -> str:

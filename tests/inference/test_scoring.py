@@ -7,6 +7,7 @@ from werkzeug import Request, Response
 
 from dataplatform.inference.base import BackendError, BackendUnavailable
 from dataplatform.inference.vllm import VllmBackend
+from dataplatform.inference.vllm_wire import NEUTRAL_SAMPLING
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
@@ -65,6 +66,7 @@ def test_vllm_next_token_logprobs_one_request_for_the_batch(httpserver, backend)
         "prompt": [[1, 2, 7], [1, 2, 9], [3, 7], [3, 9], [4, 5, 6, 7], [4, 5, 6, 9]],
         "max_tokens": 1,
         "temperature": 0,
+        **NEUTRAL_SAMPLING,
         "prompt_logprobs": 1,
     }
     # Choices came back reversed: each is mapped back by its index.

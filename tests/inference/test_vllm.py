@@ -10,6 +10,7 @@ from werkzeug import Request, Response
 
 from dataplatform.inference.base import BackendError, BackendUnavailable, TokenStep
 from dataplatform.inference.vllm import VllmBackend
+from dataplatform.inference.vllm_wire import NEUTRAL_SAMPLING
 from tests.inference.utf8 import is_whole_utf8
 from tests.net import closed_port
 
@@ -127,6 +128,19 @@ def test_tool_call_arguments_go_as_json_text_as_openais_request_schema_has_them(
     assert messages[1]["tool_calls"][0]["function"]["arguments"] == {"a": 1, "b": "é"}  # the caller's stays as it was
 
 
+def test_past_reasoning_goes_under_the_key_vllms_chat_parser_reads(httpserver, backend):
+    """The training shape carries it as `reasoning_content`, which vLLM ignores (test_vllm_conformance.py runs
+    vLLM's own parser on the body)."""
+    messages = [{"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello", "reasoning_content": "Greet back."},
+                {"role": "user", "content": "Bye"}]
+    httpserver.expect_request("/tokenize", method="POST").respond_with_json({"count": 1, "tokens": [1]})
+    backend.chat_prompt_ids(messages)
+    assert sent_json(httpserver)["messages"] == [
+        messages[0], {"role": "assistant", "content": "Hello", "reasoning": "Greet back."}, messages[2]]
+    assert messages[1]["reasoning_content"] == "Greet back."  # the caller's stays as it was
+
+
 def test_tokenize(httpserver, backend):
     httpserver.expect_request("/tokenize", method="POST").respond_with_json(
         {"count": 2, "max_model_len": 8192, "tokens": [19556, 905]}
@@ -214,6 +228,7 @@ def test_stream_yields_one_step_per_token(httpserver, backend):
         "prompt": [1, 4093, 198],
         "max_tokens": 3,
         "temperature": 0.7,
+        **NEUTRAL_SAMPLING,
         "seed": 3,
         "logprobs": 2,
         "return_tokens_as_token_ids": True,
@@ -279,6 +294,7 @@ def test_prompt_logprobs(httpserver, backend):
         "prompt_logprobs": 1,
         "return_tokens_as_token_ids": True,
         "temperature": 0,
+        **NEUTRAL_SAMPLING,
     }
 
 
@@ -428,7 +444,9 @@ def test_generate_sends_the_batch_in_one_request_with_a_schema(httpserver, backe
     answers = backend.generate([[1, 2], [3]], max_tokens=16, temperature=0.0, seed=5, json_schema=schema)
     assert [(a.text, a.finish_reason) for a in answers] == [('{"a": 1', "length"), ('{"b": 2}', "stop")]
     assert len(seen) == 1 and seen[0]["prompt"] == [[1, 2], [3]] and seen[0]["seed"] == 5
-    assert seen[0]["structured_outputs"] == {"json": schema} and seen[0]["max_tokens"] == 16
+    assert seen[0]["structured_outputs"] == {"json": schema, "disable_any_whitespace": True}
+    assert seen[0]["max_tokens"] == 16 and seen[0]["temperature"] == 0.0 and seen[0]["skip_special_tokens"]
+    assert NEUTRAL_SAMPLING.items() <= seen[0].items()
 
 
 def test_generate_with_a_choice_list_sends_vllms_choice_field(httpserver, backend):
@@ -474,7 +492,8 @@ def test_generate_each_sends_one_request_per_distinct_constraint_and_answers_in_
                                                  {"json_schema": second}])
     assert [answer.text for answer in answers] == ["1:10", "2:11", "1:12", "3:13"]
     assert [(body["prompt"], body.get("structured_outputs")) for body in seen] == [
-        ([[10], [12]], {"json": first}), ([[11]], None), ([[13]], {"json": second})]
+        ([[10], [12]], {"json": first, "disable_any_whitespace": True}), ([[11]], None),
+        ([[13]], {"json": second, "disable_any_whitespace": True})]
     assert all(body["seed"] == 0 and body["max_tokens"] == 8 for body in seen)
     for bad, message in (([{"regex": "x"}], "nothing else"), ([{"json_schema": {}, "choice": ["a"]}], "exclusive"),
                          ([None, None], "2 constraints for 1 prompts")):

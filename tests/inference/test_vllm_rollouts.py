@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from dataplatform.inference.base import BackendError, BackendUnavailable, TokenStep
 from dataplatform.inference.vllm import VllmBackend
+from dataplatform.inference.vllm_wire import NEUTRAL_SAMPLING
 from tests.net import closed_port
 
 from .model_servers import ThreadedServer
@@ -139,7 +140,7 @@ def test_each_prompt_is_one_faithful_request_and_its_steps_are_those_stream_yiel
     prompts = [[1, 5, 6, 7], [2, 8], [3, 9, 10]]
     got = dict(rollouts(client, prompts, seeds=[11, None, 13], max_tokens=2))
     sent = sorted(double.received, key=lambda body: body["prompt"][0])
-    assert sent == [{"model": MODEL, "prompt": prompt, "max_tokens": 2, "temperature": 0.7, "logprobs": 2,
+    assert sent == [{"model": MODEL, "prompt": prompt, "max_tokens": 2, "temperature": 0.7, **NEUTRAL_SAMPLING, "logprobs": 2,
                      "return_tokens_as_token_ids": True, "stream": False, "skip_special_tokens": False,
                      **({"seed": seed} if seed is not None else {})}
                     for prompt, seed in zip(prompts, [11, None, 13], strict=True)]
