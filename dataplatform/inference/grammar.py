@@ -19,10 +19,13 @@ import xgrammar as xgr
 
 from .base import BackendError
 
-# The JSON grammar allows no free whitespace: separators are ", " and ": " and nothing else (as
-# json.dumps writes them). With any whitespace allowed (vLLM's default; `disable_any_whitespace` there), a
-# 135M model readily spends its whole budget on newlines inside an object and never closes it.
+# The JSON grammar allows no free whitespace, compiled exactly as vLLM's xgrammar backend compiles a schema when
+# the server runs with `disable_any_whitespace` (docker-compose.yml starts it so): no whitespace anywhere and
+# "," and ":" as separators. The two backends then constrain a model to the same JSON (tests/inference/
+# test_vllm_conformance.py compares the grammars). With any whitespace allowed (vLLM's default), a 135M model
+# readily spends its whole budget on newlines inside an object and never closes it.
 ANY_WHITESPACE = False
+SEPARATORS = (",", ":")
 
 
 def constraint_key(json_schema: dict | None = None, choice: list[str] | None = None) -> tuple[str, str] | None:
@@ -110,7 +113,8 @@ class GrammarCache:
             kind, text = key
             try:
                 if kind == "json":
-                    compiled = self._compiler.compile_json_schema(text, any_whitespace=ANY_WHITESPACE)
+                    compiled = self._compiler.compile_json_schema(text, any_whitespace=ANY_WHITESPACE,
+                                                               separators=SEPARATORS)
                 else:
                     compiled = self._compiler.compile_grammar(choice_ebnf(json.loads(text)))
             except (RuntimeError, ValueError, TypeError) as exc:

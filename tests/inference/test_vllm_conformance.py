@@ -203,3 +203,32 @@ def test_compose_starts_the_tested_vllm_adding_no_sampling_defaults_and_compact_
     # Parsed as vLLM's command line parses the flag's JSON.
     structured = TypeAdapter(StructuredOutputsConfig).validate_json(flags["--structured-outputs-config"])
     assert structured.backend == "xgrammar" and structured.disable_any_whitespace
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("kind, spec", [
+    ("json", SCHEMA),
+    ("json", {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {
+        "type": "integer"}}, "extra": {"type": "object"}}, "required": ["name", "tags"]}),
+    ("choice", ["yes", "no"]),
+    ("choice", ['say "hi"', "back\\slash", "line\nbreak", "tab\there", "naïve", "🐼"]),
+])
+def test_the_embedded_models_grammars_are_the_ones_vllms_xgrammar_backend_compiles(local_backend, kind, spec):
+    """The same JSON and the same choices under both backends: vLLM's own xgrammar backend, configured as
+    docker-compose.yml starts it (`disable_any_whitespace`), compiles each constraint to the grammar the embedded
+    model decodes under."""
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+    from vllm.v1.structured_output.backend_xgrammar import XgrammarBackend
+
+    from dataplatform.inference.grammar import GrammarCache, constraint_key, tokenizer_info
+
+    tokenizer = local_backend.tokenizer
+    served = SimpleNamespace(structured_outputs_config=SimpleNamespace(disable_any_whitespace=True),
+                             model_config=None, speculative_config=None)
+    vllm_backend = XgrammarBackend(vllm_config=served, tokenizer=tokenizer, vocab_size=len(tokenizer))
+    option = StructuredOutputOptions.JSON if kind == "json" else StructuredOutputOptions.CHOICE
+    theirs = vllm_backend.compile_grammar(option, json.dumps(spec)).ctx.grammar
+    info = tokenizer_info(tokenizer, vocab_size=len(tokenizer), stop_token_ids=[tokenizer.eos_token_id])
+    key = constraint_key(json_schema=spec) if kind == "json" else constraint_key(choice=spec)
+    ours = GrammarCache(info).get(key).grammar
+    assert str(ours) == str(theirs)
