@@ -142,9 +142,9 @@ def capability_report(backend, *, top_k: int = LARGEST_TOP_K) -> CapabilityRepor
     lines that need it are then "not checked". Makes model calls: never call it inside a database transaction."""
     vllm = backend.name == "vllm"
     names = [name for name in CHECKS if vllm or name not in VLLM_ONLY]
-    served = _served_model(backend)
+    served = _safely("served_model", lambda: _served_model(backend))
     if not served.ok:
-        why = Status(gettext_noop("not checked: the model server did not answer (above)"))
+        why = Status(gettext_noop("not checked: the served model's check failed (above)"))
         return CapabilityReport(backend=backend.name, model=settings.MODEL_NAME if vllm else backend.model_id,
                                 top_k=top_k, capabilities=[served, *(Capability(name, None, why) for name in names[1:])])
     try:
@@ -248,7 +248,7 @@ def _max_logprobs(backend, prompt_ids: list[int], top_k: int) -> Capability:
     except BackendError as exc:
         return Capability("max_logprobs", False, Status(gettext_noop("top-%(k)s refused: %(error)s"), k=top_k,
                                                         error=str(exc)), fix)
-    got = min(len(step.top), *(len(entry) for entry in scored))
+    got = min([len(step.top), *(len(entry) for entry in scored)])
     if got < top_k:
         return Capability("max_logprobs", False, Status(gettext_noop("asked for top-%(k)s, %(got)s came back"),
                                                         k=top_k, got=got), fix)
@@ -259,7 +259,10 @@ def _max_logprobs(backend, prompt_ids: list[int], top_k: int) -> Capability:
 def _token_ids(model: str, prompt_ids: list[int]) -> Capability:
     body = {"model": model, "prompt": prompt_ids, "max_tokens": 1, "temperature": 0.0, "logprobs": 1,
             "return_tokens_as_token_ids": True}
-    logprobs = _server_json("POST", "/v1/completions", body)["choices"][0]["logprobs"]
+    try:
+        logprobs = _server_json("POST", "/v1/completions", body)["choices"][0]["logprobs"]
+    except BackendError as exc:
+        return Capability("token_ids", False, Status(gettext_noop("refused: %(error)s"), error=str(exc)), UPGRADE)
     keys = [*logprobs["tokens"], *(key for top in logprobs["top_logprobs"] for key in top or {})]
     strays = [key for key in keys if not str(key).startswith(vllm_wire.TOKEN_ID_PREFIX)]
     if strays or not keys:
