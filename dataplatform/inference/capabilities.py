@@ -257,8 +257,8 @@ def _max_logprobs(backend, prompt_ids: list[int], top_k: int) -> Capability:
 
 
 def _token_ids(model: str, prompt_ids: list[int]) -> Capability:
-    body = {"model": model, "prompt": prompt_ids, "max_tokens": 1, "temperature": 0.0, "logprobs": 1,
-            "return_tokens_as_token_ids": True}
+    body = {"model": model, "prompt": prompt_ids, "max_tokens": 1, **vllm_wire.sampling_fields(temperature=0.0),
+            "logprobs": 1, "return_tokens_as_token_ids": True}
     try:
         logprobs = _server_json("POST", "/v1/completions", body)["choices"][0]["logprobs"]
     except BackendError as exc:
@@ -330,8 +330,8 @@ def _sampling() -> Capability:
 
 
 def _fields_the_client_sends() -> set[str]:
-    # NEUTRAL_SAMPLING (vllm_wire.py): the fields every completion body sends besides its temperature.
-    return {"temperature", *getattr(vllm_wire, "NEUTRAL_SAMPLING", {})}
+    # Every /v1/completions body of the client carries these (vllm.py; the conformance tests check each body).
+    return set(vllm_wire.sampling_fields(temperature=0.0))
 
 
 def _generation_config() -> str | None:
