@@ -37,6 +37,7 @@ api_v1 = [
     path("tokens/", accounts_api.TokenListCreateApi.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/revoke/", accounts_api.TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("system/status/", system_api.SystemStatusApi.as_view(), name="api-system-status"),
+    path("system/capabilities/", system_api.SystemCapabilitiesApi.as_view(), name="api-system-capabilities"),
     path("", include("labeler.api_urls")),
     path("", include("corpora.aed.api_urls")),
     path("", include("corpora.atd.api_urls")),
@@ -65,6 +66,7 @@ urlpatterns = [
     path("tokens/", accounts_views.token_list, name="token-list"),
     path("tokens/<int:token_id>/revoke/", accounts_views.token_revoke, name="token-revoke"),
     path("system/", system_views.system_page, name="system"),
+    path("system/capabilities/", system_views.system_capabilities, name="system-capabilities"),
     path("", include(audit_urls.page_urlpatterns)),
     # The language switch (POST, remembered in a cookie) and the scripts' translations (gettext() in JS).
     path("i18n/setlang/", set_language, name="set-language"),

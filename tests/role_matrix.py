@@ -168,11 +168,13 @@ RULES = {
     "token-list": {"GET": AUTHENTICATED, "POST": AUTHENTICATED},
     "token-revoke": {"POST": SelfRule()},
     "system": {"GET": AUTHENTICATED, "POST": AUTHENTICATED},
+    "system-capabilities": {"POST": AUTHENTICATED},
     "audit-log": {"GET": AUDIT_READERS, "POST": AUDIT_READERS},
     "api-projects": {"GET": AUTHENTICATED},
     "api-tokens": {"GET": AUTHENTICATED, "POST": AUTHENTICATED},
     "api-token-revoke": {"POST": SelfRule()},
     "api-system-status": {"GET": AUTHENTICATED},
+    "api-system-capabilities": {"GET": AUTHENTICATED, "POST": AUTHENTICATED},
     "api-audit": {"GET": AUDIT_READERS},
     # a project's members and license (admins); <username> is a member of the project whose objects are used
     "project-member-add": {"POST": MANAGE},
@@ -529,11 +531,19 @@ class Vocabulary:
         return [f"t{token_id} ".encode() for token_id in ids]
 
 
+def _no_check():
+    from dataplatform.inference.capabilities import CapabilityReport
+
+    return CapabilityReport(backend="local", model="m", top_k=1, capabilities=[])
+
+
 @pytest.fixture
 def quiet_platform(monkeypatch, use_backend):
     """Health probes (broker, workers, model) and the model itself are not what is checked here."""
     monkeypatch.setattr("dataplatform.system.api.platform_status", lambda: [])
     monkeypatch.setattr("dataplatform.system.views.platform_status", lambda: [])
+    # The model server's capability check runs model calls, and keeps its report in the cache the pages share.
+    monkeypatch.setattr("dataplatform.system.services.run_capability_check", _no_check)
     worker_ok = SimpleNamespace(ok=True, detail="")
     monkeypatch.setattr("dataplatform.jobs.views.ping_workers", lambda timeout=1.0: worker_ok)
     use_backend(Vocabulary())

@@ -41,10 +41,10 @@ from starlette.routing import Route
 from .base import BackendError, TokenStep
 from .local import LocalBackend
 from .vllm import TOKEN_ID_PREFIX
-from .vllm_wire import context_refusal
+from .vllm_wire import context_refusal, over_max_logprobs
 
-# The cap on `logprobs` and `prompt_logprobs`: vLLM defaults to 20, and docker-compose.yml starts it with
-# --max-logprobs 50 because projects may ask for top-k up to 50.
+# The cap on `logprobs` and `prompt_logprobs` (build_app's `max_logprobs`, `serve_model --max-logprobs`): vLLM
+# defaults to 20, and docker-compose.yml starts it with --max-logprobs 50 because projects may ask for top-k up to 50.
 MAX_LOGPROBS = 50
 
 # vLLM's words for two chat requests it refuses: both prompt flags true (TokenizeChatRequest's validator), and a
@@ -70,7 +70,8 @@ class BadRequest(Exception):
         self.param = param
 
 
-def build_app(backend: LocalBackend, *, served_model_name: str, api_key: str = "") -> Starlette:
+def build_app(backend: LocalBackend, *, served_model_name: str, api_key: str = "",
+              max_logprobs: int = MAX_LOGPROBS) -> Starlette:
     """The ASGI app serving `backend`. With `api_key`, every route but /health wants `Bearer <api_key>`."""
 
     def error(status: int, message: str, kind: str = "BadRequestError", param: str | None = None) -> JSONResponse:
@@ -135,7 +136,7 @@ def build_app(backend: LocalBackend, *, served_model_name: str, api_key: str = "
         return JSONResponse({"prompt": backend.detokenize(_token_ids(body.get("tokens"), "tokens"))})
 
     def completions(body: dict) -> Response:
-        request = _CompletionRequest(body, backend)
+        request = _CompletionRequest(body, backend, max_logprobs)
         if body.get("stream"):
             if len(request.prompts) != 1:
                 raise BadRequest("This server streams one prompt per request.")
@@ -160,7 +161,7 @@ def build_app(backend: LocalBackend, *, served_model_name: str, api_key: str = "
 class _CompletionRequest:
     """The checked fields of one /v1/completions body, and the model calls that answer it."""
 
-    def __init__(self, body: dict, backend: LocalBackend):
+    def __init__(self, body: dict, backend: LocalBackend, max_logprobs: int = MAX_LOGPROBS):
         self.backend = backend
         self.constraint = _structured_outputs(body)
         if body.get("n", 1) != 1:
@@ -171,10 +172,12 @@ class _CompletionRequest:
         seed = body.get("seed")
         self.seed = None if seed is None else _int(seed, "seed", low=0)
         logprobs = body.get("logprobs")
-        self.logprobs = None if logprobs is None else _int(logprobs, "logprobs", low=0, high=MAX_LOGPROBS)
+        self.logprobs = None if logprobs is None else _int(logprobs, "logprobs", low=0)
         prompt_logprobs = body.get("prompt_logprobs")
-        self.prompt_logprobs = (None if prompt_logprobs is None
-                                else _int(prompt_logprobs, "prompt_logprobs", low=0, high=MAX_LOGPROBS))
+        self.prompt_logprobs = None if prompt_logprobs is None else _int(prompt_logprobs, "prompt_logprobs", low=0)
+        for field, count in (("logprobs", self.logprobs), ("prompt_logprobs", self.prompt_logprobs)):
+            if (refusal := over_max_logprobs(field, count, max_logprobs)) is not None:
+                raise BadRequest(refusal, param=field)
         self.as_token_ids = bool(body.get("return_tokens_as_token_ids"))
         # Every prompt is checked before any forward pass, as vLLM checks them before it schedules any.
         for ids in self.prompts:

@@ -132,6 +132,16 @@ def context_refusal(prompt_tokens: int, max_tokens: int, max_model_len: int) -> 
     return None
 
 
+def over_max_logprobs(field: str, count: int | None, max_logprobs: int) -> str | None:
+    """vLLM 0.34's words (SamplingParams._validate_logprobs, a 400 with `param` `field`) for `logprobs` or
+    `prompt_logprobs` over the server's `--max-logprobs`; None within it. The embedded model server answers them."""
+    if count is None or count <= max_logprobs:
+        return None
+    kind = "sample" if field == "logprobs" else "prompt"
+    return (f"Requested {kind} logprobs of {count}, which is greater than max allowed: {max_logprobs} "
+            f"(parameter={field}, value={count})")
+
+
 def prompt_too_long(message: str, where: str) -> PromptTooLong | None:
     """The server's refusal of a prompt over its context as PromptTooLong (None for any other message): the
     check a client without `max_model_len` relies on, and the server's word when its limit is lower."""

@@ -4,6 +4,7 @@ import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -11,11 +12,14 @@ from django.utils.translation import gettext_lazy
 from dataplatform.broker import BrokerUnavailable, check_broker, ping_workers, redacted_url
 from dataplatform.celery import app as celery_app
 from dataplatform.inference import get_backend
+from dataplatform.inference.capabilities import CapabilityReport
 
 # The services' names as the system page shows them (the API keeps `name` as it is: a client may key on it).
 SERVICE_LABELS = {"Database": gettext_lazy("Database"), "Broker": gettext_lazy("Broker"),
                   "Workers": gettext_lazy("Workers"), "Model backend": gettext_lazy("Model backend")}
 DATABASE_NAMES = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
+# Where services.run_capability_check keeps the last capability report (the cache every web process shares).
+REPORT_KEY = "system:capabilities:last"
 
 
 @dataclass
@@ -85,3 +89,15 @@ def platform_status() -> list[ServiceStatus]:
     broker = broker_status()
     workers = worker_status() if broker.ok else ServiceStatus("Workers", False, _("broker unreachable"))
     return [database, broker, workers, backend_status()]
+
+
+def last_capability_report() -> CapabilityReport | None:
+    """The report of the last capability check (services.run_capability_check), or None before the first one (or
+    when the cache holds one this version cannot read)."""
+    stored = cache.get(REPORT_KEY)
+    if not stored:
+        return None
+    try:
+        return CapabilityReport.from_json(stored)
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -51,6 +51,7 @@ from schemathesis.specs.openapi.checks import (
 from dataplatform.exports import services as export_services
 from dataplatform.exports.models import Export
 from dataplatform.exports.registry import get_kind
+from dataplatform.inference.capabilities import CapabilityReport
 from dataplatform.jobs.models import TERMINAL_STATES, Job, JobState
 from labeler import services as labeler_services
 from labeler.models import Label, SweTask
@@ -187,6 +188,9 @@ def quiet_platform(monkeypatch, use_backend):
     # rules and response shape are what is fuzzed here. onPanda's workspace (candidates, corrections,
     # streaming) gets a character tokenizer instead of the model.
     monkeypatch.setattr("dataplatform.system.api.platform_status", lambda: [])
+    # The model server's capability check (model calls; its report kept in the shared cache) is tested on its own.
+    monkeypatch.setattr("dataplatform.system.services.run_capability_check", lambda: CapabilityReport(
+        backend="local", model="m", top_k=1, capabilities=[]))
     use_backend(CharBackend())
 
 

@@ -3,6 +3,8 @@ from django.urls import reverse
 
 from dataplatform.system.selectors import ServiceStatus
 
+from .capability_reports import failing_report, forget_reports
+
 pytestmark = pytest.mark.django_db
 
 
@@ -22,3 +24,47 @@ def test_htmx_refresh_returns_only_the_partial(client, members, monkeypatch):
     client.force_login(members["annotator"])
     html = client.get(reverse("system"), HTTP_HX_REQUEST="true").content.decode()
     assert html.lstrip().startswith('<div id="system-status"') and "all green" in html
+
+
+@pytest.fixture
+def reports(monkeypatch):
+    """The check's runs, without the model: each run reports failing_report() (and is counted)."""
+    forget_reports()
+    runs = []
+    monkeypatch.setattr("dataplatform.system.services.capability_report",
+                        lambda backend: runs.append(backend) or failing_report())
+    monkeypatch.setattr("dataplatform.system.views.platform_status", lambda: [])
+    yield runs
+    forget_reports()
+
+
+def test_the_page_offers_the_check_before_any_has_run(client, members, reports):
+    client.force_login(members["annotator"])
+    html = client.get(reverse("system")).content.decode()
+    assert "No check has run yet." in html and f'hx-post="{reverse("system-capabilities")}"' in html
+    assert reports == []  # showing the page runs no model call
+
+
+def test_checking_swaps_the_report_in_with_each_fix_escaped(client, members, reports):
+    client.force_login(members["annotator"])
+    html = client.post(reverse("system-capabilities"), HTTP_HX_REQUEST="true").content.decode()
+    assert len(reports) == 1 and html.lstrip().startswith('<section id="capabilities"')
+    assert "Some capabilities fail" in html and "&lt;b&gt;max allowed: 2&lt;/b&gt;" in html
+    assert '<span translate="no">--max-logprobs 5</span>' in html
+    assert html.count('class="ok">PASS') == 1 and html.count('class="bad">FAIL') == 1
+    # The page shows the last report from then on, without running the check again.
+    page = client.get(reverse("system")).content.decode()
+    assert "Some capabilities fail" in page and len(reports) == 1
+
+
+def test_a_plain_form_post_comes_back_to_the_page(client, members, reports):
+    client.force_login(members["annotator"])
+    response = client.post(reverse("system-capabilities"))
+    assert response.status_code == 302 and response["Location"] == reverse("system") and len(reports) == 1
+
+
+def test_only_a_post_runs_the_check_and_only_for_a_logged_in_user(client, members, reports):
+    assert client.post(reverse("system-capabilities")).status_code == 302  # to the log-in page
+    client.force_login(members["trainer"])
+    assert client.get(reverse("system-capabilities")).status_code == 405
+    assert reports == []
