@@ -8,15 +8,25 @@ arithmetic and one bulk insert per batch. A recording wrapper keeps every backen
 baseline replays exactly those calls on the bare backend, same batching, nothing around them. The
 ratio (direct seconds / platform seconds) is what the job costs on top of the model. Target: >= 0.9x.
 
-Run from the project root, with PostgreSQL on 127.0.0.1:5432 (about 2 minutes on 2 cores):
+Then the same recorded calls go through the vLLM client (`VllmBackend`) to the embedded model server
+(`manage.py serve_model`, a child process with its own copy of the model) twice: by vLLM's
+`logprob_token_ids`, each prompt sent once, and by the fallback, forced, that servers without it get (one
+sequence per prompt and candidate, with `prompt_logprobs`). It prints both paths' requests, prompts sent
+and seconds, the ratio (fallback seconds / listed seconds), and the largest difference of their scores.
 
-    .venv/bin/python bench/neartie_bench.py [--prompts 64] [--batch 16]
+Run from the project root, with PostgreSQL on 127.0.0.1:5432 (about 2 minutes on 2 cores, and 6-8 more for the
+model server's part; `--no-model-server` leaves it out):
+
+    .venv/bin/python bench/neartie_bench.py [--prompts 64] [--batch 16] [--no-model-server]
 """
 
 import argparse
+import json
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +54,7 @@ from corpora.atd import selectors, services  # noqa: E402
 from corpora.atd.models import AtdPrompt, Score  # noqa: E402
 from dataplatform.accounts.models import Project  # noqa: E402
 from dataplatform.inference import get_backend, override_backend  # noqa: E402
+from dataplatform.inference.vllm import VllmBackend  # noqa: E402
 from dataplatform.jobs.models import JobState  # noqa: E402
 from dataplatform.jobs.services import execute_job  # noqa: E402
 
@@ -69,10 +80,61 @@ def setup(prompts: int) -> tuple[Project, object]:
     return project, user
 
 
+def through_the_model_server(calls: list[tuple]) -> None:
+    """The recorded `next_token_logprobs` calls through the vLLM client to the embedded model server, by
+    `logprob_token_ids` and by the fallback, forced; prints their table."""
+    log_dir = Path(tempfile.mkdtemp(prefix="neartie-bench-"))
+    server = benchlib.Server("model", log_dir)
+    try:
+        server.wait_ready()
+        client = VllmBackend(base_url=server.base_url, model="", api_key="", timeout=600, tokenizer_dir=None)
+        sent: list[int] = []  # the prompts of each /v1/completions request
+
+        def count(request) -> None:
+            if request.url.path == "/v1/completions":
+                sent.append(len(json.loads(request.content)["prompt"]))
+
+        client._client.event_hooks["request"].append(count)
+        # One call each way first (the server's first forward passes, and the listed path's one probe).
+        prompts, candidates = calls[0]
+        client.next_token_logprobs(prompts[:1], candidates)
+        if client.answers_logprob_token_ids is not True:
+            raise SystemExit("the model server did not answer `logprob_token_ids`")
+        figures = {}
+        for path, answers in (("listed", True), ("fallback", False)):
+            client.answers_logprob_token_ids = answers
+            client.next_token_logprobs(prompts[:1], candidates)
+            sent.clear()
+            started = time.perf_counter()
+            scores = [client.next_token_logprobs(prompts, candidates) for prompts, candidates in calls]
+            figures[path] = (time.perf_counter() - started, len(sent), sum(sent), scores)
+        client.close()
+    finally:
+        server.stop()
+        shutil.rmtree(log_dir, ignore_errors=True)
+    (listed, listed_requests, listed_prompts, listed_scores) = figures["listed"]
+    (fallback, fallback_requests, fallback_prompts, fallback_scores) = figures["fallback"]
+    difference = max(abs(row[token] - other[token])
+                     for call, other_call in zip(listed_scores, fallback_scores, strict=True)
+                     for row, other in zip(call, other_call, strict=True) for token in row)
+    print(f"\nThe same {len(calls)} calls through the vLLM client to the embedded model server "
+          "(manage.py serve_model):")
+    benchlib.print_table(("figure", "logprob_token_ids", "fallback (prompt_logprobs)", "ratio"), [
+        ("seconds in all", f"{listed:.1f}", f"{fallback:.1f}", f"{fallback / listed:.2f}x"),
+        ("requests", str(listed_requests), str(fallback_requests), f"{fallback_requests / listed_requests:.2f}x"),
+        ("prompts sent (prefills)", str(listed_prompts), str(fallback_prompts),
+         f"{fallback_prompts / listed_prompts:.2f}x"),
+    ])
+    print(f"max |listed - fallback| over every score: {difference:.2e}. The model server answers a listed prompt with "
+          "a 1-token generation and one scoring pass, a fallback sequence with a 1-token generation and one "
+          "prompt-logprobs pass; on vLLM the fallback's `prompt_logprobs` also turns its prefix cache off.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--no-model-server", action="store_true", help="leave out the vLLM client's part")
     args = parser.parse_args()
 
     load = os.getloadavg()[0]
@@ -114,6 +176,8 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} with "
           f"{torch.get_num_threads()} threads, load average before the run {load:.2f}")
     print(f"target: ratio >= {TARGET_RATIO}: {'met' if ratio >= TARGET_RATIO else 'MISSED'} ({ratio:.2f}x)")
+    if not args.no_model_server:
+        through_the_model_server([args_ for _, args_, _ in recording.calls])
 
 
 if __name__ == "__main__":

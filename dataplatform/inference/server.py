@@ -12,7 +12,7 @@ a page) waits behind it. This server gives the embedded model the production sha
 It serves the part of vLLM's OpenAI-compatible API that `VllmBackend` uses, with vLLM's request and
 response fields: GET /health, GET /v1/models, POST /tokenize (text, or chat `messages` with `tools`,
 `add_generation_prompt` or `continue_final_message`, and `chat_template_kwargs`), POST /detokenize and
-POST /v1/completions (prompts as token ids or text, `stream`, `logprobs`, `prompt_logprobs`,
+POST /v1/completions (prompts as token ids or text, `stream`, `logprobs`, `logprob_token_ids`, `prompt_logprobs`,
 `return_tokens_as_token_ids`, `seed`, `temperature`, `max_tokens`, and `structured_outputs` with `json` or
 `choice`, decoded under the local backend's xgrammar constraint). It is not vLLM: one forward pass at a
 time (no continuous batching), one streamed prompt per request, and of the structured outputs only `json`
@@ -40,6 +40,7 @@ from starlette.routing import Route
 
 from .base import BackendError, TokenStep
 from .local import LocalBackend
+from .server_scoring import logprob_token_ids, with_candidates
 from .vllm import TOKEN_ID_PREFIX
 from .vllm_wire import context_refusal, over_max_logprobs
 
@@ -179,14 +180,16 @@ class _CompletionRequest:
             if (refusal := over_max_logprobs(field, count, max_logprobs)) is not None:
                 raise BadRequest(refusal, param=field)
         self.as_token_ids = bool(body.get("return_tokens_as_token_ids"))
+        self.candidates = logprob_token_ids(body, backend.model.config.vocab_size, BadRequest)
         # Every prompt is checked before any forward pass, as vLLM checks them before it schedules any.
         for ids in self.prompts:
             if (refusal := context_refusal(len(ids), self.max_tokens, backend.context_length)) is not None:
                 raise BadRequest(refusal, param="input_tokens")
 
     def steps(self, prompt_ids: list[int]) -> Iterator[TokenStep]:
-        return self.backend.stream(prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
-                                   seed=self.seed, top_k=max(1, self.logprobs or 0), **self.constraint)
+        steps = self.backend.stream(prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
+                                    seed=self.seed, top_k=max(1, self.logprobs or 0), **self.constraint)
+        return with_candidates(self.backend, prompt_ids, steps, self.candidates) if self.candidates else steps
 
     def token_key(self, token_id: int) -> str:
         return f"{TOKEN_ID_PREFIX}{token_id}" if self.as_token_ids else self.backend.detokenize([token_id])
@@ -209,8 +212,8 @@ class _CompletionRequest:
             "text_offset": offsets,
             "token_logprobs": [step.logprob for step in steps],
             "tokens": [self.token_key(step.token_id) for step in steps],
-            # The top `logprobs` alternatives plus the chosen token (already in `top` when outside them).
-            "top_logprobs": [{self.token_key(token_id): logprob for token_id, logprob in step.top[:self.logprobs]}
+            # The top `logprobs` alternatives (all the `logprob_token_ids` instead, if listed) plus the chosen token.
+            "top_logprobs": [{self.token_key(i): lp for i, lp in step.top[:None if self.candidates else self.logprobs]}
                              | {self.token_key(step.token_id): step.logprob} for step in steps],
         }
 

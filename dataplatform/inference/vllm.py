@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 from django.utils.translation import gettext
 
+from . import vllm_scoring
 from .base import BackendError, BackendHealth, BackendUnavailable, Generation, PromptTooLong, TokenStep
 from .budget import check_prompt, check_prompts, context_limit, refusals_first, refused_prompts
 from .constraints import generate_by_constraint
@@ -317,71 +318,19 @@ class VllmBackend:
                 for entry in entries
             ]
 
-    # --- batched scoring -------------------------------------------------------------
-    # Sequences per scoring request: one request per chunk, so a body stays a few MB at most.
+    # --- batched scoring (vllm_scoring.py) ---------------------------------------------
+    # Prompts (or sequences) per scoring request: one request per chunk, so a body stays a few MB at most.
     max_batch_sequences = 256
+    # Whether the server answers `logprob_token_ids` (vLLM >= 0.34): None until the first next-token scoring asks.
+    answers_logprob_token_ids: bool | None = None
 
     def next_token_logprobs(self, prompts: list[list[int]], candidates: list[int]) -> list[dict[int, float]]:
-        """Sends prompt + [candidate] for every (prompt, candidate) pair with `prompt_logprobs`: vLLM always
-        reports the actual token of each prompt position, so the last entry holds the candidate's logprob
-        (prefix caching makes the shared prompts cheap)."""
-        candidates = list(dict.fromkeys(int(c) for c in candidates))
-        if any(not ids for ids in prompts):
-            raise BackendError("Each prompt must be a non-empty list of token ids.")
-        if not candidates:
-            return [{} for _ in prompts]
-        sequences = [[*ids, c] for ids in prompts for c in candidates]
-        rows = self._score(sequences, [[len(sequence) - 1] for sequence in sequences])
-        width = len(candidates)
-        return [dict(zip(candidates, (row[0] for row in rows[at:at + width]), strict=True))
-                for at in range(0, len(rows), width)]
+        """One request per batch of prompts with `logprob_token_ids`; on a server without it, one sequence per
+        (prompt, candidate) with `prompt_logprobs`."""
+        return vllm_scoring.next_token_logprobs(self, prompts, candidates)
 
     def continuation_logprobs(self, pairs: list[tuple[list[int], list[int]]]) -> list[list[float]]:
-        if any(not prefix for prefix, _ in pairs):
-            raise BackendError("Each prefix must be a non-empty list of token ids.")
-        results: list[list[float]] = [[] for _ in pairs]
-        scored = [i for i, (_, continuation) in enumerate(pairs) if continuation]
-        sequences = [[*pairs[i][0], *pairs[i][1]] for i in scored]
-        positions = [list(range(len(pairs[i][0]), len(sequence))) for i, sequence in zip(scored, sequences,
-                                                                                        strict=True)]
-        for i, row in zip(scored, self._score(sequences, positions), strict=True):
-            results[i] = row
-        return results
-
-    def _score(self, sequences: list[list[int]], positions: list[list[int]]) -> list[list[float]]:
-        """For each sequence, the prompt logprob of its own token at each of `positions`, one request per
-        `max_batch_sequences` sequences."""
-        results: list[list[float]] = []
-        if sequences:
-            check_prompts([len(ids) for ids in sequences], context=self.context_length)
-        for start in range(0, len(sequences), self.max_batch_sequences):
-            chunk = sequences[start:start + self.max_batch_sequences]
-            payload = {
-                "model": self.model_id,
-                "prompt": [list(map(int, ids)) for ids in chunk],
-                "max_tokens": 1,  # vLLM must generate something; the tokens are ignored
-                **sampling_fields(temperature=0),
-                "prompt_logprobs": 1,  # the top 1, plus the prompt's own token at each position
-            }
-            with self._request("POST", "/v1/completions", payload) as response:
-                choices = sorted(response.json()["choices"], key=lambda choice: choice["index"])
-                if [choice["index"] for choice in choices] != list(range(len(chunk))):
-                    raise BackendError(f"vLLM returned choices {[c['index'] for c in choices]} "
-                                       f"for {len(chunk)} prompts.")
-                for choice, ids, wanted in zip(choices, chunk, positions[start:start + len(chunk)], strict=True):
-                    entries = choice["prompt_logprobs"]
-                    if entries is None or len(entries) != len(ids):
-                        raise BackendError(f"vLLM returned {len(entries or [])} prompt logprobs for {len(ids)} "
-                                           f"prompt tokens (prompt {choice['index']}).")
-                    row = []
-                    for position in wanted:
-                        entry = {id_of_key(key): value for key, value in (entries[position] or {}).items()}
-                        if ids[position] not in entry:
-                            raise BackendError(f"vLLM's prompt logprobs lack token {ids[position]} at position "
-                                               f"{position} (prompt {choice['index']}).")
-                        row.append(float(entry[ids[position]]["logprob"]))
-                    results.append(row)
-        return results
+        return vllm_scoring.continuation_logprobs(self, pairs)
 
     supports_json_schema = True
 
