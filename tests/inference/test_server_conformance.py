@@ -37,6 +37,7 @@ from vllm.exceptions import VLLMValidationError
 from vllm.renderers.base import BaseRenderer
 from vllm.renderers.chat_utils.chat_message import parse_chat_messages
 
+from dataplatform.inference.base import BackendError, TokenStep
 from dataplatform.inference.local import converted_dir
 from dataplatform.inference.server import build_app
 from dataplatform.inference.server_fields import IGNORED, SERVED, UNSERVED
@@ -243,7 +244,8 @@ UNHONOURED = {
     "repetition_penalty": {"repetition_penalty": 1.05, "temperature": 0},  # it changes even a greedy pick
     "presence_penalty": {"presence_penalty": 0.5}, "frequency_penalty": {"frequency_penalty": 0.5},
     # Constraints it has no grammar for.
-    "regex": {"structured_outputs": {"regex": "[0-9]+"}}, "response_format": {"response_format": {"type": "json_object"}},
+    "regex": {"structured_outputs": {"regex": "[0-9]+"}},
+    "response_format": {"response_format": {"type": "json_object"}},
     # Every other field it does not implement, at a value vLLM would act on.
     "echo": {"echo": True}, "logit_bias": {"logit_bias": {"11": 5}}, "stop": {"stop": ["\n"]},
     "suffix": {"suffix": "x"}, "use_beam_search": {"use_beam_search": True}, "watermarking": {"watermarking": True},
@@ -288,7 +290,7 @@ def test_neutral_sampling_fields_change_nothing(server):
 def test_n_samples_are_numbered_and_seeded_as_vllm_does(server):
     # vLLM numbers the choices prompt by prompt and gives a seeded request's samples seed, seed + 1, ...
     other = PROMPT[:3]
-    body = {"prompt": [PROMPT, other], "n": 2, "seed": 7, "temperature": 1.0, "max_tokens": 3, "logprobs": 0,
+    body = {"prompt": [PROMPT, other], "n": 2, "seed": 7, "temperature": 1.0, "max_tokens": 2, "logprobs": 0,
             "return_tokens_as_token_ids": True}
     answer = assert_vllm_shape(CompletionResponse, complete(server, body).json())
     assert [choice.index for choice in answer.choices] == [0, 1, 2, 3]
@@ -317,11 +319,11 @@ def test_a_stream_ends_with_vllms_usage_chunk(server):
 
 
 def test_streamed_text_adds_up_to_the_whole_even_inside_a_character(server, local_backend):
-    # "🐼" takes two tokens, the first ending inside its four bytes: vLLM's incremental detokenizer writes nothing for
-    # that one, and the character once the second has come (the choice makes the model spell it).
-    panda = "🐼 and 🐼"
-    assert any(local_backend.detokenize([i]).endswith("\ufffd") for i in local_backend.tokenizer.encode(panda))
-    body = {"prompt": PROMPT, "max_tokens": 24, "temperature": 0, "structured_outputs": {"choice": [panda]}}
+    # No token spells all four bytes of "🐼": vLLM's incremental detokenizer writes nothing for a token that ends inside
+    # it, and the character once the rest has come (the choice makes the model spell it).
+    panda = "🐼"
+    assert local_backend.detokenize(local_backend.tokenizer.encode(panda)[:1]).endswith("\ufffd")
+    body = {"prompt": PROMPT, "max_tokens": 8, "temperature": 0, "structured_outputs": {"choice": [panda]}}
     assert complete(server, body).json()["choices"][0]["text"] == panda
     texts = [chunk["choices"][0]["text"] for chunk in stream_chunks(complete(server, body | {"stream": True}))]
     assert "".join(texts) == panda and "" in texts[:-1]
@@ -366,6 +368,48 @@ def test_a_missing_key_gets_what_vllms_own_middleware_answers(model_server):
             assert got.status_code == want.status_code
             if want.status_code == 401:
                 assert got.json() == want.json()
+
+
+class Scripted:
+    """The session's model with a scripted generation: `steps` in turn, then `error` raised if given."""
+
+    def __init__(self, local_backend, steps: list[TokenStep], error: BackendError | None = None):
+        self.local, self.script, self.error = local_backend, steps, error
+        self.tokenizer, self.model = local_backend.tokenizer, local_backend.model
+        self.eos_token_ids, self.context_length = local_backend.eos_token_ids, 8192
+
+    def stream(self, prompt_ids, **options):
+        yield from self.script
+        if self.error is not None:
+            raise self.error
+
+    def detokenize(self, ids):
+        return self.local.detokenize(ids)
+
+
+def test_an_error_after_the_200_is_vllms_error_chunk(local_backend):
+    first = TokenStep(token_id=PROMPT[0], logprob=-0.5, top=[(PROMPT[0], -0.5)])
+    app = build_app(Scripted(local_backend, [first], BackendError("the model went away")),
+                    served_model_name=SERVED_NAME)
+    with TestClient(app) as http:
+        response = http.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 4, "stream": True})
+    token, failure = stream_chunks(response)
+    assert_vllm_shape(CompletionStreamResponse, token)
+    assert assert_vllm_shape(ErrorResponse, failure).error.message == "the model went away"
+
+
+def test_special_tokens_stay_in_the_text_only_when_asked(local_backend):
+    # vLLM drops special tokens from the text unless skip_special_tokens is false, and the end token always.
+    start = local_backend.tokenizer.convert_tokens_to_ids("<|im_start|>")
+    [end] = local_backend.eos_token_ids
+    word = local_backend.tokenizer.encode("Hi")
+    steps = [TokenStep(token_id=i, logprob=-1.0, top=[(i, -1.0)]) for i in [start, *word]]
+    steps.append(TokenStep(token_id=end, logprob=-1.0, top=[(end, -1.0)], finish_reason="stop"))
+    app = build_app(Scripted(local_backend, steps), served_model_name=SERVED_NAME)
+    with TestClient(app) as http:
+        texts = [http.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 8} | skip).json()["choices"][0]
+                 ["text"] for skip in ({}, {"skip_special_tokens": False})]
+    assert texts == ["Hi", "<|im_start|>Hi"]
 
 
 # --- /tokenize: the messages as vLLM's parser reads them -----------------------------------------------------------
