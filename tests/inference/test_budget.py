@@ -136,17 +136,32 @@ def completions(model_server, **fields) -> httpx.Response:
 def test_the_model_server_refuses_like_vllm(model_server, short_context, no_forward_pass):
     models = httpx.get(f"{model_server.url}/v1/models", headers={"Authorization": f"Bearer {KEY}"}).json()
     assert models["data"][0]["max_model_len"] == CONTEXT
-    answer = completions(model_server, prompt=[1] * 60)
+    # vLLM 0.34's refusals (vllm/renderers/params.py, then SamplingParams): a prompt over the context, a max_tokens
+    # over it, and a prompt that fills it (it leaves max_tokens 0).
+    answer = completions(model_server, prompt=[1] * 70)
     assert answer.status_code == 400
     assert answer.json() == {"error": {
-        "message": "This model's maximum context length is 64 tokens. However, you requested 8 output tokens and "
-                   "your prompt contains 60 input tokens, for a total of 68 tokens. Please reduce the length of the "
-                   "input prompt or the number of requested output tokens.",
+        "message": "This model's maximum context length is 64 tokens. However, your prompt contains 70 input tokens, "
+                   "which exceeds this limit even without any output tokens. Please reduce the length of the input "
+                   "prompt.",
         "type": "BadRequestError", "param": "input_tokens", "code": 400}}
-    alone = completions(model_server, prompt=[1] * 64, stream=True)
-    assert alone.status_code == 400 and "your request has 64 input tokens" in alone.json()["error"]["message"]
+    over = completions(model_server, prompt=[1] * 10, max_tokens=65)
+    assert over.status_code == 400 and "max_tokens=65 cannot be greater than max_model_len=64" in over.text
+    full = completions(model_server, prompt=[1] * 64, stream=True)
+    assert full.status_code == 400 and full.json()["error"]["message"] == "max_tokens must be at least 1, got 0."
     # Scoring: a prompt and the one token vLLM generates.
     assert completions(model_server, prompt=[1] * 64, max_tokens=1, prompt_logprobs=1).status_code == 400
+
+
+@pytest.mark.model
+def test_the_model_server_cuts_max_tokens_to_the_context_as_vllm_does(model_server, local_backend, short_context):
+    # vLLM 0.34 refuses no prompt that fits: it lowers max_tokens to what the context leaves (get_max_tokens), so
+    # the answer is the one max_tokens=4 gives.
+    answer = completions(model_server, prompt=[1] * 60, max_tokens=8, temperature=0)
+    assert answer.status_code == 200, answer.text
+    steps = list(local_backend.stream([1] * 60, max_tokens=CONTEXT - 60, temperature=0, seed=None, top_k=1))
+    assert answer.json()["usage"]["completion_tokens"] == len(steps)
+    assert answer.json()["choices"][0]["finish_reason"] == steps[-1].finish_reason
 
 
 @pytest.mark.model
@@ -165,10 +180,11 @@ def test_the_servers_refusal_is_prompt_too_long_when_the_client_does_not_know(cl
     monkeypatch.setattr("dataplatform.inference.vllm.context_limit", lambda own: own)
     assert client.context_length is None
     with pytest.raises(PromptTooLong, match="maximum context length is 64 tokens") as raised:
-        list(client.stream([1] * 60, max_tokens=8, temperature=0, seed=None, top_k=1))
-    assert raised.value.tokens == 60 and raised.value.limit == 64 and raised.value.status == 400
-    results = dict(client.rollouts([[1] * 60, [1] * 70], max_tokens=8, temperature=0, seeds=[0, 0], top_k=1))
+        list(client.stream([1] * 70, max_tokens=8, temperature=0, seed=None, top_k=1))
+    assert raised.value.tokens == 70 and raised.value.limit == 64 and raised.value.status == 400
+    results = dict(client.rollouts([[1] * 65, [1] * 70], max_tokens=8, temperature=0, seeds=[0, 0], top_k=1))
     assert all(isinstance(result, PromptTooLong) for result in results.values()) and len(results) == 2
+    assert results[0].tokens == 65
 
 
 @pytest.mark.model

@@ -16,7 +16,8 @@ from transformers import AutoTokenizer
 
 from dataplatform.inference.base import BackendError
 from dataplatform.inference.local import converted_dir
-from dataplatform.inference.server import BOTH_PROMPT_FLAGS, UNTRUSTED_TEMPLATE, build_app
+from dataplatform.inference.server import build_app
+from dataplatform.inference.server_chat import BOTH_PROMPT_FLAGS, UNTRUSTED_TEMPLATE
 from dataplatform.inference.vllm import VllmBackend
 
 from .model_servers import KEY, SERVED_NAME
@@ -133,9 +134,11 @@ def test_what_the_chat_template_sees_is_what_vllm_hands_it(local_backend):
     ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "`tools[0]` must be"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x.png"}}]}]},
      "`messages[0].content`: the embedded model reads text only"),
+    # OpenAI's request schema, which vLLM validates, wants the arguments as JSON text (text that is not JSON
+    # becomes {}: tests/inference/test_server_conformance.py).
     ({"messages": [{"role": "assistant", "content": "", "tool_calls": [
-        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]}]},
-     "`messages[0].tool_calls`: arguments are not JSON"),
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]}]},
+     "`messages[0].tool_calls`: each call must be"),
     ({"messages": []}, "Cannot apply chat template to an empty conversation"),
 ])
 def test_chat_requests_vllm_refuses_are_refused_in_its_shape(model_server, fields, reason):
@@ -217,20 +220,25 @@ def test_structured_outputs_it_cannot_honour_are_refused_not_ignored(model_serve
 
 
 def test_bad_requests_get_the_servers_reason(client, model_server):
-    with pytest.raises(BackendError, match=r"HTTP 400: Prompt must be a non-empty list of token ids in \[0, "):
+    with pytest.raises(BackendError, match=r"HTTP 400: Token id 1000000000 is out of vocabulary"):
         list(client.stream([10**9], max_tokens=2, temperature=0.0, seed=None, top_k=1))
     response = httpx.post(f"{model_server.url}/v1/completions", headers={"Authorization": f"Bearer {KEY}"},
                           json={"model": SERVED_NAME, "prompt": [1, 2], "max_tokens": 0})
     assert response.status_code == 400
-    assert "`max_tokens` must be an integer at least 1" in response.json()["error"]["message"]
-    response = httpx.post(f"{model_server.url}/v1/completions", headers={"Authorization": f"Bearer {KEY}"},
-                          content=b"{not json")
+    assert response.json()["error"] == {"message": "max_tokens must be at least 1, got 0.", "type": "BadRequestError",
+                                        "param": "max_tokens", "code": 400}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    response = httpx.post(f"{model_server.url}/v1/completions", headers=headers, content=b"{not json")
+    assert response.status_code == 400 and "Only 'application/json' is allowed" in response.json()["error"]["message"]
+    response = httpx.post(f"{model_server.url}/v1/completions", content=b"{not json",
+                          headers=headers | {"Content-Type": "application/json; charset=utf-8"})
     assert response.status_code == 400 and "not JSON" in response.json()["error"]["message"]
 
 
 def test_an_unknown_model_is_a_404(model_server, prompt_ids):
     backend = VllmBackend(base_url=model_server.url, model="other-model", api_key=KEY, timeout=30, tokenizer_dir=None)
-    with pytest.raises(BackendError, match="HTTP 404: The model `other-model` does not exist"):
+    with pytest.raises(BackendError, match=f"HTTP 404: The model `other-model` does not exist. Valid aliases: "
+                                           f"{SERVED_NAME}."):
         backend.tokenize("hello")
     health = backend.health()
     assert not health.ok and "is not served" in health.detail

@@ -234,6 +234,8 @@ def test_a_streamed_structured_completion(model_server, local_backend, prompts):
     ({"json_object": True}, "does not support `json_object` structured outputs"),
     ({"structural_tag": "{}"}, "does not support `structural_tag` structured outputs"),
     ({"json": {"type": "object"}, "choice": ["a"]},
+     "You can only use one kind of constraints for structured outputs ('json', 'regex' or 'choice')."),
+    ({"json": {"type": "object"}, "grammar": 'root ::= "a"'},
      "You can only use one kind of structured outputs constraint but multiple are specified"),
     ({"choice": ["a"], "whitespace_pattern": " *"}, "does not support `whitespace_pattern`"),
     ({"choice": []}, "`structured_outputs.choice` must be a non-empty list of strings"),
