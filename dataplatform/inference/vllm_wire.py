@@ -26,6 +26,9 @@ NEUTRAL_SAMPLING = {"top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty"
 # is N tokens. However, ..." (then the prompt's own count: "... has N input tokens", "... your prompt contains N
 # input tokens", "... N in the messages"), answered with 400.
 _CONTEXT = re.compile(r"maximum context length is (\d+) tokens")
+# vLLM 0.34 cuts `max_tokens` to the room a prompt leaves; a prompt that fills the context leaves none, and the
+# sampling parameters' check refuses that (vllm/sampling_params.py).
+_NO_ROOM = re.compile(r"max_tokens must be at least 1, got 0\b")
 _INPUT_TOKENS = re.compile(r"(?:has|contains(?: at least)?) (\d+) input tokens|\((\d+) in the messages")
 
 
@@ -117,21 +120,6 @@ def error_message(response: httpx.Response) -> str:
     return message or response.text[:500] or response.reason_phrase
 
 
-def context_refusal(prompt_tokens: int, max_tokens: int, max_model_len: int) -> str | None:
-    """vLLM's words (vllm/entrypoints/openai/engine/serving.py, 0.19) for a prompt that, with `max_tokens` more,
-    is over `max_model_len` (None when it fits): the prompt alone, or the prompt and the answer. The embedded model
-    server answers them (a 400 with `param` "input_tokens"), and `prompt_too_long` reads them back."""
-    head = f"This model's maximum context length is {max_model_len} tokens."
-    if prompt_tokens >= max_model_len:
-        return (f"{head} However, your request has {prompt_tokens} input tokens. Please reduce the length of the "
-                "input messages.")
-    if prompt_tokens + max_tokens > max_model_len:
-        return (f"{head} However, you requested {max_tokens} output tokens and your prompt contains {prompt_tokens} "
-                f"input tokens, for a total of {prompt_tokens + max_tokens} tokens. Please reduce the length of the "
-                "input prompt or the number of requested output tokens.")
-    return None
-
-
 def over_max_logprobs(field: str, count: int | None, max_logprobs: int) -> str | None:
     """vLLM 0.34's words (SamplingParams._validate_logprobs, a 400 with `param` `field`) for `logprobs` or
     `prompt_logprobs` over the server's `--max-logprobs`; None within it. The embedded model server answers them."""
@@ -147,6 +135,9 @@ def prompt_too_long(message: str, where: str) -> PromptTooLong | None:
     check a client without `max_model_len` relies on, and the server's word when its limit is lower."""
     context = _CONTEXT.search(message)
     if context is None:
+        if _NO_ROOM.search(message):  # vLLM 0.34 cuts `max_tokens` to what the context leaves: here nothing
+            return PromptTooLong(gettext("%(where)s refused the prompt as longer than the model's context: "
+                                         "%(message)s") % {"where": where, "message": message})
         return None
     count = _INPUT_TOKENS.search(message)
     tokens = int(next(group for group in count.groups() if group)) if count else None

@@ -10,7 +10,7 @@ from dataplatform.errors import Refused, Transient
 from dataplatform.inference import BackendError, PromptTooLong
 from dataplatform.inference.budget import check_prompt, check_prompts, context_limit, over_context, refused_prompts
 from dataplatform.inference.vllm import VllmBackend
-from dataplatform.inference.vllm_wire import context_refusal, prompt_too_long
+from dataplatform.inference.vllm_wire import prompt_too_long
 
 from .model_servers import KEY, SERVED_NAME
 
@@ -73,14 +73,29 @@ def test_a_batch_names_the_prompt_over_and_rollouts_refuse_it_alone():
 
 
 def test_the_client_reads_vllms_refusals_in_each_wording():
-    for message, tokens in [(context_refusal(70, 8, 64), 70), (context_refusal(60, 8, 64), 60),
-                            ("This model's maximum context length is 64 tokens. However, you requested 68 tokens "
-                             "(60 in the messages, 8 in the completion). Please reduce the length of the messages "
-                             "or completion.", 60)]:
+    """vLLM's words over its releases, as its source writes them: 0.34 (vllm/renderers/params.py), 0.19's two
+    (engine/serving.py) and the chat wording of older ones."""
+    for message, tokens in [
+        ("This model's maximum context length is 64 tokens. However, your prompt contains 70 input tokens, which "
+         "exceeds this limit even without any output tokens. Please reduce the length of the input prompt.", 70),
+        ("This model's maximum context length is 64 tokens. However, your prompt contains at least 65 input "
+         "tokens, which exceeds this limit even without any output tokens. Please reduce the length of the input "
+         "prompt.", 65),
+        ("This model's maximum context length is 64 tokens. However, your request has 70 input tokens. Please "
+         "reduce the length of the input messages.", 70),
+        ("This model's maximum context length is 64 tokens. However, you requested 8 output tokens and your prompt "
+         "contains 60 input tokens, for a total of 68 tokens. Please reduce the length of the input prompt or the "
+         "number of requested output tokens.", 60),
+        ("This model's maximum context length is 64 tokens. However, you requested 68 tokens (60 in the messages, "
+         "8 in the completion). Please reduce the length of the messages or completion.", 60),
+    ]:
         refusal = prompt_too_long(message, "vLLM POST x/v1/completions")
         assert refusal.tokens == tokens and refusal.limit == 64 and message in str(refusal)
+    # 0.34 cuts max_tokens to the room a prompt leaves, and refuses a prompt that leaves none in these words.
+    no_room = prompt_too_long("max_tokens must be at least 1, got 0.", "vLLM")
+    assert isinstance(no_room, PromptTooLong) and no_room.tokens is None
+    assert prompt_too_long("max_tokens must be at least 1, got -3.", "vLLM") is None  # the caller's own mistake
     assert prompt_too_long("logprobs must be at most 20", "vLLM") is None
-    assert context_refusal(56, 8, 64) is None
 
 
 # --- the local model ----------------------------------------------------------------------------------------

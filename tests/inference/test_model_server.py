@@ -277,3 +277,57 @@ def test_text_offsets_count_from_the_start_of_the_completion(model_server, promp
     offsets = whole["logprobs"]["text_offset"]
     assert offsets[0] == 0 and offsets == sorted(offsets)
     assert "".join(c["text"] for c in streamed) == whole["text"]
+
+
+# A Qwen-style template that prints everything an agentic turn holds: the tools, each assistant turn's reasoning
+# (`reasoning_content`, as Qwen3's and DeepSeek's templates read it), its tool calls' arguments and the tool results.
+AGENTIC_TEMPLATE = """{%- if tools %}<tools>{% for tool in tools %}{{ tool | tojson }}{% endfor %}</tools>
+{% endif %}
+{%- for m in messages %}<|im_start|>{{ m.role }}
+{%- if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}
+{{ m.content or '' }}
+{%- for call in m.tool_calls or [] %}<tool_call>{{ call.function.name }} {{ call.function.arguments | tojson }}</tool_call>
+{%- endfor %}<|im_end|>
+{% endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+
+def test_one_conversation_is_one_prompt_on_the_local_backend_and_through_vllms_api(local_backend):
+    """Reasoning, tool calls, tool results and tools: the local backend and the vLLM client (through the embedded
+    model server, which reads messages as vLLM's parser does) render the same conversation to the same ids."""
+    from dataplatform.conversations.model import Conversation, Message, ToolCall
+    from dataplatform.inference.local import LocalBackend
+
+    from .model_servers import ThreadedServer
+
+    tokenizer = AutoTokenizer.from_pretrained(converted_dir(local_backend.data_dir))
+    tokenizer.chat_template = AGENTIC_TEMPLATE
+    conversation = Conversation(messages=(
+        Message(role="system", content="Be brief."),
+        Message(role="user", content="Weather in Oslo and Lyon?"),
+        Message(role="assistant", reasoning="Two cities: two calls.", tool_calls=(
+            ToolCall(id="call_1", name="get_weather", arguments='{"city": "Oslo"}'),
+            ToolCall(id="call_2", name="get_weather", arguments='{"city": "Lyon", "unit": "C"}'))),
+        Message(role="tool", tool_call_id="call_1", name="get_weather", content="12 C"),
+        Message(role="tool", tool_call_id="call_2", name="get_weather", content="19 C"),
+        Message(role="assistant", content="Oslo 12, Lyon 19.", reasoning="Report both."),
+        Message(role="user", content="Warmer?"),
+    ), tools=tuple(TOOLS))
+    messages, tools = conversation.for_training(), [dict(tool) for tool in TOOLS]
+    local = LocalBackend.chat_prompt_ids(SimpleNamespace(tokenizer=tokenizer), messages, tools=tools)
+    rendered = tokenizer.decode(local)
+    assert "<think>Two cities: two calls.</think>" in rendered and "<think>Report both.</think>" in rendered
+    assert '<tool_call>get_weather {"city": "Lyon", "unit": "C"}</tool_call>' in rendered
+    assert "19 C" in rendered and "lookup_capital" in rendered
+    served = SimpleNamespace(tokenizer=tokenizer, model=local_backend.model, context_length=8192)
+    with ThreadedServer(build_app(served, served_model_name=SERVED_NAME)) as server:
+        client = VllmBackend(base_url=server.url, model=SERVED_NAME, api_key="", timeout=30, tokenizer_dir=None)
+        try:
+            assert client.chat_prompt_ids(messages, tools=tools) == local
+            left_open = [*messages[:-1], {"role": "assistant", "content": "Lyon", "reasoning_content": "Compare."}]
+            assert (client.chat_prompt_ids(left_open, tools=tools, continue_final_message=True)
+                    == LocalBackend.chat_prompt_ids(SimpleNamespace(tokenizer=tokenizer), left_open, tools=tools,
+                                                    continue_final_message=True))
+        finally:
+            client.close()

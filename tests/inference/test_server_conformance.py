@@ -258,7 +258,6 @@ UNHONOURED = {
     "return_token_ids": {"return_token_ids": True}, "return_weight_versions": {"return_weight_versions": True},
     "repetition_detection": {"repetition_detection": {"max_pattern_size": 4, "min_count": 3}},
     "thinking_token_budget": {"thinking_token_budget": 5}, "stream_interval": {"stream_interval": 4},
-    "logprob_token_ids": {"logprob_token_ids": [11], "logprobs": 1},
 }
 
 
