@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from .local import LocalBackend
+from .vllm_wire import NEUTRAL_SAMPLING
 
 # vLLM's StructuredOutputsParams: the constraint kinds (exactly one per request), then its options.
 STRUCTURED_KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
@@ -21,13 +22,11 @@ STRUCTURED_OPTIONS = ("disable_fallback", "disable_any_whitespace", "disable_add
 REMOVED_STRUCTURED_FIELDS = ("guided_json", "guided_regex", "guided_choice", "guided_grammar",
                              "guided_whitespace_pattern", "guided_decoding_backend")
 
-# The sampling fields vLLM fills from the served model's generation_config.json when a request leaves them out
-# (unless it runs with --generation-config vllm), at vLLM's own neutral values (CompletionRequest's
-# _DEFAULT_SAMPLING_PARAMS). The local backend draws from the whole distribution at the temperature: these are the
-# only values it honours, and a request that leaves a field out gets the neutral value, as from vLLM started with
-# --generation-config vllm. top_k -1 is vLLM's other word for "off".
-NEUTRAL_SAMPLING = {"top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
-                    "frequency_penalty": 0.0}
+# NEUTRAL_SAMPLING (the client sends it; vllm_wire.py): the sampling fields vLLM fills from the served model's
+# generation_config.json when a request leaves them out, at vLLM's own neutral values. The local backend draws from
+# the whole distribution at the temperature: these are the only values it honours, and a request that leaves a field
+# out gets the neutral value, as from vLLM started with --generation-config vllm. top_k -1 is vLLM's other word
+# for "off".
 # What a greedy pick does not depend on (vLLM resets them at temperature 0); the penalties change even greedy text.
 GREEDY_IGNORES = ("top_p", "top_k", "min_p")
 
