@@ -2,20 +2,8 @@ import pytest
 
 from tests.conftest import api_client_for
 
-from .capability_reports import failing_report, forget_reports
-
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/system/capabilities/"
-
-
-@pytest.fixture
-def reports(monkeypatch):
-    forget_reports()
-    runs = []
-    monkeypatch.setattr("dataplatform.system.services.capability_report",
-                        lambda backend: runs.append(backend) or failing_report())
-    yield runs
-    forget_reports()
 
 
 def test_the_last_report_is_empty_until_a_check_runs(members, reports):

@@ -3,8 +3,6 @@ from django.urls import reverse
 
 from dataplatform.system.selectors import ServiceStatus
 
-from .capability_reports import failing_report, forget_reports
-
 pytestmark = pytest.mark.django_db
 
 
@@ -24,18 +22,6 @@ def test_htmx_refresh_returns_only_the_partial(client, members, monkeypatch):
     client.force_login(members["annotator"])
     html = client.get(reverse("system"), HTTP_HX_REQUEST="true").content.decode()
     assert html.lstrip().startswith('<div id="system-status"') and "all green" in html
-
-
-@pytest.fixture
-def reports(monkeypatch):
-    """The check's runs, without the model: each run reports failing_report() (and is counted)."""
-    forget_reports()
-    runs = []
-    monkeypatch.setattr("dataplatform.system.services.capability_report",
-                        lambda backend: runs.append(backend) or failing_report())
-    monkeypatch.setattr("dataplatform.system.views.platform_status", lambda: [])
-    yield runs
-    forget_reports()
 
 
 def test_the_page_offers_the_check_before_any_has_run(client, members, reports):
