@@ -130,9 +130,9 @@ class ExportOptions(serializers.Serializer):
         data["filters"] = json.loads(json.dumps(filters.validated_data, cls=_FiltersEncoder))
         if not data.get("shard_rows") and not data.get("shard_bytes"):
             data["shard_rows"] = settings.EXPORT_DEFAULT_SHARD_ROWS
-        if data["data_version"].strip():
+        if data["data_version"]:  # empty: read when the export starts (CharField trims it)
             try:
-                data["data_version"] = pinned_version(kind, self.context["project"], data["data_version"].strip())
+                data["data_version"] = pinned_version(kind, self.context["project"], data["data_version"])
             except serializers.ValidationError as exc:
                 raise serializers.ValidationError({"data_version": exc.detail}) from None
         return data
