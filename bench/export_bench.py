@@ -187,6 +187,7 @@ register(ExportKind(
     description="Synthetic chat SFT records of bench/export_bench.py (not a project's data).",
     values=_values,
     data_version=_data_version,
+    append_only=True,  # rows are only inserted into the bench table
     count=_count,
     filters=BenchFilters,
     dedup_ignore=("id", "created_at"),

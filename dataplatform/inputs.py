@@ -1,6 +1,6 @@
 """One input layer: each use case has one serializer, and its API view and its page both hand it the whole
 request data (`request.data`, `request.POST`), so the two accept the same input and refuse it with the same
-messages (dataplatform/exports/services.py `ExportOptions` is one; each app keeps its own). A page shows the
+messages (dataplatform/exports/options.py `ExportOptions` is one; each app keeps its own). A page shows the
 refusal with `errors.show_error` or in place (one line per field, "field: message"); the API answers 400 with the
 serializer's errors by field, as DRF does for `is_valid(raise_exception=True)`. Services keep only the checks that
 need the database (or another service).

@@ -328,8 +328,11 @@ def _count(query: ExportQuery) -> int:
 
 # A kind's label follows the page's language; its description stays English (the manifest and the dataset card
 # carry it: export files never change with the language), marked for the catalogs so a page can translate it.
+# Label values replay from their events, but not all of a row does (hence no pinned exports of these kinds).
+NOT_APPEND_ONLY = gettext_noop("a failed model label labeled again is rewritten in place (its rationales and "
+                               "model), and without a taxonomy filter the project's current taxonomy is read.")
 COMMON = {"schema": SCHEMA, "data_version": data_version, "key_field": "instance_id", "count": _count,
-          "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS}
+          "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS, "not_append_only": NOT_APPEND_ONLY}
 
 register(ExportKind(name="swe.labels", version=1, label=gettext_lazy("SWE labels (every task)"), rows=label_rows,
                     filters=LabelFilters, description=gettext_noop(
@@ -345,6 +348,7 @@ register(ExportKind(name="swe.routed", version=1, label=gettext_lazy("SWE labels
 register(ExportKind(name="swe.upstream", version=1,
                     label=gettext_lazy("SWE labels, in the published labeler's output shape"),
                     rows=upstream_rows, filters=LabelFilters, schema=UPSTREAM_SCHEMA, data_version=data_version,
+                    not_append_only=NOT_APPEND_ONLY,
                     key_field="instance_id", count=_count, dedup_ignore=("task_id",), field_meanings=UPSTREAM_MEANINGS,
                     description=gettext_noop(
                         "Labeled tasks as the published SWE Labeler (alibaba/AgenticBigBang) writes its output: the "
@@ -416,6 +420,7 @@ def trajectory_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 register(ExportKind(name="swe.trajectories", version=2, trl_format="language_modeling",
                     label=gettext_lazy("SWE trajectories, with their labels"),
                     rows=trajectory_rows, schema=TRAJECTORY_SCHEMA, data_version=trajectory_data_version,
+                    not_append_only=NOT_APPEND_ONLY,
                     filters=LabelFilters, key_field="trajectory_id", dedup_ignore=("task_id",),
                     count=lambda query: _bounded(Trajectory, query).count(), field_meanings=TRAJECTORY_MEANINGS,
                     description=gettext_noop(

@@ -153,6 +153,9 @@ AUDIT_READERS = UserRule("project admins and superusers", frozenset({"admin", "s
 CURATE = members(CAN_CURATE, "CAN_CURATE")
 ANNOTATE = members(CAN_ANNOTATE, "CAN_ANNOTATE")
 READ_EXPORTS = members(CAN_READ_EXPORTS, "CAN_READ_EXPORTS")
+# The world's projects keep trainers_create_exports off (trainers allowed: tests/exports/test_trainer_exports.py).
+CREATE_EXPORTS = members(CAN_CREATE_EXPORTS, "export_creators: CAN_CREATE_EXPORTS, trainers only where the project "
+                                             "lets them")
 MANAGE = members(CAN_MANAGE_PROJECT, "CAN_MANAGE_PROJECT (project admins)")
 
 # URL name -> method -> rule (or, for a URL whose `action` kwarg picks the operation, action -> rule).
@@ -181,6 +184,8 @@ RULES = {
     "project-member-role": {"POST": MANAGE},
     "project-member-remove": {"POST": MANAGE},
     "project-license": {"POST": MANAGE},
+    "project-settings": {"POST": MANAGE},
+    "api-project-settings": {"GET": ANY_MEMBER, "PATCH": MANAGE},
     "api-project-members": {"GET": MANAGE, "POST": MANAGE},
     "api-project-member": {"PATCH": MANAGE, "DELETE": MANAGE},
     ADMIN_CHECKED: {"GET": "admin site", "POST": "admin site"},
@@ -196,10 +201,10 @@ RULES = {
     "api-job-retry": {"POST": visible_to(CAN_RUN_JOBS, "CAN_RUN_JOBS (a job is hidden from others)")},
     # exports
     "export-list": {"GET": READ_EXPORTS, "POST": READ_EXPORTS},
-    "export-create": {"POST": members(CAN_CREATE_EXPORTS, "CAN_CREATE_EXPORTS")},
+    "export-create": {"POST": CREATE_EXPORTS},
     "export-detail": {"GET": READ_EXPORTS, "POST": READ_EXPORTS},
     "export-row": {"GET": READ_EXPORTS, "POST": READ_EXPORTS},
-    "api-project-exports": {"GET": READ_EXPORTS, "POST": members(CAN_CREATE_EXPORTS, "CAN_CREATE_EXPORTS")},
+    "api-project-exports": {"GET": READ_EXPORTS, "POST": CREATE_EXPORTS},
     "api-export": {"GET": READ_EXPORTS, "DELETE": members(CAN_DELETE_EXPORTS, "CAN_DELETE_EXPORTS")},
     "api-export-manifest": {"GET": READ_EXPORTS},
     "api-export-shard": {"GET": READ_EXPORTS},

@@ -222,6 +222,7 @@ register(ExportKind(
                 "prompt). TRL format: prompt, chosen, rejected.",
     rows=pair_rows,
     data_version=data_version,
+    append_only=True,  # sessions end once (accepted or rejected); events and reviews are only added
     filters=PairFilters,
     dedup_ignore=("id", "item_id", "chosen_session_id", "chosen_node_key", "chosen_annotator", "rejected_session_id",
                   "rejected_node_key", "rejected_annotator"),

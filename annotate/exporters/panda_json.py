@@ -66,6 +66,7 @@ register(ExportKind(
                 "for the onPanda tool and the onpanda package.",
     rows=panda_json_rows,
     data_version=data_version,
+    append_only=True,  # sessions end once (accepted or rejected); events and reviews are only added
     count=lambda query: finished_sessions(query).count(),
     filters=StatusFilters,
     field_meanings=PANDA_JSON_MEANINGS,

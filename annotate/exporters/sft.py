@@ -142,6 +142,7 @@ register(ExportKind(
                 "candidate ranks.",
     rows=sft_rows,
     data_version=data_version,
+    append_only=True,  # sessions end once (accepted or rejected); events and reviews are only added
     count=lambda query: _sft_sessions(query).count(),
     filters=SftFilters,
     dedup_ignore=("id", "item_id", "annotator", "accepted_at", "review"),

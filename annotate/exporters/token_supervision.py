@@ -171,6 +171,7 @@ register(ExportKind(
                 "(prompt, completion), for TRL's SFT trainer as is.",
     rows=token_supervision_rows,
     data_version=data_version,
+    append_only=True,  # sessions end once (accepted or rejected); events and reviews are only added
     filters=SessionFilters,
     dedup_ignore=("id", "item_id", "session_id", "chosen_node_key", "rejected_node_key", "annotator"),
     field_meanings=TOKEN_SUPERVISION_MEANINGS,

@@ -171,12 +171,13 @@ def scored_rows(query: ExportQuery) -> Iterator[list[dict]]:
                 "logprobs_json": json.dumps(s.logprobs, sort_keys=True)} for s in page]
 
 
+# Append-only: scores and teacher answers are written once per (run, prompt) and never changed; a selection is frozen.
 register(ExportKind(name="atd.dpo", version=2, trl_format="preference", label=gettext_lazy("ATD DPO pairs"),
                     schema=DPO_SCHEMA, rows=dpo_rows,
-                    data_version=dpo_version, filters=DpoFilters, key_field="id", field_meanings=DPO_MEANINGS,
+                    data_version=dpo_version, append_only=True, filters=DpoFilters, key_field="id", field_meanings=DPO_MEANINGS,
                     description="prompt/chosen/rejected (TRL) from the teacher's one-bit answers on near-tie prompts, "
                                 "with q in both orders, the position bias and the selection's recipe."))
 register(ExportKind(name="atd.scored", version=2, label=gettext_lazy("ATD scored prompts"), schema=SCORED_SCHEMA,
-                    rows=scored_rows, data_version=scored_version, filters=ScoredFilters, key_field="id",
+                    rows=scored_rows, data_version=scored_version, append_only=True, filters=ScoredFilters, key_field="id",
                     field_meanings=SCORED_MEANINGS,
                     description="Every scored prompt with q, both orders and the raw logprobs, for analysis."))

@@ -12,9 +12,9 @@ from dataplatform.client_address import client_ip
 from dataplatform.openapi import VALIDATION_ERROR, error_response
 
 from . import selectors, services
-from .inputs import MemberCreateSerializer, MemberUpdateSerializer, TokenCreateSerializer
+from .inputs import MemberCreateSerializer, MemberUpdateSerializer, ProjectSettingsSerializer, TokenCreateSerializer
 from .models import ApiToken, Membership, Project
-from .permissions import CAN_MANAGE_PROJECT, project_for, request_token, token_project_ids
+from .permissions import ALL_ROLES, CAN_MANAGE_PROJECT, project_for, request_token, token_project_ids
 
 
 class ProjectSerializer(serializers.ModelSerializer):
@@ -23,7 +23,8 @@ class ProjectSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Project
-        fields = ["slug", "name", "description", "license", "created_at", "my_role", "member_count"]
+        fields = ["slug", "name", "description", "license", "trainers_create_exports", "created_at", "my_role",
+                  "member_count"]
 
 
 class ProjectListApi(generics.ListAPIView):
@@ -36,6 +37,24 @@ class ProjectListApi(generics.ListAPIView):
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return Project.objects.none()
         return selectors.projects_for_user(self.request.user, token=request_token(self.request))
+
+
+class ProjectSettingsApi(APIView):
+    """A project's settings: any member reads them, its admins change them (PATCH: the settings given)."""
+
+    @extend_schema(responses=ProjectSettingsSerializer)
+    def get(self, request, slug: str):
+        project, _ = project_for(request.user, slug, ALL_ROLES, token=request_token(request))
+        return Response(ProjectSettingsSerializer(project).data)
+
+    @extend_schema(request=ProjectSettingsSerializer, responses={200: ProjectSettingsSerializer})
+    def patch(self, request, slug: str):
+        project = _managed_project(request, slug)
+        data = ProjectSettingsSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        services.update_project_settings(project=project, changes=data.validated_data, actor=request.user,
+                                         client_ip=client_ip(request))
+        return Response(ProjectSettingsSerializer(project).data)
 
 
 # --- members (project admins only) ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ their serializers use the services' own checks, which the command-line tools rea
 from django.utils.functional import lazy
 from django.utils.translation import gettext, gettext_lazy
 from rest_framework import serializers
+from rest_framework.utils import html
 
 from dataplatform.errors import PlatformError
 from dataplatform.inputs import Flag, InputSerializer, message
@@ -50,6 +51,23 @@ class ProjectLicenseSerializer(InputSerializer):
 
     def validate_license(self, value: str) -> str:
         return _checked(services.clean_license, value)
+
+
+class ProjectSettingsSerializer(InputSerializer):
+    """A project's settings beside its license and members (project admins): the project page's settings form and
+    PATCH /api/v1/projects/<slug>/settings/ (which may leave a setting out: partial)."""
+
+    trainers_create_exports = Flag(default=False, help_text=(
+        "its trainers create exports of every kind, with every filter, as curators do (an audit row each); off: "
+        "they pull what its curators and admins export"))
+
+    def to_internal_value(self, data):
+        # A misspelt setting must not answer 200 having changed nothing.
+        known = set(self.fields) | ({"csrfmiddlewaretoken"} if html.is_html_input(data) else set())
+        if hasattr(data, "keys") and (unknown := [name for name in data.keys() if name not in known]):
+            raise serializers.ValidationError({name: [gettext("Not a project setting; the settings: %(valid)s.")
+                                                      % {"valid": ", ".join(self.fields)}] for name in unknown})
+        return super().to_internal_value(data)
 
 
 # --- members (project admins) --------------------------------------------------------------------------------

@@ -27,6 +27,9 @@ class Project(models.Model):
     # The data's license as a Hugging Face Hub / SPDX id ("cc-by-4.0", "apache-2.0", "other"), lowercase;
     # empty: not stated. Dataset cards name it. services.set_project_license checks the shape.
     license = models.CharField(max_length=64, blank=True, default="")
+    # Whether its trainers may create exports (of every kind, with every filter, as curators do); off, they pull
+    # what curators and admins export (permissions.export_creators).
+    trainers_create_exports = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -23,7 +23,7 @@ CAN_MANAGE_PROJECT = frozenset({Role.ADMIN})
 CAN_RUN_JOBS = frozenset({Role.ADMIN, Role.CURATOR})
 CAN_SEE_JOBS = frozenset({Role.ADMIN, Role.CURATOR})
 CAN_READ_EXPORTS = frozenset({Role.ADMIN, Role.CURATOR, Role.TRAINER})
-CAN_CREATE_EXPORTS = frozenset({Role.ADMIN, Role.CURATOR})
+CAN_CREATE_EXPORTS = frozenset({Role.ADMIN, Role.CURATOR})  # and trainers where the project lets them (export_creators)
 CAN_DELETE_EXPORTS = frozenset({Role.ADMIN})
 # onPanda annotation
 CAN_ANNOTATE = frozenset({Role.ADMIN, Role.CURATOR, Role.ANNOTATOR})
@@ -98,6 +98,21 @@ def _role_among(user, project: Project, roles: Iterable[Role]) -> Role:
 def _allowed(role: Role | None, project: Project, roles: Iterable[Role]) -> Role:
     if role not in set(roles):
         raise PermissionDenied(gettext("Your role (%(role)s) cannot do this in project %(project)s.")
+                               % {"role": ROLE_IN_TEXT[Role(role)] if role in Role.values else gettext("none"),
+                                  "project": project.slug})
+    return role
+
+
+def export_creators(project: Project) -> frozenset[Role]:
+    """Who may create the project's exports: CAN_CREATE_EXPORTS, and its trainers where the project lets them."""
+    return CAN_CREATE_EXPORTS | ({Role.TRAINER} if project.trainers_create_exports else frozenset())
+
+
+def require_export_creator(role: Role | None, project: Project) -> Role:
+    """`role` if it may create the project's exports, else PermissionDenied saying who may."""
+    if role not in export_creators(project):
+        raise PermissionDenied(gettext("Your role (%(role)s) cannot create exports in project %(project)s: its admins "
+                                       "and curators can, and its trainers once an admin lets them.")
                                % {"role": ROLE_IN_TEXT[Role(role)] if role in Role.values else gettext("none"),
                                   "project": project.slug})
     return role

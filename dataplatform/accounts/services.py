@@ -145,6 +145,19 @@ def set_project_license(*, project: Project, license: str, actor=None, client_ip
     return project
 
 
+def update_project_settings(*, project: Project, changes: dict, actor=None, client_ip: str | None = None) -> Project:
+    """Set the settings in `changes` (inputs.ProjectSettingsSerializer's), with an audit row naming each change."""
+    diff = {name: [getattr(project, name), value] for name, value in changes.items() if getattr(project, name) != value}
+    if diff:
+        with transaction.atomic():
+            for name, (_, value) in diff.items():
+                setattr(project, name, value)
+            project.save(update_fields=list(diff))
+            audit.record(action=audit.Action.PROJECT_UPDATED, actor=actor, project=project, target=project,
+                         client_ip=client_ip, detail={"settings": diff})
+    return project
+
+
 # --- members: add, change the role of, remove. The project keeps at least one admin. --------------------------
 
 def _valid_role(role) -> Role:

@@ -22,6 +22,7 @@ from .inputs import (
     MemberUpdateSerializer,
     ProjectCreateSerializer,
     ProjectLicenseSerializer,
+    ProjectSettingsSerializer,
     TokenCreateSerializer,
 )
 from .models import ROLE_IN_TEXT, Role
@@ -203,6 +204,20 @@ def project_license(request, slug: str):
                              license_error=inputs.refusal_text(error), typed=request.POST)
     messages.success(request, _("License set to %(license)s.") % {"license": project.license} if project.license
                      else _("License cleared."))
+    return redirect("project-detail", slug=slug)
+
+
+@login_required
+@require_POST
+def project_settings(request, slug: str):
+    project, role = project_for(request.user, slug, CAN_MANAGE_PROJECT)
+    try:
+        services.update_project_settings(project=project, changes=inputs.read(ProjectSettingsSerializer, request.POST),
+                                         actor=request.user, client_ip=client_ip(request))
+    except PlatformError as error:  # the form again, its error beside it
+        return _project_page(request, project, role, status=error.status, settings_error=inputs.refusal_text(error))
+    messages.success(request, _("Trainers of this project can now create exports.") if project.trainers_create_exports
+                     else _("Only curators and admins of this project create exports now."))
     return redirect("project-detail", slug=slug)
 
 

@@ -2,7 +2,6 @@
 
 import logging
 
-import django_filters
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext
@@ -14,20 +13,21 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dataplatform.accounts.permissions import (
-    CAN_CREATE_EXPORTS,
     CAN_DELETE_EXPORTS,
     CAN_READ_EXPORTS,
     project_for,
     request_token,
+    require_export_creator,
 )
 from dataplatform.apiutils import MAX_INT
 from dataplatform.audit import services as audit
 from dataplatform.client_address import client_ip
 from dataplatform.jobs.models import JobState
-from dataplatform.openapi import error_response
+from dataplatform.openapi import VALIDATION_ERROR, error_response
 
 from . import selectors, services
 from .models import Export
+from .options import ExportOptions
 from .ranges import file_response
 from .registry import TRL_FORMATS, all_kinds, describe_filters
 from .storage import export_storage, is_local
@@ -83,20 +83,12 @@ class ExportSerializer(serializers.ModelSerializer):
         return request.build_absolute_uri(path) if request else path
 
 
-class ExportFilter(django_filters.FilterSet):
-    kind = django_filters.CharFilter()
-    state = django_filters.MultipleChoiceFilter(field_name="job__state", choices=JobState.choices)
-
-    class Meta:
-        model = Export
-        fields = ["kind", "state"]
-
-
 class ProjectExportsApi(generics.ListAPIView):
-    """List a project's exports (admin, curator, trainer) or create one (admin, curator)."""
+    """List a project's exports (admin, curator, trainer), by kind, data version and state; or create one (admin,
+    curator, and trainer where the project lets trainers create exports)."""
 
     serializer_class = ExportSerializer
-    filterset_class = ExportFilter
+    filterset_class = selectors.ExportFilter
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation
@@ -105,9 +97,13 @@ class ProjectExportsApi(generics.ListAPIView):
         project, _ = project_for(self.request.user, self.kwargs["slug"], CAN_READ_EXPORTS, token=token)
         return selectors.exports_of_project(self.request.user, project, token=token)
 
-    @extend_schema(request=services.ExportOptions, responses={202: ExportSerializer})
+    @extend_schema(request=ExportOptions, responses={
+        202: ExportSerializer,
+        400: error_response("An option or filter that is not one (named, with the valid ones), a bad value, or a "
+                            "data version the kind cannot be pinned to.", schema=VALIDATION_ERROR)})
     def post(self, request, slug: str):
-        project, _ = project_for(request.user, slug, CAN_CREATE_EXPORTS, token=request_token(request))
+        project, role = project_for(request.user, slug, CAN_READ_EXPORTS, token=request_token(request))
+        require_export_creator(role, project)
         export = services.create_export(project=project, user=request.user, options=request.data,
                                         client_ip=client_ip(request))
         return Response(ExportSerializer(export, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
@@ -208,8 +204,13 @@ class ExportKindSerializer(serializers.Serializer):
     trl_trainer = serializers.CharField(allow_null=True, help_text="the TRL trainer that reads that format")
     filters = serializers.ListField(child=serializers.CharField(), help_text="the filters' names")
     filter_fields = serializers.ListField(child=serializers.DictField(), help_text=(
-        "each filter: name, type (boolean, integer, number, datetime, choice, list, string), item_type (a list's item "
-        "type), required, default, choices, min_value, max_value, help"))
+        "each filter: name, type (boolean, integer, number, datetime, choice, list, string: a list takes several "
+        "values, as a JSON array), item_type (a list's item type), required, default, choices (of a choice or of a "
+        "list's items), min_value, max_value, help"))
+    append_only = serializers.BooleanField(help_text=(
+        "whether the rows up to a data version never change, so that an export can be pinned to an earlier one "
+        "(the `data_version` option)"))
+    not_append_only = serializers.CharField(allow_null=True, help_text="why not, when it is not (null when it is)")
 
 
 def _starts_a_download(request) -> bool:
@@ -235,6 +236,8 @@ class ExportKindsApi(APIView):
                 "trl_trainer": TRL_FORMATS[kind.trl_format].trainer if kind.trl_format else None,
                 "filters": list(kind.filters().fields),
                 "filter_fields": describe_filters(kind),
+                "append_only": kind.append_only,
+                "not_append_only": gettext(kind.not_append_only) if kind.not_append_only else None,
             }
             for kind in all_kinds()
         ])

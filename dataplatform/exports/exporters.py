@@ -5,7 +5,7 @@ jobs never imports the export registry."""
 
 import pyarrow as pa
 from django.db.models import Max
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, gettext_noop
 from rest_framework import serializers
 
 from dataplatform.jobs.models import TERMINAL_STATES, Job, JobState
@@ -86,6 +86,8 @@ register(ExportKind(
     data_version=lambda project: str(Job.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0),
     count=lambda query: _jobs(query).count(),
     filters=JobExportFilters,
+    not_append_only=gettext_noop("a job's row changes until the job ends (one queued or running when an export "
+                                 "started finishes later), and deleting an export deletes its job."),
     dedup_ignore=("id", "created_at", "started_at", "finished_at"),
     field_meanings=MEANINGS,
 ))

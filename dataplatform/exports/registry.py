@@ -1,6 +1,6 @@
 """Record kinds. An app declares its kinds in `<app>/exporters.py` with `register(ExportKind(...))`."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -11,10 +11,15 @@ from rest_framework import serializers
 from dataplatform.accounts.models import Project
 from dataplatform.registry import KindRegistry
 
+UNKNOWN_FILTER = gettext_noop('"%(name)s" is not a filter of this kind; its filters: %(valid)s.')
+FILTER_IS_AN_OPTION = gettext_noop('"%(name)s" is an option of the export, not a filter: give it beside "filters".')
+
 
 class ExportFilters(serializers.Serializer):
     """Filters every kind accepts. Kinds subclass it to add their own (status, tags, ...). A value outside a
-    filter's choices is refused with the valid ones named."""
+    filter's choices is refused with the valid ones named, and so is a name that is not a filter: dropped, a typo
+    ("reveiw") would export everything. The context's `options` (the export's option names) let the refusal of an
+    option given as a filter (`data_version`) say where it goes."""
 
     created_after = serializers.DateTimeField(required=False)
     created_before = serializers.DateTimeField(required=False)
@@ -28,11 +33,22 @@ class ExportFilters(serializers.Serializer):
                 choice.error_messages["invalid_choice"] = (gettext('"{input}" is not a valid choice; choose one of: '
                                                                    '%(valid)s.') % {"valid": valid})
 
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping) and (unknown := [name for name in data if name not in self.fields]):
+            options = self.context.get("options", ())
+            valid = ", ".join(self.fields)
+            raise serializers.ValidationError({
+                name: [gettext(FILTER_IS_AN_OPTION) % {"name": name} if name in options
+                       else gettext(UNKNOWN_FILTER) % {"name": name, "valid": valid}] for name in unknown})
+        return super().to_internal_value(data)
+
 
 def _filter_type(field_: serializers.Field) -> str:
+    # Several values (a MultipleChoiceField is a ChoiceField to DRF, but takes a list): "list", before "choice".
     for kind, name in ((serializers.BooleanField, "boolean"), (serializers.IntegerField, "integer"),
                        (serializers.FloatField, "number"), (serializers.DateTimeField, "datetime"),
-                       (serializers.ChoiceField, "choice"), (serializers.ListField, "list")):
+                       ((serializers.ListField, serializers.MultipleChoiceField), "list"),
+                       (serializers.ChoiceField, "choice")):
         if isinstance(field_, kind):
             return name
     return "string"
@@ -49,6 +65,8 @@ def describe_filters(kind: "ExportKind") -> list[dict]:
                  "default": default() if callable(default) else default, "help": str(field_.help_text or "")}
         if isinstance(field_, serializers.ListField):
             entry["item_type"] = _filter_type(value)
+        elif isinstance(field_, serializers.MultipleChoiceField):
+            entry["item_type"] = "choice"
         if isinstance(value, serializers.ChoiceField):
             entry["choices"] = [str(choice) for choice in value.choices]
         for bound in ("min_value", "max_value"):
@@ -130,6 +148,13 @@ class ExportKind:
     # What each column means, for the dataset card and the export-kinds API (every column has one:
     # tests/exports/test_field_meanings.py checks it).
     field_meanings: dict[str, str] = field(default_factory=dict)
+    # Every kind says one of the two (register() checks it). append_only: the rows up to a data version never change
+    # (the kind reads rows and events that are only ever added, bounded by the version), so an export can be pinned
+    # to an earlier data version and gives the rows an export made then gave; its data version is then ids joined
+    # by ":", compared part by part. Otherwise not_append_only says why not (English, marked for the catalogs):
+    # a pinned export of the kind is refused with it.
+    append_only: bool = False
+    not_append_only: str = ""
 
 
 _KINDS: KindRegistry[ExportKind] = KindRegistry(gettext_noop("export kind"))
@@ -141,6 +166,9 @@ def register(kind: ExportKind) -> ExportKind:
     if kind.values is not None and "id" not in kind.schema.names:
         raise ValueError(f"Export kind {kind.name!r}: values kinds are read in keyset batches on 'id', "
                          "which its schema lacks.")
+    if kind.append_only == bool(kind.not_append_only):
+        raise ValueError(f"Export kind {kind.name!r} must say whether its data are append-only: append_only=True, "
+                         "or not_append_only naming what changes in place.")
     for role, name in (("key_field", kind.key_field), ("partition_field", kind.partition_field)):
         if name is not None and name not in kind.schema.names:
             raise ValueError(f"Export kind {kind.name!r}: {role} {name!r} is not in its schema.")

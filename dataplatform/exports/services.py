@@ -11,25 +11,22 @@ from pathlib import Path
 
 import pyarrow as pa
 from django.conf import settings
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext, gettext_noop
-from rest_framework import serializers
-from rest_framework.utils import html
 
 from dataplatform.accounts.models import Project
-from dataplatform.apiutils import MAX_ID, MAX_INT
+from dataplatform.accounts.permissions import require_export_creator, role_in
 from dataplatform.audit import services as audit
 from dataplatform.conversations.training import text_schema
-from dataplatform.errors import Conflict, Missing, Refused
-from dataplatform.inputs import number_messages
+from dataplatform.errors import Conflict, Missing
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import JobState
 from dataplatform.status import Status
 
 from . import cards
-from .models import Export, ExportFormat
+from .models import Export
+from .options import validate_options
 from .registry import ExportKind, ExportQuery, get_kind
 from .sources import read_batches
 from .storage import delete_prefix, export_storage, publish
@@ -43,114 +40,31 @@ MANIFEST_FORMAT_VERSION = 1
 WRITE_AHEAD_BATCHES = 1
 
 
-class _FiltersEncoder(DjangoJSONEncoder):
-    def default(self, o):
-        if isinstance(o, set | frozenset):  # MultipleChoiceField values
-            return sorted(o)
-        return super().default(o)
-
-
-class InvalidExport(Refused):
-    """Options or filters an export cannot be made with; `errors` by field, as the answer's body."""
-
-    def __init__(self, errors: dict):
-        super().__init__(f"Invalid export: {errors}")
-        self.errors = errors
-
-    def body(self) -> dict:
-        return self.errors
-
-
-class FilterLines(list):
-    """A form's filters as `key=value` lines, read with the kind (filters_from_pairs) once it is known."""
-
-
-class FiltersField(serializers.DictField):
-    """The kind's filters: an object (the API, the CLI). A form sends them as `key=value` lines in `filters`
-    (as the CLI's --filter), with created_after and created_before in boxes of their own."""
-
-    def get_value(self, dictionary):
-        if not html.is_html_input(dictionary):
-            return super().get_value(dictionary)
-        return FilterLines([*dictionary.get("filters", "").splitlines(),
-                            *(f"{name}={dictionary[name]}" for name in ("created_after", "created_before")
-                              if dictionary.get(name, "").strip())])
-
-    def to_internal_value(self, data):
-        return data if isinstance(data, FilterLines) else super().to_internal_value(data)
-
-
-MIB = 1024 * 1024
-
-
-class ExportOptions(serializers.Serializer):
-    """How to write an export; shared by the API, the HTML form and the CLI."""
-
-    kind = serializers.CharField()
-    filters = FiltersField(default=dict)
-    format = serializers.ChoiceField(choices=ExportFormat.choices, default=ExportFormat.PARQUET)
-    shard_rows = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False, allow_null=True)
-    shard_bytes = serializers.IntegerField(min_value=1024, max_value=MAX_ID, required=False, allow_null=True)
-    shard_mb = serializers.FloatField(min_value=0.01, max_value=1_000_000, required=False, allow_null=True,
-                                      write_only=True, error_messages=number_messages("shard_mb", 0.01, 1_000_000),
-                                      help_text="shard_bytes in MiB (the form's box); not with shard_bytes")
-    validation_ratio = serializers.FloatField(min_value=0.0, max_value=0.5, default=0.0)
-    dedup = serializers.BooleanField(default=False)
-
-    def validate_kind(self, value: str) -> str:
-        try:
-            get_kind(value)
-        except LookupError as exc:
-            raise serializers.ValidationError(str(exc)) from exc
-        return value
-
-    def validate(self, data: dict) -> dict:
-        if isinstance(data["filters"], FilterLines):
-            try:
-                data["filters"] = filters_from_pairs(data["kind"], data["filters"])
-            except InvalidExport as exc:
-                raise serializers.ValidationError(exc.errors) from None
-        if (shard_mb := data.pop("shard_mb", None)) is not None:
-            if data.get("shard_bytes") is not None:
-                raise serializers.ValidationError({"shard_mb": [gettext("Give shard_bytes or shard_mb, not both.")]})
-            data["shard_bytes"] = max(1024, round(shard_mb * MIB))
-        filters = get_kind(data["kind"]).filters(data=data["filters"])
-        if not filters.is_valid():
-            raise serializers.ValidationError({"filters": filters.errors})
-        # Stored as JSON; validated again (into dates etc.) when the export runs.
-        data["filters"] = json.loads(json.dumps(filters.validated_data, cls=_FiltersEncoder))
-        if not data.get("shard_rows") and not data.get("shard_bytes"):
-            data["shard_rows"] = settings.EXPORT_DEFAULT_SHARD_ROWS
-        return data
-
-
-def validate_options(options: dict) -> dict:
-    serializer = ExportOptions(data=options)
-    if not serializer.is_valid():
-        raise InvalidExport(serializer.errors)
-    return dict(serializer.validated_data)
-
-
 def create_export(*, project: Project, user, options: dict, publish: bool = True,
                   client_ip: str | None = None) -> Export:
     """Record an export, its audit row, and queue the job that writes it (sent once the transaction commits).
 
-    publish=False leaves the job for the caller to run (the `export` command runs it inline).
+    publish=False leaves the job for the caller to run (the `export` command runs it inline). `user` None: the
+    platform itself (the command line); a user must be one of the project's export creators. A pinned
+    `data_version` is the export's from the start; otherwise it is read when the export starts.
     """
-    clean = validate_options(options)
+    if user is not None:  # the API and the page check it too, but a service must not rely on them
+        require_export_creator(role_in(user, project), project)
+    clean = validate_options(options, project=project)
     kind = get_kind(clean["kind"])
     with transaction.atomic():
         job = job_services.enqueue_job(project=project, kind=WRITE_JOB_KIND, params={}, user=user, publish=publish)
         export = Export.objects.create(
             project=project, job=job, kind=kind.name, kind_version=kind.version, filters=clean["filters"],
             format=clean["format"], shard_rows=clean.get("shard_rows"), shard_bytes=clean.get("shard_bytes"),
-            validation_ratio=clean["validation_ratio"], dedup=clean["dedup"], created_by=user,
+            validation_ratio=clean["validation_ratio"], dedup=clean["dedup"], data_version=clean["data_version"],
+            created_by=user,
         )
         export.location = f"exports/{project.slug}/{export.pk}"
         export.save(update_fields=["location"])
         audit.record(action=audit.Action.EXPORT_CREATED, actor=user, project=project, target=export,
                      client_ip=client_ip, detail={"kind": export.kind, "format": export.format,
-                                                  "filters": export.filters})
+                                                  "filters": export.filters, "data_version": export.data_version})
     return export
 
 
@@ -352,32 +266,3 @@ def _scratch_dir() -> Path:
     path = settings.DATA_DIR / "tmp"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def filters_from_pairs(kind_name: str, pairs: list[str]) -> dict:
-    """Turn `key=value` strings (CLI --filter, the form's filter box) into a filters dict.
-
-    A key given twice, or a key whose filter field takes several values, becomes a list.
-    """
-    from rest_framework.fields import ListField, MultipleChoiceField
-
-    fields = get_kind(kind_name).filters().fields
-    filters: dict = {}
-    for number, pair in enumerate((p.strip() for p in pairs), start=1):
-        if not pair:
-            continue
-        key, sep, value = pair.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key:
-            raise InvalidExport({"filters": [gettext("Filter %(number)d (%(pair)r) must look like key=value.")
-                                             % {"number": number, "pair": pair}]})
-        if key not in fields:
-            raise InvalidExport({"filters": [gettext("Unknown filter %(key)r for %(kind)s; known: %(known)s.")
-                                             % {"key": key, "kind": kind_name, "known": ", ".join(fields)}]})
-        many = isinstance(fields[key], ListField | MultipleChoiceField)
-        if many or key in filters:
-            previous = filters.get(key, [])
-            filters[key] = (previous if isinstance(previous, list) else [previous]) + [value]
-        else:
-            filters[key] = value
-    return filters

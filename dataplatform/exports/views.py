@@ -2,14 +2,16 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 
-from dataplatform.accounts.permissions import CAN_CREATE_EXPORTS, CAN_READ_EXPORTS, project_for
+from dataplatform.accounts.permissions import CAN_READ_EXPORTS, export_creators, project_for, require_export_creator
 from dataplatform.client_address import client_ip
 from dataplatform.errors import PlatformError, show_error
+from dataplatform.jobs.models import JobState
 from dataplatform.pagination import parse_id
 from dataplatform.registry import UnknownKind
 
@@ -37,25 +39,40 @@ def _described(kind) -> list[dict]:
 
 @login_required
 def export_list(request, slug: str):
+    """The project's exports, newest first, by kind, data version and state (the API's filters), and the form that
+    creates one, for whoever may (else who may)."""
     project, role = project_for(request.user, slug, CAN_READ_EXPORTS)
-    exports = selectors.exports_of_project(request.user, project)
+    query = QueryDict(mutable=True)
+    for name, values in request.GET.lists():  # the form's "any" is an empty value: no filter
+        if kept := [value for value in values if value.strip()]:
+            query.setlist(name, kept)
+    listed = selectors.ExportFilter(query, queryset=selectors.exports_of_project(request.user, project))
+    exports = listed.qs if listed.is_valid() else listed.queryset.none()
     if before := parse_id(request.GET.get("before")):
         exports = exports.filter(pk__lt=before)
     page = list(exports.order_by("-id")[: PAGE_SIZE + 1])
+    older = query.copy()  # the next page keeps the filters
+    older["before"] = page[PAGE_SIZE - 1].pk if len(page) > PAGE_SIZE else ""
+    can_create = role in export_creators(project)
     return render(request, "exports/export_list.html", {
         "project": project,
         "exports": page[:PAGE_SIZE],
-        "older_than": page[PAGE_SIZE - 1].pk if len(page) > PAGE_SIZE else None,
-        "can_create": role in CAN_CREATE_EXPORTS,
+        "older_query": older.urlencode() if older["before"] else None,
+        "can_create": can_create,
+        "creators": [] if can_create else selectors.export_creator_names(project),
         "kinds": [(kind, _described(kind)) for kind in all_kinds()],
         "formats": ExportFormat.choices,
+        "states": JobState.choices,
+        "list_errors": [f"{name}: {' '.join(errors)}" for name, errors in listed.errors.items()],
+        "filtered": {name: query.getlist(name) if name == "state" else query.get(name, "") for name in listed.filters},
     })
 
 
 @login_required
 @require_POST
 def export_create(request, slug: str):
-    project, _ = project_for(request.user, slug, CAN_CREATE_EXPORTS)
+    project, role = project_for(request.user, slug, CAN_READ_EXPORTS)
+    require_export_creator(role, project)
     try:  # the form's fields are ExportOptions, as the API's body is
         services.create_export(project=project, user=request.user, options=request.POST, client_ip=client_ip(request))
     except PlatformError as exc:

@@ -77,6 +77,7 @@ SYNTHETIC = register(ExportKind(
     description="Generated rows for the export engine's tests.",
     rows=rows,
     data_version=lambda project: "synthetic-v1",
+    append_only=True,  # generated from the filters alone
     count=lambda query: query.filters["n"],
     filters=SyntheticFilters,
     dedup_ignore=("id", "created_at"),
@@ -124,6 +125,7 @@ JOB_VALUES = register(ExportKind(
     description="The project's jobs as plain columns and a JSON document, for the read-path tests.",
     values=lambda query: job_values(query.project),
     data_version=lambda project: "jobs-v1",
+    not_append_only="it reads every job as it is now.",
     dedup_ignore=("id", "created_at"),
     field_meanings=JOB_MEANINGS,
 ))

@@ -107,7 +107,11 @@ def test_list_filters_by_kind_and_state_with_cursor_pages(members, run_export):
     assert len(page["results"]) == 2 and page["next"]
     assert len(client.get(page["next"]).json()["results"]) == 2
     assert len(client.get(BASE + "?state=failed").json()["results"]) == 1
+    assert len(client.get(BASE + "?state=failed&state=succeeded").json()["results"]) == 4
     assert len(client.get(BASE + "?kind=platform.jobs").json()["results"]) == 0
+    assert client.get(BASE + "?state=lost").status_code == 400  # not every export, as an ignored filter would give
+    assert len(client.get(BASE + "?data_version=synthetic-v1").json()["results"]) == 4
+    assert len(client.get(BASE + "?data_version=synthetic-v2").json()["results"]) == 0
 
 
 def test_manifest_of_a_running_export_is_409(members, export):
@@ -230,6 +234,17 @@ def test_export_kinds_describe_each_filter_and_a_bad_choice_names_the_valid_ones
     assert balanced["review_status"]["choices"] == ["reviewed", "auto", "error", "unlabeled"]
     assert (balanced["seed"]["type"], balanced["seed"]["default"], balanced["seed"]["min_value"]) == ("integer", 0, 0)
     assert balanced["include_unassigned"]["type"] == "boolean" and balanced["created_after"]["type"] == "datetime"
+    # Several values of a set of choices (MultipleChoiceField, a ChoiceField to DRF): a list of choices, as the API
+    # wants them; one choice would be refused.
+    for kind, name, choices in [("onpanda.sft", "review", ["approved", "rejected", "unreviewed"]),
+                                ("onpanda.pairs", "pair_type", ["fork", "outcome"]),
+                                ("platform.jobs", "status", ["queued", "running", "succeeded", "failed", "cancelled"])]:
+        described = {f["name"]: f for f in kinds[kind]["filter_fields"]}[name]
+        assert (described["type"], described["item_type"], sorted(described["choices"])) == ("list", "choice",
+                                                                                            sorted(choices))
+    # Which kinds can be pinned to an earlier data version, and why the others cannot.
+    assert (kinds["atd.scored"]["append_only"], kinds["atd.scored"]["not_append_only"]) == (True, None)
+    assert kinds["swe.pooled"]["append_only"] is False and "rewritten in place" in kinds["swe.pooled"]["not_append_only"]
     curator = api_client_for(members["curator"])
     response = curator.post("/api/v1/projects/alpha/exports/", {"kind": "swe.balanced",
                                                                  "filters": {"allocation": "random"}}, format="json")

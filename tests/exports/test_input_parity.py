@@ -34,14 +34,30 @@ REFUSALS = [  # (form, field, message, also as JSON)
     ({"kind": JOBS, "shard_mb": "1", "shard_bytes": "4096"}, "shard_mb", "Give shard_bytes or shard_mb, not both.",
      True),
     ({"kind": JOBS, "dedup": "maybe"}, "dedup", "Must be a valid boolean.", True),
-    ({"kind": JOBS, "filters": "colour=red"}, "filters", None, False),  # names the kind's filters
+    # Not a filter, not an option: refused by name with the valid ones, never dropped (a typo would export everything).
+    ({"kind": JOBS, "filters": "colour=red"}, "filters.colour",
+     '"colour" is not a filter of this kind; its filters: created_after, created_before, status, job_kind.', False),
+    ({"kind": JOBS, "filters": "data_version=3"}, "filters.data_version",
+     '"data_version" is an option of the export, not a filter: give it beside "filters".', False),
+    ({"kind": JOBS, "filtres": "status=failed"}, "filtres", '"filtres" is not an export option; the options: kind, '
+     'filters, format, shard_rows, shard_bytes, shard_mb, validation_ratio, dedup, data_version.', True),
+    ({"kind": JOBS, "status": "failed"}, "status",
+     '"status" is a filter of platform.jobs, not an option: give it inside "filters".', True),
+    # Pinned to an earlier data version: only a kind whose data are append-only, at a version it has had.
+    ({"kind": JOBS, "data_version": "1"}, "data_version", "platform.jobs cannot be exported at an earlier data "
+     "version: a job's row changes until the job ends (one queued or running when an export started finishes "
+     "later), and deleting an export deletes its job.", True),
+    ({"kind": "atd.scored", "data_version": "1:2"}, "data_version",
+     "1:2 is not a data version of atd.scored; they look like its current one, 0.", True),
+    ({"kind": "atd.scored", "data_version": "7"}, "data_version",
+     "7 is past the current data version of atd.scored, 0.", True),
     ({"kind": JOBS, "filters": "status"}, "filters", "Filter 1 ('status') must look like key=value.", False),
     ({"kind": JOBS, "filters": "status=lost"}, "filters.status", None, False),
     ({"kind": JOBS, "created_after": "yesterday"}, "filters.created_after", None, False),
 ]
 
 
-# A form's filter lines are an object in JSON, so those refusals are sent as a form only.
+# A form's filter lines are an object in JSON, so those refusals are sent as a form only (and as JSON below).
 ENCODED_REFUSALS = [pytest.param(form, field, message, encoding, id=f"{field}-{n}-{encoding}")
                     for n, (form, field, message, as_json) in enumerate(REFUSALS)
                     for encoding in (["multipart", "json"] if as_json else ["multipart"])]
@@ -51,6 +67,17 @@ ENCODED_REFUSALS = [pytest.param(form, field, message, encoding, id=f"{field}-{n
 def test_the_api_and_the_page_refuse_alike(client, members, project, form, field, message, encoding):
     api, page = send_both(client, members, form, encoding=encoding)
     assert_refused_alike(api, page, field, message)
+    assert not Export.objects.exists()
+
+
+def test_an_unknown_filter_in_json_is_refused_as_in_a_form(members, project):
+    api = api_client_for(members["curator"])
+    response = api.post("/api/v1/projects/alpha/exports/", {"kind": "onpanda.sft", "filters": {"reveiw": [
+        "approved"], "data_version": "1:1:1"}}, format="json")
+    assert response.status_code == 400 and response.json() == {"filters": {
+        "reveiw": ['"reveiw" is not a filter of this kind; its filters: created_after, created_before, annotator, '
+                   'review.'],
+        "data_version": ['"data_version" is an option of the export, not a filter: give it beside "filters".']}}
     assert not Export.objects.exists()
 
 

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -35,7 +37,7 @@ def test_form_errors_come_back_as_messages(client, members, project):
     client.force_login(members["curator"])
     response = client.post(reverse("export-create", args=["alpha"]),
                            {"kind": "platform.jobs", "filters": "colour=red"}, follow=True)
-    assert "Unknown filter" in response.content.decode()
+    assert "colour: &quot;colour&quot; is not a filter of this kind; its filters:" in response.content.decode()
     assert not Export.objects.exists()
 
 
@@ -83,3 +85,21 @@ def test_the_form_lists_each_kinds_filters_with_choices_and_defaults(client, mem
     assert 'id="filter-help"' in page
     assert row.startswith("<code>allocation</code></td><td>choice</td> <td><code>equal</code>, <code>fill</code></td>"
                           "<td><code>equal</code></td>")
+
+
+def test_the_list_filters_by_kind_data_version_and_state_as_the_api_does(client, members, run_export):
+    done, failed = run_export(filters={"n": 2}), run_export(filters={"n": 1, "fail_at": 1})
+    client.force_login(members["trainer"])
+
+    def listed(query: str) -> tuple[list[int], str]:
+        html = client.get(reverse("export-list", args=["alpha"]) + query).content.decode()
+        return sorted(int(pk) for pk in re.findall(r'<tr id="export-(\d+)"', html)), html
+
+    assert listed("?kind=&data_version=&state=")[0] == sorted([done.pk, failed.pk])  # the form's "any": no filter
+    assert listed("?state=failed")[0] == [failed.pk]
+    assert listed("?kind=test.synthetic&data_version=synthetic-v1&state=succeeded")[0] == [done.pk]
+    rows, html = listed("?data_version=synthetic-v0")
+    assert rows == [] and "No exports match these filters." in html
+    rows, html = listed("?state=lost")  # refused, not ignored
+    assert rows == [] and "state: Select a valid choice. lost is not one of the available choices." in html
+    assert '<option value="failed" selected>' in listed("?state=failed")[1]

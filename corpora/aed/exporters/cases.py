@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from django.db.models import Max, QuerySet
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, gettext_noop
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
@@ -78,7 +78,10 @@ def _count(query: ExportQuery) -> int:
 
 
 # Every kind registers with these, so they export the same cases under the same data version.
-COMMON = {"data_version": data_version, "filters": AedFilters, "count": _count, "key_field": "id"}
+COMMON = {"data_version": data_version, "filters": AedFilters, "count": _count, "key_field": "id",
+          "not_append_only": gettext_noop(
+              "a submitted case can still be edited (error step, category, diagnosis), a proposal accepted or "
+              "rejected and a replay's run retried in place, and grades follow the project's current grading.")}
 
 
 # --- graded cases, a page at a time --------------------------------------------------------------------

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dataplatform.accounts.models import Project
 from dataplatform.exports import services
+from dataplatform.exports.options import InvalidExport, filters_from_pairs
 from dataplatform.exports.storage import export_storage
 from dataplatform.jobs.services import execute_job
 
@@ -25,6 +26,8 @@ class Command(BaseCommand):
         parser.add_argument("--shard-bytes", type=int)
         parser.add_argument("--validation-ratio", type=float, default=0.0)
         parser.add_argument("--dedup", action="store_true")
+        parser.add_argument("--data-version", default="", help="an earlier export's data version: the rows it gave "
+                                                               "(kinds whose data are append-only)")
         parser.add_argument("--out", required=True, help="directory to copy the finished export into")
 
     def handle(self, *args, kind, project, filter, out, **options):
@@ -33,11 +36,12 @@ class Command(BaseCommand):
             raise CommandError(f"No project with slug '{project}'.")
         try:
             export = services.create_export(project=project_row, user=None, publish=False, options={
-                "kind": kind, "filters": services.filters_from_pairs(kind, filter), "format": options["format"],
+                "kind": kind, "filters": filters_from_pairs(kind, filter), "format": options["format"],
                 "shard_rows": options["shard_rows"], "shard_bytes": options["shard_bytes"],
                 "validation_ratio": options["validation_ratio"], "dedup": options["dedup"],
+                "data_version": options["data_version"],
             })
-        except (services.InvalidExport, LookupError) as exc:
+        except (InvalidExport, LookupError) as exc:
             raise CommandError(str(getattr(exc, "errors", exc))) from exc
 
         started = time.monotonic()
