@@ -10,8 +10,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Trace, TraceSource
-from dataplatform.imports import canonical_sha256
 from dataplatform.conversations.readers import read_trace
+from dataplatform.imports import canonical_sha256
 from tests import real_openhands
 from tests import trace_fixtures as traces
 from tests.factories import UserFactory
