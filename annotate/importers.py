@@ -105,7 +105,7 @@ def import_prompts(*, project: Project, lines: Iterable[bytes | str], file: str 
     existing = set(Item.objects.filter(project=project, source_sha256__in=seen).values_list("source_sha256", flat=True))
     new = [r for r in records if r.source_sha256 not in existing]
     report.duplicates += len(records) - len(new)
-    bad_lines = {e.line for e in report.errors}
+    bad_lines = report.errors.lines
     report.skipped = len(bad_lines) if skip_bad_lines else 0
     if dry_run or (report.errors and not skip_bad_lines):
         return report

@@ -12,8 +12,10 @@ no L1, brings none).
 Trajectories: a trace in any format of `dataplatform.conversations.readers`: the SWE Labeler's own
 `{trajectory_id, instance_id, model, scaffold, messages or json_content}`, OpenAI chat with tool calls,
 an OpenHands output line, a SWE-agent trajectory (a line of JSONL, or a whole `.traj` file, which is
-named after its instance). A trajectory must name its task (`instance_id`, or the .traj file's name);
-one without an id of its own is named `<instance_id>-<hash>`. Its messages are stored normalised
+named after its instance). A trajectory is linked to the project's task it names (`instance_id`, or the .traj
+file's name); one that names none (an OpenHands resolver run, a chat log) is kept unlinked. One without an id
+of its own is named `<instance_id>-<hash>`. The events a reader keeps in `extra` rather than in the
+conversation are counted per kind in the report. Its messages are stored normalised
 (`Message.as_dict()`, each with the source's own fields beside it), its tools in `tools`, the record's
 other fields in `extra`. A SWE Labeler trajectory line with complete, valid `labels` (the published
 trajectory pipeline's output) also brings the trajectory's model label; level-1 labels alone stay in
@@ -26,6 +28,7 @@ is an error. A file whose bytes were imported before into the project adds nothi
 """
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -76,7 +79,7 @@ class _Spec:
     kind: str
     model: type[models.Model]
     key: str
-    fields: Callable[..., dict]  # (line's object, problems, *, sha256, file) -> model fields
+    fields: Callable[..., dict]  # (line's object, problems, *, sha256, file, outside) -> model fields
     prepare: Callable[[Project, list[_Record]], None] = lambda project, records: None  # just before writing
     written: Callable[[list], None] = lambda rows: None  # the rows just written, in the same transaction
 
@@ -156,19 +159,18 @@ def _label_tasks(taxonomy: Taxonomy, tasks: list) -> None:
             services.save_model_label(item=task, taxonomy=taxonomy, outcome=outcome, model_id=UPSTREAM_MODEL_ID)
 
 
-def _trajectory_fields(data: dict, problems: Problems, *, sha256: str, file: str) -> dict:
+def _trajectory_fields(data: dict, problems: Problems, *, sha256: str, file: str, outside: Counter) -> dict:
     record, found = read_trace(data, task_id=document_name(file))
     problems.extend(found)
     if record is None:
         return {}
+    outside.update(record.outside)
     fields = {column: getattr(record, name) for column, name in TRAJECTORY_TEXT.items()}
     fields["trajectory_id"] = record.id_or(sha256)
     for column, value in fields.items():
         where = record.origins.get(TRAJECTORY_TEXT[column]) or column
         limit = Trajectory._meta.get_field(column).max_length
-        if column == "instance_id" and not value:
-            problems.append((where, gettext("is required: the SWE task (instance_id) this trajectory attempts")))
-        elif len(value) > limit:
+        if len(value) > limit:
             problems.append((where, gettext("must be at most %(limit)s characters long") % {"limit": limit}))
     return fields | {"messages": record.stored_messages(), "tools": list(record.conversation.tools),
                      "source_format": record.format, "extra": record.meta}
@@ -184,10 +186,13 @@ def _parse_line(spec: _Spec, report: ImportReport, number: int, text: str | None
         report.errors.append(error)
         return None
     problems: Problems = []
-    sha256 = canonical_sha256(data)
-    fields = spec.fields(data, problems, sha256=sha256, file=report.file)
+    sha256, outside = canonical_sha256(data), Counter()
+    fields = spec.fields(data, problems, sha256=sha256, file=report.file, outside=outside)
     report.errors += [LineError(report.file, number, name, message) for name, message in problems]
-    return None if problems else _Record(number, fields[spec.key], sha256, fields)
+    if problems:
+        return None
+    report.outside.update(outside)  # a trace's events kept in its meta, shown before anything is written
+    return _Record(number, fields[spec.key], sha256, fields)
 
 
 def _parse(spec: _Spec, lines: Iterable[bytes | str], report: ImportReport) -> list[_Record]:
@@ -298,7 +303,7 @@ def _import(spec: _Spec, *, project: Project, lines: Iterable[bytes | str], file
     else:
         new = _new_records(spec, project, records, report)
     report.errors.sort(key=lambda e: e.line)
-    report.skipped = len({e.line for e in report.errors}) if skip_bad_lines else 0
+    report.skipped = len(report.errors.lines) if skip_bad_lines else 0
     if new and not dry_run and (skip_bad_lines or not report.errors):
         user = user if getattr(user, "is_authenticated", False) else None
         _write(spec, project, new, report, hashed.hexdigest(), user)

@@ -20,7 +20,8 @@ file is one trace, read whole. Its conversation becomes one step per message, ea
 shape (`reasoning`, `tool_calls`, `tool_call_id`, `name`, and the source's own fields of the message) with
 its tool calls as the step's `action`, as text; its tools go in `tools`, the record's other fields in
 `meta`, and the format's name in `source_format`. A record without an id of its own is named
-`<task>-<hash>` (`TraceRecord.id_or`).
+`<task>-<hash>` (`TraceRecord.id_or`); a task is optional. The events a reader keeps in meta rather than in the
+conversation are counted per kind in the report (`ImportReport.outside`).
 
 Built on `dataplatform.imports` (DESIGN.md section 6): errors are {file, line, field, message}; a dry
 run writes nothing; a file imports whole or not at all unless skip_bad_lines. A trace is matched
@@ -28,6 +29,7 @@ on its trace_id: the same record again (same canonical hash) counts as a duplica
 under a known trace_id is an error, and bytes already imported into the project add nothing.
 """
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -216,8 +218,9 @@ def _meta(data: dict, shape: _Shape, problems: _Problems) -> dict:
     return meta
 
 
-def _fields(data: dict, sha256: str, file: str, problems: _Problems) -> tuple[str, dict]:
-    """(the key that names the trace in errors, the Trace fields) of one line."""
+def _fields(data: dict, sha256: str, file: str, problems: _Problems, outside: Counter) -> tuple[str, dict]:
+    """(the key that names the trace in errors, the Trace fields) of one line; a read trace's events kept in its
+    meta are counted in `outside`."""
     if "steps" in data and "messages" in data:
         problems.add("steps", gettext("a line holds either steps (an AED trace) or messages (a trajectory), not both"))
         return "", {}
@@ -226,7 +229,7 @@ def _fields(data: dict, sha256: str, file: str, problems: _Problems) -> tuple[st
             problems.add("steps", gettext("a line holds either steps (an AED trace) or messages (a trajectory); it has "
                                           "neither"))
             return "", {}
-        return _read_fields(data, sha256, file, problems)
+        return _read_fields(data, sha256, file, problems, outside)
     shape = AED_STEPS if "steps" in data else TRAJECTORY
     fields = _text_fields(data, shape, problems)
     fields["passed"], fields["score"] = _outcome(data, shape, problems)
@@ -242,12 +245,13 @@ READ_TEXTS = {"trace_id": "trace_id", "task_id": "task_id", "environment": "envi
               "policy_model": "model"}
 
 
-def _read_fields(data: dict, sha256: str, file: str, problems: _Problems) -> tuple[str, dict]:
+def _read_fields(data: dict, sha256: str, file: str, problems: _Problems, outside: Counter) -> tuple[str, dict]:
     """A trace in one of the readers' formats (`dataplatform.conversations.readers`)."""
     record, found = read_trace(data, task_id=document_name(file))
     _step_problems(found, problems)
     if record is None:
         return "", {}
+    outside.update(record.outside)
     fields = {column: getattr(record, name) for column, name in READ_TEXTS.items()}
     fields["trace_id"] = record.id_or(sha256)
     for column, value in fields.items():
@@ -255,7 +259,7 @@ def _read_fields(data: dict, sha256: str, file: str, problems: _Problems) -> tup
         if len(value) > limit:
             problems.add(record.origins.get(READ_TEXTS[column]) or column,
                          gettext("must be at most %(max)s characters long") % {"max": limit})
-    fields |= {"passed": record.passed, "score": None, "steps": _conversation_steps(record),
+    fields |= {"passed": record.passed, "score": record.score, "steps": _conversation_steps(record),
                "tools": list(record.conversation.tools), "meta": record.meta, "source_format": record.format}
     return record.origins.get("trace_id") or "(line)", fields
 
@@ -290,12 +294,13 @@ class _TraceImport:
             if error:
                 self.report.errors.append(error)
                 continue
-            problems, sha256 = _Problems(), canonical_sha256(data)
-            id_key, fields = _fields(data, sha256, self.report.file, problems)
+            problems, sha256, outside = _Problems(), canonical_sha256(data), Counter()
+            id_key, fields = _fields(data, sha256, self.report.file, problems, outside)
             for field, message in problems:
                 self.error(number, field, message)
             if not problems:
                 self.keep(_Record(number, id_key, sha256, fields))
+                self.report.outside.update(outside)
 
     def keep(self, record: _Record) -> None:
         first = self.records.setdefault(record.trace_id, record)
@@ -355,7 +360,7 @@ def import_traces(*, project: Project, lines: Iterable[bytes | str], file: str =
     report = run.report
     report.errors.sort(key=lambda e: e.line)
     if skip_bad_lines:
-        report.skipped = len({e.line for e in report.errors})
+        report.skipped = len(report.errors.lines)
     if new and not dry_run and (skip_bad_lines or not report.errors):
         run.write(new, hashed.hexdigest(), user if getattr(user, "is_authenticated", False) else None)
     return report

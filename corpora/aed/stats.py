@@ -188,6 +188,18 @@ def grade(evidence_check: str, stats: dict | None, grading: Grading = DEFAULT_GR
     return None
 
 
+# What a case's grade rests on (`basis`), from the strongest: a replay, the curator's evidence check alone, nothing.
+REPLAY, CHECK = "replay", "check"
+
+
+def basis(evidence_check: str, stats: dict | None) -> str | None:
+    """"replay" when a replay with pairs grades the case (A, B, or D by its gain or by the check), "check" when the
+    curator's evidence check alone does (C, or D: unsupported or contradicted), None when the case is ungraded."""
+    if stats and stats.get("pairs", 0) > 0:
+        return REPLAY
+    return CHECK if evidence_check in ("supported", "unsupported", "contradicted") else None
+
+
 def grade_at_least(grade: str | None, minimum: str) -> bool:
     """True when grade is minimum or better in GRADE_ORDER (A best); None (ungraded) never passes."""
     if grade is None:

@@ -213,7 +213,7 @@ def import_prompts(*, project: Project, lines: Iterable[bytes | str], file: str 
         fresh = _not_yet_stored(project, report, found)
     report.errors.sort(key=lambda error: error.line)
     if skip_bad_lines:
-        report.skipped = len({error.line for error in report.errors})
+        report.skipped = len(report.errors.lines)
     may_write = skip_bad_lines or not report.errors
     if fresh and may_write and not dry_run:
         _store(project, report, fresh, file_sha256, user if getattr(user, "is_authenticated", False) else None)

@@ -90,6 +90,7 @@ def dataset_card(export: Export, kind: ExportKind, manifest: dict) -> str:
         f"{totals['by_split']['validation']['rows']:,} rows (stable hash of `{kind.key_field}`, ratio "
         f"{export.validation_ratio}) |",
         f"| dedup | {_dedup(export, manifest)} |",
+        *([f"| left out | {_left_out(manifest['left_out'])} |"] if manifest.get("left_out") else []),
         f"| tokenizer | {_tokenizer(tokenizer)} |",
         f"| created | by {_text(manifest['created_by'] or 'the command line')} at {manifest['created_at']} |",
         "",
@@ -144,6 +145,11 @@ def _dedup(export: Export, manifest: dict) -> str:
     if not export.dedup:
         return "off"
     return f"on, {manifest['dedup']['removed_rows']} duplicate rows removed"
+
+
+def _left_out(left_out: dict) -> str:
+    reasons = "; ".join(f"{_text(reason)}: {count:,}" for reason, count in left_out["reasons"].items())
+    return f"{left_out['total']:,} that the filters matched ({reasons})"
 
 
 def _tokenizer(identity: dict | None) -> str:

@@ -85,6 +85,8 @@ class ExportQuery:
     data_version: str  # from the kind's data_version(), read at the start of the export
     batch_size: int = 10_000
     # What the kind wants recorded in the manifest's "notes" (e.g. how it sampled); filled while rows are read.
+    # Two keys are the engine's: "tokenizer" (the rows' token ids) and "left_out" ({reason: count} of what the
+    # filters matched but the rows leave out; the manifest's "left_out" and the card show it).
     notes: dict = field(default_factory=dict)
 
 

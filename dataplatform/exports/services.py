@@ -134,6 +134,11 @@ def write_export(*, export: Export, progress) -> dict:
             manifest["read_path"] = read_path
             # A kind whose rows carry token ids names their tokenizer and chat template (token_masks.note_identity).
             manifest["tokenizer"] = query.notes.pop("tokenizer", None)
+            # What the kind's filters matched but its rows leave out, by reason (e.g. AED cases below min_grade):
+            # the manifest and the card say how many and why (registry.ExportQuery.notes).
+            left_out = query.notes.pop("left_out", None)
+            if left_out:
+                manifest["left_out"] = {"total": sum(left_out.values()), "reasons": dict(sorted(left_out.items()))}
             if query.notes:
                 manifest["notes"] = query.notes
             card = cards.dataset_card(export, kind, manifest).encode("utf-8")

@@ -6,8 +6,6 @@ from .inputs import ImportOptions
 from .readers import FileTooLarge, check_upload_size, read_error
 from .report import ImportReport
 
-MAX_ERRORS_SHOWN = 200  # a page lists this many line errors; the rest are counted
-
 
 def page_import(request, importer, **arguments) -> dict | None:
     """Run `importer` on a page form's uploaded `file` (with its dry_run and skip_bad_lines boxes) and
@@ -23,7 +21,8 @@ def page_import(request, importer, **arguments) -> dict | None:
     else:
         report = importer(lines=upload, file=upload.name, **options, **arguments)
     report = report.as_dict()
-    return {"report": report, "errors": report["errors"][:MAX_ERRORS_SHOWN],
-            "more_errors": max(0, len(report["errors"]) - MAX_ERRORS_SHOWN), "written": report["created"] > 0,
+    # The report keeps the first errors (report.MAX_ERRORS_KEPT) and counts the rest.
+    return {"report": report, "errors": report["errors"],
+            "more_errors": report["error_count"] - len(report["errors"]), "written": report["created"] > 0,
             # an error on line 0 is about the whole file (too big, empty...): no line to fix or skip
             "file_refused": any(error["line"] == 0 for error in report["errors"])}

@@ -85,7 +85,7 @@ TASKS = JsonlImporter(
 TRAJECTORIES = JsonlImporter(
     name="labeler.trajectories", run=import_trajectories, id_key="trajectory_id",
     good=lambda key: {"trajectory_id": key, "instance_id": "task-1", "model": "m",
-                      "messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": None}]},
+                      "messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": "done"}]},
     wrong_types=[
         ("trajectory_id is a number", _set("trajectory_id", 7), "trajectory_id"),
         ("instance_id is a list", _set("instance_id", []), "instance_id"),

@@ -5,9 +5,11 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from dataplatform.conversations.readers import read_trace
 from dataplatform.imports import canonical_sha256
 from labeler.importers import import_tasks, import_trajectories
 from labeler.models import Source, SourceKind, SweTask, Trajectory
+from tests import real_openhands
 from tests import trace_fixtures as traces
 from tests.factories import UserFactory
 from tests.trace_fixtures import OPENAI, OPENHANDS, SWE_AGENT, SWE_AGENT_TRAJ, SWE_LABELER
@@ -216,6 +218,7 @@ def test_trajectory_messages_are_validated(project):
         ("t.jsonl", 4, "messages[0].content[0]"),
         ("t.jsonl", 5, "trajectory_id"), ("t.jsonl", 5, "instance_id"),
         ("t.jsonl", 6, "model"),
+        ("t.jsonl", 7, "messages"),  # its one assistant turn is empty: nothing the agent did would be kept
     ]
     assert not Trajectory.objects.exists()
 
@@ -226,7 +229,7 @@ def test_trajectory_messages_are_validated(project):
     (SWE_AGENT, [(3, "history[1].tool_calls[0].function.name"), (3, "history[2].role")]),
     (OPENHANDS, [(3, "history[0].args.image_urls"),
                  (3, "history[1].tool_call_metadata.model_response.choices[0].message.tool_calls[0].function.arguments")]),
-    (OPENAI, [(2, "instance_id"), (3, "messages[1].tool_calls[0].function.arguments")]),  # line 2 names no task
+    (OPENAI, [(3, "messages[1].tool_calls[0].function.arguments")]),  # line 2 names no task: kept unlinked
     (SWE_LABELER, [(4, "json_content")]),
 ])
 def test_trace_files_import_as_trajectories_but_a_bad_record_stops_the_file(project, name, errors):
@@ -263,3 +266,24 @@ def test_openhands_and_anthropic_trajectories_keep_their_tools_and_calls(project
     assert (run.instance_id, run.model, run.scaffold) == ("textkit__textkit-42", "openai/qwen3-coder", "openhands")
     assert run.trajectory_id == f"textkit__textkit-42-{run.source_sha256[:12]}"  # the run has no id of its own
     assert [m["role"] for m in blocks.messages].count("tool") == 2 and blocks.trajectory_id == "request-7"
+
+
+def test_the_real_openhands_files_import_as_trajectories_with_or_without_a_task(project):
+    """Each generation of OpenHands output, as its tools wrote it: every record a trajectory, the same messages the
+    reader reads (tests/conversations/readers/test_openhands.py compares them with the files), the events kept
+    outside the conversation counted before anything is written."""
+    outside = {real_openhands.EVENTS_2025: {"recall action": 3, "recall observation": 3},
+               real_openhands.PAIRS_2024: {"null observation": 24}, real_openhands.RESOLVER: {}}
+    for name, kept_outside in outside.items():
+        dry = import_trajectories(project=project, lines=real_openhands.lines(name), file=name, dry_run=True)
+        assert dry.ok and dry.as_dict()["outside"] == kept_outside, name
+        report = import_trajectories(project=project, lines=real_openhands.lines(name), file=name)
+        sources = real_openhands.records(name)
+        assert report.ok and report.created == len(sources), report.errors
+        for source in sources:
+            record, _ = read_trace(source)
+            stored = Trajectory.objects.get(trajectory_id=record.id_or(canonical_sha256(source)))
+            assert stored.messages == record.stored_messages() and stored.source_format == "openhands"
+            assert stored.instance_id == record.task_id and stored.task is None  # no such task in the project
+    assert set(Trajectory.objects.filter(instance_id__startswith="neubig/").values_list("instance_id", flat=True)) == {
+        "neubig/pr-viewer#5", "neubig/pr-viewer#1"}

@@ -18,8 +18,14 @@ Chat messages are in the training shape of `dataplatform.conversations.training`
 carry the trace's function schemas in a `tools` column, so a row goes into `apply_chat_template(messages,
 tools=tools)` as it is.
 
-Only submitted cases are exported (drafts never), graded at least `min_grade` (B by default; the grades of
-`stats.GRADE_RULES`). Every chat row is rendered with the one function `rendering.step_messages`, and the
+Only submitted cases are exported (drafts never), each with its evidence grade as it stands (`stats.GRADE_RULES`:
+A or B from a replay, C from the curator's evidence check alone, D; none when neither was done). The `evidence`
+filter asks for replayed cases only, for those and the evidence-checked ones, or for any (the default: ungraded
+ones too), and `min_grade` for the lowest grade among graded ones (C by default: D only when asked for). The
+defaults do what the AED paper's corpus did: 50,228 diagnosis pairs, of which 3,062 were replayed; diagnosis
+data does not wait for a replay, the grade column says how far each case's evidence goes (`cases.DEFAULT_*`).
+A case the filters match but the rows leave out is counted with its reason (`cases.leave_out`), and the
+manifest's `left_out` and the dataset card say how many and why. Every chat row is rendered with the one function `rendering.step_messages`, and the
 context of the recovery and preference rows with `rendering.prefix_messages`, so a preference prompt is byte
 for byte the start of the recovery row of the same case. Every kind keys its rows on "case-<id>", so a case
 falls in the same train/validation split in every kind.

@@ -18,7 +18,16 @@ from ..models import Case, CaseStatus, Proposal, Replay, ReplayMode, ReplayRun
 
 # A page of cases carries their traces' steps; keep pages small whatever the export's batch size.
 CASE_PAGE = 200
-DEFAULT_MIN_GRADE = "B"
+# Which evidence a case needs to be exported (the `evidence` filter), from the strictest.
+REPLAYED, CHECKED, ANY = "replayed", "checked", "any"
+EVIDENCE_CHOICES = [REPLAYED, CHECKED, ANY]
+# The defaults do what the AED paper's corpus did: 50,228 diagnosis pairs, of which 3,062 were replayed. Diagnosis
+# data does not wait for a replay: every submitted case is exported with its grade as it stands (a replay's A or B,
+# the evidence check's C, or none yet), so a trainer filters on the `grade` column, or asks for `evidence=replayed`.
+# A case graded D is left out unless asked for (min_grade=D): its own evidence contradicts or fails to support the
+# diagnosis, or its replay showed the correction gains nothing, and the paper's corpus keeps what was not shown wrong.
+DEFAULT_EVIDENCE = ANY
+DEFAULT_MIN_GRADE = "C"
 
 
 # --- data version and filters -------------------------------------------------------------------------
@@ -45,9 +54,15 @@ def data_version(project: Project) -> str:
 class AedFilters(ExportFilters):
     """Filters on submitted cases; `created_*` bound when the case was opened."""
 
+    evidence = serializers.ChoiceField(
+        choices=EVIDENCE_CHOICES, default=DEFAULT_EVIDENCE,
+        help_text=gettext_lazy("the evidence a case needs: replayed (a replay grades it), checked (a replay or the "
+                               "curator's evidence check), any (ungraded cases too: diagnosis data does not wait for "
+                               "a replay)"))
     min_grade = serializers.ChoiceField(
         choices=stats.GRADE_ORDER, default=DEFAULT_MIN_GRADE,
-        help_text=gettext_lazy("the lowest evidence grade exported (A best; ungraded never)"))
+        help_text=gettext_lazy("the lowest evidence grade exported among graded cases (A best; D, a diagnosis its "
+                               "evidence does not support or a correction without gain, only when asked for)"))
     category = serializers.ListField(child=serializers.CharField(), required=False,
                                      help_text=gettext_lazy("error category slugs"))
     environment = serializers.ListField(child=serializers.CharField(), required=False)
@@ -89,7 +104,7 @@ COMMON = {"data_version": data_version, "filters": AedFilters, "count": _count, 
 @dataclass(frozen=True)
 class Graded:
     case: Case
-    grade: str
+    grade: str | None  # None: neither replayed nor evidence-checked yet
     proposal: Proposal | None  # the proposal that grades the case (selectors.evidence_of)
     replay: Replay | None  # its replay, with the table and statistics of the runs up to the data version
 
@@ -108,10 +123,30 @@ def _bound_replays(page: list[Case], run_bound: int, alpha: float) -> None:
         replay.stats = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00, alpha=alpha)
 
 
+def leave_out(query: ExportQuery, reason: str) -> None:
+    """Count a case the filters matched but the rows leave out, under its reason: the engine writes the counts into
+    the manifest and the dataset card (`left_out`), so an export says how many it left out and why."""
+    left_out = query.notes.setdefault("left_out", {})
+    left_out[reason] = left_out.get(reason, 0) + 1
+
+
+def _reason_to_leave_out(grade: str | None, basis: str | None, filters: dict) -> str | None:
+    evidence = filters.get("evidence") or DEFAULT_EVIDENCE
+    minimum = filters.get("min_grade") or DEFAULT_MIN_GRADE
+    if basis is None and evidence != ANY:
+        return f"ungraded: neither replayed nor evidence-checked (evidence={evidence})"
+    if basis == stats.CHECK and evidence == REPLAYED:
+        return f"graded {grade} by the evidence check, not replayed (evidence={REPLAYED})"
+    if grade is not None and not stats.grade_at_least(grade, minimum):
+        return f"grade {grade}, below min_grade {minimum}"
+    return None
+
+
 def graded_pages(query: ExportQuery, *, with_steps: bool = True) -> Iterator[list[Graded]]:
-    """Submitted cases that pass the filters and grade at least `min_grade`, a page at a time (keyset on id)."""
+    """Submitted cases that pass the filters, with the evidence the `evidence` filter asks for and graded at least
+    `min_grade` (ungraded ones when it asks for any), a page at a time (keyset on id); the others are counted,
+    each with its reason (`leave_out`)."""
     bound = Bound.parse(query.data_version)
-    minimum = query.filters.get("min_grade") or DEFAULT_MIN_GRADE
     cases = _cases(query) if with_steps else _cases(query).defer("trace__steps")
     grading = selectors.grading_of(query.project)
     query.notes["grading"] = grading.describe()
@@ -119,9 +154,14 @@ def graded_pages(query: ExportQuery, *, with_steps: bool = True) -> Iterator[lis
         _bound_replays(page, bound.runs, grading.alpha)
         graded = []
         for case in page:
-            grade = selectors.grade_of(case, grading)
-            if stats.grade_at_least(grade, minimum):
-                graded.append(Graded(case, grade, *selectors.evidence_of(case, grading)))
+            proposal, replay = selectors.evidence_of(case, grading)
+            replay_stats = replay.stats if replay else None
+            grade = stats.grade(case.evidence_check, replay_stats, grading)
+            reason = _reason_to_leave_out(grade, stats.basis(case.evidence_check, replay_stats), query.filters)
+            if reason:
+                leave_out(query, reason)
+            else:
+                graded.append(Graded(case, grade, proposal, replay))
         yield graded
 
 
@@ -149,8 +189,10 @@ CASE_MEANINGS = {
                       "unsupported or contradicted.",
     "taxonomy": "The name of the error taxonomy the category comes from.",
     "taxonomy_version": "The version of that taxonomy.",
-    "grade": "The case's evidence grade as of the data version, A (best) to D, by the project's grading rules; "
-             "rows are graded at least the export's min_grade.",
+    "grade": "The case's evidence grade as of the data version, by the project's grading rules: A or B from a "
+             "replay, C from the curator's evidence check alone (supported, not replayed), D (unsupported, "
+             "contradicted, or no gain in replay); null when the case is neither replayed nor evidence-checked. "
+             "The export's evidence and min_grade filters say which grades it holds.",
 }
 
 

@@ -90,8 +90,9 @@ def _conversation(messages: list[dict]) -> dict:
 
 
 register(ExportKind(
-    # 4: prompt and completion beside messages.
-    name="aed.diagnosis_sft", version=4, trl_format="prompt_completion", schema=DIAGNOSIS_SCHEMA,
+    # 4: prompt and completion beside messages. 5: cases neither replayed nor evidence-checked too (grade null),
+    # by the evidence filter's default.
+    name="aed.diagnosis_sft", version=5, trl_format="prompt_completion", schema=DIAGNOSIS_SCHEMA,
     label=gettext_lazy("AED diagnosis SFT"),
     description="One row per submitted case: the run up to and including the error step, answered with the error "
                 "step, its category and the diagnosis (chat messages, and as prompt / completion), plus the case's "

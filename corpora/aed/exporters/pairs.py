@@ -124,7 +124,8 @@ def pair_rows(query: ExportQuery) -> Iterator[list[dict]]:
 
 
 register(ExportKind(
-    name="aed.pairs", version=2, schema=PAIRS_SCHEMA, label=gettext_lazy("AED error-diagnosis pairs"),
+    # 3: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
+    name="aed.pairs", version=3, schema=PAIRS_SCHEMA, label=gettext_lazy("AED error-diagnosis pairs"),
     description="The full error-diagnosis record of each submitted case with its proposal and replay evidence "
                 "(2x2 table, pass rates, net gain with Newcombe's 95% CI, McNemar p, grade).",
     rows=pair_rows, dedup_ignore=("id", "case_id", "trace_id", "curator", "proposal_id", "replay_id"),

@@ -10,7 +10,7 @@ from dataplatform.conversations.training import TOOLS, TOOLS_MEANINGS, messages_
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
 from ..models import Case, Proposal, ProposalStatus
-from .cases import COMMON, RETRY_ARM, RETRY_ARM_MEANING, case_meanings, graded_pages, retry_arm, row_key
+from .cases import COMMON, RETRY_ARM, RETRY_ARM_MEANING, case_meanings, graded_pages, leave_out, retry_arm, row_key
 from .rendering import MESSAGES, chat_message, prefix_messages, step_messages
 
 PREFERENCE_SCHEMA = pa.schema([
@@ -47,6 +47,10 @@ PREFERENCE_MEANINGS = {
 }
 
 
+NO_PROPOSAL = "no proposal (a corrected action) to train on"
+NOTHING_TO_PREFER = "the error step is not the agent's, or the proposal repeats it: nothing to prefer"
+
+
 def preferred_proposal(case: Case, evidence: Proposal | None) -> Proposal | None:
     """The accepted proposal (the evidence one if it is accepted, else the first accepted), else the one that
     grades the case (best replay, else the first not rejected)."""
@@ -62,12 +66,14 @@ def preference_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
         for g in page:
             proposal = preferred_proposal(g.case, g.proposal)
             if proposal is None:
+                leave_out(query, NO_PROPOSAL)
                 continue
             [rejected] = step_messages(g.case.trace.steps[g.case.error_step], observation=False)
             chosen = chat_message("assistant", proposal.corrected_action)
             same = not rejected.get("tool_calls") and rejected["content"].strip() == chosen["content"].strip()
             if rejected["role"] != "assistant" or same:
-                continue  # not an agent's step, or nothing to prefer
+                leave_out(query, NOTHING_TO_PREFER)
+                continue
             rows.append({
                 "id": row_key(g.case), "prompt": messages_cell(prefix_messages(g.case)), "chosen": [chosen],
                 "rejected": messages_cell([rejected]), "tools": tools_cell(g.case.trace.tools), "case_id": g.case.pk,
@@ -79,7 +85,8 @@ def preference_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 
 register(ExportKind(
-    name="aed.preference", version=3, trl_format="preference", schema=PREFERENCE_SCHEMA,
+    # 4: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
+    name="aed.preference", version=4, trl_format="preference", schema=PREFERENCE_SCHEMA,
     label=gettext_lazy("AED preference pairs"),
     description="TRL preference rows at the checkpoint before the error step: the corrected action (chosen) "
                 "against the original error step (rejected), with the shared prompt.",

@@ -40,6 +40,7 @@ from .cases import (
     Bound,
     case_meanings,
     graded_pages,
+    leave_out,
     retry_arm,
     row_key,
     trace_columns,
@@ -150,6 +151,7 @@ def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
         runs = _recovery_runs([g.case for g in page], bound.runs)
         rows = []
         for g in page:
+            made = len(rows)
             for replay, run in runs.get(g.case.pk, []):
                 hint = str(replay.options.get("hint") or "")
                 messages, mask = recovery_messages(g.case, run, hint)
@@ -166,12 +168,16 @@ def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
                     "run_seed": run.seed, "passed": run.passed, "hint": bool(hint), **trace_columns(g.case),
                     **retry_arm(g),
                 })
+            if len(rows) == made:
+                leave_out(query, "no recovery run in which a decision after the failure made progress"
+                          if runs.get(g.case.pk) else "no run of a recovery replay")
         yield record_batch(rows, RECOVERY_SCHEMA)
 
 
 register(ExportKind(
     # 4: labels beside completion_mask; the tokenizer's hash beside the template's; the identity in the manifest.
-    name="aed.recovery", version=4, trl_format="tokenized", schema=RECOVERY_SCHEMA,
+    # 5: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
+    name="aed.recovery", version=5, trl_format="tokenized", schema=RECOVERY_SCHEMA,
     label=gettext_lazy("AED recovery in context (AREX-2)"),
     description="One row per run of a recovery replay: the error and its real observation kept in the prompt, the "
                 "policy's continuation after it; loss only on the decisions that make progress (per message, and "

@@ -10,8 +10,8 @@ from django.utils.translation import gettext_lazy
 from dataplatform.conversations.training import TOOLS, messages_cell, record_batch, tools_cell
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
 
-from .cases import COMMON, RETRY_ARM, graded_pages, retry_arm, row_key
-from .preference import CHECKPOINT_MEANINGS, preferred_proposal
+from .cases import COMMON, RETRY_ARM, graded_pages, leave_out, retry_arm, row_key
+from .preference import CHECKPOINT_MEANINGS, NO_PROPOSAL, preferred_proposal
 from .rendering import MESSAGES, chat_message, prefix_messages
 
 REPAIR_SCHEMA = pa.schema([
@@ -40,6 +40,7 @@ def repair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
         for g in page:
             proposal = preferred_proposal(g.case, g.proposal)
             if proposal is None:
+                leave_out(query, NO_PROPOSAL)
                 continue
             rows.append({
                 "id": row_key(g.case), "prompt": messages_cell(prefix_messages(g.case)),
@@ -52,7 +53,8 @@ def repair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 
 register(ExportKind(
-    name="aed.repair", version=1, trl_format="prompt_completion", schema=REPAIR_SCHEMA,
+    # 2: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
+    name="aed.repair", version=2, trl_format="prompt_completion", schema=REPAIR_SCHEMA,
     label=gettext_lazy("AED repair (context to the corrected action)"),
     description="TRL prompt/completion rows: the run up to the error step, completed by the corrected action "
                 "alone (the accepted proposal, else the one that grades the case).",

@@ -4,6 +4,7 @@ response, however many actions it made), observations as tool results, older pai
 import json
 
 from dataplatform.conversations.readers import openhands
+from tests import real_openhands
 from tests.trace_fixtures import OPENHANDS, records
 
 
@@ -62,14 +63,121 @@ def test_a_bad_line_names_the_image_and_the_response_s_field():
          "must be JSON text or an object")]
 
 
-def test_history_and_ids_are_required():
-    assert openhands.read({"history": []})[1] == [("instance_id", "must be a non-empty string"),
-                                                  ("history", "must be a non-empty list of events")]
-    assert openhands.read({"instance_id": "i", "history": [3, {"source": "agent"}, {"action": 5}]})[1] == [
+def test_history_is_required_and_a_task_optional():
+    assert openhands.read({"history": []})[1] == [("history", "must be a non-empty list of events")]
+    assert openhands.read({"instance_id": " ", "history": []})[1] == [
+        ("instance_id", "must be a non-empty string"), ("history", "must be a non-empty list of events")]
+    assert openhands.read({"history": [3, {"source": "agent"}, {"action": 5}]})[1] == [
         ("history[0]", "must be an event object, or an [action, observation] pair"),
         ("history[1]", "must be an action (with `action`) or an observation (with `observation`)"),
         ("history[2].action", "must be the kind of action, a string such as 'run'"),
         ("history", "must be a non-empty list of message objects")]  # none of the events is a message
     only_bookkeeping = [{"source": "environment", "observation": "agent_state_changed", "content": ""}]
-    assert openhands.read({"instance_id": "i", "history": only_bookkeeping})[1] == [
+    assert openhands.read({"history": only_bookkeeping})[1] == [
         ("history", "must be a non-empty list of message objects")]
+
+
+def test_actions_that_read_to_no_turn_refuse_the_record_rather_than_import_it_empty():
+    """Flat events of kinds the reader does not take as tool actions: kept outside, so nothing the agent did is
+    left in the conversation, and the record is refused saying so."""
+    history = [{"content": "Fix the license.", "action": "message"},
+               {"thought": "", "action": "change_agent_state", "agent_state": "running"},
+               {"code": "print(1)", "thought": "", "action": "run_ipython"},
+               {"content": "1", "observation": "run_ipython"}]
+    record, problems = openhands.read({"issue": {"number": 5}, "history": history})
+    assert record is not None and record.task_id == "#5"
+    assert record.outside == {"change_agent_state action": 1}
+    unread = history[:2] + [{"outputs": {}, "thought": "", "action": "finish_by_email"}]
+    assert openhands.read({"issue": {"number": 5}, "history": unread})[1] == [
+        ("history", "the source records 2 actions of the agent, but no assistant turn read from them has text, "
+                    "reasoning or a tool call")]
+    assert openhands.read({"id": 7, "history": [{"content": "", "action": "message"}] + history[2:]})[1] == [
+        ("history", "reads to no user turn with text: the task the agent was given is missing")]
+
+
+# --- the real files ---------------------------------------------------------------------------------------------
+
+def seen(message) -> tuple:
+    """A message as the tests compare it: role, text, reasoning, calls (id, name, arguments parsed), result's call."""
+    return (message.role, message.content, message.reasoning,
+            [(call.id, call.name, json.loads(call.arguments)) for call in message.tool_calls], message.tool_call_id)
+
+
+def test_events_of_2025_read_message_by_message_with_the_error_observations_the_agent_saw():
+    calls, errors = 0, []
+    for source in real_openhands.records(real_openhands.EVENTS_2025):
+        expected, responses = [], set()
+        for event in source["history"]:  # what the model saw, straight from the file
+            metadata = event.get("tool_call_metadata") or {}
+            if event.get("action") == "system":
+                expected.append(("system", event["args"]["content"], "", [], ""))
+            elif event.get("action") == "message":
+                expected.append(("user" if event["source"] == "user" else "assistant", event["args"]["content"], "",
+                                 [], ""))
+            elif "action" in event and "model_response" in metadata:
+                response = metadata["model_response"]
+                if response["id"] not in responses:
+                    responses.add(response["id"])
+                    message = response["choices"][0]["message"]
+                    expected.append(("assistant", message["content"] or "", message.get("reasoning_content") or "",
+                                     [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+                                      for c in message["tool_calls"]], ""))
+            elif "observation" in event and metadata:
+                expected.append(("tool", event["content"], "", [], metadata["tool_call_id"]))
+            elif event.get("observation") == "error":  # no call answered: OpenHands showed it as a user turn
+                expected.append(("user", event["content"], "", [], ""))
+                errors.append(event["content"])
+        record, problems = openhands.read(source)
+        assert problems == []
+        assert [seen(m) for m in record.conversation.messages] == expected
+        calls += sum(len(m.tool_calls) for m in record.conversation.messages)
+        assert record.outside == {"recall action": 1, "recall observation": 1}  # the workspace context
+        assert (record.task_id, record.model, record.passed) == (source["instance_id"],
+                                                                  "openai/openrouter-llama-4-maverick", None)
+        assert [tool["function"]["name"] for tool in record.conversation.tools][:2] == ["execute_bash", "think"]
+    assert calls == 105 and errors == ["Parameter 'command' is expected to be one of ['view', 'create', "
+                                       "'str_replace', 'insert', 'undo_edit']."] * 2
+
+
+def test_pairs_of_2024_read_message_by_message_with_their_id_and_result():
+    for source in real_openhands.records(real_openhands.PAIRS_2024):
+        expected, nulls = [], 0
+        for action, observation in source["history"]:
+            args = action["args"]
+            if action["action"] == "message":
+                expected.append(("user" if action["source"] == "user" else "assistant", args["content"], "", [], ""))
+            else:
+                name = {"run_ipython": "execute_ipython_cell"}.get(action["action"], action["action"])
+                arguments = {key: value for key, value in args.items() if key != "thought"}
+                expected.append(("assistant", args["thought"], "", [(f"call_{action['id']}", name, arguments)], ""))
+            if observation["observation"] == "null":  # "No observation": never shown to the model
+                nulls += 1
+            else:
+                assert observation["cause"] == action["id"]
+                expected.append(("tool", observation["content"], "", [], f"call_{action['id']}"))
+        record, problems = openhands.read(source)
+        assert problems == [] and [seen(m) for m in record.conversation.messages] == expected
+        assert record.outside == {"null observation": nulls} and nulls == 4
+        assert (record.task_id, record.passed) == (source["id"], source["test_result"]["result"])
+        assert record.model == ("gpt-4o-2024-05-13" if "metadata" in source else "")
+        assert record.origins["passed"] == "test_result.result" and "id" not in record.meta
+
+
+def test_the_resolver_s_flat_events_read_with_their_actions_as_tool_calls():
+    for source, calls in zip(real_openhands.records(real_openhands.RESOLVER), (4, 22), strict=True):
+        expected = [("user", source["history"][0]["content"], "", [], "")]
+        for index, event in enumerate(source["history"][1:], start=1):
+            if "action" in event:
+                name = {"run": "execute_bash", "run_ipython": "execute_ipython_cell"}.get(event["action"],
+                                                                                           event["action"])
+                arguments = {key: value for key, value in event.items() if key not in ("action", "thought")}
+                expected.append(("assistant", event["thought"], "", [(f"call_{len(expected)}", name, arguments)], ""))
+            else:  # the result of the action before it: the file records no links
+                expected.append(("tool", event["content"], "", [], expected[index - 1][3][0][0]))
+        record, problems = openhands.read(source)
+        assert problems == [] and [seen(m) for m in record.conversation.messages] == expected
+        assert sum(len(m.tool_calls) for m in record.conversation.messages) == calls
+        issue = source["issue"]
+        assert record.task_id == f"{issue['owner']}/{issue['repo']}#{issue['number']}" and record.passed is True
+        assert record.meta["issue"] == issue and record.outside == {}
+        assert record.extras[2]["events"][0]["extras"]["exit_code"] == 0  # what the run observation recorded

@@ -74,8 +74,9 @@ def test_tool_call_ids_must_name_the_one_call_answered_and_thinking_blocks_be_a_
 
 def test_redacted_thinking_is_kept_beside_the_message():
     blocks = [{"type": "thinking", "thinking": "a"}, {"type": "redacted_thinking", "data": "xyz"}]
-    record, _ = swe_agent.read({"history": [{"role": "assistant", "content": "ok", "thinking_blocks": blocks}]})
-    assert record.conversation.messages[0].reasoning == "a" and record.extras[0] == {"thinking_blocks": blocks}
+    history = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "ok", "thinking_blocks": blocks}]
+    record, _ = swe_agent.read({"history": history})
+    assert record.conversation.messages[1].reasoning == "a" and record.extras[1] == {"thinking_blocks": blocks}
 
 
 def test_neither_history_nor_trajectory_steps():

@@ -76,7 +76,8 @@ def test_kinds_are_registered_with_case_keys():
 def test_diagnosis_rows_show_the_run_up_to_the_error_step(corpus, run):
     rows = run("aed.diagnosis_sft")
     a, b = corpus["a"], corpus["b"]
-    assert set(rows) == {a.pk, b.pk}  # default min_grade B: A and B only
+    # The defaults: every submitted case with its grade as it stands, ungraded too; D only when asked for.
+    assert set(rows) == {a.pk, b.pk, corpus["c"].pk, corpus["u"].pk}
     row = rows[a.pk]
     system, user, answer = row["messages"]
     assert system == {"role": "system", "content": DIAGNOSIS_SYSTEM}
@@ -125,7 +126,7 @@ def test_recovery_keeps_the_error_in_context_and_trains_only_the_progress(corpus
 def test_preference_prompt_is_the_shared_prefix(corpus, run):
     rows = run("aed.preference")
     a, b = corpus["a"], corpus["b"]
-    assert set(rows) == {a.pk, b.pk}
+    assert set(rows) == {a.pk, b.pk, corpus["c"].pk}  # u has no proposal to prefer
     row = rows[a.pk]
     prefix = [task("(17 * 23) - 45"), assistant("calc 17 * 23"), observation("391")]
     assert row["prompt"] == prefix
@@ -176,22 +177,49 @@ def test_pair_records_carry_the_replay_evidence(corpus, run):
                                                 *STAT_COLUMNS))
 
 
-def test_min_grade_and_filters(corpus, run):
-    a, b, c, d = (corpus[name].pk for name in "abcd")
-    assert set(run("aed.pairs")) == {a, b}  # default B: the C case (supported, not replayed) is left out
-    assert set(run("aed.pairs", min_grade="C")) == {a, b, c}
-    assert set(run("aed.pairs", min_grade="D")) == {a, b, c, d}  # ungraded never
-    assert set(run("aed.pairs", min_grade="A")) == {a}
-    assert set(run("aed.pairs", min_grade="D", category=["plan-error"])) == {a, d}
-    assert set(run("aed.pairs", min_grade="D", category=["plan-error", "tool-misuse"])) == {a, b, d}
-    assert set(run("aed.pairs", min_grade="C", environment=["other-env"])) == {c}
-    assert set(run("aed.pairs", min_grade="C", environment=["calc-v1"])) == {a, b}
+def test_evidence_min_grade_and_filters(corpus, run):
+    a, b, c, d, u = (corpus[name].pk for name in "abcdu")
+    assert set(run("aed.pairs")) == {a, b, c, u}  # the defaults: evidence any, min_grade C
+    assert set(run("aed.pairs", evidence="checked")) == {a, b, c}  # u is neither replayed nor checked
+    assert set(run("aed.pairs", evidence="replayed")) == {a, b}  # c: the evidence check alone
+    assert set(run("aed.pairs", min_grade="B", evidence="checked")) == {a, b}
+    assert set(run("aed.pairs", min_grade="D")) == {a, b, c, d, u}
+    assert set(run("aed.pairs", min_grade="D", evidence="checked")) == {a, b, c, d}
+    assert set(run("aed.pairs", min_grade="A")) == {a, u}  # ungraded cases are the evidence filter's
+    assert set(run("aed.pairs", min_grade="D", category=["plan-error"])) == {a, d, u}
+    assert set(run("aed.pairs", min_grade="D", category=["plan-error", "tool-misuse"], evidence="checked")) == {a, b, d}
+    assert set(run("aed.pairs", environment=["other-env"])) == {c}
+    assert set(run("aed.pairs", environment=["calc-v1"], evidence="checked")) == {a, b}
     assert set(run("aed.pairs", min_grade="D", harness=["swe-agent"])) == {c}
-    assert set(run("aed.pairs", min_grade="D", policy_model=["toy"])) == {a, b, d}
-    assert set(run("aed.preference", min_grade="C", environment=["other-env"])) == {c}
+    assert set(run("aed.pairs", min_grade="D", policy_model=["toy"], evidence="checked")) == {a, b, d}
+    assert set(run("aed.preference", environment=["other-env"])) == {c}
     assert set(run("aed.recovery", min_grade="D")) == {a}  # only cases whose recovery runs made progress
-    form = cases.AedFilters(data={"min_grade": "E"})
-    assert not form.is_valid() and "min_grade" in form.errors
+    assert {row["grade"] for row in run("aed.diagnosis_sft").values()} == {"A", "B", "C", None}
+    for data, field in (({"min_grade": "E"}, "min_grade"), ({"evidence": "some"}, "evidence")):
+        form = cases.AedFilters(data=data)
+        assert not form.is_valid() and field in form.errors
+
+
+def test_an_export_says_how_many_cases_it_left_out_and_why(corpus, project, members, export_storage_in_tmp):
+    curator = members["curator"]
+    export, rows = export_rows(project, curator, export_storage_in_tmp, "aed.preference", validation_ratio=0,
+                               filters={"evidence": "replayed"})
+    assert {row["case_id"] for row in rows} == {corpus["a"].pk, corpus["b"].pk}
+    left_out = {"graded C by the evidence check, not replayed (evidence=replayed)": 1,  # c
+                "graded D by the evidence check, not replayed (evidence=replayed)": 1,  # d
+                "ungraded: neither replayed nor evidence-checked (evidence=replayed)": 1}  # u
+    assert export.manifest["left_out"] == {"total": 3, "reasons": left_out}
+    card = (export_storage_in_tmp / export.location / "README.md").read_text()
+    assert ("| left out | 3 that the filters matched (graded C by the evidence check, not replayed "
+            "(evidence=replayed): 1; graded D by the evidence check, not replayed (evidence=replayed): 1; ungraded: "
+            "neither replayed nor evidence-checked (evidence=replayed): 1) |") in card
+    export, rows = export_rows(project, curator, export_storage_in_tmp, "aed.repair", validation_ratio=0)
+    assert export.manifest["left_out"] == {"total": 2, "reasons": {
+        "grade D, below min_grade C": 1, "no proposal (a corrected action) to train on": 1}}  # d; u
+    # (Without case a, whose recovery run would need the model's tokenizer.)
+    export, _ = export_rows(project, curator, export_storage_in_tmp, "aed.recovery", validation_ratio=0,
+                            filters={"min_grade": "D", "category": ["tool-misuse", "ignored-observation"]})
+    assert export.manifest["left_out"]["reasons"] == {"no run of a recovery replay": 2}  # b, c
 
 
 def test_drafts_are_never_exported(corpus, run, project):
@@ -200,7 +228,7 @@ def test_drafts_are_never_exported(corpus, run, project):
         assert draft.pk not in run(name, min_grade="D"), name
     # submitted, it is a case like the others (graded A by its replay)
     services.submit_case(case=draft, version=draft.version, actor=draft.curator)
-    assert run("aed.pairs", min_grade="A").keys() == {corpus["a"].pk, draft.pk}
+    assert run("aed.pairs", min_grade="A", evidence="checked").keys() == {corpus["a"].pk, draft.pk}
 
 
 def test_rows_are_bounded_by_the_data_version(corpus, project, members):

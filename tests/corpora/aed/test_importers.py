@@ -10,7 +10,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Trace, TraceSource
+from dataplatform.conversations.readers import read_trace
 from dataplatform.imports import canonical_sha256
+from tests import real_openhands
 from tests import trace_fixtures as traces
 from tests.factories import UserFactory
 from tests.trace_fixtures import OPENAI, OPENHANDS, SWE_AGENT, SWE_AGENT_TRAJ, SWE_LABELER
@@ -329,3 +331,24 @@ def test_a_read_trace_s_fields_are_checked_against_the_columns(project):
     assert [(e.line, e.field, e.message) for e in report.errors] == [
         (1, "model", "must be at most 200 characters long"),
         (2, "messages", "must be a non-empty list of message objects")]
+
+
+def test_the_real_openhands_files_import_as_traces_with_their_outcome_and_the_events_kept_outside(project):
+    """Each generation of OpenHands output as its tools wrote it: a trace per run, one step per message the reader
+    reads (compared with the files in tests/conversations/readers/test_openhands.py), the outcome from the format's
+    own field, a task only where the run names one."""
+    expected = {real_openhands.EVENTS_2025: ({"recall action": 3, "recall observation": 3}, [None] * 3),
+                real_openhands.PAIRS_2024: ({"null observation": 24}, [False] + [True] * 5),
+                real_openhands.RESOLVER: ({}, [True, True])}
+    for name, (outside, passed) in expected.items():
+        report = import_traces(project=project, lines=real_openhands.lines(name), file=name)
+        assert report.ok and report.created == len(passed) and report.as_dict()["outside"] == outside, name
+        for source, outcome in zip(real_openhands.records(name), passed, strict=True):
+            record, _ = read_trace(source)
+            trace = Trace.objects.get(trace_id=record.id_or(canonical_sha256(source)))
+            assert [(step["role"], step["content"]) for step in trace.steps] == [
+                (message.role, message.content) for message in record.conversation.messages]
+            assert (trace.passed, trace.task_id, trace.source_format) == (outcome, record.task_id, "openhands")
+    refused = Trace.objects.get(task_id="ponylang__ponyc-4593").steps[26]  # the malformed call OpenHands refused
+    assert refused["role"] == "user" and refused["content"].startswith("Parameter 'command' is expected")
+    assert refused["events"][0]["observation"] == "error"
