@@ -187,6 +187,8 @@ register(ExportKind(
     description="Synthetic chat SFT records of bench/export_bench.py (not a project's data).",
     values=_values,
     data_version=_data_version,
+    group="row",
+    group_by=("id",),
     count=_count,
     filters=BenchFilters,
     dedup_ignore=("id", "created_at"),

@@ -328,8 +328,8 @@ def _count(query: ExportQuery) -> int:
 
 # A kind's label follows the page's language; its description stays English (the manifest and the dataset card
 # carry it: export files never change with the language), marked for the catalogs so a page can translate it.
-COMMON = {"schema": SCHEMA, "data_version": data_version, "key_field": "instance_id", "count": _count,
-          "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS}
+COMMON = {"schema": SCHEMA, "data_version": data_version, "group": "task", "group_by": ("instance_id",),
+          "count": _count, "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS}
 
 register(ExportKind(name="swe.labels", version=1, label=gettext_lazy("SWE labels (every task)"), rows=label_rows,
                     filters=LabelFilters, description=gettext_noop(
@@ -345,7 +345,8 @@ register(ExportKind(name="swe.routed", version=1, label=gettext_lazy("SWE labels
 register(ExportKind(name="swe.upstream", version=1,
                     label=gettext_lazy("SWE labels, in the published labeler's output shape"),
                     rows=upstream_rows, filters=LabelFilters, schema=UPSTREAM_SCHEMA, data_version=data_version,
-                    key_field="instance_id", count=_count, dedup_ignore=("task_id",), field_meanings=UPSTREAM_MEANINGS,
+                    group="task", group_by=("instance_id",), count=_count, dedup_ignore=("task_id",),
+                    field_meanings=UPSTREAM_MEANINGS,
                     description=gettext_noop(
                         "Labeled tasks as the published SWE Labeler (alibaba/AgenticBigBang) writes its output: the "
                         "task's fields and `labels` (values and rationales), for its tools; import it back as tasks "
@@ -416,7 +417,8 @@ def trajectory_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 register(ExportKind(name="swe.trajectories", version=2, trl_format="language_modeling",
                     label=gettext_lazy("SWE trajectories, with their labels"),
                     rows=trajectory_rows, schema=TRAJECTORY_SCHEMA, data_version=trajectory_data_version,
-                    filters=LabelFilters, key_field="trajectory_id", dedup_ignore=("task_id",),
+                    filters=LabelFilters, group="task", group_by=("instance_id", "trajectory_id"),
+                    dedup_ignore=("task_id",),
                     count=lambda query: _bounded(Trajectory, query).count(), field_meanings=TRAJECTORY_MEANINGS,
                     description=gettext_noop(
                         "One row per trajectory as a training conversation (messages with reasoning_content and "

@@ -222,6 +222,8 @@ register(ExportKind(
                 "prompt). TRL format: prompt, chosen, rejected.",
     rows=pair_rows,
     data_version=data_version,
+    group="prompt",  # every session, pair and patch of one item stay in one split
+    group_by=("item_id",),
     filters=PairFilters,
     dedup_ignore=("id", "item_id", "chosen_session_id", "chosen_node_key", "chosen_annotator", "rejected_session_id",
                   "rejected_node_key", "rejected_annotator"),

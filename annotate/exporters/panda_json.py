@@ -66,6 +66,8 @@ register(ExportKind(
                 "for the onPanda tool and the onpanda package.",
     rows=panda_json_rows,
     data_version=data_version,
+    group="prompt",  # every session, pair and patch of one item stay in one split
+    group_by=("item_id",),
     count=lambda query: finished_sessions(query).count(),
     filters=StatusFilters,
     field_meanings=PANDA_JSON_MEANINGS,

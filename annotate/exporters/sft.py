@@ -142,6 +142,8 @@ register(ExportKind(
                 "candidate ranks.",
     rows=sft_rows,
     data_version=data_version,
+    group="prompt",  # every session, pair and patch of one item stay in one split
+    group_by=("item_id",),
     count=lambda query: _sft_sessions(query).count(),
     filters=SftFilters,
     dedup_ignore=("id", "item_id", "annotator", "accepted_at", "review"),

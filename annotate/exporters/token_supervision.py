@@ -171,6 +171,8 @@ register(ExportKind(
                 "(prompt, completion), for TRL's SFT trainer as is.",
     rows=token_supervision_rows,
     data_version=data_version,
+    group="prompt",  # every session, pair and patch of one item stay in one split
+    group_by=("item_id",),
     filters=SessionFilters,
     dedup_ignore=("id", "item_id", "session_id", "chosen_node_key", "rejected_node_key", "annotator"),
     field_meanings=TOKEN_SUPERVISION_MEANINGS,

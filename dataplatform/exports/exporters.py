@@ -85,6 +85,8 @@ register(ExportKind(
     # Jobs created after the export starts are left out.
     data_version=lambda project: str(Job.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0),
     count=lambda query: _jobs(query).count(),
+    group="job",  # a job is a record of its own
+    group_by=("id",),
     filters=JobExportFilters,
     dedup_ignore=("id", "created_at", "started_at", "finished_at"),
     field_meanings=MEANINGS,

@@ -77,6 +77,8 @@ SYNTHETIC = register(ExportKind(
     description="Generated rows for the export engine's tests.",
     rows=rows,
     data_version=lambda project: "synthetic-v1",
+    group="row",
+    group_by=("id",),
     count=lambda query: query.filters["n"],
     filters=SyntheticFilters,
     dedup_ignore=("id", "created_at"),
@@ -124,6 +126,8 @@ JOB_VALUES = register(ExportKind(
     description="The project's jobs as plain columns and a JSON document, for the read-path tests.",
     values=lambda query: job_values(query.project),
     data_version=lambda project: "jobs-v1",
+    group="job",
+    group_by=("id",),
     dedup_ignore=("id", "created_at"),
     field_meanings=JOB_MEANINGS,
 ))
