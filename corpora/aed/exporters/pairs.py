@@ -101,7 +101,7 @@ def pair_rows(query: ExportQuery) -> Iterator[list[dict]]:
     for page in graded_pages(query, with_steps=False):
         rows = []
         for g in page:
-            case, trace, proposal, replay = g.case, g.case.trace, g.proposal, g.replay
+            case, proposal, replay = g.case, g.proposal, g.replay
             evidence = replay.stats if replay else {}
             rows.append({
                 "id": row_key(case), "case_id": case.pk, **trace_columns(case),
