@@ -216,14 +216,14 @@ register(ExportKind(
     # rejected carry their reasoning and tool calls; pairs only between answers to the same conversation.
     version=3,
     schema=PAIRS_SCHEMA,
+    group="prompt",  # every session, pair and patch of one item stay in one split
+    group_by=("item_id",),
     label=_("onPanda preference pairs"),
     description="Preference pairs as onPanda makes them: fork pairs (each other node of an accepted session vs its "
                 "accepted answer) and outcome pairs (nodes of rejected sessions vs accepted answers to the same "
                 "prompt). TRL format: prompt, chosen, rejected.",
     rows=pair_rows,
     data_version=data_version,
-    group="prompt",  # every session, pair and patch of one item stay in one split
-    group_by=("item_id",),
     filters=PairFilters,
     dedup_ignore=("id", "item_id", "chosen_session_id", "chosen_node_key", "chosen_annotator", "rejected_session_id",
                   "rejected_node_key", "rejected_annotator"),

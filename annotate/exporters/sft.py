@@ -136,14 +136,14 @@ register(ExportKind(
     # prompt-completion format, loss on the completion only); the tokenizer identity.
     version=4,
     schema=SFT_SCHEMA,
+    group="prompt",  # every session, pair and patch of one item stay in one split
+    group_by=("item_id",),
     label=_("onPanda SFT"),
     description="One row per accepted session: the prompt (with its tools) and the accepted response as chat "
                 "messages (prompt and completion, and joined as messages), with the response's token ids, per-token origins (model / candidate / typed) and "
                 "candidate ranks.",
     rows=sft_rows,
     data_version=data_version,
-    group="prompt",  # every session, pair and patch of one item stay in one split
-    group_by=("item_id",),
     count=lambda query: _sft_sessions(query).count(),
     filters=SftFilters,
     dedup_ignore=("id", "item_id", "annotator", "accepted_at", "review"),

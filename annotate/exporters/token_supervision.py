@@ -163,6 +163,8 @@ register(ExportKind(
     # chosen side pre-tokenized (input_ids, completion_mask, labels) and as a completion; the tokenizer identity.
     version=4,
     schema=TOKEN_SUPERVISION_SCHEMA,
+    group="prompt",  # every session, pair and patch of one item stay in one split
+    group_by=("item_id",),
     label=_("onPanda token-level supervision"),
     description="One row per fork pair: the first differing token, and chosen/rejected chunks [pre, patch, post] "
                 "where only the patch (the smallest span around the fork that survives decode->encode) gets loss; "
@@ -171,8 +173,6 @@ register(ExportKind(
                 "(prompt, completion), for TRL's SFT trainer as is.",
     rows=token_supervision_rows,
     data_version=data_version,
-    group="prompt",  # every session, pair and patch of one item stay in one split
-    group_by=("item_id",),
     filters=SessionFilters,
     dedup_ignore=("id", "item_id", "session_id", "chosen_node_key", "rejected_node_key", "annotator"),
     field_meanings=TOKEN_SUPERVISION_MEANINGS,

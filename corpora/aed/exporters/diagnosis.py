@@ -91,9 +91,10 @@ def _conversation(messages: list[dict]) -> dict:
 
 
 register(ExportKind(
-    # 4: prompt and completion beside messages. 5: the task as the policy saw it (a builtin environment's rules and
-    # task); task_id, the split's group.
-    name="aed.diagnosis_sft", version=5, trl_format="prompt_completion", schema=DIAGNOSIS_SCHEMA,
+    # 4: prompt and completion beside messages. 5: cases neither replayed nor evidence-checked too (grade null),
+    # by the evidence filter's default. 6: the task as the policy saw it (a builtin environment's rules and task);
+    # task_id, the split's group.
+    name="aed.diagnosis_sft", version=6, trl_format="prompt_completion", schema=DIAGNOSIS_SCHEMA,
     label=gettext_lazy("AED diagnosis SFT"),
     description="One row per submitted case: the run up to and including the error step, answered with the error "
                 "step, its category and the diagnosis (chat messages, and as prompt / completion), plus the case's "

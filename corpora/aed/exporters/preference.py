@@ -82,8 +82,9 @@ def preference_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 
 register(ExportKind(
-    # 4: the task as the policy saw it (a builtin environment's rules and task); task_id, the split's group.
-    name="aed.preference", version=4, trl_format="preference", schema=PREFERENCE_SCHEMA,
+    # 4: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
+    # 5: the task as the policy saw it (a builtin environment's rules and task); task_id, the split's group.
+    name="aed.preference", version=5, trl_format="preference", schema=PREFERENCE_SCHEMA,
     label=gettext_lazy("AED preference pairs"),
     description="TRL preference rows at the checkpoint before the error step: the corrected action (chosen) "
                 "against the original error step (rejected), with the shared prompt.",

@@ -175,9 +175,10 @@ def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 register(ExportKind(
     # 4: labels beside completion_mask; the tokenizer's hash beside the template's; the identity in the manifest.
-    # 5: the task as the policy saw it (a builtin environment's rules and task, under the replay's step limit);
+    # 5: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
+    # 6: the task as the policy saw it (a builtin environment's rules and task, under the replay's step limit);
     # task_id, the split's group.
-    name="aed.recovery", version=5, trl_format="tokenized", schema=RECOVERY_SCHEMA,
+    name="aed.recovery", version=6, trl_format="tokenized", schema=RECOVERY_SCHEMA,
     label=gettext_lazy("AED recovery in context (AREX-2)"),
     description="One row per run of a recovery replay: the error and its real observation kept in the prompt, the "
                 "policy's continuation after it; loss only on the decisions that make progress (per message, and "

@@ -54,8 +54,9 @@ def repair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 
 register(ExportKind(
-    # 2: the task as the policy saw it (a builtin environment's rules and task); task_id, the split's group.
-    name="aed.repair", version=2, trl_format="prompt_completion", schema=REPAIR_SCHEMA,
+    # 2: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
+    # 3: the task as the policy saw it (a builtin environment's rules and task); task_id, the split's group.
+    name="aed.repair", version=3, trl_format="prompt_completion", schema=REPAIR_SCHEMA,
     label=gettext_lazy("AED repair (context to the corrected action)"),
     description="TRL prompt/completion rows: the run up to the error step, completed by the corrected action "
                 "alone (the accepted proposal, else the one that grades the case).",
