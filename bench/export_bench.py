@@ -183,6 +183,8 @@ register(ExportKind(
     name=KIND,
     version=1,
     schema=SCHEMA,
+    group="row",
+    group_by=("id",),
     label="Bench chat SFT rows",
     description="Synthetic chat SFT records of bench/export_bench.py (not a project's data).",
     values=_values,

@@ -89,7 +89,8 @@ def make_export(rows: int):
     from dataplatform.jobs.services import execute_job
 
     register(ExportKind(name=KIND, version=1, schema=SCHEMA, label="Pull bench rows", rows=_rows,
-                        data_version=lambda project: str(rows), append_only=True, filters=ExportFilters,
+                        data_version=lambda project: str(rows), append_only=True, group="row", group_by=("id",),
+                        filters=ExportFilters,
                         field_meanings={"id": "The row.", "messages": "A synthetic user turn and answer."}))
     call_command("migrate", verbosity=0)
     project = Project.objects.create(slug="bench", name="Pull bench")

@@ -56,7 +56,8 @@ TASK_LABEL_MEANINGS = {**TASK_MEANINGS, **LABEL_MEANINGS}
 
 TRAJECTORY_MEANINGS = {
     "trajectory_id": "The trajectory's id as imported, unique in the project.",
-    "instance_id": "The task instance the trajectory attempts.",
+    "instance_id": "The task instance the trajectory attempts; empty when the record names none. The split's group: "
+                   "all trajectories of one task are in the same split (one of no known task is a group of its own).",
     "task_id": "That task's id on the platform; null when the project has no such task.",
     "model": "The model that acted as the agent; empty when the record did not say.",
     "scaffold": "The agent scaffold that ran it; empty when the record did not say.",

@@ -331,8 +331,9 @@ def _count(query: ExportQuery) -> int:
 # Label values replay from their events, but not all of a row does (hence no pinned exports of these kinds).
 NOT_APPEND_ONLY = gettext_noop("a failed model label labeled again is rewritten in place (its rationales and "
                                "model), and without a taxonomy filter the project's current taxonomy is read.")
-COMMON = {"schema": SCHEMA, "data_version": data_version, "key_field": "instance_id", "count": _count,
-          "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS, "not_append_only": NOT_APPEND_ONLY}
+COMMON = {"schema": SCHEMA, "data_version": data_version, "group": "task", "group_by": ("instance_id",),
+          "count": _count, "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS,
+          "not_append_only": NOT_APPEND_ONLY}
 
 register(ExportKind(name="swe.labels", version=1, label=gettext_lazy("SWE labels (every task)"), rows=label_rows,
                     filters=LabelFilters, description=gettext_noop(
@@ -349,7 +350,8 @@ register(ExportKind(name="swe.upstream", version=1,
                     label=gettext_lazy("SWE labels, in the published labeler's output shape"),
                     rows=upstream_rows, filters=LabelFilters, schema=UPSTREAM_SCHEMA, data_version=data_version,
                     not_append_only=NOT_APPEND_ONLY,
-                    key_field="instance_id", count=_count, dedup_ignore=("task_id",), field_meanings=UPSTREAM_MEANINGS,
+                    group="task", group_by=("instance_id",), count=_count, dedup_ignore=("task_id",),
+                    field_meanings=UPSTREAM_MEANINGS,
                     description=gettext_noop(
                         "Labeled tasks as the published SWE Labeler (alibaba/AgenticBigBang) writes its output: the "
                         "task's fields and `labels` (values and rationales), for its tools; import it back as tasks "
@@ -421,7 +423,8 @@ register(ExportKind(name="swe.trajectories", version=2, trl_format="language_mod
                     label=gettext_lazy("SWE trajectories, with their labels"),
                     rows=trajectory_rows, schema=TRAJECTORY_SCHEMA, data_version=trajectory_data_version,
                     not_append_only=NOT_APPEND_ONLY,
-                    filters=LabelFilters, key_field="trajectory_id", dedup_ignore=("task_id",),
+                    filters=LabelFilters, group="task", group_by=("instance_id", "trajectory_id"),
+                    dedup_ignore=("task_id",),
                     count=lambda query: _bounded(Trajectory, query).count(), field_meanings=TRAJECTORY_MEANINGS,
                     description=gettext_noop(
                         "One row per trajectory as a training conversation (messages with reasoning_content and "

@@ -145,7 +145,8 @@ class ScriptedPolicy:
     """A unit-test double for the policy backend: each prompt of each `rollouts` call gets the next text of a
     list (in a replay that is round by round: the runs still going, in (pair, arm) order). The text comes back
     as one token, then the end token, which the runner must drop; rows are yielded last first, as a real backend
-    yields them in whatever order they finish. `rounds` records the seeds of every call."""
+    yields them in whatever order they finish. `rounds` records the seeds of every call, `shown` the chat of
+    every prompt, in the order they were made."""
 
     model_id = "scripted-policy"
     supports_json_schema = False
@@ -154,9 +155,11 @@ class ScriptedPolicy:
     def __init__(self, texts):
         self.texts = list(texts)
         self.rounds = []
+        self.shown = []
         self.pieces = ["<|end|>"]  # token id -> text; id 0 is END
 
     def chat_prompt_ids(self, messages, *, tools=None, continue_final_message=False):
+        self.shown.append(messages)
         return [1]
 
     def rollouts(self, prompts, *, max_tokens, temperature, seeds, top_k):

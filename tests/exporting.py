@@ -30,3 +30,18 @@ def chat_cell(messages: list[dict]) -> list[dict]:
     struct's null fields, its tool calls parsed from their JSON."""
     return [{key: [json.loads(call) for call in value] if key == "tool_calls" else value
              for key, value in message.items() if value is not None} for message in messages]
+
+
+def rows_by_split(export, storage_root) -> dict[str, list[dict]]:
+    """The rows of a succeeded export's Parquet shards, by the split the manifest names for each shard."""
+    by_split: dict[str, list[dict]] = {"train": [], "validation": []}
+    for shard in export.manifest["shards"]:
+        by_split[shard["split"]] += pq.read_table(storage_root / export.location / shard["name"]).to_pylist()
+    return by_split
+
+
+def groups_by_split(export, storage_root, group_by: tuple[str, ...]) -> dict[str, set[str]]:
+    """The group keys (the first of `group_by` that is neither null nor empty, as text) each split holds."""
+    def key(row):
+        return next((str(row[name]) for name in group_by if row[name] not in (None, "")), "")
+    return {split: {key(row) for row in rows} for split, rows in rows_by_split(export, storage_root).items()}

@@ -216,6 +216,8 @@ register(ExportKind(
     # rejected carry their reasoning and tool calls; pairs only between answers to the same conversation.
     version=3,
     schema=PAIRS_SCHEMA,
+    group="prompt",  # every session, pair and patch of one item stay in one split
+    group_by=("item_id",),
     label=_("onPanda preference pairs"),
     description="Preference pairs as onPanda makes them: fork pairs (each other node of an accepted session vs its "
                 "accepted answer) and outcome pairs (nodes of rejected sessions vs accepted answers to the same "

@@ -61,6 +61,8 @@ register(ExportKind(
     # imported file's own fields written back
     version=3,
     schema=PANDA_JSON_SCHEMA,
+    group="prompt",  # every session, pair and patch of one item stay in one split
+    group_by=("item_id",),
     label=_("onPanda .panda.json"),
     description="One row per finished session: the whole correction tree as a .panda.json v2 document (a string), "
                 "for the onPanda tool and the onpanda package.",

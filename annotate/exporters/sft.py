@@ -136,6 +136,8 @@ register(ExportKind(
     # prompt-completion format, loss on the completion only); the tokenizer identity.
     version=4,
     schema=SFT_SCHEMA,
+    group="prompt",  # every session, pair and patch of one item stay in one split
+    group_by=("item_id",),
     label=_("onPanda SFT"),
     description="One row per accepted session: the prompt (with its tools) and the accepted response as chat "
                 "messages (prompt and completion, and joined as messages), with the response's token ids, per-token origins (model / candidate / typed) and "

@@ -163,6 +163,8 @@ register(ExportKind(
     # chosen side pre-tokenized (input_ids, completion_mask, labels) and as a completion; the tokenizer identity.
     version=4,
     schema=TOKEN_SUPERVISION_SCHEMA,
+    group="prompt",  # every session, pair and patch of one item stay in one split
+    group_by=("item_id",),
     label=_("onPanda token-level supervision"),
     description="One row per fork pair: the first differing token, and chosen/rejected chunks [pre, patch, post] "
                 "where only the patch (the smallest span around the fork that survives decode->encode) gets loss; "

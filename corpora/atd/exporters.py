@@ -1,18 +1,23 @@
 """ATD record kinds: DPO pairs from the teacher's bits, and every scored prompt for analysis.
 
-- `atd.dpo`: one row per teacher answer with a bit: TRL's `prompt` / `chosen` / `rejected` (chosen =
-  the candidate the teacher picked), with q in both orders and its position bias, and the selection's recipe
-  (method, orders, judge template, epsilon, bias threshold, models, the teacher's mode), also written once
-  per selection into the manifest's notes. Ties and invalid answers are not pairs and are left out.
+- `atd.dpo`: one row per prompt, from the teacher's answer with a bit: TRL's `prompt` / `chosen` / `rejected`
+  (chosen = the candidate the teacher picked), with q in both orders and its position bias, and the selection's
+  recipe (method, orders, judge template, epsilon, bias threshold, models, the teacher's mode), also written
+  once per selection into the manifest's notes. Ties and invalid answers are not pairs and are left out. A
+  prompt answered more than once (in several selections, or by several teacher runs) gives the pair of its
+  first answer: the lowest answer id among those the filters keep, up to the data version. So a prompt's pair,
+  once exported, is the same in every later export (answers only add); the filter `all_answers` asks for every
+  answer instead (each its own row, all in the prompt's split).
 - `atd.scored`: one row per score of a scoring run (all runs, or the one named by `run`).
-Both read in keyset pages and are bounded by the highest row id at the start (the data version).
+Both read in keyset pages and are bounded by the highest row id at the start (the data version), and split by
+prompt (`prompt_id`): all rows of one prompt are in the same split.
 """
 
 import json
 from collections.abc import Iterator
 
 import pyarrow as pa
-from django.db.models import Max
+from django.db.models import Exists, Max, OuterRef
 from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
@@ -43,7 +48,8 @@ SCORED_SCHEMA = pa.schema([
 
 # What the columns of both kinds mean (their Fields tables); atd.dpo's scores are those of its selection's run.
 SCORE_MEANINGS = {
-    "prompt_id": "The prompt's id in the pool it was imported from.",
+    "prompt_id": "The prompt's id in the pool it was imported from. The split's group: all rows of one prompt are in "
+                 "the same split.",
     "messages": "The prompt's chat messages (role and content only).",
     "q": "The ancestor's probability that candidate A is the better answer, in [0, 1]; debiased, the mean of both "
          "orders: (q_ab + 1 - q_ba) / 2.",
@@ -58,7 +64,7 @@ SCORE_MEANINGS = {
     "template_version": "The version of the judge prompt the scoring run records (used by the judge method only).",
 }
 DPO_MEANINGS = {
-    "id": 'The teacher\'s answer, "answer-<id>".',
+    "id": 'The teacher\'s answer, "answer-<id>": the prompt\'s first answer the filters keep (all_answers: each).',
     "prompt": SCORE_MEANINGS["messages"],
     "chosen": "The candidate the teacher picked, as one assistant message.",
     "rejected": "The other candidate, as one assistant message.",
@@ -96,6 +102,9 @@ class DpoFilters(ExportFilters):
     selection = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                          help_text=gettext_lazy("only this selection's teacher answers"))
     teacher_run = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    all_answers = serializers.BooleanField(
+        default=False, help_text=gettext_lazy("every teacher answer of a prompt (several selections or teacher runs), "
+                                              "not only its first"))
 
 
 class ScoredFilters(ExportFilters):
@@ -119,6 +128,9 @@ def dpo_rows(query: ExportQuery) -> Iterator[list[dict]]:
         answers = answers.filter(run__selection_id=query.filters["selection"])
     if query.filters.get("teacher_run"):
         answers = answers.filter(run_id=query.filters["teacher_run"])
+    if not query.filters.get("all_answers"):
+        # One pair per prompt: its first answer that the filters keep (an earlier one would win over it).
+        answers = answers.exclude(Exists(answers.filter(prompt_id=OuterRef("prompt_id"), id__lt=OuterRef("id"))))
     recipes = query.notes.setdefault("recipes", {})
     for page in keyset_pages(answers, batch_size=query.batch_size):
         scores = {(run_id, prompt_id): row for run_id, prompt_id, *row in Score.objects.filter(
@@ -172,12 +184,15 @@ def scored_rows(query: ExportQuery) -> Iterator[list[dict]]:
 
 
 # Append-only: scores and teacher answers are written once per (run, prompt) and never changed; a selection is frozen.
-register(ExportKind(name="atd.dpo", version=2, trl_format="preference", label=gettext_lazy("ATD DPO pairs"),
+# atd.dpo 3: one row per prompt unless all_answers (its first answer, which new answers never change); split by prompt.
+register(ExportKind(name="atd.dpo", version=3, trl_format="preference", label=gettext_lazy("ATD DPO pairs"),
                     schema=DPO_SCHEMA, rows=dpo_rows,
-                    data_version=dpo_version, append_only=True, filters=DpoFilters, key_field="id", field_meanings=DPO_MEANINGS,
+                    data_version=dpo_version, append_only=True, filters=DpoFilters, group="prompt",
+                    group_by=("prompt_id",), field_meanings=DPO_MEANINGS,
                     description="prompt/chosen/rejected (TRL) from the teacher's one-bit answers on near-tie prompts, "
                                 "with q in both orders, the position bias and the selection's recipe."))
 register(ExportKind(name="atd.scored", version=2, label=gettext_lazy("ATD scored prompts"), schema=SCORED_SCHEMA,
-                    rows=scored_rows, data_version=scored_version, append_only=True, filters=ScoredFilters, key_field="id",
+                    rows=scored_rows, data_version=scored_version, append_only=True, filters=ScoredFilters,
+                    group="prompt", group_by=("prompt_id",),
                     field_meanings=SCORED_MEANINGS,
                     description="Every scored prompt with q, both orders and the raw logprobs, for analysis."))

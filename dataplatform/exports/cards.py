@@ -87,8 +87,7 @@ def dataset_card(export: Export, kind: ExportKind, manifest: dict) -> str:
         f"| data version | {_code(export.data_version)} (rows up to it; the same export again gives the same rows) |",
         f"| format | {export.format}; {totals['shards']} shards, {totals['rows']:,} rows, {totals['bytes']:,} bytes |",
         f"| split | train {totals['by_split']['train']['rows']:,} rows, validation "
-        f"{totals['by_split']['validation']['rows']:,} rows (stable hash of `{kind.key_field}`, ratio "
-        f"{export.validation_ratio}) |",
+        f"{totals['by_split']['validation']['rows']:,} rows, ratio {export.validation_ratio}; {_group(kind)} |",
         f"| dedup | {_dedup(export, manifest)} |",
         *([f"| left out | {_left_out(manifest['left_out'])} |"] if manifest.get("left_out") else []),
         f"| tokenizer | {_tokenizer(tokenizer)} |",
@@ -139,6 +138,13 @@ def _training(kind: ExportKind, folder: str) -> list[str]:
            "with a chat template that has `{% generation %}` markers (the embedded model's converted folder has "
            "one: `chat_template_training.jinja`).", ""] if kind.trl_format == "language_modeling" else []),
     ]
+
+
+def _group(kind: ExportKind) -> str:
+    """The split's group: what it is, its key's columns, and that its rows stay together."""
+    columns = ", else ".join(f"`{name}`" for name in kind.group_by)
+    return (f"split by {kind.group} (key: {columns}; xxh3_64 of its text): the rows of one {kind.group} are all in "
+            "train or all in validation")
 
 
 def _dedup(export: Export, manifest: dict) -> str:

@@ -85,6 +85,8 @@ register(ExportKind(
     # Jobs created after the export starts are left out.
     data_version=lambda project: str(Job.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0),
     count=lambda query: _jobs(query).count(),
+    group="job",  # a job is a record of its own
+    group_by=("id",),
     filters=JobExportFilters,
     not_append_only=gettext_noop("a job's row changes until the job ends (one queued or running when an export "
                                  "started finishes later), and deleting an export deletes its job."),

@@ -126,6 +126,13 @@ class ExportKind:
     label: str
     # data_version(project) -> an opaque string, e.g. the highest id, that bounds what the kind returns.
     data_version: Callable[[Project], str]
+    # The rows that belong together, which never cross the train/validation split (a model validated on a
+    # prompt, a task or a case it trained on measures nothing): `group` names what a group is, in English, for
+    # the card and the manifest ("prompt", "task", ...); `group_by` the columns whose first value that is neither
+    # null nor empty, as text, is a row's group key (the next column stands in where the first is empty, e.g.
+    # a trajectory of no known task is a group of its own). Every kind decides (tests/exports/test_groups.py).
+    group: str
+    group_by: tuple[str, ...]
     # Where the rows come from: one of the two.
     # - values(query) -> a values() QuerySet whose columns are the schema's (names and all; "id", a unique integer,
     #   among them: the keyset),
@@ -139,8 +146,6 @@ class ExportKind:
     description: str = ""
     # count(query) -> expected rows, for the progress bar (None: unknown).
     count: Callable[[ExportQuery], int | None] = lambda query: None
-    # The column whose value places a row in train or validation (a stable hash of it).
-    key_field: str = "id"
     # Columns left out of the content hash used for dedup (ids and timestamps differ between copies).
     dedup_ignore: tuple[str, ...] = field(default=("id",))
     # Write one shard set per value of this column (e.g. a routing category), named "<value>-<split>-NNNNN".
@@ -171,9 +176,14 @@ def register(kind: ExportKind) -> ExportKind:
     if kind.append_only == bool(kind.not_append_only):
         raise ValueError(f"Export kind {kind.name!r} must say whether its data are append-only: append_only=True, "
                          "or not_append_only naming what changes in place.")
-    for role, name in (("key_field", kind.key_field), ("partition_field", kind.partition_field)):
+    if not kind.group_by or not kind.group:
+        raise ValueError(f"Export kind {kind.name!r} needs its group and group_by: the rows no split may part.")
+    for role, name in (*(("group_by", name) for name in kind.group_by), ("partition_field", kind.partition_field)):
         if name is not None and name not in kind.schema.names:
             raise ValueError(f"Export kind {kind.name!r}: {role} {name!r} is not in its schema.")
+    for name in kind.group_by:
+        if not (pa.types.is_string(kind.schema.field(name).type) or pa.types.is_integer(kind.schema.field(name).type)):
+            raise ValueError(f"Export kind {kind.name!r}: group_by {name!r} must be a text or integer column.")
     if kind.trl_format is not None:
         missing = [name for name in TRL_FORMATS[kind.trl_format].columns if name not in kind.schema.names]
         if missing:

@@ -107,7 +107,7 @@ def write_export(*, export: Export, progress) -> dict:
         if dedup:
             batch = dedup.filter(batch)
         for partition, group in partition_batch(batch, kind.partition_field).items():
-            for split, part in split_batch(group, kind.key_field, export.validation_ratio).items():
+            for split, part in split_batch(group, kind.group_by, export.validation_ratio).items():
                 writer(partition, split).write(part)
 
     read_path, batches = read_batches(kind, query)
@@ -194,8 +194,9 @@ def build_manifest(export: Export, kind: ExportKind, shards: list, *, dedup_remo
         "compression": "zstd" if export.format == "parquet" else ("gzip" if export.format == "jsonl.gz" else None),
         "shard_rows": export.shard_rows,
         "shard_bytes": export.shard_bytes,
-        "split": {"method": "xxh3_64(utf-8 text of key) / 2^64 < validation_ratio", "key_field": kind.key_field,
-                  "validation_ratio": export.validation_ratio},
+        # A group (one prompt, task, ...) never crosses splits: its key is the first of group_by that is not empty.
+        "split": {"method": "xxh3_64(utf-8 text of the group key) / 2^64 < validation_ratio", "group": kind.group,
+                  "group_by": list(kind.group_by), "validation_ratio": export.validation_ratio},
         "dedup": {"enabled": export.dedup, "ignored_fields": list(kind.dedup_ignore), "removed_rows": dedup_removed},
         "schema": {
             "fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in kind.schema],

@@ -213,8 +213,19 @@ def partition_batch(batch: pa.RecordBatch, field: str | None) -> dict[str | None
     return groups
 
 
-def split_batch(batch: pa.RecordBatch, key_field: str, ratio: float) -> dict[str, pa.RecordBatch]:
-    mask = validation_mask(batch.column(key_field), ratio)
+def group_keys(batch: pa.RecordBatch, group_by: tuple[str, ...]) -> pa.Array:
+    """Each row's group key: the text of the first of the `group_by` columns that is neither null nor empty
+    ("" when none is)."""
+    texts = []
+    for name in group_by:
+        text = batch.column(name).cast(pa.string())
+        texts.append(pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text))
+    return pc.coalesce(*texts).fill_null("")
+
+
+def split_batch(batch: pa.RecordBatch, group_by: tuple[str, ...], ratio: float) -> dict[str, pa.RecordBatch]:
+    """The batch's rows by split: a row's place is its group key's (`group_keys`), so a group never crosses."""
     if ratio <= 0:
         return {"train": batch}
+    mask = validation_mask(group_keys(batch, group_by), ratio)
     return {"train": batch.filter(pc.invert(mask)), "validation": batch.filter(mask)}

@@ -40,7 +40,8 @@ class DriftFilters(ExportFilters):
 
 
 register(ExportKind(name="test.drift", version=1, schema=DRIFT_SCHEMA, label="Drifting rows", rows=drift_rows,
-                    data_version=lambda project: "v1", append_only=True, filters=DriftFilters, trl_format="language_modeling",
+                    data_version=lambda project: "v1", append_only=True, group="row", group_by=("id",),
+                    filters=DriftFilters, trl_format="language_modeling",
                     field_meanings={"id": "The row.", "note": "A note | with a pipe.", "messages": "The chat.",
                                     "tools": "Functions.", "ids": "Two ids."}))
 

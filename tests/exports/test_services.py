@@ -94,7 +94,8 @@ def test_manifest_records_everything_needed_to_reproduce(run_export, members):
     assert manifest["filters"]["n"] == 10 and manifest["data_version"] == "synthetic-v1"
     assert [f["name"] for f in manifest["schema"]["fields"]] == kinds.SCHEMA.names
     assert manifest["created_by"] == "curator" and manifest["created_at"]
-    assert manifest["split"]["key_field"] == "id"
+    assert manifest["split"] == {"method": "xxh3_64(utf-8 text of the group key) / 2^64 < validation_ratio",
+                                 "group": "row", "group_by": ["id"], "validation_ratio": 0.1}
 
 
 def test_failure_midway_leaves_no_complete_looking_file(run_export, export_storage_in_tmp, settings):

@@ -11,7 +11,7 @@ from labeler.models import SweTask, Trajectory
 
 from .. import trace_fixtures
 from ..doubles import RecordingProgress
-from ..exporting import chat_cell, export_rows
+from ..exporting import chat_cell, export_rows, groups_by_split
 from ..trace_fixtures import OPENAI, OPENHANDS
 from .conftest import STAGE_ONE, STAGE_TWO, answer
 
@@ -194,3 +194,21 @@ def test_a_trajectory_exports_its_own_label_else_its_task_s(catalogue, run, proj
     _, rows = run("swe.trajectories", filters={"review_status": ["reviewed"]})
     assert [(row["trajectory_id"], row["label_subject"], row["domain_l1"], row["reviewer"]) for row in rows] == [
         (own.trajectory_id, "trajectory", "data_science", reviewer.username)]
+
+
+def test_a_task_s_trajectories_are_all_in_one_split(catalogue, run, make_trajectories, export_storage_in_tmp):
+    """Several agents' runs of one task: a model validated on a task it trained on measures nothing."""
+    for task in catalogue:
+        make_trajectories(3, task=task)
+    unknown = make_trajectories(4)  # of no known task: each a group of its own
+    Trajectory.objects.filter(pk__in=[t.pk for t in unknown]).update(instance_id="")
+    export, rows = run("swe.trajectories", validation_ratio=0.5)
+    assert len(rows) == 34
+    assert (export.manifest["split"]["group"], export.manifest["split"]["group_by"]) == (
+        "task", ["instance_id", "trajectory_id"])
+    by_split = groups_by_split(export, export_storage_in_tmp, ("instance_id", "trajectory_id"))
+    assert not by_split["train"] & by_split["validation"]
+    assert {task.instance_id for task in catalogue} <= by_split["train"] | by_split["validation"]
+    assert by_split["train"] & {task.instance_id for task in catalogue}  # tasks on both sides, none on both
+    assert by_split["validation"] & {task.instance_id for task in catalogue}
+    assert {t.trajectory_id for t in unknown} <= by_split["train"] | by_split["validation"]

@@ -27,8 +27,11 @@ data does not wait for a replay, the grade column says how far each case's evide
 A case the filters match but the rows leave out is counted with its reason (`cases.leave_out`), and the
 manifest's `left_out` and the dataset card say how many and why. Every chat row is rendered with the one function `rendering.step_messages`, and the
 context of the recovery and preference rows with `rendering.prefix_messages`, so a preference prompt is byte
-for byte the start of the recovery row of the same case. Every kind keys its rows on "case-<id>", so a case
-falls in the same train/validation split in every kind.
+for byte the start of the recovery row of the same case (when the recovery replay ran under the environment's
+default step limit, which the trace's own rows state). Every chat row states the task as the traced policy saw
+it: a builtin environment's trace starts with what its runner shows the policy (the environment's rules and
+task, `runners.ENVIRONMENTS`); a conversation starts with its own prompt; any other trace with the task as
+recorded (`meta["task"]`, as text or JSON; else the task id).
 
 The data version is "<highest case id>:<highest replay-run id>" of the project. Rows come from cases up to
 the first bound; replay evidence (the 2x2 table, its statistics, hence the grade, and the recovery run) from

@@ -92,8 +92,10 @@ def _count(query: ExportQuery) -> int:
     return _cases(query).count()
 
 
-# Every kind registers with these, so they export the same cases under the same data version.
-COMMON = {"data_version": data_version, "filters": AedFilters, "count": _count, "key_field": "id",
+# Every kind registers with these, so they export the same cases under the same data version, and splits them by
+# task: a case on another trace of the same task (another policy, another attempt) is never on the other side.
+COMMON = {"data_version": data_version, "filters": AedFilters, "count": _count, "group": "task",
+          "group_by": ("task_id", "trace_id"),
           "not_append_only": gettext_noop(
               "a submitted case can still be edited (error step, category, diagnosis), a proposal accepted or "
               "rejected and a replay's run retried in place, and grades follow the project's current grading.")}
@@ -174,8 +176,10 @@ def row_key(case: Case) -> str:
 # What the columns several kinds share mean (their dataset cards' Fields tables); a kind takes its own
 # (`case_meanings`).
 CASE_MEANINGS = {
-    "id": 'The row\'s key, "case-<case id>": every AED kind keys a case\'s rows on it, so a case falls in the same '
-          "split in each.",
+    "id": 'The row\'s key, "case-<case id>", the same in every AED kind.',
+    "task_id": "The task the traced agent attempted (as imported; empty when unknown). The split's group: the cases "
+               "of one task, on any trace and in every AED kind, are all in the same split (a trace of no known task "
+               "is a group of its own, by trace_id).",
     "case_id": "The case: one curator's diagnosis of one trace.",
     "trace_id": "The trace's id as imported: the agent's run the case diagnoses.",
     "environment": "The environment the traced agent ran in (as imported; empty when unknown).",
@@ -233,10 +237,10 @@ def who_columns(case: Case) -> dict:
     return {name: getattr(case, name) or None for name, _ in WHO_COLUMNS}
 
 
-TRACE_MEANINGS = case_meanings("trace_id", "environment", "harness", "policy_model")  # trace_columns'
+TRACE_MEANINGS = case_meanings("trace_id", "task_id", "environment", "harness", "policy_model")  # trace_columns'
 
 
 def trace_columns(case: Case) -> dict:
     trace = case.trace
-    return {"trace_id": trace.trace_id, "environment": trace.environment, "harness": trace.harness,
-            "policy_model": trace.policy_model}
+    return {"trace_id": trace.trace_id, "task_id": trace.task_id, "environment": trace.environment,
+            "harness": trace.harness, "policy_model": trace.policy_model}

@@ -38,6 +38,7 @@ DIAGNOSIS_SCHEMA = pa.schema([
     ("completion", MESSAGES),  # the assistant's diagnosis
     ("case_id", pa.int64()),
     ("trace_id", pa.string()),
+    ("task_id", pa.string()),  # the split's group (else the trace)
     ("error_step", pa.int64()),
     ("category", pa.string()),
     ("diagnosis", pa.string()),
@@ -91,10 +92,11 @@ def _conversation(messages: list[dict]) -> dict:
 
 register(ExportKind(
     # 4: prompt and completion beside messages. 5: cases neither replayed nor evidence-checked too (grade null),
-    # by the evidence filter's default.
-    name="aed.diagnosis_sft", version=5, trl_format="prompt_completion", schema=DIAGNOSIS_SCHEMA,
+    # by the evidence filter's default. 6: the task as the policy saw it (a builtin environment's rules and task);
+    # task_id, the split's group.
+    name="aed.diagnosis_sft", version=6, trl_format="prompt_completion", schema=DIAGNOSIS_SCHEMA,
     label=gettext_lazy("AED diagnosis SFT"),
     description="One row per submitted case: the run up to and including the error step, answered with the error "
                 "step, its category and the diagnosis (chat messages, and as prompt / completion), plus the case's "
                 "structured fields.",
-    rows=diagnosis_rows, dedup_ignore=("id", "case_id", "trace_id"), field_meanings=DIAGNOSIS_MEANINGS, **COMMON))
+    rows=diagnosis_rows, dedup_ignore=("id", "case_id", "trace_id", "task_id"), field_meanings=DIAGNOSIS_MEANINGS, **COMMON))

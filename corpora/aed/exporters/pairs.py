@@ -68,7 +68,6 @@ PAIRS_MEANINGS = {
     **case_meanings("id", "case_id", "taxonomy", "taxonomy_version", "error_step", "category", "diagnosis",
                     "evidence_json", "evidence_check", "grade"),
     **TRACE_MEANINGS,
-    "task_id": "The task the traced agent attempted (as imported; empty when unknown).",
     "curator": "Username of the curator whose case it is; null when that account is gone.",
     "model_authored": "The case's diagnosis came from a model and no human has edited it since.",
     "proposal_id": "The proposal that grades the case (a corrected action for the error step); null when none does.",
@@ -102,10 +101,10 @@ def pair_rows(query: ExportQuery) -> Iterator[list[dict]]:
     for page in graded_pages(query, with_steps=False):
         rows = []
         for g in page:
-            case, trace, proposal, replay = g.case, g.case.trace, g.proposal, g.replay
+            case, proposal, replay = g.case, g.proposal, g.replay
             evidence = replay.stats if replay else {}
             rows.append({
-                "id": row_key(case), "case_id": case.pk, "task_id": trace.task_id, **trace_columns(case),
+                "id": row_key(case), "case_id": case.pk, **trace_columns(case),
                 "curator": case.curator.username if case.curator else None,
                 "taxonomy": case.taxonomy.name, "taxonomy_version": case.taxonomy.version,
                 "error_step": case.error_step, "category": case.category, "diagnosis": case.diagnosis,

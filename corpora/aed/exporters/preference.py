@@ -21,6 +21,7 @@ PREFERENCE_SCHEMA = pa.schema([
     ("tools", TOOLS),  # the function schemas the trace's agent was offered; null when none
     ("case_id", pa.int64()),
     ("trace_id", pa.string()),
+    ("task_id", pa.string()),  # the split's group (else the trace)
     ("error_step", pa.int64()),
     ("proposal_id", pa.int64()),
     ("proposal_status", pa.string()),
@@ -30,9 +31,10 @@ PREFERENCE_SCHEMA = pa.schema([
 ])
 # The columns aed.repair shares with this kind: the same checkpoint, and the same proposal.
 CHECKPOINT_MEANINGS = {
-    **case_meanings("id", "case_id", "trace_id", "error_step", "grade", "category"),
-    "prompt": "The context at the checkpoint before the error step: the trace's leading system messages, the task, "
-              "then every step before the error step.",
+    **case_meanings("id", "case_id", "trace_id", "task_id", "error_step", "grade", "category"),
+    "prompt": "The context at the checkpoint before the error step: the task as the traced policy saw it (a builtin "
+              "environment's rules and task; a conversation's own prompt; else a \"Task: ...\" message after the "
+              "trace's leading system messages), then every step before the error step.",
     **TOOLS_MEANINGS,
     "proposal_id": "The proposal whose corrected action the row holds: the case's accepted proposal, else the one "
                    "that grades the case.",
@@ -77,7 +79,8 @@ def preference_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
             rows.append({
                 "id": row_key(g.case), "prompt": messages_cell(prefix_messages(g.case)), "chosen": [chosen],
                 "rejected": messages_cell([rejected]), "tools": tools_cell(g.case.trace.tools), "case_id": g.case.pk,
-                "trace_id": g.case.trace.trace_id, "error_step": g.case.error_step,
+                "trace_id": g.case.trace.trace_id, "task_id": g.case.trace.task_id,
+                "error_step": g.case.error_step,
                 "proposal_id": proposal.pk, "proposal_status": proposal.status, "grade": g.grade,
                 "category": g.case.category, **retry_arm(g),
             })
@@ -86,9 +89,10 @@ def preference_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 register(ExportKind(
     # 4: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
-    name="aed.preference", version=4, trl_format="preference", schema=PREFERENCE_SCHEMA,
+    # 5: the task as the policy saw it (a builtin environment's rules and task); task_id, the split's group.
+    name="aed.preference", version=5, trl_format="preference", schema=PREFERENCE_SCHEMA,
     label=gettext_lazy("AED preference pairs"),
     description="TRL preference rows at the checkpoint before the error step: the corrected action (chosen) "
                 "against the original error step (rejected), with the shared prompt.",
-    rows=preference_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"),
+    rows=preference_rows, dedup_ignore=("id", "case_id", "trace_id", "task_id", "proposal_id", "proposal_status"),
     field_meanings=PREFERENCE_MEANINGS, **COMMON))

@@ -57,6 +57,7 @@ RECOVERY_SCHEMA = pa.schema([
     ("tools", TOOLS),  # the function schemas the trace's agent was offered; null when none
     ("case_id", pa.int64()),
     ("trace_id", pa.string()),
+    ("task_id", pa.string()),  # the split's group (else the trace)
     ("error_step", pa.int64()),
     ("category", pa.string()),
     ("grade", pa.string()),
@@ -72,7 +73,7 @@ RECOVERY_SCHEMA = pa.schema([
     RETRY_ARM,
 ])
 RECOVERY_MEANINGS = {
-    "id": 'The case as "case-<case id>", shared by all its runs, so they fall in the same split.',
+    "id": 'The case as "case-<case id>", shared by all its runs.',
     "messages": "The task, the steps before the error, the error step with the observation it really got (and the "
                 "diagnosis as a hint, when the policy was shown it), then the policy's continuation.",
     **TOOLS_MEANINGS,
@@ -109,10 +110,13 @@ def _recovery_runs(cases: list[Case], run_bound: int) -> dict[int, list[tuple[Re
     return runs
 
 
-def recovery_messages(case: Case, run: ReplayRun, hint: str = "") -> tuple[list[dict], list[int]]:
+def recovery_messages(case: Case, run: ReplayRun, hint: str = "", max_steps: int | None = None
+                      ) -> tuple[list[dict], list[int]]:
     """(messages, loss_mask): the context and the error with its observation (mask 0), then the continuation,
-    whose assistant messages carry loss where their step made progress."""
-    messages, mask = list(prefix_messages(case)), [0] * len(prefix_messages(case))
+    whose assistant messages carry loss where their step made progress. The context states the task as the
+    run's policy saw it: a builtin environment's rules under the replay's step limit `max_steps`."""
+    messages = prefix_messages(case, max_steps=max_steps)
+    mask = [0] * len(messages)
     for step in run.steps:
         if not isinstance(step, dict) or step.get("origin") == "prefix":
             continue
@@ -154,7 +158,7 @@ def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
             made = len(rows)
             for replay, run in runs.get(g.case.pk, []):
                 hint = str(replay.options.get("hint") or "")
-                messages, mask = recovery_messages(g.case, run, hint)
+                messages, mask = recovery_messages(g.case, run, hint, replay.options.get("max_steps"))
                 if not any(mask):  # no decision after the failure made progress: nothing to train on
                     continue
                 tokens = tokens or _Tokens(query)
@@ -177,7 +181,9 @@ def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 register(ExportKind(
     # 4: labels beside completion_mask; the tokenizer's hash beside the template's; the identity in the manifest.
     # 5: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
-    name="aed.recovery", version=5, trl_format="tokenized", schema=RECOVERY_SCHEMA,
+    # 6: the task as the policy saw it (a builtin environment's rules and task, under the replay's step limit);
+    # task_id, the split's group.
+    name="aed.recovery", version=6, trl_format="tokenized", schema=RECOVERY_SCHEMA,
     label=gettext_lazy("AED recovery in context (AREX-2)"),
     description="One row per run of a recovery replay: the error and its real observation kept in the prompt, the "
                 "policy's continuation after it; loss only on the decisions that make progress (per message, and "

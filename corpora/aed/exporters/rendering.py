@@ -10,6 +10,7 @@ from dataplatform.conversations.reading import REASONING_KEYS, read_conversation
 from dataplatform.conversations.training import MESSAGES  # noqa: F401  (every chat kind's column type)
 
 from ..models import Case
+from ..runners import ENVIRONMENTS
 
 # The fields of a step that is a trajectory's message (dataplatform.conversations.model).
 MESSAGE_KEYS = ("role", "content", *REASONING_KEYS, "tool_calls", "tool_call_id", "name")
@@ -71,23 +72,83 @@ def error_step_end(case: Case) -> int:
     return end
 
 
-def task_text(trace) -> str:
-    """The task as the rows state it: `meta["task"]` when it is text, else the task id; then the environment."""
-    task = (trace.meta or {}).get("task")
-    lines = [f"Task: {task if isinstance(task, str) and task.strip() else trace.task_id}"]
+def _recorded_task(trace) -> str:
+    """The task as the trace records it: `meta["task"]` (text as it is, any other value as JSON), an OpenHands
+    run's `instruction`, else the task id."""
+    meta = trace.meta or {}
+    task = meta.get("task")
+    if isinstance(task, str) and task.strip():
+        return task
+    if task not in (None, "", {}, []):
+        return json.dumps(task, sort_keys=True, ensure_ascii=False)
+    instruction = meta.get("instruction") if trace.source_format == "openhands" else None
+    return instruction if isinstance(instruction, str) and instruction.strip() else trace.task_id
+
+
+def task_line(trace) -> str:
+    """"Task: <the task as recorded>", then "Environment: <environment>" when there is one."""
+    lines = [f"Task: {_recorded_task(trace)}"]
     if trace.environment:
         lines.append(f"Environment: {trace.environment}")
     return "\n".join(lines)
 
 
-def prefix_messages(case: Case) -> list[dict]:
-    """The shared context at the checkpoint: the task, then every step before the error step.
-    System steps at the very start of the trace stay first (chat templates want the system message first)."""
-    steps = [message for step in case.trace.steps[:case.error_step] for message in step_messages(step)]
+def builtin_opening(trace, max_steps: int | None = None) -> list[dict] | None:
+    """What a builtin environment's runner shows its policy before the first step: the environment's own chat
+    (`runners.ENVIRONMENTS`' `messages`) with no history yet, the rules (system) and the task (user), under the
+    step limit `max_steps` (else the environment's default: a trace does not record its own). None for a trace
+    of another environment, or whose task does not read (then nothing says what its policy was shown)."""
+    environment = ENVIRONMENTS.get(trace.environment)
+    if environment is None:
+        return None
+    try:
+        task = environment.task(trace)
+    except environment.task_error:
+        return None
+    return environment.messages(task, [], int(max_steps or environment.max_steps))
+
+
+def states_its_task(steps: list[dict]) -> bool:
+    """The trace's own steps show the task its policy was given: a user message before the agent's first step (a
+    conversation's prompt: OpenAI chat, a SWE-agent history or query, an OpenHands instruction, a trajectory)."""
+    for step in steps:
+        role = step.get("role") or "assistant"
+        if role == "user":
+            return True
+        if role != "system":
+            return False
+    return False
+
+
+def task_text(trace) -> str:
+    """The task as a diagnosis row states it before the steps: what a builtin environment's policy was shown
+    (the rules, then the task) and the environment; else the task line (`task_line`)."""
+    opening = builtin_opening(trace)
+    if opening is None:
+        return task_line(trace)
+    return "\n\n".join(message["content"] for message in opening) + f"\nEnvironment: {trace.environment}"
+
+
+def prefix_messages(case: Case, *, max_steps: int | None = None) -> list[dict]:
+    """The shared context at the checkpoint: the task as the policy saw it, then every step before the error step.
+
+    - A builtin environment's trace starts with what its runner showed the policy (`builtin_opening`, under
+      `max_steps`): the rules and the task, which its steps (actions and observations) do not hold.
+    - A trace whose steps state the task (`states_its_task`) is its steps as they are.
+    - Any other starts with one user message, `task_line`, after the trace's leading system steps (chat
+      templates want the system message first).
+    """
+    trace = case.trace
+    steps = [message for step in trace.steps[:case.error_step] for message in step_messages(step)]
+    opening = builtin_opening(trace, max_steps)
+    if opening is not None:
+        return [*opening, *steps]
+    if states_its_task(trace.steps):
+        return steps
     lead = 0
     while lead < len(steps) and steps[lead]["role"] == "system":
         lead += 1
-    return [*steps[:lead], chat_message("user", task_text(case.trace)), *steps[lead:]]
+    return [*steps[:lead], chat_message("user", task_line(trace)), *steps[lead:]]
 
 
 def transcript(steps: list[dict]) -> str:

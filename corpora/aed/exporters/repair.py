@@ -21,6 +21,7 @@ REPAIR_SCHEMA = pa.schema([
     ("tools", TOOLS),  # the function schemas the trace's agent was offered; null when none
     ("case_id", pa.int64()),
     ("trace_id", pa.string()),
+    ("task_id", pa.string()),  # the split's group (else the trace)
     ("error_step", pa.int64()),
     ("proposal_id", pa.int64()),
     ("proposal_status", pa.string()),
@@ -46,6 +47,7 @@ def repair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
                 "id": row_key(g.case), "prompt": messages_cell(prefix_messages(g.case)),
                 "completion": [chat_message("assistant", proposal.corrected_action)],
                 "tools": tools_cell(g.case.trace.tools), "case_id": g.case.pk, "trace_id": g.case.trace.trace_id,
+                "task_id": g.case.trace.task_id,
                 "error_step": g.case.error_step, "proposal_id": proposal.pk, "proposal_status": proposal.status,
                 "grade": g.grade, "category": g.case.category, **retry_arm(g),
             })
@@ -54,9 +56,10 @@ def repair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
 
 register(ExportKind(
     # 2: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
-    name="aed.repair", version=2, trl_format="prompt_completion", schema=REPAIR_SCHEMA,
+    # 3: the task as the policy saw it (a builtin environment's rules and task); task_id, the split's group.
+    name="aed.repair", version=3, trl_format="prompt_completion", schema=REPAIR_SCHEMA,
     label=gettext_lazy("AED repair (context to the corrected action)"),
     description="TRL prompt/completion rows: the run up to the error step, completed by the corrected action "
                 "alone (the accepted proposal, else the one that grades the case).",
-    rows=repair_rows, dedup_ignore=("id", "case_id", "trace_id", "proposal_id", "proposal_status"),
+    rows=repair_rows, dedup_ignore=("id", "case_id", "trace_id", "task_id", "proposal_id", "proposal_status"),
     field_meanings=REPAIR_MEANINGS, **COMMON))

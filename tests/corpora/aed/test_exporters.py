@@ -17,7 +17,7 @@ from dataplatform.exports.registry import ExportQuery, get_kind
 
 from ... import trace_fixtures
 from ...doubles import RecordingProgress
-from ...exporting import chat_cell, export_rows
+from ...exporting import chat_cell, export_rows, groups_by_split
 from ...trace_fixtures import OPENHANDS
 from .export_corpus import IN_CONTEXT_STEPS, curate, import_all, recovery_with, replay_with, trace_record
 
@@ -53,8 +53,15 @@ def flat(batches):
     return [row for batch in batches for row in batch]
 
 
-def task(expression):
-    return {"role": "user", "content": f"Task: calc:{expression}\nEnvironment: calc-v1"}
+RULES = {"role": "system", "content": (
+    "You solve integer arithmetic tasks with a calculator. Reply with exactly one action on one line:\n"
+    "calc A OP B - computes A OP B, where A and B are integers and OP is one of + - * //\n"
+    "answer N - gives the final integer answer and ends the task.\nYou have at most 6 actions.")}
+
+
+def opening(expression):
+    """What the calc-v1 runner shows its policy before the first step: the rules, then the task."""
+    return [RULES, {"role": "user", "content": f"Task: compute {expression}"}]
 
 
 def assistant(text):
@@ -65,10 +72,10 @@ def observation(text):
     return {"role": "user", "content": f"Observation: {text}"}
 
 
-def test_kinds_are_registered_with_case_keys():
+def test_kinds_are_registered_with_case_keys_and_split_by_task():
     for name in KINDS:
         kind = get_kind(name)
-        assert kind.key_field == "id" and kind.filters is cases.AedFilters
+        assert kind.group_by == ("task_id", "trace_id") and kind.filters is cases.AedFilters
         assert kind.schema.field("id").type == pa.string()
     assert get_kind("aed.recovery").schema.field("messages").type == rendering.MESSAGES
 
@@ -84,8 +91,8 @@ def test_diagnosis_rows_show_the_run_up_to_the_error_step(corpus, run):
     steps_text = ("[0] assistant: calc 17 * 23\n[0] user: Observation: 391\n"
                   "[1] assistant: calc 391 + 45\n[1] user: Observation: 436")
     categories = f"Error categories (aed-errors v1): {', '.join(a.taxonomy.slugs)}"
-    assert user == {"role": "user", "content": f"{task('(17 * 23) - 45')['content']}\n\nSteps:\n{steps_text}\n\n"
-                                               f"{categories}"}
+    shown = f"{RULES['content']}\n\nTask: compute (17 * 23) - 45\nEnvironment: calc-v1"  # what the policy saw
+    assert user == {"role": "user", "content": f"{shown}\n\nSteps:\n{steps_text}\n\n{categories}"}
     assert "answer 436" not in user["content"]  # steps after the error step are not shown
     assert answer == assistant("Error step: 1\nCategory: plan-error\nDiagnosis: It added 45 instead of subtracting it.")
     assert row["prompt"] == [system, user] and row["completion"] == [answer]  # TRL's prompt-completion form
@@ -101,14 +108,14 @@ def test_recovery_keeps_the_error_in_context_and_trains_only_the_progress(corpus
     a = corpus["a"]
     assert set(rows) == {a.pk}  # only A has a recovery replay; its run without progress is left out
     row = rows[a.pk]
-    expected = [task("(17 * 23) - 45"),
+    expected = [*opening("(17 * 23) - 45"),
                 assistant("calc 17 * 23"), observation("391"),  # prefix
                 assistant("calc 391 + 45"),  # the error, executed again, and the observation it really got,
                 {"role": "user", "content": f"Observation: 436\nHint: {a.diagnosis}"},  # with the hint it was shown
                 assistant("calc 436 - 90"), observation("346"),  # no progress: no loss
                 assistant("answer 346"), observation("answer 346 is correct")]  # passes: the loss is here
     assert row["messages"] == expected
-    assert row["loss_mask"] == [0, 0, 0, 0, 0, 0, 0, 1, 0]
+    assert row["loss_mask"] == [0, 0, 0, 0, 0, 0, 0, 0, 1, 0]
     assert "390" not in json.dumps(row["messages"])  # the "prefix" note of the run is not a message
     assert (row["run_pair"], row["replay_id"], row["passed"], row["hint"]) == (1, corpus["a_recovery"].pk, True, True)
     assert row["grade"] == "A" and row["retry_arm"] == "resample"  # graded by its paired replay
@@ -128,7 +135,7 @@ def test_preference_prompt_is_the_shared_prefix(corpus, run):
     a, b = corpus["a"], corpus["b"]
     assert set(rows) == {a.pk, b.pk, corpus["c"].pk}  # u has no proposal to prefer
     row = rows[a.pk]
-    prefix = [task("(17 * 23) - 45"), assistant("calc 17 * 23"), observation("391")]
+    prefix = [*opening("(17 * 23) - 45"), assistant("calc 17 * 23"), observation("391")]
     assert row["prompt"] == prefix
     assert row["chosen"] == [assistant("calc 391 - 45")] and row["rejected"] == [assistant("calc 391 + 45")]
     assert row["chosen"] != row["rejected"]
@@ -143,11 +150,12 @@ def test_preference_prompt_is_the_shared_prefix(corpus, run):
     assert json.dumps(recovery["messages"][:len(row["prompt"])]) == prompt_json
     assert recovery["messages"][len(row["prompt"])] == row["rejected"][0]  # then the original error step
     assert diagnosis["messages"][1]["content"].startswith(
-        f"{row['prompt'][0]['content']}\n\nSteps:\n[0] assistant: {row['prompt'][1]['content']}\n"
-        f"[0] user: {row['prompt'][2]['content']}\n[1] assistant: {row['rejected'][0]['content']}\n")
+        f"{row['prompt'][0]['content']}\n\n{row['prompt'][1]['content']}\nEnvironment: calc-v1\n\n"
+        f"Steps:\n[0] assistant: {row['prompt'][2]['content']}\n[0] user: {row['prompt'][3]['content']}\n"
+        f"[1] assistant: {row['rejected'][0]['content']}\n")
 
     row = rows[b.pk]  # the accepted proposal wins over the replayed one
-    assert row["prompt"] == [task("(8 * 9) + 10")]
+    assert row["prompt"] == opening("(8 * 9) + 10")
     assert row["chosen"] == [assistant("calc 9 * 8")] and row["rejected"] == [assistant("calc 8 + 9")]
     assert row["proposal_id"] == corpus["b_accepted"].pk
 
@@ -256,6 +264,21 @@ def test_rows_are_bounded_by_the_data_version(corpus, project, members):
     assert [(row["case_id"], row["run_pair"]) for row in flat(old["aed.recovery"])] == [(corpus["a"].pk, 1)]
 
 
+def test_the_cases_of_one_task_are_all_in_one_split(project, members, export_storage_in_tmp):
+    """Two traces of each of six tasks (two policies' runs), a case on each: a task's cases stay together."""
+    expressions = [f"({n} * 3) + 1" for n in range(6)]
+    records = [trace_record(f"t-{n}-{policy}", expression, [f"calc {n} + 3", "answer 0"], policy_model=policy)
+               for n, expression in enumerate(expressions) for policy in ("p1", "p2")]
+    for trace in import_all(project, *records).values():
+        curate(trace, members["curator"], error_step=0, category="plan-error", diagnosis="It added.",
+               evidence_check="contradicted")  # graded D: no proposal needed
+    export, rows = export_rows(project, members["curator"], export_storage_in_tmp, "aed.diagnosis_sft",
+                               validation_ratio=0.5, filters={"min_grade": "D"})
+    assert len(rows) == 12 and {row["task_id"] for row in rows} == {f"calc:{e}" for e in expressions}
+    by_split = groups_by_split(export, export_storage_in_tmp, ("task_id", "trace_id"))
+    assert by_split["train"] and by_split["validation"] and not by_split["train"] & by_split["validation"]
+
+
 def test_cases_are_read_in_keyset_pages(corpus, project):
     version = cases.data_version(project)
     for name in KINDS:
@@ -284,7 +307,7 @@ def test_recovery_from_a_replay_run_by_the_builtin_runner(project, members, scri
     row = run("aed.recovery", min_grade="C")[case.pk]
     assert row["messages"][-6:] == [assistant("calc 391 + 45"), observation("436"), assistant("calc 436 - 90"),
                                     observation("346"), assistant("answer 346"), observation("answer 346 is correct")]
-    assert row["loss_mask"] == [0, 0, 0, 0, 0, 0, 0, 1, 0] and row["grade"] == "C" and not row["hint"]
+    assert row["loss_mask"] == [0, 0, 0, 0, 0, 0, 0, 0, 1, 0] and row["grade"] == "C" and not row["hint"]
 
 
 def test_a_page_costs_the_same_queries_whatever_its_cases(corpus, project, django_assert_num_queries):
