@@ -267,7 +267,8 @@ def test_anonymous_user_is_not_recorded(project):
 def test_a_swe_agent_traj_file_is_one_trace_named_after_its_instance(project):
     upload = SimpleUploadedFile(SWE_AGENT_TRAJ, traces.body(SWE_AGENT_TRAJ))
     report = import_traces(project=project, lines=upload, file=upload.name)
-    assert report.ok and (report.lines, report.created) == (1, 1)
+    lines = traces.body(SWE_AGENT_TRAJ).count(b"\n")  # the report counts the document's lines: it read them all
+    assert report.ok and (report.lines, report.created) == (lines, 1)
     trace = Trace.objects.get()
     assert (trace.task_id, trace.harness, trace.policy_model, trace.environment, trace.passed) == (
         "textkit__textkit-42", "swe-agent", "claude-sonnet-4", "main", None)
