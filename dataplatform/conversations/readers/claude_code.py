@@ -58,7 +58,9 @@ def read(record: dict) -> tuple[TraceRecord | None, list[Problem]]:
     session = _Session(entries, problems)
     for index in thread:
         session.add(index)
-    conversation = conversation_of(session.built, problems, list_path="entries")
+    # A log whose every turn was refused has no conversation to read: its problems say why.
+    conversation = conversation_of(session.built, problems, list_path="entries") if session.built or not problems \
+        else None
     if problems:
         return None, problems
     kept = set(thread) | abandoned | set(turns) - set(chosen)

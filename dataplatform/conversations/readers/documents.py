@@ -29,6 +29,7 @@ from django.utils.translation import gettext
 
 from dataplatform.imports import (
     JsonProblem,
+    LineError,
     check_storable,
     human_bytes,
     json_error,
@@ -59,6 +60,10 @@ class Read:
     name: str = ""  # the task the file is named after, for a record that names none
     end: int = 0  # the record's last line
     lines: tuple[int, ...] = ()  # a session log's: the line of each entry
+
+    def error(self, file: str) -> LineError:
+        """The problem of a Read without a record, as an import reports it."""
+        return LineError(file, self.line, self.field, self.problem)
 
     def at(self, field: str) -> tuple[int, str]:
         """(line, field) of a problem a reader found at `field` of this record."""
@@ -103,6 +108,13 @@ def _opens_document(text: str) -> bool:
     except ValueError:
         return True  # a line that opens an object and does not close it
     return False
+
+
+def _whole_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def _json_lines(texts, file: str) -> Iterator[Read]:
@@ -174,7 +186,8 @@ def _document(texts, file: str, *, bracket: bool) -> Iterator[Read]:
         reads = list(_values(text, document, bracket))
     except json.JSONDecodeError as exc:
         line = document.line(exc.pos)
-        if not bracket and line == document.numbers[0]:  # a broken first line of JSON Lines, not a document
+        if not bracket and (line == document.numbers[0] or any(map(_whole_object, document.parts[1:3]))):
+            # A broken first line of JSON Lines (the lines after it hold whole records), not a document.
             yield from _json_lines(zip(document.numbers, document.parts, itertools.repeat(None)), file)
             return
         yield Read(line, problem=gettext("invalid JSON: %(problem)s at column %(column)s; the file is read as one JSON "
