@@ -14,7 +14,8 @@ rollout file, a SWE-agent or mini-swe-agent trajectory, an OpenHands output line
 told from its content, so a JSON document is read as well as JSONL) is read by its reader: its conversation is the
 prompt, up to its last turn when that is the model's (the model answers it again), reasoning and tool calls of the
 earlier turns included. The item's meta keeps the trace's facts under `trace`: its format, ids, model, harness,
-outcome, the answer the prompt leaves out (`answer`, in the stored message shape) and the record's other fields.
+outcome, the answer the prompt leaves out (`answer`: its last assistant messages, in the stored message shape) and
+the record's other fields.
 Its `id` is the trace's id (else its task's) unless the record gives one.
 """
 
@@ -60,9 +61,9 @@ def _trace(data: dict, name: str, errors: list[tuple[str, str]]):
     if record is None:
         return None, "", {}
     stored = record.conversation.as_dict()
-    answer = None
-    if record.conversation.messages[-1].role == "assistant":  # the model's turn: the prompt asks for it again
-        answer = stored["messages"].pop()
+    answer = []
+    while stored["messages"] and stored["messages"][-1]["role"] == "assistant":  # the model's last turn: asked again
+        answer.insert(0, stored["messages"].pop())
     facts = {"format": record.format, "trace_id": record.trace_id, "task_id": record.task_id, "model": record.model,
              "harness": record.harness, "passed": record.passed, "answer": answer, "meta": record.meta}
     prompt = read_conversation(stored["messages"], stored.get("tools")) if stored["messages"] else None

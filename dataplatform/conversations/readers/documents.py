@@ -110,11 +110,13 @@ def _opens_document(text: str) -> bool:
     return False
 
 
-def _whole_object(text: str) -> bool:
+def _whole(text: str) -> bool:
+    """Whether a line holds a whole JSON value."""
     try:
-        return isinstance(json.loads(text), dict)
+        json.loads(text)
     except ValueError:
         return False
+    return True
 
 
 def _json_lines(texts, file: str) -> Iterator[Read]:
@@ -186,8 +188,9 @@ def _document(texts, file: str, *, bracket: bool) -> Iterator[Read]:
         reads = list(_values(text, document, bracket))
     except json.JSONDecodeError as exc:
         line = document.line(exc.pos)
-        if not bracket and (line == document.numbers[0] or any(map(_whole_object, document.parts[1:3]))):
-            # A broken first line of JSON Lines (the lines after it hold whole records), not a document.
+        if _whole(document.parts[0]) or not bracket and (line == document.numbers[0]
+                                                         or any(map(_whole, document.parts[1:3]))):
+            # JSON Lines whose first line is broken, or holds no object (the lines after it hold whole records).
             yield from _json_lines(zip(document.numbers, document.parts, itertools.repeat(None)), file)
             return
         yield Read(line, problem=gettext("invalid JSON: %(problem)s at column %(column)s; the file is read as one JSON "

@@ -73,3 +73,9 @@ def test_documents_and_session_logs_are_bounded(monkeypatch):
 def test_an_unreadable_line_of_a_document_is_its_own_problem_and_no_record_follows():
     found = reads([b"{\n", b'"a": "\xff"\n', b"}\n"], "x.traj")
     assert [(line, record) for line, record, *_ in found] == [(2, None)] and found[0][2].startswith("not UTF-8")
+
+
+def test_a_first_line_holding_a_whole_array_is_a_bad_line_of_json_lines():
+    assert [(line, problem[:12]) for line, _, problem, *_ in reads([b"[1, 2]\n", b"{}\n"])] == [
+        (1, "each line mu"), (2, "")]
+    assert [(line, record) for line, record, *_ in reads([b'[{"a": 1}, {"b": 2}]'])] == [(1, {"a": 1}), (1, {"b": 2})]

@@ -11,6 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Trace, TraceSource
 from dataplatform.imports import canonical_sha256
+from tests import real_traces as real
 from tests import trace_fixtures as traces
 from tests.factories import UserFactory
 from tests.trace_fixtures import OPENAI, OPENHANDS, SWE_AGENT, SWE_AGENT_TRAJ, SWE_LABELER
@@ -330,3 +331,21 @@ def test_a_read_trace_s_fields_are_checked_against_the_columns(project):
     assert [(e.line, e.field, e.message) for e in report.errors] == [
         (1, "model", "must be at most 200 characters long"),
         (2, "messages", "must be a non-empty list of message objects")]
+
+
+# --- the real corpus (tests/fixtures/real) -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(real.IMPORTS))
+def test_every_real_file_imports_message_by_message(project, name):
+    report = import_traces(project=project, lines=io.BytesIO(real.body(name)), file=name.split("/")[-1])
+    assert report.ok, report.errors
+    trace = Trace.objects.get(project=project)
+    # The SWE Labeler's example shape is also AED's own `messages` trajectory, read as it always was.
+    labeler = real.IMPORTS[name][0] == "swe_labeler"
+    assert (trace.source_format, trace.task_id) == (("messages", "") if labeler else real.IMPORTS[name])
+    assert real.view(trace.steps) == real.expected(name)
+
+
+def test_a_real_run_without_a_conversation_is_refused_naming_it(project):
+    report = import_traces(project=project, lines=io.BytesIO(real.body(real.TAU_BENCH_FAILED)), file="results.json")
+    assert [(e.line, e.field) for e in report.errors] == [(2, "traj")] and not Trace.objects.exists()
