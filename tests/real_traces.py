@@ -13,11 +13,14 @@ REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 CLAUDE_CODE = "claude_code/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"  # 2.1.39: thinking, parallel calls, results
 CODEX = "codex/session-01.jsonl"  # codex_exec 0.135.0: developer, environment, prompt, answer
 MINI_SWE_AGENT = "mini_swe_agent/local.traj.json"  # the messages array mini-swe-agent's tests save
+MINI_SWE_AGENT_2 = "mini_swe_agent/list-files.traj.json"  # 2.4.6 saved it: tool calls, a failed command, `exit`
+MINI_SWE_AGENT_1 = "mini_swe_agent/list-files-1.x.traj.json"  # 1.17.5 saved it: text actions, instance_id
 TAU_BENCH = "tau_bench/gpt-4o-airline.json"  # an array of runs; a tool error the agent saw
 TAU_BENCH_FAILED = "tau_bench/tool-calling-deepseek-v3-0.0_range_0-1_user-gpt-4o-human_0612073827.json"  # empty traj
 SWE_LABELER = ("swe_labeler/raw_trajectory.jsonl", "swe_labeler/l1_labeled_trajectory.jsonl")
 # Every file that imports, its format, and the task it names (the labeler's trajectories need one).
 IMPORTS = {CLAUDE_CODE: ("claude_code", ""), CODEX: ("codex", ""), MINI_SWE_AGENT: ("openai", "local"),
+           MINI_SWE_AGENT_2: ("mini_swe_agent", "list-files"), MINI_SWE_AGENT_1: ("mini_swe_agent", "list-files"),
            TAU_BENCH: ("tau_bench", "0"), SWE_LABELER[0]: ("swe_labeler", "synthetic-trajectory-1"),
            SWE_LABELER[1]: ("swe_labeler", "synthetic-trajectory-2")}
 THINKING = "Let me start by checking the issue details and finding available subtasks."  # the Claude Code file's
@@ -46,8 +49,9 @@ def _object(arguments):
 
 def expected(name: str) -> list[tuple]:
     """The source's messages, in `view`'s terms."""
-    return {CLAUDE_CODE: _claude_code, CODEX: _codex, MINI_SWE_AGENT: _mini_swe_agent, TAU_BENCH: _tau_bench}.get(
-        name, _swe_labeler)(name)
+    readers = {CLAUDE_CODE: _claude_code, CODEX: _codex, MINI_SWE_AGENT: _mini_swe_agent, TAU_BENCH: _tau_bench,
+               MINI_SWE_AGENT_2: _saved_mini_swe_agent, MINI_SWE_AGENT_1: _saved_mini_swe_agent}
+    return readers.get(name, _swe_labeler)(name)
 
 
 def _claude_code(name: str) -> list[tuple]:
@@ -85,6 +89,11 @@ def _codex(name: str) -> list[tuple]:
 
 def _mini_swe_agent(name: str) -> list[tuple]:
     return view(json.loads(body(name)))
+
+
+def _saved_mini_swe_agent(name: str) -> list[tuple]:
+    """A saved trajectory's messages but 2.x's closing `exit` (the model never saw it)."""
+    return view([message for message in json.loads(body(name))["messages"] if message["role"] != "exit"])
 
 
 def _tau_bench(name: str) -> list[tuple]:
