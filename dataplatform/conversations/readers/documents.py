@@ -129,10 +129,8 @@ def _json_lines(texts, file: str) -> Iterator[Read]:
                                                                         field=error.field, end=number)
 
 
-def _too_large(what: str) -> Read:
-    return Read(0, problem=gettext("%(what)s is read whole, and this one is over %(limit)s; write its records as JSON "
-                                   "Lines, one a line, instead") % {"what": what, "limit": human_bytes(MAX_DOCUMENT_BYTES)},
-                field="(file)")
+def _too_large(message: str) -> Read:
+    return Read(0, problem=message % {"limit": human_bytes(MAX_DOCUMENT_BYTES)}, field="(file)")
 
 
 def _session_log(texts, file: str) -> Iterator[Read]:
@@ -146,7 +144,7 @@ def _session_log(texts, file: str) -> Iterator[Read]:
             continue
         size += len(text)
         if size > MAX_DOCUMENT_BYTES:
-            yield _too_large(gettext("A session log"))
+            yield _too_large(gettext("a session log is read whole, as one trace, and this one is over %(limit)s"))
             return
         entries.append(data)
         numbers.append(number)
@@ -179,7 +177,9 @@ def _document(texts, file: str, *, bracket: bool) -> Iterator[Read]:
             continue
         document.add(number, text)
         if document.size > MAX_DOCUMENT_BYTES:
-            yield _too_large(gettext("A file that is one JSON document (its first line opens it)"))
+            yield _too_large(gettext("a file that is one JSON document (its first line opens it) is read whole, and this "
+                                     "one is over %(limit)s; write its records as JSON Lines, one a line, instead "
+                                     "(for an array: jq -c '.[]')"))
             return
     if not readable:
         return

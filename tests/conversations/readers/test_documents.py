@@ -67,7 +67,7 @@ def test_documents_and_session_logs_are_bounded(monkeypatch):
     [(line, record, problem, field, _)] = reads([b'{"history":\n', b"[]}\n"], "x.traj")
     assert (line, record, field) == (0, None, "(file)") and "is read whole, and this one is over" in problem
     [(_, _, problem, *_)] = reads(body(CLAUDE_CODE).splitlines(keepends=True)[:2])
-    assert problem.startswith("A session log is read whole")
+    assert problem.startswith("a session log is read whole, as one trace")
 
 
 def test_an_unreadable_line_of_a_document_is_its_own_problem_and_no_record_follows():
