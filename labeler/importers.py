@@ -12,10 +12,12 @@ no L1, brings none).
 Trajectories: a trace in any format of `dataplatform.conversations.readers`: the SWE Labeler's own
 `{trajectory_id, instance_id, model, scaffold, messages or json_content}`, OpenAI chat with tool calls,
 an OpenHands output line, a SWE-agent trajectory (a line of JSONL, or a whole `.traj` file, which is
-named after its instance). A trajectory is linked to the project's task it names (`instance_id`, or the .traj
-file's name); one that names none (an OpenHands resolver run, a chat log) is kept unlinked. One without an id
-of its own is named `<instance_id>-<hash>`. The events a reader keeps in `extra` rather than in the
-conversation are counted per kind in the report. Its messages are stored normalised
+named after its instance), a mini-swe-agent trajectory, a tau-bench run, a whole Claude Code session or Codex
+CLI rollout. The file is told from its content (`readers.trace_records`), so a JSON document (an array of records,
+as tau-bench writes them) is read as well as JSONL, for tasks too. A trajectory is linked to the project's task it
+names (`instance_id`, or the .traj file's name); one that names none (an OpenHands resolver run, a chat log, a
+session) is kept unlinked. One without an id of its own is named `<instance_id>-<hash>`. The events a reader keeps
+in `extra` rather than in the conversation are counted per kind in the report. Its messages are stored normalised
 (`Message.as_dict()`, each with the source's own fields beside it), its tools in `tools`, the record's
 other fields in `extra`. A SWE Labeler trajectory line with complete, valid `labels` (the published
 trajectory pipeline's output) also brings the trajectory's model label; level-1 labels alone stay in
@@ -37,7 +39,7 @@ from django.db import IntegrityError, models, transaction
 from django.utils.translation import gettext
 
 from dataplatform.accounts.models import Project
-from dataplatform.conversations.readers import document_name, json_texts, read_trace
+from dataplatform.conversations.readers import Read, read_trace, trace_records
 from dataplatform.imports import (
     HashingLines,
     ImportReport,
@@ -45,8 +47,6 @@ from dataplatform.imports import (
     LineError,
     canonical_sha256,
     load_json,
-    parse_json_object,
-    read_error,
 )
 
 from . import services
@@ -79,7 +79,7 @@ class _Spec:
     kind: str
     model: type[models.Model]
     key: str
-    fields: Callable[..., dict]  # (line's object, problems, *, sha256, file, outside) -> model fields
+    fields: Callable[..., dict]  # (line's object, problems, *, sha256, name, outside) -> model fields
     prepare: Callable[[Project, list[_Record]], None] = lambda project, records: None  # just before writing
     written: Callable[[list], None] = lambda rows: None  # the rows just written, in the same transaction
 
@@ -159,8 +159,8 @@ def _label_tasks(taxonomy: Taxonomy, tasks: list) -> None:
             services.save_model_label(item=task, taxonomy=taxonomy, outcome=outcome, model_id=UPSTREAM_MODEL_ID)
 
 
-def _trajectory_fields(data: dict, problems: Problems, *, sha256: str, file: str, outside: Counter) -> dict:
-    record, found = read_trace(data, task_id=document_name(file))
+def _trajectory_fields(data: dict, problems: Problems, *, sha256: str, name: str, outside: Counter) -> dict:
+    record, found = read_trace(data, task_id=name)
     problems.extend(found)
     if record is None:
         return {}
@@ -176,31 +176,26 @@ def _trajectory_fields(data: dict, problems: Problems, *, sha256: str, file: str
                      "source_format": record.format, "extra": record.meta}
 
 
-def _parse_line(spec: _Spec, report: ImportReport, number: int, text: str | None,
-                problem: str | None) -> _Record | None:
-    if problem:
-        report.errors.append(read_error(report.file, number, problem))
-        return None
-    data, error = parse_json_object(report.file, number, text)
-    if error:
-        report.errors.append(error)
+def _parse_record(spec: _Spec, report: ImportReport, read: Read) -> _Record | None:
+    if read.record is None:
+        report.errors.append(read.error(report.file))
         return None
     problems: Problems = []
-    sha256, outside = canonical_sha256(data), Counter()
-    fields = spec.fields(data, problems, sha256=sha256, file=report.file, outside=outside)
-    report.errors += [LineError(report.file, number, name, message) for name, message in problems]
+    sha256, outside = canonical_sha256(read.record), Counter()
+    fields = spec.fields(read.record, problems, sha256=sha256, name=read.name, outside=outside)
+    report.errors += [LineError(report.file, *read.at(name), message) for name, message in problems]
     if problems:
         return None
     report.outside.update(outside)  # a trace's events kept in its meta, shown before anything is written
-    return _Record(number, fields[spec.key], sha256, fields)
+    return _Record(read.line, fields[spec.key], sha256, fields)
 
 
 def _parse(spec: _Spec, lines: Iterable[bytes | str], report: ImportReport) -> list[_Record]:
     """Good records, first occurrence of each id; repeats are counted or reported."""
     first: dict[str, _Record] = {}
-    for number, text, problem in json_texts(lines, report.file):
-        report.lines = number
-        record = _parse_line(spec, report, number, text, problem)
+    for read in trace_records(lines, report.file):
+        report.lines = max(report.lines, read.end)
+        record = _parse_record(spec, report, read)
         if record is None:
             continue
         earlier = first.setdefault(record.key, record)
@@ -209,7 +204,7 @@ def _parse(spec: _Spec, lines: Iterable[bytes | str], report: ImportReport) -> l
         if earlier.sha256 == record.sha256:
             report.duplicates += 1
         else:
-            report.errors.append(LineError(report.file, number, spec.key, gettext(
+            report.errors.append(LineError(report.file, read.line, spec.key, gettext(
                 "%(field)s %(key)s already appears on line %(line)s with different content")
                 % {"field": spec.key, "key": record.key, "line": earlier.line}))
     return list(first.values())

@@ -14,9 +14,10 @@ normalised ones; top-level keys the shape does not know go into `meta` under the
 beside what `meta` already holds (a name in both is an error), and an `outcome` carrying more
 than passed/score is kept whole as `meta["outcome"]`.
 
-Any other line is a trace in one of the readers' formats (OpenAI chat with tool calls, a SWE-agent
-trajectory, an OpenHands output line, a SWE Labeler trajectory with `json_content`); a SWE-agent `.traj`
-file is one trace, read whole. Its conversation becomes one step per message, each in the stored message
+Any other record is a trace in one of the readers' formats (OpenAI chat with tool calls, a SWE-agent
+trajectory, an OpenHands output line, a SWE Labeler trajectory with `json_content`, a mini-swe-agent trajectory,
+a tau-bench run). The file is told from its content (`readers.trace_records`): JSON Lines, one JSON document
+(a SWE-agent `.traj`, a tau-bench array of runs), or a Claude Code session or Codex CLI rollout, one trace each. Its conversation becomes one step per message, each in the stored message
 shape (`reasoning`, `tool_calls`, `tool_call_id`, `name`, and the source's own fields of the message) with
 its tool calls as the step's `action`, as text; its tools go in `tools`, the record's other fields in
 `meta`, and the format's name in `source_format`. A record without an id of its own is named
@@ -37,15 +38,13 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext, ngettext
 
 from dataplatform.accounts.models import Project
-from dataplatform.conversations.readers import TraceRecord, detect, document_name, json_texts, read_trace
+from dataplatform.conversations.readers import TraceRecord, detect, read_trace, trace_records
 from dataplatform.conversations.validation import ANY_PARTS_OR_NULL, check_messages
 from dataplatform.imports import (
     HashingLines,
     ImportReport,
     LineError,
     canonical_sha256,
-    parse_json_object,
-    read_error,
 )
 
 from .models import Trace, TraceSource
@@ -218,7 +217,7 @@ def _meta(data: dict, shape: _Shape, problems: _Problems) -> dict:
     return meta
 
 
-def _fields(data: dict, sha256: str, file: str, problems: _Problems, outside: Counter) -> tuple[str, dict]:
+def _fields(data: dict, sha256: str, name: str, problems: _Problems, outside: Counter) -> tuple[str, dict]:
     """(the key that names the trace in errors, the Trace fields) of one line; a read trace's events kept in its
     meta are counted in `outside`."""
     if "steps" in data and "messages" in data:
@@ -229,7 +228,7 @@ def _fields(data: dict, sha256: str, file: str, problems: _Problems, outside: Co
             problems.add("steps", gettext("a line holds either steps (an AED trace) or messages (a trajectory); it has "
                                           "neither"))
             return "", {}
-        return _read_fields(data, sha256, file, problems, outside)
+        return _read_fields(data, sha256, name, problems, outside)
     shape = AED_STEPS if "steps" in data else TRAJECTORY
     fields = _text_fields(data, shape, problems)
     fields["passed"], fields["score"] = _outcome(data, shape, problems)
@@ -245,9 +244,10 @@ READ_TEXTS = {"trace_id": "trace_id", "task_id": "task_id", "environment": "envi
               "policy_model": "model"}
 
 
-def _read_fields(data: dict, sha256: str, file: str, problems: _Problems, outside: Counter) -> tuple[str, dict]:
-    """A trace in one of the readers' formats (`dataplatform.conversations.readers`)."""
-    record, found = read_trace(data, task_id=document_name(file))
+def _read_fields(data: dict, sha256: str, name: str, problems: _Problems, outside: Counter) -> tuple[str, dict]:
+    """A trace in one of the readers' formats (`dataplatform.conversations.readers`); `name`: the task its file is
+    named after."""
+    record, found = read_trace(data, task_id=name)
     _step_problems(found, problems)
     if record is None:
         return "", {}
@@ -285,21 +285,17 @@ class _TraceImport:
         self.report.errors.append(LineError(self.report.file, line, field, message))
 
     def read(self, lines: Iterable[bytes | str]) -> None:
-        for number, text, problem in json_texts(lines, self.report.file):
-            self.report.lines = number
-            if problem:
-                self.report.errors.append(read_error(self.report.file, number, problem))
+        for read in trace_records(lines, self.report.file):
+            self.report.lines = max(self.report.lines, read.end)
+            if read.record is None:
+                self.report.errors.append(read.error(self.report.file))
                 continue
-            data, error = parse_json_object(self.report.file, number, text)
-            if error:
-                self.report.errors.append(error)
-                continue
-            problems, sha256, outside = _Problems(), canonical_sha256(data), Counter()
-            id_key, fields = _fields(data, sha256, self.report.file, problems, outside)
+            problems, sha256, outside = _Problems(), canonical_sha256(read.record), Counter()
+            id_key, fields = _fields(read.record, sha256, read.name, problems, outside)
             for field, message in problems:
-                self.error(number, field, message)
+                self.error(*read.at(field), message)
             if not problems:
-                self.keep(_Record(number, id_key, sha256, fields))
+                self.keep(_Record(read.line, id_key, sha256, fields))
                 self.report.outside.update(outside)
 
     def keep(self, record: _Record) -> None:

@@ -28,6 +28,7 @@ from .parsers import (
     json_error,
     json_path,
     load_json,
+    load_json_at,
     parse_json_object,
 )
 from .readers import (
@@ -65,6 +66,7 @@ __all__ = [
     "json_error",
     "json_path",
     "load_json",
+    "load_json_at",
     "page_import",
     "parse_json_object",
     "read_error",

@@ -71,6 +71,23 @@ def _loads(text: str):
         raise JsonProblem(gettext("invalid JSON: %(problem)s") % {"problem": exc}) from None
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_json_object)
+
+
+def load_json_at(text: str, index: int) -> tuple[object, int]:
+    """(the JSON value that starts at text[index], the index after it): a document's records one at a time, so each
+    is known by where it starts. Raises as `load_json` does; the caller checks the value (`check_storable`)."""
+    try:
+        return _DECODER.raw_decode(text, index)
+    except (json.JSONDecodeError, JsonProblem):
+        raise
+    except RecursionError:
+        raise JsonProblem(gettext("invalid JSON: nested more than %(depth)s levels deep") % {"depth": MAX_JSON_DEPTH}) \
+            from None
+    except ValueError as exc:
+        raise JsonProblem(gettext("invalid JSON: %(problem)s") % {"problem": exc}) from None
+
+
 def load_json(text: str):
     """`json.loads` for untrusted text. Raises json.JSONDecodeError for bad syntax and JsonProblem for
     what standard JSON or the database refuses: NaN or Infinity, a number beyond a float (1e999) or

@@ -1,3 +1,4 @@
+import io
 import json
 
 import pytest
@@ -6,6 +7,7 @@ from annotate.importers import import_prompts
 from annotate.models import Item
 from dataplatform.imports import canonical_sha256
 
+from .. import real_traces as real
 from . import agentic
 
 pytestmark = pytest.mark.django_db
@@ -106,3 +108,25 @@ def test_agentic_problems_name_their_field(project):
         (1, "messages[1].content[0]"), (2, "messages[2].tool_calls[0].function.name"), (3, "tools"),
         (4, "messages[2].role"), (5, "messages")]
     assert "image_url" in report.errors[0].message and not Item.objects.exists()
+
+
+# --- the real corpus (tests/fixtures/real) -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(real.IMPORTS))
+def test_every_real_trace_imports_as_a_prompt_up_to_the_model_s_last_turn(project, name):
+    report = import_prompts(project=project, lines=io.BytesIO(real.body(name)), file=name.split("/")[-1])
+    assert report.ok, report.errors
+    item = Item.objects.get(project=project)
+    source = real.expected(name)
+    answer = len(source) - next(i for i, m in enumerate(reversed(source)) if m[0] != "assistant")
+    assert real.view(item.messages) == source[:answer]
+    trace = item.meta.get("trace", {})
+    assert real.view(trace.get("answer", [])) == source[answer:]  # the model's last turn, kept beside the prompt
+    assert trace.get("format", "openai") == real.IMPORTS[name][0]
+
+
+def test_a_claude_code_session_s_reasoning_is_in_the_prompt(project):
+    import_prompts(project=project, lines=io.BytesIO(real.body(real.CLAUDE_CODE)), file="session.jsonl")
+    item = Item.objects.get(project=project)
+    assert item.external_id == "4d5611e5-241a-462a-8d15-5122611a9569"
+    assert item.messages[1]["reasoning"] == real.THINKING and len(item.messages[1]["tool_calls"]) == 2

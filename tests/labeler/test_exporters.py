@@ -1,6 +1,7 @@
 """The SWE record kinds through the export engine: final labels, routing, balancing, reproducibility; the
 trajectories with their tool calls, tools and their task's label."""
 
+import io
 import json
 
 import pytest
@@ -9,6 +10,7 @@ from labeler import exporters, services
 from labeler.importers import import_trajectories
 from labeler.models import SweTask, Trajectory
 
+from .. import real_traces as real
 from .. import trace_fixtures
 from ..doubles import RecordingProgress
 from ..exporting import chat_cell, export_rows, groups_by_split
@@ -212,3 +214,13 @@ def test_a_task_s_trajectories_are_all_in_one_split(catalogue, run, make_traject
     assert by_split["train"] & {task.instance_id for task in catalogue}  # tasks on both sides, none on both
     assert by_split["validation"] & {task.instance_id for task in catalogue}
     assert {t.trajectory_id for t in unknown} <= by_split["train"] | by_split["validation"]
+
+
+# A session log names no task: kept unlinked, with its reasoning and calls.
+def test_a_real_claude_code_session_carries_its_reasoning_into_the_export(project, run):
+    report = import_trajectories(project=project, file="session.jsonl", lines=io.BytesIO(real.body(real.CLAUDE_CODE)))
+    assert report.ok, report.errors
+    _, [row] = run("swe.trajectories")
+    messages = chat_cell(row["messages"])
+    assert messages[1]["reasoning_content"] == real.THINKING and len(messages[1]["tool_calls"]) == 2
+    assert row["source_format"] == "claude_code"

@@ -10,6 +10,7 @@ from dataplatform.imports import canonical_sha256
 from labeler.importers import import_tasks, import_trajectories
 from labeler.models import Source, SourceKind, SweTask, Trajectory
 from tests import real_openhands
+from tests import real_traces as real
 from tests import trace_fixtures as traces
 from tests.factories import UserFactory
 from tests.trace_fixtures import OPENAI, OPENHANDS, SWE_AGENT, SWE_AGENT_TRAJ, SWE_LABELER
@@ -287,3 +288,14 @@ def test_the_real_openhands_files_import_as_trajectories_with_or_without_a_task(
             assert stored.instance_id == record.task_id and stored.task is None  # no such task in the project
     assert set(Trajectory.objects.filter(instance_id__startswith="neubig/").values_list("instance_id", flat=True)) == {
         "neubig/pr-viewer#5", "neubig/pr-viewer#1"}
+
+
+# --- the real corpus (tests/fixtures/real) -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(real.IMPORTS))
+def test_every_real_file_imports_message_by_message(project, name):
+    report = import_trajectories(project=project, lines=io.BytesIO(real.body(name)), file=name.split("/")[-1])
+    assert report.ok, report.errors
+    trajectory = Trajectory.objects.get(project=project)
+    assert (trajectory.source_format, trajectory.instance_id) == real.IMPORTS[name]
+    assert real.view(trajectory.messages) == real.expected(name)

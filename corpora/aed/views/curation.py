@@ -46,7 +46,8 @@ def _steps(trace) -> list[dict]:
         observation = step.get("observation")
         observation = "" if observation is None else observation if isinstance(observation, str) else _json(observation)
         rows.append({"position": position, "index": step.get("index", position), "role": step.get("role") or "",
-                     "content": _text(step.get("content")), "action": _text(step.get("action")),
+                     "content": _text(step.get("content")), "reasoning": _text(step.get("reasoning")),
+                     "action": _text(step.get("action")),
                      "observation": observation, "folded": len(observation) > LONG_OBSERVATION})
     return rows
 

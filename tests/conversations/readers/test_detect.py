@@ -28,3 +28,13 @@ def test_a_record_without_a_task_takes_the_one_given():
     assert (record.task_id, record.origins["task_id"]) == ("textkit__textkit-42", "(file name)")
     named, _ = read_trace(records(SWE_AGENT)[0], task_id="other")
     assert named.task_id == "textkit__textkit-42"  # its own instance_id wins
+
+
+def test_the_new_formats_are_told_by_their_keys():
+    assert detect({"entries": [{"type": "file-history-snapshot", "messageId": "m", "snapshot": {}}]}) == "claude_code"
+    assert detect({"entries": [{"type": "session_meta", "payload": {}}]}) == "codex"
+    assert detect({"entries": [{"id": "o", "timestamp": "t", "instructions": None}]}) == "codex"
+    assert detect({"entries": [{"other": 1}]}) is None
+    assert detect({"task_id": 0, "reward": 1.0, "traj": []}) == "tau_bench"
+    assert detect({"messages": [], "trajectory_format": "mini-swe-agent-1"}) == "mini_swe_agent"
+    assert detect({"messages": [], "info": {"mini_version": "1.7.0"}}) == "mini_swe_agent"

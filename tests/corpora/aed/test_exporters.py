@@ -2,6 +2,7 @@
 TRL preference rows, full pair records; grades, filters, drafts, the data version and keyset pages; a
 trajectory's tool calls, reasoning and tools in the training shape."""
 
+import io
 import json
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ from corpora.aed.importers import import_traces
 from corpora.aed.models import Case, Trace
 from dataplatform.exports.registry import ExportQuery, get_kind
 
+from ... import real_traces as real
 from ... import trace_fixtures
 from ...doubles import RecordingProgress
 from ...exporting import chat_cell, export_rows, groups_by_split
@@ -404,3 +406,17 @@ def test_the_exports_record_who_diagnosed_and_both_evidence_checks(corpus, run):
             "supported", "contradicted", "The quote shows an addition."), kind
         assert (row["diagnosed_by"], row["diagnosis_model_id"], row["diagnosis_prompt_version"]) == (
             "model", "m", "aed-draft-v1"), kind
+
+
+def test_a_real_claude_code_session_carries_its_reasoning_into_the_exports(project, members, run):
+    curator = members["curator"]
+    report = import_traces(project=project, lines=io.BytesIO(real.body(real.CLAUDE_CODE)), file="session.jsonl")
+    assert report.ok, report.errors
+    case = curate(Trace.objects.get(project=project), curator, error_step=1, category="tool-misuse",
+                  diagnosis="It ran both commands before reading the issue.", evidence_check="supported")
+    fix = services.add_proposal(case=case, actor=curator, corrected_action="Read the issue first.")
+    replay_with(fix, curator, [(True, False)] * 6)
+    diagnosis = run("aed.diagnosis_sft")[case.pk]["messages"][1]["content"]
+    assert f"[1] assistant reasoning: {real.THINKING}" in diagnosis
+    [rejected] = run("aed.preference")[case.pk]["rejected"]
+    assert rejected["reasoning_content"] == real.THINKING and len(rejected["tool_calls"]) == 2

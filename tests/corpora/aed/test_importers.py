@@ -13,6 +13,7 @@ from corpora.aed.models import Trace, TraceSource
 from dataplatform.conversations.readers import read_trace
 from dataplatform.imports import canonical_sha256
 from tests import real_openhands
+from tests import real_traces as real
 from tests import trace_fixtures as traces
 from tests.factories import UserFactory
 from tests.trace_fixtures import OPENAI, OPENHANDS, SWE_AGENT, SWE_AGENT_TRAJ, SWE_LABELER
@@ -269,7 +270,8 @@ def test_anonymous_user_is_not_recorded(project):
 def test_a_swe_agent_traj_file_is_one_trace_named_after_its_instance(project):
     upload = SimpleUploadedFile(SWE_AGENT_TRAJ, traces.body(SWE_AGENT_TRAJ))
     report = import_traces(project=project, lines=upload, file=upload.name)
-    assert report.ok and (report.lines, report.created) == (1, 1)
+    lines = traces.body(SWE_AGENT_TRAJ).count(b"\n")  # the report counts the document's lines: it read them all
+    assert report.ok and (report.lines, report.created) == (lines, 1)
     trace = Trace.objects.get()
     assert (trace.task_id, trace.harness, trace.policy_model, trace.environment, trace.passed) == (
         "textkit__textkit-42", "swe-agent", "claude-sonnet-4", "main", None)
@@ -352,3 +354,21 @@ def test_the_real_openhands_files_import_as_traces_with_their_outcome_and_the_ev
     refused = Trace.objects.get(task_id="ponylang__ponyc-4593").steps[26]  # the malformed call OpenHands refused
     assert refused["role"] == "user" and refused["content"].startswith("Parameter 'command' is expected")
     assert refused["events"][0]["observation"] == "error"
+
+
+# --- the real corpus (tests/fixtures/real) -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(real.IMPORTS))
+def test_every_real_file_imports_message_by_message(project, name):
+    report = import_traces(project=project, lines=io.BytesIO(real.body(name)), file=name.split("/")[-1])
+    assert report.ok, report.errors
+    trace = Trace.objects.get(project=project)
+    # The SWE Labeler's example shape is also AED's own `messages` trajectory, read as it always was.
+    labeler = real.IMPORTS[name][0] == "swe_labeler"
+    assert (trace.source_format, trace.task_id) == (("messages", "") if labeler else real.IMPORTS[name])
+    assert real.view(trace.steps) == real.expected(name)
+
+
+def test_a_real_run_without_a_conversation_is_refused_naming_it(project):
+    report = import_traces(project=project, lines=io.BytesIO(real.body(real.TAU_BENCH_FAILED)), file="results.json")
+    assert [(e.line, e.field) for e in report.errors] == [(2, "traj")] and not Trace.objects.exists()

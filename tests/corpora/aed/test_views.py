@@ -506,3 +506,17 @@ def test_the_model_checks_the_evidence_and_the_curator_confirms_or_overrides(cli
                        {"field": "evidence_check", "value": "supported", "version": case.version},
                        **HX).content.decode()
     assert "(you overrode it)" in html and 'id="confirm-check"' in html
+
+
+def test_a_claude_code_session_s_reasoning_and_calls_show_escaped(client, members, project):
+    entries = [{"type": "user", "uuid": "u", "parentUuid": None, "sessionId": "s", "message": {
+                    "role": "user", "content": HOSTILE}},
+               {"type": "assistant", "uuid": "a", "parentUuid": "u", "sessionId": "s", "message": {
+                   "role": "assistant", "id": "m", "content": [
+                       {"type": "thinking", "thinking": f"think {HOSTILE}"},
+                       {"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": HOSTILE}}]}}]
+    report = import_traces(project=project, lines=[json.dumps(entry) for entry in entries], file="session.jsonl")
+    assert report.ok, report.errors
+    client.force_login(members["curator"])
+    page = client.get(reverse("aed-trace", args=["alpha", Trace.objects.get(project=project).pk])).content.decode()
+    assert "<script>" not in page and escape(f"think {HOSTILE}") in page and escape(HOSTILE) in page
