@@ -1,12 +1,12 @@
-"""The real OpenHands output files of tests/fixtures/real/openhands/ (verbatim, see tests/fixtures/real/SOURCES.md):
-one of each generation its tools wrote."""
+"""The real OpenHands output files of tests/fixtures/real/openhands/ (verbatim prefixes of whole records, read
+through the index, see tests/fixtures/real/SOURCES.md): the 2024 pairs and the resolver's flat events. The index
+holds no small file of the 2025 events (its one example's records are 200 KB each), so none is here."""
 
 import json
 from pathlib import Path
 
 FOLDER = Path(__file__).resolve().parent / "fixtures" / "real" / "openhands"
-EVENTS_2025 = "multi_swe_bench_output.jsonl"  # evaluation output, events with tool-call metadata; 2 error observations
-PAIRS_2024 = "logic_reasoning_output.jsonl"  # evaluation output, [action, observation] pairs; `id`, test_result.result
+PAIRS_2024 = "gorilla_torch_output.jsonl"  # [action, observation] pairs; the task as `question_id`, no outcome
 RESOLVER = "resolver_output.jsonl"  # the resolver's flat events: no args, no source; `issue`, `success`
 
 
@@ -16,3 +16,8 @@ def lines(name: str) -> list[bytes]:
 
 def records(name: str) -> list[dict]:
     return [json.loads(line) for line in lines(name)]
+
+
+def null_observations(name: str) -> int:
+    """How many of the pairs' observations are OpenHands' "No observation", counted from the raw file."""
+    return sum(observation["observation"] == "null" for record in records(name) for _, observation in record["history"])

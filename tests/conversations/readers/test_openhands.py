@@ -103,43 +103,7 @@ def seen(message) -> tuple:
             [(call.id, call.name, json.loads(call.arguments)) for call in message.tool_calls], message.tool_call_id)
 
 
-def test_events_of_2025_read_message_by_message_with_the_error_observations_the_agent_saw():
-    calls, errors = 0, []
-    for source in real_openhands.records(real_openhands.EVENTS_2025):
-        expected, responses = [], set()
-        for event in source["history"]:  # what the model saw, straight from the file
-            metadata = event.get("tool_call_metadata") or {}
-            if event.get("action") == "system":
-                expected.append(("system", event["args"]["content"], "", [], ""))
-            elif event.get("action") == "message":
-                expected.append(("user" if event["source"] == "user" else "assistant", event["args"]["content"], "",
-                                 [], ""))
-            elif "action" in event and "model_response" in metadata:
-                response = metadata["model_response"]
-                if response["id"] not in responses:
-                    responses.add(response["id"])
-                    message = response["choices"][0]["message"]
-                    expected.append(("assistant", message["content"] or "", message.get("reasoning_content") or "",
-                                     [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
-                                      for c in message["tool_calls"]], ""))
-            elif "observation" in event and metadata:
-                expected.append(("tool", event["content"], "", [], metadata["tool_call_id"]))
-            elif event.get("observation") == "error":  # no call answered: OpenHands showed it as a user turn
-                expected.append(("user", event["content"], "", [], ""))
-                errors.append(event["content"])
-        record, problems = openhands.read(source)
-        assert problems == []
-        assert [seen(m) for m in record.conversation.messages] == expected
-        calls += sum(len(m.tool_calls) for m in record.conversation.messages)
-        assert record.outside == {"recall action": 1, "recall observation": 1}  # the workspace context
-        assert (record.task_id, record.model, record.passed) == (source["instance_id"],
-                                                                  "openai/openrouter-llama-4-maverick", None)
-        assert [tool["function"]["name"] for tool in record.conversation.tools][:2] == ["execute_bash", "think"]
-    assert calls == 105 and errors == ["Parameter 'command' is expected to be one of ['view', 'create', "
-                                       "'str_replace', 'insert', 'undo_edit']."] * 2
-
-
-def test_pairs_of_2024_read_message_by_message_with_their_id_and_result():
+def test_pairs_of_2024_read_message_by_message_with_their_null_observations_kept_outside():
     for source in real_openhands.records(real_openhands.PAIRS_2024):
         expected, nulls = [], 0
         for action, observation in source["history"]:
@@ -157,14 +121,14 @@ def test_pairs_of_2024_read_message_by_message_with_their_id_and_result():
                 expected.append(("tool", observation["content"], "", [], f"call_{action['id']}"))
         record, problems = openhands.read(source)
         assert problems == [] and [seen(m) for m in record.conversation.messages] == expected
-        assert record.outside == {"null observation": nulls} and nulls == 4
-        assert (record.task_id, record.passed) == (source["id"], source["test_result"]["result"])
-        assert record.model == ("gpt-4o-2024-05-13" if "metadata" in source else "")
-        assert record.origins["passed"] == "test_result.result" and "id" not in record.meta
+        assert record.outside == {"null observation": nulls} and nulls == len(source["history"])
+        # gorilla names its run `question_id` and its verdict `correct`: neither is a task or outcome the reader knows
+        assert (record.task_id, record.passed, record.origins["passed"]) == ("", None, "")
+        assert record.model == source["metadata"]["model_name"] == "gpt-4o-2024-05-13"
 
 
 def test_the_resolver_s_flat_events_read_with_their_actions_as_tool_calls():
-    for source, calls in zip(real_openhands.records(real_openhands.RESOLVER), (4, 22), strict=True):
+    for source, calls in zip(real_openhands.records(real_openhands.RESOLVER), (4,), strict=True):
         expected = [("user", source["history"][0]["content"], "", [], "")]
         for index, event in enumerate(source["history"][1:], start=1):
             if "action" in event:
