@@ -183,6 +183,8 @@ def write_export(*, export: Export, progress) -> dict:
             writers[partition, split] = SplitWriter(
                 split=split, fmt=export.format, schema=kind.schema, work_dir=work_dir, shard_rows=export.shard_rows,
                 shard_bytes=export.shard_bytes, partition=partition,
+                row_group_rows=settings.EXPORT_PARQUET_ROW_GROUP_ROWS,
+                row_group_bytes=settings.EXPORT_PARQUET_ROW_GROUP_BYTES,
                 on_complete=lambda path, info: publish(storage, path, f"{export.location}/{info.name}"),
             )
         return writers[partition, split]
@@ -214,6 +216,8 @@ def write_export(*, export: Export, progress) -> dict:
         background.shutdown()
         shards = [info for key in sorted(writers, key=lambda k: (k[0] or "", SPLITS.index(k[1])))
                   for info in writers[key].close()]
+        if not shards:  # no rows: one empty train shard, so the folder still loads (with the kind's schema)
+            shards = writer(None, "train").close(keep_empty=True)
         # The files are in English whatever language the request or worker speaks (a kind's texts may be lazy).
         with translation.override("en"):
             manifest = build_manifest(export, kind, shards, dedup_removed=dedup.removed if dedup else 0)

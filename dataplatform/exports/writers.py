@@ -23,6 +23,11 @@ import xxhash
 SPLITS = ("train", "validation")
 EXTENSIONS = {"parquet": "parquet", "jsonl": "jsonl", "jsonl.gz": "jsonl.gz"}
 PARQUET_COMPRESSION = "zstd"
+# A Parquet row group's bounds (settings EXPORT_PARQUET_ROW_GROUP_ROWS and _BYTES): pyarrow's write_table makes
+# row groups of at most 1,048,576 rows, and `datasets` writes at most 100 MB of (uncompressed) Arrow data in one
+# (config.MAX_ROW_GROUP_SIZE). The bytes also bound what a shard holds in memory before it writes a row group.
+ROW_GROUP_ROWS = 1024 * 1024
+ROW_GROUP_BYTES = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -83,18 +88,69 @@ class Deduplicator:
         return batch if len(keep_rows) == batch.num_rows else batch.take(pa.array(keep_rows))
 
 
+@dataclass
+class _Compression:
+    """What a split's row groups weighed in Arrow and then in the file: their ratio estimates the file bytes of
+    rows not written yet."""
+
+    arrow_bytes: int = 0
+    file_bytes: int = 0
+
+    @property
+    def ratio(self) -> float | None:
+        return self.file_bytes / self.arrow_bytes if self.arrow_bytes else None
+
+
 class _ParquetShard:
-    def __init__(self, path: Path, schema: pa.Schema):
-        self.path = path
+    """A Parquet file whose rows are held back and written a row group at a time: at most `row_group_rows` rows
+    and about `row_group_bytes` of Arrow data each, whatever the size of the batches that come in (a row group
+    per batch, as pyarrow's write_batch makes, gives a small split hundreds of tiny row groups and a footer that
+    outweighs its data)."""
+
+    def __init__(self, path: Path, schema: pa.Schema, *, row_group_rows: int, row_group_bytes: int,
+                 compression: _Compression):
+        self.path, self.schema, self.compression = path, schema, compression
+        self.row_group_rows, self.row_group_bytes = row_group_rows, row_group_bytes
         self.writer = pq.ParquetWriter(path, schema, compression=PARQUET_COMPRESSION)
+        self.held: list[pa.RecordBatch] = []
+        self.held_rows = self.held_bytes = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self.writer.write_batch(batch)
+        while batch.num_rows:
+            room = self.row_group_rows - self.held_rows
+            part, batch = batch.slice(0, room), batch.slice(room)
+            self.held.append(part)
+            self.held_rows += part.num_rows
+            self.held_bytes += part.nbytes
+            if self.held_rows >= self.row_group_rows or self.held_bytes >= self.row_group_bytes:
+                self._write_row_group()
 
-    def size(self) -> int:
-        return os.path.getsize(self.path)
+    def _write_row_group(self) -> None:
+        if not self.held_rows:
+            return
+        before = os.path.getsize(self.path)
+        self.writer.write_table(pa.Table.from_batches(self.held, self.schema), row_group_size=self.held_rows)
+        self.compression.arrow_bytes += self.held_bytes
+        self.compression.file_bytes += os.path.getsize(self.path) - before
+        self.held, self.held_rows, self.held_bytes = [], 0, 0
+
+    def reached(self, limit: int) -> bool:
+        """Whether the file, with the rows held back, is about `limit` bytes: the held rows count at the
+        compression this split's row groups have had. Before its first row group there is none to go by: the
+        rows are written as one once they weigh `limit` in Arrow, and the file is measured."""
+        ratio = self.compression.ratio
+        if ratio is None:
+            if self.held_bytes < limit:
+                return False
+            self._write_row_group()
+            return os.path.getsize(self.path) >= limit
+        return os.path.getsize(self.path) + self.held_bytes * ratio >= limit
 
     def close(self) -> None:
+        self._write_row_group()
+        self.writer.close()
+
+    def discard(self) -> None:
         self.writer.close()
 
 
@@ -108,13 +164,15 @@ class _JsonlShard:
         lines = [json.dumps(row, ensure_ascii=False, default=_json_default) for row in batch.to_pylist()]
         self.stream.write(("\n".join(lines) + "\n").encode("utf-8"))
 
-    def size(self) -> int:
-        return self.raw.tell()
+    def reached(self, limit: int) -> bool:
+        return self.raw.tell() >= limit
 
     def close(self) -> None:
         self.stream.close()
         if self.stream is not self.raw:
             self.raw.close()
+
+    discard = close
 
 
 def _json_default(value):
@@ -126,14 +184,18 @@ def _json_default(value):
 
 
 class SplitWriter:
-    """Writes one split's rows into numbered shards of at most `shard_rows` rows / about `shard_bytes` bytes."""
+    """Writes one split's rows into numbered shards of at most `shard_rows` rows / about `shard_bytes` bytes;
+    Parquet shards in row groups of at most `row_group_rows` rows / about `row_group_bytes` bytes of Arrow data."""
 
     def __init__(
         self, *, split: str, fmt: str, schema: pa.Schema, work_dir: Path, shard_rows: int | None,
         shard_bytes: int | None, on_complete: Callable[[Path, ShardInfo], None], partition: str | None = None,
+        row_group_rows: int = ROW_GROUP_ROWS, row_group_bytes: int = ROW_GROUP_BYTES,
     ):
         self.split, self.fmt, self.schema, self.work_dir, self.partition = split, fmt, schema, work_dir, partition
         self.shard_rows, self.shard_bytes, self.on_complete = shard_rows, shard_bytes, on_complete
+        self.row_group_rows, self.row_group_bytes = row_group_rows, row_group_bytes
+        self.compression = _Compression()
         self.index = 0
         self.current = None
         self.current_rows = 0
@@ -146,8 +208,11 @@ class SplitWriter:
 
     def _open(self) -> None:
         path = self.work_dir / f".{self._name}.partial"
-        self.current = _ParquetShard(path, self.schema) if self.fmt == "parquet" else _JsonlShard(
-            path, compress=self.fmt == "jsonl.gz")
+        if self.fmt == "parquet":
+            self.current = _ParquetShard(path, self.schema, row_group_rows=self.row_group_rows,
+                                         row_group_bytes=self.row_group_bytes, compression=self.compression)
+        else:
+            self.current = _JsonlShard(path, compress=self.fmt == "jsonl.gz")
         self.current_rows = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -159,12 +224,16 @@ class SplitWriter:
             self.current.write(part)
             self.current_rows += part.num_rows
             full_by_rows = self.shard_rows and self.current_rows >= self.shard_rows
-            full_by_bytes = self.shard_bytes and self.current.size() >= self.shard_bytes
-            if full_by_rows or full_by_bytes:
+            if full_by_rows or (self.shard_bytes and self.current.reached(self.shard_bytes)):
                 self._finish()
 
-    def close(self) -> list[ShardInfo]:
-        if self.current is not None and self.current_rows:
+    def close(self, *, keep_empty: bool = False) -> list[ShardInfo]:
+        """Finish the last shard; the shards written. `keep_empty`: a split that had no rows at all still gets one
+        shard, of no rows (a Parquet file with the schema, an empty JSONL file), so that an export of no rows
+        is a folder loaders read, not one whose card names files that are not there."""
+        if keep_empty and not self.shards and self.current is None:
+            self._open()
+        if self.current is not None:  # it has rows, or is that one empty shard
             self._finish()
         self.abort()
         return self.shards
@@ -173,7 +242,7 @@ class SplitWriter:
         """Drop the shard being written (its temporary file only)."""
         if self.current is not None:
             try:
-                self.current.close()
+                self.current.discard()
             finally:
                 self.current.path.unlink(missing_ok=True)
                 self.current = None
