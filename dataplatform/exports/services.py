@@ -33,7 +33,7 @@ from .models import Export, ExportFormat
 from .registry import ExportKind, ExportQuery, get_kind
 from .sources import read_batches
 from .storage import delete_prefix, export_storage, publish
-from .writers import SPLITS, Deduplicator, SplitWriter, partition_batch, split_batch
+from .writers import SPLITS, Deduplicator, RowGroups, SplitWriter, partition_batch, split_batch
 
 WRITE_JOB_KIND = "exports.write"
 MANIFEST_NAME = "manifest.json"
@@ -177,14 +177,13 @@ def write_export(*, export: Export, progress) -> dict:
 
     work_dir = Path(tempfile.mkdtemp(prefix=f"export-{export.pk}-", dir=_scratch_dir()))
     writers: dict[tuple[str | None, str], SplitWriter] = {}  # (partition, split) -> its writer, made on first use
+    row_groups = RowGroups(rows=settings.EXPORT_PARQUET_ROW_GROUP_ROWS, bytes=settings.EXPORT_PARQUET_ROW_GROUP_BYTES)
 
     def writer(partition: str | None, split: str) -> SplitWriter:
         if (partition, split) not in writers:
             writers[partition, split] = SplitWriter(
                 split=split, fmt=export.format, schema=kind.schema, work_dir=work_dir, shard_rows=export.shard_rows,
-                shard_bytes=export.shard_bytes, partition=partition,
-                row_group_rows=settings.EXPORT_PARQUET_ROW_GROUP_ROWS,
-                row_group_bytes=settings.EXPORT_PARQUET_ROW_GROUP_BYTES,
+                shard_bytes=export.shard_bytes, partition=partition, row_groups=row_groups,
                 on_complete=lambda path, info: publish(storage, path, f"{export.location}/{info.name}"),
             )
         return writers[partition, split]

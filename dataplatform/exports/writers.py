@@ -23,11 +23,10 @@ import xxhash
 SPLITS = ("train", "validation")
 EXTENSIONS = {"parquet": "parquet", "jsonl": "jsonl", "jsonl.gz": "jsonl.gz"}
 PARQUET_COMPRESSION = "zstd"
-# A Parquet row group's bounds (settings EXPORT_PARQUET_ROW_GROUP_ROWS and _BYTES): pyarrow's write_table makes
-# row groups of at most 1,048,576 rows, and `datasets` writes at most 100 MB of (uncompressed) Arrow data in one
-# (config.MAX_ROW_GROUP_SIZE). The bytes also bound what a shard holds in memory before it writes a row group.
+# Row groups of at most pyarrow's write_table's 1,048,576 rows (setting EXPORT_PARQUET_ROW_GROUP_ROWS); the bytes
+# (EXPORT_PARQUET_ROW_GROUP_BYTES) bound what an export's shards hold in memory together (RowGroups).
 ROW_GROUP_ROWS = 1024 * 1024
-ROW_GROUP_BYTES = 100_000_000
+ROW_GROUP_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -101,31 +100,44 @@ class _Compression:
         return self.file_bytes / self.arrow_bytes if self.arrow_bytes else None
 
 
-class _ParquetShard:
-    """A Parquet file whose rows are held back and written a row group at a time: at most `row_group_rows` rows
-    and about `row_group_bytes` of Arrow data each, whatever the size of the batches that come in (a row group
-    per batch, as pyarrow's write_batch makes, gives a small split hundreds of tiny row groups and a footer that
-    outweighs its data)."""
+class RowGroups:
+    """How an export's Parquet shards cut their rows into row groups: at most `rows` rows each, and all its shards
+    together hold back at most about `bytes` of Arrow data; past that, the shard holding the most writes what it
+    holds as a row group. So the memory an export takes does not grow with its splits and partitions."""
 
-    def __init__(self, path: Path, schema: pa.Schema, *, row_group_rows: int, row_group_bytes: int,
-                 compression: _Compression):
-        self.path, self.schema, self.compression = path, schema, compression
-        self.row_group_rows, self.row_group_bytes = row_group_rows, row_group_bytes
+    def __init__(self, rows: int = ROW_GROUP_ROWS, bytes: int = ROW_GROUP_BYTES):
+        self.rows, self.bytes = rows, bytes
+        self.open: list[_ParquetShard] = []
+
+    def make_room(self) -> None:
+        while self.open and sum(shard.held_bytes for shard in self.open) >= self.bytes:
+            max(self.open, key=lambda shard: shard.held_bytes).write_row_group()
+
+
+class _ParquetShard:
+    """A Parquet file whose rows are held back and written a row group at a time (RowGroups), whatever the size of
+    the batches that come in: a row group per batch, as pyarrow's write_batch makes, gives a small split hundreds
+    of tiny row groups and a footer that outweighs its data."""
+
+    def __init__(self, path: Path, schema: pa.Schema, *, row_groups: RowGroups, compression: _Compression):
+        self.path, self.schema, self.row_groups, self.compression = path, schema, row_groups, compression
         self.writer = pq.ParquetWriter(path, schema, compression=PARQUET_COMPRESSION)
         self.held: list[pa.RecordBatch] = []
         self.held_rows = self.held_bytes = 0
+        row_groups.open.append(self)
 
     def write(self, batch: pa.RecordBatch) -> None:
         while batch.num_rows:
-            room = self.row_group_rows - self.held_rows
+            room = self.row_groups.rows - self.held_rows
             part, batch = batch.slice(0, room), batch.slice(room)
             self.held.append(part)
             self.held_rows += part.num_rows
             self.held_bytes += part.nbytes
-            if self.held_rows >= self.row_group_rows or self.held_bytes >= self.row_group_bytes:
-                self._write_row_group()
+            if self.held_rows >= self.row_groups.rows:
+                self.write_row_group()
+            self.row_groups.make_room()
 
-    def _write_row_group(self) -> None:
+    def write_row_group(self) -> None:
         if not self.held_rows:
             return
         before = os.path.getsize(self.path)
@@ -142,15 +154,17 @@ class _ParquetShard:
         if ratio is None:
             if self.held_bytes < limit:
                 return False
-            self._write_row_group()
+            self.write_row_group()
             return os.path.getsize(self.path) >= limit
         return os.path.getsize(self.path) + self.held_bytes * ratio >= limit
 
     def close(self) -> None:
-        self._write_row_group()
-        self.writer.close()
+        self.write_row_group()
+        self.discard()
 
     def discard(self) -> None:
+        self.row_groups.open.remove(self)
+        self.held = []
         self.writer.close()
 
 
@@ -185,16 +199,16 @@ def _json_default(value):
 
 class SplitWriter:
     """Writes one split's rows into numbered shards of at most `shard_rows` rows / about `shard_bytes` bytes;
-    Parquet shards in row groups of at most `row_group_rows` rows / about `row_group_bytes` bytes of Arrow data."""
+    Parquet shards in row groups as `row_groups` (shared by the export's writers) cuts them."""
 
     def __init__(
         self, *, split: str, fmt: str, schema: pa.Schema, work_dir: Path, shard_rows: int | None,
         shard_bytes: int | None, on_complete: Callable[[Path, ShardInfo], None], partition: str | None = None,
-        row_group_rows: int = ROW_GROUP_ROWS, row_group_bytes: int = ROW_GROUP_BYTES,
+        row_groups: RowGroups | None = None,
     ):
         self.split, self.fmt, self.schema, self.work_dir, self.partition = split, fmt, schema, work_dir, partition
         self.shard_rows, self.shard_bytes, self.on_complete = shard_rows, shard_bytes, on_complete
-        self.row_group_rows, self.row_group_bytes = row_group_rows, row_group_bytes
+        self.row_groups = row_groups or RowGroups()
         self.compression = _Compression()
         self.index = 0
         self.current = None
@@ -209,8 +223,7 @@ class SplitWriter:
     def _open(self) -> None:
         path = self.work_dir / f".{self._name}.partial"
         if self.fmt == "parquet":
-            self.current = _ParquetShard(path, self.schema, row_group_rows=self.row_group_rows,
-                                         row_group_bytes=self.row_group_bytes, compression=self.compression)
+            self.current = _ParquetShard(path, self.schema, row_groups=self.row_groups, compression=self.compression)
         else:
             self.current = _JsonlShard(path, compress=self.fmt == "jsonl.gz")
         self.current_rows = 0
