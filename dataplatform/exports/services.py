@@ -252,6 +252,8 @@ def _by_partition(kind: ExportKind, shards: list) -> dict:
         return {}
     totals: dict[str, dict] = {}
     for shard in shards:
+        if shard.partition is None:  # the empty shard of an export of no rows
+            continue
         entry = totals.setdefault(shard.partition, {"rows": 0, "bytes": 0, "shards": 0})
         entry["rows"] += shard.rows
         entry["bytes"] += shard.bytes
