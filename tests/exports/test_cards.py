@@ -17,7 +17,7 @@ from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch, t
 from dataplatform.exports import cards
 from dataplatform.exports.registry import ExportFilters, ExportKind, all_kinds, get_kind, register
 
-from ..exporting import load_section_blocks, run_blocks
+from .snippets import load_section_blocks, run_blocks
 
 pytestmark = pytest.mark.django_db
 

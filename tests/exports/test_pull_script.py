@@ -25,8 +25,8 @@ from dataplatform.exports import cards
 from dataplatform.exports.pull_script import dataplatform_pull
 from dataplatform.jobs.models import Job, JobState
 
-from ..exporting import load_section_blocks, run_blocks
 from .kinds import SCHEMA
+from .snippets import load_section_blocks, run_blocks
 
 SCRIPT = Path(dataplatform_pull.__file__)
 LIVE = pytest.mark.django_db(transaction=True)
