@@ -30,4 +30,3 @@ def chat_cell(messages: list[dict]) -> list[dict]:
     struct's null fields, its tool calls parsed from their JSON."""
     return [{key: [json.loads(call) for call in value] if key == "tool_calls" else value
              for key, value in message.items() if value is not None} for message in messages]
-
