@@ -24,11 +24,11 @@ SPLITS = ("train", "validation")
 EXTENSIONS = {"parquet": "parquet", "jsonl": "jsonl", "jsonl.gz": "jsonl.gz"}
 PARQUET_COMPRESSION = "zstd"
 # Row groups of at most pyarrow's write_table's 1,048,576 rows (setting EXPORT_PARQUET_ROW_GROUP_ROWS); the bytes
-# (EXPORT_PARQUET_ROW_GROUP_BYTES) bound what an export's shards hold in memory together (RowGroups). 24 MiB keeps an
-# export worker under bench/export_bench.py's 300 MB (1M rows: 260 MB with a row group per batch, ~293 MB with
-# 24 MiB, ~306 with 32, ~370 with 64); a row group of 1 KB rows is then ~22,000 rows, ~10 MB compressed.
+# (EXPORT_PARQUET_ROW_GROUP_BYTES) bound what an export's shards hold in memory together (RowGroups). 16 MiB keeps an
+# export worker under bench/export_bench.py's 300 MB (1M rows: ~265 MB with a row group per batch, ~288 with 16 MiB,
+# 294-301 with 24, ~306 with 32, ~370 with 64); a row group of 1 KB rows is then ~15,000 rows, ~7 MB compressed.
 ROW_GROUP_ROWS = 1024 * 1024
-ROW_GROUP_BYTES = 24 * 1024 * 1024
+ROW_GROUP_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ EXPORT_BATCH_ROWS = env_int("EXPORT_BATCH_ROWS", 10000)
 # about this many bytes of Arrow data together before the fullest writes a row group (exports.writers.RowGroups):
 # what a worker holds in memory besides its batches.
 EXPORT_PARQUET_ROW_GROUP_ROWS = env_int("EXPORT_PARQUET_ROW_GROUP_ROWS", 1024 * 1024)
-EXPORT_PARQUET_ROW_GROUP_BYTES = env_int("EXPORT_PARQUET_ROW_GROUP_BYTES", 24 * 1024 * 1024)
+EXPORT_PARQUET_ROW_GROUP_BYTES = env_int("EXPORT_PARQUET_ROW_GROUP_BYTES", 16 * 1024 * 1024)
 # pyarrow's allocator, read when pyarrow is first imported (after the settings). An export worker's
 # reader, parser and writer threads each allocate a batch's worth at a time: mimalloc, pyarrow's default,
 # keeps ~60 MB more of them resident than jemalloc does (bench/export_bench.py), at the same speed.
