@@ -16,6 +16,11 @@ a run itself fails). It measures:
 - two more reference rates over the 1M rows: the ADBC read alone (nothing written), and the older
   raw baseline `COPY (SELECT row_to_json(t) ...) TO STDOUT` -> `pyarrow.json` -> Parquet;
 - one extra engine run with dedup on, over the 100k rows (target: at least 0.8x dedup off);
+- the Parquet layout of the 100k-row export, shard by shard: row groups, footer bytes, file bytes and
+  the time pyarrow takes to read the shard (best of 5), beside the same rows written by
+  `pyarrow.parquet.write_table` with its defaults (one row group up to 1,048,576 rows); once as above
+  and once more with the engine reading batches of SMALL_BATCH_ROWS rows (as a kind that reads a few
+  hundred rows a page does), where a writer that wrote one row group per batch shows it most;
 - a check of the exported data: the manifest's rows add up to the row count, the job took the
   Arrow-native read path, and the first row of a train and a validation shard read back with
   pyarrow equals the database row.
@@ -100,6 +105,8 @@ TARGET_BASELINE_RATIO = 1.0  # engine / (ADBC -> Parquet, one thread)
 TARGET_RSS_MB = 300
 TARGET_RSS_FLAT = 1.25  # "flat": peak RSS at 1M rows at most 1.25x that at 100k rows
 TARGET_DEDUP_RATIO = 0.8  # dedup on / dedup off
+SMALL_BATCH_ROWS = 500  # the layout run's read batches (EXPORT_BATCH_ROWS in its worker process)
+READS = 5  # reads of each shard for its read time
 
 TABLE = "bench_chat_rows"
 # Stored as the table's comment once generation has finished; a table without the marker of
@@ -107,6 +114,7 @@ TABLE = "bench_chat_rows"
 TABLE_MARKER = "export_bench generator v1, rows={rows}"
 KIND = "bench.chat_sft"
 RAW_OUTPUT = Path(settings.DATA_DIR) / "raw-baseline.parquet"
+REWRITTEN = Path(settings.DATA_DIR) / "rewritten-shard.parquet"
 ADBC_OUTPUT = Path(settings.DATA_DIR) / "adbc-baseline.parquet"
 
 SCHEMA = pa.schema([
@@ -389,8 +397,9 @@ def child_adbc(upto: int | None, write: bool) -> dict:
             "rows": rows, "bytes": ADBC_OUTPUT.stat().st_size if write else 0}
 
 
-def run_child(*args: str) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True)
+def run_child(*args: str, env: dict | None = None) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True,
+                          env=os.environ | (env or {}))
     if done.returncode != 0:
         sys.stderr.write(done.stderr)
         raise SystemExit(f"child process {' '.join(args)} failed (exit {done.returncode})")
@@ -399,7 +408,7 @@ def run_child(*args: str) -> dict:
 
 # --- Runs ---------------------------------------------------------------------------------------
 
-def engine_run(project, *, limit: int | None, dedup: bool = False) -> dict:
+def engine_run(project, *, limit: int | None, dedup: bool = False, batch_rows: int | None = None) -> dict:
     from dataplatform.exports import services as export_services
     from dataplatform.exports.models import Export
     from dataplatform.jobs.models import JobState
@@ -407,7 +416,8 @@ def engine_run(project, *, limit: int | None, dedup: bool = False) -> dict:
     options = {"kind": KIND, "format": "parquet", "shard_rows": SHARD_ROWS, "validation_ratio": VALIDATION_RATIO,
                "dedup": dedup, "filters": {"limit": limit} if limit else {}}
     export = export_services.create_export(project=project, user=None, options=options)
-    measured = run_child("engine", str(export.pk))
+    measured = run_child("engine", str(export.pk),
+                         env={"EXPORT_BATCH_ROWS": str(batch_rows)} if batch_rows else None)
     export = Export.objects.select_related("job").get(pk=export.pk)
     if export.job.state != JobState.SUCCEEDED:
         raise SystemExit(f"export {export.pk} ended {export.job.state}: {export.job.error}")
@@ -415,6 +425,43 @@ def engine_run(project, *, limit: int | None, dedup: bool = False) -> dict:
     return {**measured, "export": export, "rows": totals["rows"], "shards": totals["shards"],
             "bytes": totals["bytes"], "removed": export.manifest["dedup"]["removed_rows"],
             "rows_read": export.job.progress_done}
+
+
+def parquet_layout(path: Path) -> dict:
+    """One Parquet file's row groups, footer (the file metadata's serialized size) and file bytes, and how long
+    pyarrow takes to read it whole (the best of READS: the file is in the page cache after the first, and on a
+    shared machine the slower reads measure the neighbours)."""
+    metadata = pq.ParquetFile(path).metadata
+    seconds = []
+    for _ in range(READS):
+        started = time.perf_counter()
+        pq.read_table(path)
+        seconds.append(time.perf_counter() - started)
+    return {"rows": metadata.num_rows, "row_groups": metadata.num_row_groups, "footer": metadata.serialized_size,
+            "bytes": path.stat().st_size, "read": min(seconds)}
+
+
+def layout_rows(label: str, export) -> list[tuple[str, ...]]:
+    """Each shard of `export` beside the same rows written by pyarrow's write_table with its defaults (zstd)."""
+    from dataplatform.exports.storage import export_storage
+
+    storage, rows = export_storage(), []
+    for shard in export.manifest["shards"]:
+        path = Path(storage.path(f"{export.location}/{shard['name']}"))
+        pq.write_table(pq.read_table(path), REWRITTEN, compression="zstd")
+        ours, base = parquet_layout(path), parquet_layout(REWRITTEN)
+        name = f"{label}, {shard['split']} ({ours['rows']:,} rows)"
+        rows += [
+            (f"{name}: row groups", f"{ours['row_groups']:,}", f"{base['row_groups']:,}",
+             f"{ours['row_groups'] / base['row_groups']:.0f}"),
+            (f"{name}: footer bytes", f"{ours['footer']:,}", f"{base['footer']:,}",
+             f"{ours['footer'] / base['footer']:.2f}"),
+            (f"{name}: file bytes", f"{ours['bytes']:,}", f"{base['bytes']:,}", f"{ours['bytes'] / base['bytes']:.2f}"),
+            (f"{name}: read ms (best of {READS})", f"{ours['read'] * 1000:.1f}", f"{base['read'] * 1000:.1f}",
+             f"{ours['read'] / base['read']:.2f}"),
+        ]
+    REWRITTEN.unlink(missing_ok=True)
+    return rows
 
 
 def delete_previous_exports(project) -> None:
@@ -497,7 +544,10 @@ def main() -> None:
     read_1m = run_child("adbc_read", "0")
     raw_1m = run_child("raw", "0")
     dedup_small = engine_run(project, limit=subset, dedup=True)
+    small_batches = engine_run(project, limit=subset, batch_rows=SMALL_BATCH_ROWS)
     problems = verify(engine_1m, engine_small[-1], dedup_small, raw_1m, total, subset)
+    if small_batches["rows"] != subset:
+        problems.append(f"engine {subset:,}, batches of {SMALL_BATCH_ROWS}: {small_batches['rows']:,} rows")
     for label, run in (("ADBC -> Parquet", base_1m), ("ADBC read", read_1m)):
         if run["rows"] != total:
             problems.append(f"{label} 1M: {run['rows']:,} rows, expected {total:,}")
@@ -570,6 +620,15 @@ def main() -> None:
           f"({big_label}/{small_label} ≤ {TARGET_RSS_FLAT}): {verdict(e_rss_ratio <= TARGET_RSS_FLAT)} "
           f"({e_rss_ratio:.2f}); dedup on ≥ {TARGET_DEDUP_RATIO}x off: {verdict(dedup_ratio >= TARGET_DEDUP_RATIO)} "
           f"({dedup_ratio:.2f})")
+    print()
+    benchlib.print_table(
+        (f"Parquet layout, {small_label}-row export", "engine", "pyarrow write_table", "ratio"),
+        layout_rows(f"batches of {settings.EXPORT_BATCH_ROWS:,}", engine_small[-1]["export"])
+        + layout_rows(f"batches of {SMALL_BATCH_ROWS:,}", small_batches["export"]))
+    print(f"engine: the shards of the {small_label}-row export as the job wrote them (read batches of "
+          f"{settings.EXPORT_BATCH_ROWS:,} rows, then of {SMALL_BATCH_ROWS:,}, the run's rows/s "
+          f"{rate(small_batches, subset):,.0f}, peak RSS {small_batches['peak_rss_mb']:.0f} MB); "
+          "pyarrow write_table: the same rows written by pyarrow.parquet.write_table with its defaults, zstd")
     if problems:
         print("verified: NO")
         for problem in problems:

@@ -18,6 +18,8 @@ from .registry import TRL_FORMATS, ExportKind, describe_filters
 from .writers import EXTENSIONS
 
 TOKEN_VARIABLE = "DATAPLATFORM_TOKEN"  # the environment variable every snippet reads the token from
+EMPTY = ("This export has no rows: nothing of its kind matched its filters at its data version. Its one train "
+         "shard is empty and has the schema, so every loader below reads it, as 0 rows.")
 JSON_EXTENSION = "arrow.json"
 
 
@@ -43,8 +45,12 @@ def _feature(type_: pa.DataType) -> dict:
 _DTYPES = {"bool": "bool", "double": "float64", "float": "float32", "halffloat": "float16"}
 
 
+ALL_PARTITIONS = "all"  # the config of a partitioned export that reads every partition
+
+
 def _data_files(export: Export, manifest: dict, partition: str | None) -> list[dict]:
-    prefix = f"{partition}-" if partition else ""
+    # A partition's name has no "-" (writers.PARTITION_RE), so "*-train-*" is every partition's train shards.
+    prefix = {None: "", ALL_PARTITIONS: "*-"}.get(partition, f"{partition}-")
     extension = EXTENSIONS[export.format]
     return [{"split": split, "path": f"{prefix}{split}-*.{extension}"}
             for split in _splits_with_rows(manifest, partition)]
@@ -52,9 +58,18 @@ def _data_files(export: Export, manifest: dict, partition: str | None) -> list[d
 
 def card_metadata(export: Export, kind: ExportKind, manifest: dict) -> dict:
     partitions = sorted(manifest["totals"].get("by_partition", {})) or [None]
+    if partitions != [None] and ALL_PARTITIONS not in partitions:
+        partitions.insert(0, ALL_PARTITIONS)  # the default: load_dataset(folder) reads every row, as pandas does
     configs = [{"config_name": partition or "default", "data_files": _data_files(export, manifest, partition)}
                for partition in partitions]
-    if partitions != [None]:
+    # The features and split sizes of each config: `datasets` reads a config's own entry only (one without a
+    # config_name is the "default" config's), and guesses the types of a config that has none, one JSONL shard
+    # at a time.
+    infos = [{"config_name": config["config_name"], "features": hf_features(kind.schema),
+              "splits": _split_sizes(manifest, partition)} for config, partition in zip(configs, partitions, strict=True)]
+    if partitions == [None]:
+        del infos[0]["config_name"]
+    else:
         configs[0]["default"] = True
     tags = ["dataplatform", kind.name] + ([f"trl:{kind.trl_format}"] if kind.trl_format else [])
     return {
@@ -62,12 +77,21 @@ def card_metadata(export: Export, kind: ExportKind, manifest: dict) -> dict:
         "pretty_name": f"{kind.label} (export {export.pk})",
         "tags": tags,
         "configs": configs,
-        "dataset_info": {
-            "features": hf_features(kind.schema),
-            "splits": [{"name": split, "num_examples": totals["rows"], "num_bytes": totals["bytes"]}
-                       for split, totals in manifest["totals"]["by_split"].items() if totals["shards"]],
-        },
+        "dataset_info": infos[0] if partitions == [None] else infos,
     }
+
+
+def _split_sizes(manifest: dict, partition: str | None) -> list[dict]:
+    sizes: dict[str, dict] = {}
+    for shard in _shards_of(manifest, partition):
+        size = sizes.setdefault(shard["split"], {"name": shard["split"], "num_examples": 0, "num_bytes": 0})
+        size["num_examples"] += shard["rows"]
+        size["num_bytes"] += shard["bytes"]
+    return [sizes[split] for split in ("train", "validation") if split in sizes]
+
+
+def _shards_of(manifest: dict, partition: str | None) -> list[dict]:
+    return [shard for shard in manifest["shards"] if partition in (None, ALL_PARTITIONS, shard.get("partition"))]
 
 
 # --- the card ---------------------------------------------------------------------------------------------
@@ -76,6 +100,8 @@ def dataset_card(export: Export, kind: ExportKind, manifest: dict) -> str:
     totals, tokenizer = manifest["totals"], manifest.get("tokenizer")
     front = yaml.safe_dump(card_metadata(export, kind, manifest), sort_keys=False, allow_unicode=True)
     folder = f"./export-{export.pk}"
+    snippets = load_snippets(export, f"<server>/api/v1/projects/{export.project.slug}/exports/{export.pk}/",
+                             "<server>/api/v1/exports/pull-script", manifest)
     lines = [
         "---", front.rstrip("\n"), "---", "",
         f"# {_text(kind.label)} — export {export.pk}", "",
@@ -96,11 +122,16 @@ def dataset_card(export: Export, kind: ExportKind, manifest: dict) -> str:
         "## Train with TRL", "",
         *_training(kind, folder),
         "## Load", "",
-        "Pull it first (the token comes from the environment, never the command line):", "",
-        "```bash", load_snippets(export, "<server>/api/v1/projects/"
-                                 f"{export.project.slug}/exports/{export.pk}/",
-                                 "<server>/api/v1/exports/pull-script")["pull"], "```", "",
-        "```python", _datasets_from_folder(folder, manifest), "```", "",
+        *([EMPTY, ""] if not totals["rows"] else []),
+        "Pull it first (the token comes from the environment, never the command line). The folder then holds this "
+        "export only: the pull script removes what an earlier pull left in it, and refuses to pull beside other "
+        "files (a loader would read them too).", "",
+        "```bash", snippets["pull"], "```", "",
+        "With `datasets`:", "", "```python", snippets["datasets"], "```", "",
+        "With pandas:", "", "```python", snippets["pandas"], "```", "",
+        "With pyarrow:", "", "```python", snippets["pyarrow"], "```", "",
+        "Or with `datasets` straight from the API over HTTP, without pulling (needs `aiohttp`; no sha256 check):", "",
+        "```python", snippets["datasets_http"], "```", "",
         "## Fields", "",
         "| field | type | meaning |", "|---|---|---|",
         *[f"| `{field.name}` | `{field.type}` | {_text(kind.field_meanings.get(field.name, ''))} |"
@@ -192,73 +223,112 @@ def _cell(value) -> str:
     return text
 
 
-# --- the snippets -----------------------------------------------------------------------------------------
+# --- the snippets ---------------------------------------------------------------------------------------------
 
-def load_snippets(export: Export, export_url: str, script_url: str) -> dict[str, str]:
-    """Copy-paste code that pulls this export and loads it with `datasets` (from the pulled folder, or
-    straight over HTTP), pandas and pyarrow.
+def load_snippets(export: Export, export_url: str, script_url: str, manifest: dict | None = None) -> dict[str, str]:
+    """Copy-paste code that pulls this export and loads it with `datasets` (from the pulled folder, or straight
+    over HTTP), pandas and pyarrow: every way of loading it the tests run, shown on its page and in its card.
 
     `export_url` is the export's absolute API URL (…/exports/<id>/); the manifest and shards sit under it.
     `script_url` serves the standalone pull script. The token is read from the environment variable
-    TOKEN_VARIABLE in every snippet, never written on a command line.
+    TOKEN_VARIABLE in every snippet, never written on a command line. `manifest`: the export's, when it is not
+    saved on the export yet (the card is written before it is).
     """
+    manifest = manifest or export.manifest or {}
     base = export_url.rstrip("/")
     folder = f"./export-{export.pk}"
-    extension = EXTENSIONS[export.format]
     return {
         "pull": (f"curl -fsSL -o dataplatform_pull.py {script_url}  # standard library only\n"
                  f"export {TOKEN_VARIABLE}=...  # a trainer's API token\n"
                  f"python dataplatform_pull.py {base}/ --out {folder}"),
-        "datasets": _datasets_from_folder(folder, export.manifest),
-        "datasets_http": _datasets_over_http(base, export),
-        "pandas": (
-            "import glob\nimport pandas as pd\n\n"
-            f"files = sorted(glob.glob('{folder}/train-*.{extension}'))\n"
-            + ("df = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)" if export.format == "parquet"
-               else "df = pd.concat([pd.read_json(f, lines=True) for f in files], ignore_index=True)")
-        ),
-        "pyarrow": _pyarrow(folder, export),
+        "datasets": _datasets_from_folder(folder, manifest),
+        "datasets_http": _datasets_over_http(base, export, manifest),
+        "pandas": _pandas(folder, export.format, manifest),
+        "pyarrow": _pyarrow(folder, export.format, manifest),
         "shards_url": f"{base}/shards/",
     }
 
 
-def _datasets_from_folder(folder: str, manifest: dict | None) -> str:
-    return ("from datasets import load_dataset\n\n"
-            f"dataset = load_dataset({folder!r})  # README.md names the files and their types\n"
-            + ("dataset = load_dataset('" + folder + "', '<partition>')  # one partition\n"
-               if manifest and manifest["totals"].get("by_partition") else ""))
+def _datasets_from_folder(folder: str, manifest: dict) -> str:
+    if manifest.get("totals", {}).get("rows") == 0:
+        # datasets 5 builds no split of 0 rows ('Instruction "train" corresponds to no data!'; huggingface/datasets
+        # pull request 8401); streamed, the empty shard reads as a split of no rows with the card's features.
+        return ("from datasets import load_dataset\n\n"
+                f"dataset = load_dataset({folder!r}, streaming=True)  # no rows: datasets streams an empty split only")
+    lines = ["from datasets import load_dataset", "",
+             f"dataset = load_dataset({folder!r})  # README.md names the files and their types"]
+    partitions = sorted(manifest.get("totals", {}).get("by_partition", {}))
+    if partitions:
+        lines[-1] += "; every partition"
+        field = manifest["totals"].get("partition_field", "partition")
+        lines.append(f"one = load_dataset({folder!r}, {partitions[0]!r})  # the rows whose {field} is "
+                     f"{partitions[0]}: a config each ({', '.join(partitions)})")
+    return "\n".join(lines)
 
 
-def _datasets_over_http(base: str, export: Export) -> str:
+def _datasets_over_http(base: str, export: Export, manifest: dict) -> str:
     """load_dataset straight from the pull API (fsspec's HTTP filesystem: needs aiohttp); no sha256 check."""
-    reader = "parquet" if export.format == "parquet" else "json"
-    return ("import json, os, urllib.request\nfrom datasets import load_dataset\n\n"
-            f"headers = {{\"Authorization\": f\"Bearer {{os.environ[{TOKEN_VARIABLE!r}]}}\"}}\n"
-            f"request = urllib.request.Request({base + '/'!r}, headers=headers)\n"
-            "with urllib.request.urlopen(request) as response:\n"
-            "    shards = json.load(response)['shards']  # each with its url, split, rows and sha256\n"
-            "data_files = {split: [s['url'] for s in shards if s['split'] == split] for split in ('train', 'validation')}\n"
-            f"dataset = load_dataset({reader!r}, data_files={{k: v for k, v in data_files.items() if v}},\n"
-            "                       storage_options={'headers': headers})")
+    jsonl = export.format != "parquet"
+    options = ", streaming=True" if manifest.get("totals", {}).get("rows") == 0 else ""  # see _datasets_from_folder
+    lines = ["import base64, json, os, urllib.request" if jsonl else "import json, os, urllib.request",
+             *(["import pyarrow as pa", "from datasets import Features, load_dataset"] if jsonl
+               else ["from datasets import load_dataset"]), "",
+             f"headers = {{\"Authorization\": f\"Bearer {{os.environ[{TOKEN_VARIABLE!r}]}}\"}}",
+             f"request = urllib.request.Request({base + '/manifest'!r}, headers=headers)",
+             "with urllib.request.urlopen(request) as response:",
+             "    manifest = json.load(response)  # every shard with its split, rows and sha256",
+             f"shards = {base + '/shards/'!r}",
+             "data_files = {split: [shards + s['name'] for s in manifest['shards'] if s['split'] == split]",
+             "              for split in ('train', 'validation')}"]
+    if jsonl:
+        return "\n".join([
+            *lines, "# The manifest's types: a JSON reader left to itself types each shard by its own rows.",
+            "schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(manifest['schema']['arrow_ipc_base64'])))",
+            "dataset = load_dataset('json', data_files={k: v for k, v in data_files.items() if v},",
+            f"                       features=Features.from_arrow_schema(schema), storage_options={{'headers': headers}}"
+            f"{options})"])
+    return "\n".join([*lines, "dataset = load_dataset('parquet', data_files={k: v for k, v in data_files.items() if v},",
+                      f"                       storage_options={{'headers': headers}}{options})"])
 
 
-def _pyarrow(folder: str, export: Export) -> str:
-    if export.format == "parquet":
-        return ("import glob\nimport pyarrow.parquet as pq\n\n"
-                f"table = pq.read_table(sorted(glob.glob('{folder}/train-*.parquet')))")
-    # JSONL: every shard parsed with the manifest's schema, so a column that is null in one shard and filled in
-    # the next has one type (each shard's own inferred types make concat_tables fail); JSON values as text.
-    return ("import base64, glob, json\nimport pyarrow as pa\nimport pyarrow.json as pj\n\n"
-            f"manifest = json.load(open('{folder}/manifest.json'))\n"
-            "ipc = base64.b64decode(manifest['schema']['jsonl_arrow_ipc_base64'])\n"
-            "options = pj.ParseOptions(explicit_schema=pa.ipc.read_schema(pa.py_buffer(ipc)))\n"
-            f"table = pa.concat_tables(pj.read_json(f, parse_options=options) "
-            f"for f in sorted(glob.glob('{folder}/train-*.{EXTENSIONS[export.format]}')))")
+def _train_files(folder: str, fmt: str, manifest: dict) -> list[str]:
+    """Lines that list the pulled train shards by the manifest: the files it names, not a glob (`train-*` misses
+    a partitioned export's `A-train-*` and would read a file that is not the export's)."""
+    condition = "s['split'] == 'train'" + ("" if fmt == "parquet" else " and s['rows']")  # an empty file: no JSON
+    lines = [f"folder = {folder!r}", "manifest = json.load(open(f'{folder}/manifest.json'))  # lists every file"]
+    partitions = sorted(manifest.get("totals", {}).get("by_partition", {}))
+    if not partitions:
+        return [*lines, f"files = [f\"{{folder}}/{{s['name']}}\" for s in manifest['shards'] if {condition}]"]
+    field = manifest["totals"].get("partition_field", "partition")
+    return [*lines, f"partitions = {partitions!r}  # the {field} values to read",
+            "files = [f\"{folder}/{s['name']}\" for s in manifest['shards']",
+            f"         if {condition} and s['partition'] in partitions]"]
+
+
+def _pandas(folder: str, fmt: str, manifest: dict) -> str:
+    if fmt == "parquet":
+        return "\n".join(["import json", "import pandas as pd", "", *_train_files(folder, fmt, manifest),
+                          "df = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)"])
+    # pd.read_json would type each shard by its own rows: read with the manifest's schema, then to pandas.
+    return _pyarrow(folder, fmt, manifest) + "\ndf = table.to_pandas()"
+
+
+def _pyarrow(folder: str, fmt: str, manifest: dict) -> str:
+    if fmt == "parquet":
+        return "\n".join(["import json", "import pyarrow.parquet as pq", "", *_train_files(folder, fmt, manifest),
+                          "table = pq.read_table(files)"])
+    return "\n".join([
+        "import base64, json", "import pyarrow as pa", "import pyarrow.json as pj", "",
+        *_train_files(folder, fmt, manifest),
+        "# Every shard parsed with the manifest's schema: left to itself, pyarrow types a column by one shard's rows",
+        "# (text in one shard, a timestamp in the next; null where all are null). JSON values stay their text.",
+        "schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(manifest['schema']['jsonl_arrow_ipc_base64'])))",
+        "options = pj.ParseOptions(explicit_schema=schema)",
+        "table = pa.concat_tables([pj.read_json(f, parse_options=options) for f in files] or [schema.empty_table()])",
+    ])
 
 
 def _splits_with_rows(manifest: dict, partition: str | None) -> list[str]:
-    """Splits that have shards (a glob matching no file makes load_dataset fail)."""
-    prefix = f"{partition}-" if partition else ""
-    return [split for split in ("train", "validation")
-            if any(shard["split"] == split and shard["name"].startswith(prefix)
-                   for shard in manifest["shards"])] or ["train"]
+    """Splits that have shards (a glob matching no file makes load_dataset fail; an export of no rows has one
+    empty train shard)."""
+    return [size["name"] for size in _split_sizes(manifest, partition)]

@@ -30,7 +30,7 @@ from .options import validate_options
 from .registry import ExportKind, ExportQuery, get_kind
 from .sources import read_batches
 from .storage import delete_prefix, export_storage, publish
-from .writers import SPLITS, Deduplicator, SplitWriter, partition_batch, split_batch
+from .writers import SPLITS, Deduplicator, RowGroups, SplitWriter, partition_batch, split_batch
 
 WRITE_JOB_KIND = "exports.write"
 MANIFEST_NAME = "manifest.json"
@@ -91,12 +91,13 @@ def write_export(*, export: Export, progress) -> dict:
 
     work_dir = Path(tempfile.mkdtemp(prefix=f"export-{export.pk}-", dir=_scratch_dir()))
     writers: dict[tuple[str | None, str], SplitWriter] = {}  # (partition, split) -> its writer, made on first use
+    row_groups = RowGroups(rows=settings.EXPORT_PARQUET_ROW_GROUP_ROWS, bytes=settings.EXPORT_PARQUET_ROW_GROUP_BYTES)
 
     def writer(partition: str | None, split: str) -> SplitWriter:
         if (partition, split) not in writers:
             writers[partition, split] = SplitWriter(
                 split=split, fmt=export.format, schema=kind.schema, work_dir=work_dir, shard_rows=export.shard_rows,
-                shard_bytes=export.shard_bytes, partition=partition,
+                shard_bytes=export.shard_bytes, partition=partition, row_groups=row_groups,
                 on_complete=lambda path, info: publish(storage, path, f"{export.location}/{info.name}"),
             )
         return writers[partition, split]
@@ -128,6 +129,8 @@ def write_export(*, export: Export, progress) -> dict:
         background.shutdown()
         shards = [info for key in sorted(writers, key=lambda k: (k[0] or "", SPLITS.index(k[1])))
                   for info in writers[key].close()]
+        if not shards:  # no rows: one empty train shard, so the folder still loads (with the kind's schema)
+            shards = writer(None, "train").close(keep_empty=True)
         # The files are in English whatever language the request or worker speaks (a kind's texts may be lazy).
         with translation.override("en"):
             manifest = build_manifest(export, kind, shards, dedup_removed=dedup.removed if dedup else 0)
@@ -168,6 +171,8 @@ def _by_partition(kind: ExportKind, shards: list) -> dict:
         return {}
     totals: dict[str, dict] = {}
     for shard in shards:
+        if shard.partition is None:  # the empty shard of an export of no rows
+            continue
         entry = totals.setdefault(shard.partition, {"rows": 0, "bytes": 0, "shards": 0})
         entry["rows"] += shard.rows
         entry["bytes"] += shard.bytes

@@ -23,6 +23,12 @@ import xxhash
 SPLITS = ("train", "validation")
 EXTENSIONS = {"parquet": "parquet", "jsonl": "jsonl", "jsonl.gz": "jsonl.gz"}
 PARQUET_COMPRESSION = "zstd"
+# Row groups of at most pyarrow's write_table's 1,048,576 rows (setting EXPORT_PARQUET_ROW_GROUP_ROWS); the bytes
+# (EXPORT_PARQUET_ROW_GROUP_BYTES) bound what an export's shards hold in memory together (RowGroups). 16 MiB keeps an
+# export worker under bench/export_bench.py's 300 MB (1M rows: ~265 MB with a row group per batch, ~288 with 16 MiB,
+# 294-301 with 24, ~306 with 32, ~370 with 64); a row group of 1 KB rows is then ~15,000 rows, ~7 MB compressed.
+ROW_GROUP_ROWS = 1024 * 1024
+ROW_GROUP_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -83,18 +89,84 @@ class Deduplicator:
         return batch if len(keep_rows) == batch.num_rows else batch.take(pa.array(keep_rows))
 
 
+@dataclass
+class _Compression:
+    """What a split's row groups weighed in Arrow and then in the file: their ratio estimates the file bytes of
+    rows not written yet."""
+
+    arrow_bytes: int = 0
+    file_bytes: int = 0
+
+    @property
+    def ratio(self) -> float | None:
+        return self.file_bytes / self.arrow_bytes if self.arrow_bytes else None
+
+
+class RowGroups:
+    """How an export's Parquet shards cut their rows into row groups: at most `rows` rows each, and all its shards
+    together hold back at most about `bytes` of Arrow data; past that, the shard holding the most writes what it
+    holds as a row group. So the memory an export takes does not grow with its splits and partitions."""
+
+    def __init__(self, rows: int = ROW_GROUP_ROWS, bytes: int = ROW_GROUP_BYTES):
+        self.rows, self.bytes = rows, bytes
+        self.open: list[_ParquetShard] = []
+
+    def make_room(self) -> None:
+        while self.open and sum(shard.held_bytes for shard in self.open) >= self.bytes:
+            max(self.open, key=lambda shard: shard.held_bytes).write_row_group()
+
+
 class _ParquetShard:
-    def __init__(self, path: Path, schema: pa.Schema):
-        self.path = path
+    """A Parquet file whose rows are held back and written a row group at a time (RowGroups), whatever the size of
+    the batches that come in: a row group per batch, as pyarrow's write_batch makes, gives a small split hundreds
+    of tiny row groups and a footer that outweighs its data."""
+
+    def __init__(self, path: Path, schema: pa.Schema, *, row_groups: RowGroups, compression: _Compression):
+        self.path, self.schema, self.row_groups, self.compression = path, schema, row_groups, compression
         self.writer = pq.ParquetWriter(path, schema, compression=PARQUET_COMPRESSION)
+        self.held: list[pa.RecordBatch] = []
+        self.held_rows = self.held_bytes = 0
+        row_groups.open.append(self)
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self.writer.write_batch(batch)
+        while batch.num_rows:
+            room = self.row_groups.rows - self.held_rows
+            part, batch = batch.slice(0, room), batch.slice(room)
+            self.held.append(part)
+            self.held_rows += part.num_rows
+            self.held_bytes += part.nbytes
+            if self.held_rows >= self.row_groups.rows:
+                self.write_row_group()
+            self.row_groups.make_room()
 
-    def size(self) -> int:
-        return os.path.getsize(self.path)
+    def write_row_group(self) -> None:
+        if not self.held_rows:
+            return
+        before = os.path.getsize(self.path)
+        self.writer.write_table(pa.Table.from_batches(self.held, self.schema), row_group_size=self.held_rows)
+        self.compression.arrow_bytes += self.held_bytes
+        self.compression.file_bytes += os.path.getsize(self.path) - before
+        self.held, self.held_rows, self.held_bytes = [], 0, 0
+
+    def reached(self, limit: int) -> bool:
+        """Whether the file, with the rows held back, is about `limit` bytes: the held rows count at the
+        compression this split's row groups have had. Before its first row group there is none to go by: the
+        rows are written as one once they weigh `limit` in Arrow, and the file is measured."""
+        ratio = self.compression.ratio
+        if ratio is None:
+            if self.held_bytes < limit:
+                return False
+            self.write_row_group()
+            return os.path.getsize(self.path) >= limit
+        return os.path.getsize(self.path) + self.held_bytes * ratio >= limit
 
     def close(self) -> None:
+        self.write_row_group()
+        self.discard()
+
+    def discard(self) -> None:
+        self.row_groups.open.remove(self)
+        self.held = []
         self.writer.close()
 
 
@@ -108,13 +180,15 @@ class _JsonlShard:
         lines = [json.dumps(row, ensure_ascii=False, default=_json_default) for row in batch.to_pylist()]
         self.stream.write(("\n".join(lines) + "\n").encode("utf-8"))
 
-    def size(self) -> int:
-        return self.raw.tell()
+    def reached(self, limit: int) -> bool:
+        return self.raw.tell() >= limit
 
     def close(self) -> None:
         self.stream.close()
         if self.stream is not self.raw:
             self.raw.close()
+
+    discard = close
 
 
 def _json_default(value):
@@ -126,14 +200,18 @@ def _json_default(value):
 
 
 class SplitWriter:
-    """Writes one split's rows into numbered shards of at most `shard_rows` rows / about `shard_bytes` bytes."""
+    """Writes one split's rows into numbered shards of at most `shard_rows` rows / about `shard_bytes` bytes;
+    Parquet shards in row groups as `row_groups` (shared by the export's writers) cuts them."""
 
     def __init__(
         self, *, split: str, fmt: str, schema: pa.Schema, work_dir: Path, shard_rows: int | None,
         shard_bytes: int | None, on_complete: Callable[[Path, ShardInfo], None], partition: str | None = None,
+        row_groups: RowGroups | None = None,
     ):
         self.split, self.fmt, self.schema, self.work_dir, self.partition = split, fmt, schema, work_dir, partition
         self.shard_rows, self.shard_bytes, self.on_complete = shard_rows, shard_bytes, on_complete
+        self.row_groups = row_groups or RowGroups()
+        self.compression = _Compression()
         self.index = 0
         self.current = None
         self.current_rows = 0
@@ -146,8 +224,10 @@ class SplitWriter:
 
     def _open(self) -> None:
         path = self.work_dir / f".{self._name}.partial"
-        self.current = _ParquetShard(path, self.schema) if self.fmt == "parquet" else _JsonlShard(
-            path, compress=self.fmt == "jsonl.gz")
+        if self.fmt == "parquet":
+            self.current = _ParquetShard(path, self.schema, row_groups=self.row_groups, compression=self.compression)
+        else:
+            self.current = _JsonlShard(path, compress=self.fmt == "jsonl.gz")
         self.current_rows = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -159,12 +239,16 @@ class SplitWriter:
             self.current.write(part)
             self.current_rows += part.num_rows
             full_by_rows = self.shard_rows and self.current_rows >= self.shard_rows
-            full_by_bytes = self.shard_bytes and self.current.size() >= self.shard_bytes
-            if full_by_rows or full_by_bytes:
+            if full_by_rows or (self.shard_bytes and self.current.reached(self.shard_bytes)):
                 self._finish()
 
-    def close(self) -> list[ShardInfo]:
-        if self.current is not None and self.current_rows:
+    def close(self, *, keep_empty: bool = False) -> list[ShardInfo]:
+        """Finish the last shard; the shards written. `keep_empty`: a split that had no rows at all still gets one
+        shard, of no rows (a Parquet file with the schema, an empty JSONL file), so that an export of no rows
+        is a folder loaders read, not one whose card names files that are not there."""
+        if keep_empty and not self.shards and self.current is None:
+            self._open()
+        if self.current is not None:  # it has rows, or is that one empty shard
             self._finish()
         self.abort()
         return self.shards
@@ -173,7 +257,7 @@ class SplitWriter:
         """Drop the shard being written (its temporary file only)."""
         if self.current is not None:
             try:
-                self.current.close()
+                self.current.discard()
             finally:
                 self.current.path.unlink(missing_ok=True)
                 self.current = None

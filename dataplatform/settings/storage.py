@@ -43,6 +43,11 @@ STORAGES = {
 }
 EXPORT_DEFAULT_SHARD_ROWS = env_int("EXPORT_DEFAULT_SHARD_ROWS", 100000)
 EXPORT_BATCH_ROWS = env_int("EXPORT_BATCH_ROWS", 10000)
+# Parquet row groups: at most this many rows (pyarrow's write_table default), and an export's shards hold back at most
+# about this many bytes of Arrow data together before the fullest writes a row group (exports.writers.RowGroups):
+# what a worker holds in memory besides its batches.
+EXPORT_PARQUET_ROW_GROUP_ROWS = env_int("EXPORT_PARQUET_ROW_GROUP_ROWS", 1024 * 1024)
+EXPORT_PARQUET_ROW_GROUP_BYTES = env_int("EXPORT_PARQUET_ROW_GROUP_BYTES", 16 * 1024 * 1024)
 # pyarrow's allocator, read when pyarrow is first imported (after the settings). An export worker's
 # reader, parser and writer threads each allocate a batch's worth at a time: mimalloc, pyarrow's default,
 # keeps ~60 MB more of them resident than jemalloc does (bench/export_bench.py), at the same speed.

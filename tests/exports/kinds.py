@@ -133,3 +133,35 @@ JOB_VALUES = register(ExportKind(
     dedup_ignore=("id", "created_at"),
     field_meanings=JOB_MEANINGS,
 ))
+
+
+# A partitioned kind (one shard set per category, as swe.routed writes) whose JSONL shards each read as other types
+# when pyarrow guesses them from their own rows: `note` looks like a timestamp in the first rows and is text later,
+# `reviewed_at` is null in the first rows.
+PARTED_SCHEMA = pa.schema([("id", pa.int64()), ("category", pa.string()), ("note", pa.string()),
+                           ("reviewed_at", pa.timestamp("us", tz="UTC"))])
+
+
+def parted_rows(query: ExportQuery):
+    yield [{"id": i, "category": "AB"[i % 2], "note": f"2026-01-{1 + i % 28:02d} 10:00:00" if i < 20 else f"note {i}",
+            "reviewed_at": START + timedelta(minutes=i) if i >= 20 else None} for i in range(query.filters["n"])]
+
+
+class PartedFilters(ExportFilters):
+    n = serializers.IntegerField(min_value=0, default=40)
+
+
+PARTED = register(ExportKind(
+    name="test.parted",
+    version=1,
+    schema=PARTED_SCHEMA,
+    label="Partitioned rows",
+    description="Rows in one shard set per category, for the loader tests.",
+    rows=parted_rows,
+    data_version=lambda project: "parted-v1",
+    filters=PartedFilters,
+    partition_field="category",
+    field_meanings={"id": "The row's number.", "category": "A for even ids, B for odd ones.",
+                    "note": "A date-like text in the first 20 rows, plain text after.",
+                    "reviewed_at": "Null in the first 20 rows, then 2026-01-01 plus id minutes."},
+))

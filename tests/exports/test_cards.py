@@ -6,14 +6,18 @@ import hashlib
 import json
 import shutil
 
+import datasets
 import pyarrow as pa
+import pyarrow.json as pj
 import pytest
 import yaml
 from datasets import Features, load_dataset
 
-from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch
+from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch, text_schema
 from dataplatform.exports import cards
 from dataplatform.exports.registry import ExportFilters, ExportKind, all_kinds, get_kind, register
+
+from .snippets import load_section_blocks, run_blocks
 
 pytestmark = pytest.mark.django_db
 
@@ -112,23 +116,68 @@ def test_the_card_is_checksummed_in_the_manifest(pulled):
     assert "| `note` | `string` | A note \\| with a pipe. |" in text  # the meaning, escaped in its cell
 
 
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    """`datasets` caches what the snippets load (they name no cache_dir) under this test's folder."""
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+
+
+def rows_by_split(manifest: dict, partition: str | None = None) -> dict[str, int]:
+    found = {}
+    for shard in manifest["shards"]:
+        if partition in (None, shard.get("partition")):
+            found[shard["split"]] = found.get(shard["split"], 0) + shard["rows"]
+    return found
+
+
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-@pytest.mark.parametrize("kind, filters, rows", [("test.drift", {}, 40), ("test.synthetic", {"n": 30}, 30)])
-def test_the_snippets_run_on_the_pulled_folder(pulled, fmt, kind, filters, rows, tmp_path, monkeypatch):
-    export, folder = pulled(kind=kind, filters=filters, format=fmt, shard_rows=7, validation_ratio=0)
+@pytest.mark.parametrize("kind, filters", [("test.drift", {}), ("test.parted", {}), ("test.synthetic", {"n": 0})],
+                         ids=["drift", "partitioned", "no-rows"])
+def test_every_loader_the_card_shows_runs_on_the_pulled_folder(pulled, fmt, kind, filters, hf_cache, monkeypatch):
+    export, folder = pulled(kind=kind, filters=filters, format=fmt, shard_rows=7, validation_ratio=0.2)
+    blocks = load_section_blocks((folder / "README.md").read_text())
+    local = [block for block in blocks if "urllib.request" not in block]  # over HTTP: test_pull_script.py runs it
+    assert len(blocks) == 4 and len(local) == 3
     snippets = cards.load_snippets(export, f"http://testserver/api/v1/projects/alpha/exports/{export.pk}/",
                                    "http://testserver/api/v1/exports/pull-script")
+    assert local == [snippets[name] for name in ("datasets", "pandas", "pyarrow")]  # the page shows the card's code
     monkeypatch.chdir(folder.parent)
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
-    for name, result in (("pandas", "df"), ("pyarrow", "table"), ("datasets", "dataset")):
-        scope = {}
-        exec(snippets[name], scope)  # the snippet exactly as the page and the card show it
-        loaded = scope[result]
-        count = len(loaded["train"]) if name == "datasets" else len(loaded)
-        assert count == rows, name
+    loaded_by_datasets, loaded_by_pandas, loaded_by_pyarrow = run_blocks(local)  # exactly as the card shows them
+    train = rows_by_split(export.manifest)["train"]
+    assert loaded_by_pandas["df"] == train and loaded_by_pyarrow == {"table": train}  # (JSONL: pandas via pyarrow)
+    assert loaded_by_datasets == {"dataset": rows_by_split(export.manifest)} | (
+        {"one": rows_by_split(export.manifest, "A")} if kind == "test.parted" else {})
+    assert (train > 0) == (kind != "test.synthetic")
+    if kind == "test.parted":  # one category is not the whole
+        assert sum(loaded_by_datasets["one"].values()) == 20 and sum(loaded_by_datasets["dataset"].values()) == 40
     schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(export.manifest["schema"]["arrow_ipc_base64"])))
     assert schema.equals(get_kind(kind).schema)
     assert "DATAPLATFORM_TOKEN=" in snippets["pull"] and "--token" not in snippets["pull"]
+
+
+def test_a_partitioned_export_loads_whole_by_default_and_by_partition_by_name(pulled):
+    _, folder = pulled(kind="test.parted", shard_rows=7, validation_ratio=0.2)
+    configs = front_matter((folder / "README.md").read_text())["configs"]
+    assert configs == [
+        {"config_name": "all", "data_files": [{"split": "train", "path": "*-train-*.parquet"},
+                                              {"split": "validation", "path": "*-validation-*.parquet"}],
+         "default": True},
+        *({"config_name": name, "data_files": [{"split": "train", "path": f"{name}-train-*.parquet"},
+                                               {"split": "validation", "path": f"{name}-validation-*.parquet"}]}
+          for name in ("A", "B"))]
+
+
+def test_pyarrow_types_each_jsonl_shard_by_its_own_rows_unless_given_the_manifest_s_schema(pulled, monkeypatch):
+    export, folder = pulled(kind="test.parted", format="jsonl", shard_rows=5, validation_ratio=0)
+    guessed = {str(pj.read_json(folder / shard["name"]).schema.field(name).type)
+               for shard in export.manifest["shards"] for name in ("note", "reviewed_at")}
+    assert {"string", "null"} < guessed and any(type_.startswith("timestamp") for type_ in guessed)
+    snippets = cards.load_snippets(export, "http://testserver/e/", "http://testserver/s")
+    assert "jsonl_arrow_ipc_base64" in snippets["pyarrow"]
+    monkeypatch.chdir(folder.parent)
+    scope = {}
+    exec(snippets["pyarrow"], scope)
+    assert scope["table"].schema.equals(text_schema(get_kind("test.parted").schema)) and scope["table"].num_rows == 40
 
 
 def test_the_training_guide_lists_every_kind_with_its_format():

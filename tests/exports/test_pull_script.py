@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
+import datasets
 import pytest
+from datasets import load_dataset
 from django.http import HttpResponse
 from werkzeug import Response
 
@@ -22,6 +24,9 @@ from dataplatform.exports import api as exports_api
 from dataplatform.exports import cards
 from dataplatform.exports.pull_script import dataplatform_pull
 from dataplatform.jobs.models import Job, JobState
+
+from .kinds import SCHEMA
+from .snippets import load_section_blocks, run_blocks
 
 SCRIPT = Path(dataplatform_pull.__file__)
 LIVE = pytest.mark.django_db(transaction=True)
@@ -247,6 +252,62 @@ def test_the_card_is_verified_once_the_manifest_lists_it(bare_python, pullable, 
 
 
 @LIVE
+def test_a_folder_that_held_another_export_ends_up_holding_this_one_only(bare_python, pullable, run_export, members,
+                                                                          tmp_path):
+    earlier, url, secret, _ = pullable
+    out = tmp_path / "pulled"
+    assert run_script(bare_python, url, "--out", str(out), token=secret, cwd=tmp_path).returncode == 0
+    (out / "validation-00007.parquet.part").write_bytes(b"cut")  # an interrupted download of another file
+    (out / ".DS_Store").write_bytes(b"a dot-file: no loader reads it")
+    export = run_export(filters={"n": 50}, shard_rows=30, validation_ratio=0.2)
+    result = run_script(bare_python, url.replace(f"/{earlier.pk}/", f"/{export.pk}/"), "--out", str(out),
+                        token=secret, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert_verified(out, export.manifest)
+    assert sorted(path.name for path in out.iterdir()) == sorted(
+        [shard["name"] for shard in export.manifest["shards"]] + ["README.md", "manifest.json", ".DS_Store"])
+    gone = {s["name"] for s in earlier.manifest["shards"]} - {s["name"] for s in export.manifest["shards"]}
+    assert gone and all(f"{name}: removed" in result.stderr for name in gone)
+    dataset = load_dataset(str(out), cache_dir=str(tmp_path / "cache"))  # its card's globs find this export's files
+    assert {split: len(rows) for split, rows in dataset.items()} == {
+        split: totals["rows"] for split, totals in export.manifest["totals"]["by_split"].items() if totals["rows"]}
+
+
+@LIVE
+def test_files_no_pull_left_are_refused_and_kept(bare_python, pullable, tmp_path):
+    export, url, secret, _ = pullable
+    out = tmp_path / "pulled"
+    out.mkdir()
+    mine = {"notes.txt": b"mine", "train-00042.parquet": b"not this export's"}
+    for name, data in mine.items():
+        (out / name).write_bytes(data)
+    result = run_script(bare_python, url, "--out", str(out), token=secret, cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"error: {out} holds files that are not in export {export.pk}: notes.txt, train-00042.parquet." \
+        in result.stderr
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == mine  # nothing downloaded, nothing removed
+
+
+@LIVE
+def test_an_export_of_no_rows_pulls_into_a_folder_load_dataset_reads(bare_python, live_server, members, run_export,
+                                                                    tmp_path):
+    export = run_export(filters={"n": 0}, validation_ratio=0.1)
+    assert [(s["name"], s["rows"]) for s in export.manifest["shards"]] == [("train-00000.parquet", 0)]
+    _, secret = account_services.issue_token(user=members["trainer"], name="pull-script", read_only=True)
+    out = tmp_path / "pulled"
+    result = run_script(bare_python, f"{live_server.url}/api/v1/projects/alpha/exports/{export.pk}/", "--out",
+                        str(out), token=secret, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    dataset = load_dataset(str(out), streaming=True)  # as its card says
+    assert list(dataset) == ["train"] and list(dataset["train"]) == []
+    assert list(dataset["train"].features) == [field.name for field in SCHEMA]
+    # Not streamed, datasets 5 refuses any split of no rows; when it stops (huggingface/datasets pull request 8401),
+    # this fails, and the card's snippet can drop streaming=True.
+    with pytest.raises(ValueError, match='Instruction "train" corresponds to no data'):
+        load_dataset(str(out), cache_dir=str(tmp_path / "cache"))
+
+
+@LIVE
 def test_the_token_comes_from_the_environment_only_and_is_never_printed(bare_python, pullable, tmp_path):
     _, url, secret, _ = pullable
     out = tmp_path / "pulled"
@@ -329,3 +390,36 @@ def test_load_dataset_reads_the_shards_straight_from_the_pull_api(live_server, p
     expected = sorted([job.pk, job.error] for job in Job.objects.filter(state=JobState.FAILED, project=project))
     assert sorted(row for rows in loaded.values() for row in rows) == expected
     assert secret not in result.stdout + result.stderr
+
+
+@LIVE
+def test_every_snippet_of_the_card_runs_as_written_against_the_export_it_pulls(bare_python, live_server, members,
+                                                                               run_export, export_storage_in_tmp,
+                                                                               tmp_path, monkeypatch):
+    """A partitioned JSONL export (the hardest case: a config per partition, types a JSON reader would guess per
+    shard), pulled by the card's own shell lines on a machine without Django, then every Python block of the card
+    run as it stands, `datasets` over HTTP included; only the server's address and the token are filled in."""
+    export = run_export(kind="test.parted", format="jsonl", shard_rows=7, validation_ratio=0.2)
+    _, secret = account_services.issue_token(user=members["trainer"], name="trainer-node", read_only=True)
+    card = (export_storage_in_tmp / export.location / "README.md").read_text().replace("<server>", live_server.url)
+    [shell] = load_section_blocks(card, "bash")
+    pulled = subprocess.run(["bash", "-euc", shell.replace("DATAPLATFORM_TOKEN=...", f"DATAPLATFORM_TOKEN={secret}")],
+                            env=_clean_env(PATH=f"{Path(bare_python).parent}:{os.environ['PATH']}"), cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert pulled.returncode == 0, pulled.stderr
+    assert_verified(tmp_path / f"export-{export.pk}", export.manifest)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DATAPLATFORM_TOKEN", secret)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    monkeypatch.setattr(datasets.config, "DOWNLOADED_DATASETS_PATH", tmp_path / "hf-cache" / "downloads")
+    by_split = {split: totals["rows"] for split, totals in export.manifest["totals"]["by_split"].items()}
+    in_a = {split: sum(s["rows"] for s in export.manifest["shards"] if (s["split"], s["partition"]) == (split, "A"))
+            for split in by_split}
+    assert run_blocks(load_section_blocks(card)) == [
+        {"dataset": by_split, "one": in_a},  # from the folder: every partition, then one
+        {"df": by_split["train"], "table": by_split["train"]},  # pandas (through pyarrow, with the schema)
+        {"table": by_split["train"]},  # pyarrow
+        {"dataset": by_split},  # over HTTP
+    ]
+    assert sum(in_a.values()) == 20 and sum(by_split.values()) == 40

@@ -72,6 +72,19 @@ def test_detail_page_shows_files_and_load_snippets(client, members, run_export):
     assert f"12 rows in {len(export.manifest['shards'])} shards; read" in html and "row by row by the kind" in html
 
 
+@pytest.mark.parametrize("kind, filters, why", [
+    ("test.synthetic", {"n": 0}, "none of the project's records of its kind matched its filters at data version"),
+    ("test.job_values", {}, "the project had no records of its kind at data version")])
+def test_the_page_of_an_export_of_no_rows_says_why_it_is_empty(client, members, run_export, kind, filters, why):
+    client.force_login(members["trainer"])
+    export = run_export(kind=kind, filters=filters)
+    assert export.manifest["totals"]["rows"] == 0 and bool(export.filters) == bool(filters)
+    html = " ".join(client.get(reverse("export-detail", args=["alpha", export.pk])).content.decode().split())
+    assert f"This export has no rows: {why} <code>{export.data_version}</code>." in html
+    assert "load_dataset(&#x27;./export-" in html and "streaming=True" in html
+    assert "train-00000.parquet" in html  # its one empty shard
+
+
 def test_the_card_names_only_splits_that_have_files(client, members, run_export, export_storage_in_tmp):
     export = run_export(filters={"n": 12}, validation_ratio=0)
     card = (export_storage_in_tmp / export.location / "README.md").read_text()

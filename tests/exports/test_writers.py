@@ -1,6 +1,10 @@
-import pyarrow as pa
+import shutil
 
-from dataplatform.exports.writers import Deduplicator, SplitWriter, validation_mask
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dataplatform.exports.writers import Deduplicator, RowGroups, SplitWriter, validation_mask
 
 from .kinds import SCHEMA, make_row
 
@@ -63,3 +67,70 @@ def test_abort_leaves_no_partial_file(tmp_path):
     assert list(tmp_path.iterdir())
     writer.abort()
     assert not list(tmp_path.iterdir())
+
+
+def parquet_writer(tmp_path, split="train", **options) -> SplitWriter:
+    return SplitWriter(split=split, fmt="parquet", schema=SCHEMA, work_dir=tmp_path,
+                       on_complete=lambda path, info: shutil.copy(path, tmp_path / info.name),
+                       **{"shard_rows": None, "shard_bytes": None} | options)
+
+
+def row_groups(path) -> list[int]:
+    metadata = pq.ParquetFile(path).metadata
+    return [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+
+
+def test_small_batches_make_one_row_group_not_one_each(tmp_path):
+    writer = parquet_writer(tmp_path)
+    for start in range(1, 301, 3):  # 100 batches of 3 rows, as a split of a kind that reads small pages gets them
+        writer.write(batch_of([make_row(i) for i in range(start, start + 3)]))
+    [shard] = writer.close()
+    assert row_groups(tmp_path / shard.name) == [300]
+    assert pq.read_table(tmp_path / shard.name).column("id").to_pylist() == list(range(1, 301))
+
+
+def test_row_groups_hold_at_most_the_rows_set(tmp_path):
+    writer = parquet_writer(tmp_path, row_groups=RowGroups(rows=40))
+    for start in range(1, 101, 7):
+        writer.write(batch_of([make_row(i) for i in range(start, min(start + 7, 101))]))
+    [shard] = writer.close()
+    assert row_groups(tmp_path / shard.name) == [40, 40, 20]
+
+
+def test_an_export_s_shards_hold_back_at_most_the_bytes_set_together(tmp_path):
+    """Two splits share one bound: whenever they hold it between them, the one holding more writes its rows."""
+    batch = batch_of([make_row(i) for i in range(1, 11)])
+    budget = RowGroups(bytes=4 * batch.nbytes)
+    train, validation = (parquet_writer(tmp_path, split=split, row_groups=budget) for split in ("train", "validation"))
+    for step in range(12):
+        train.write(batch)
+        if step % 4 == 0:
+            validation.write(batch)
+        assert train.current.held_bytes + validation.current.held_bytes < 4 * batch.nbytes
+    [train_shard], [validation_shard] = train.close(), validation.close()
+    assert row_groups(tmp_path / train_shard.name) == [30, 20, 20, 20, 30]
+    assert row_groups(tmp_path / validation_shard.name) == [30]
+    assert budget.open == []
+
+
+def test_parquet_shards_come_close_to_shard_bytes(tmp_path):
+    writer = parquet_writer(tmp_path, shard_bytes=20_000)
+    for start in range(1, 4001, 50):
+        writer.write(batch_of([make_row(i) for i in range(start, start + 50)]))
+    shards = writer.close()
+    assert sum(s.rows for s in shards) == 4000 and len(shards) == 4
+    # The first shard learns the split's compression with a row group of its own; the rest need one each.
+    assert len(row_groups(tmp_path / shards[0].name)) == 2
+    assert all(len(row_groups(tmp_path / s.name)) == 1 for s in shards[1:])
+    assert all(0.8 * 20_000 < s.bytes < 1.1 * 20_000 for s in shards[:-1]), [s.bytes for s in shards]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl", "jsonl.gz"])
+def test_a_split_with_no_rows_can_keep_one_empty_shard(tmp_path, fmt):
+    writer = SplitWriter(split="train", fmt=fmt, schema=SCHEMA, work_dir=tmp_path, shard_rows=10, shard_bytes=None,
+                         on_complete=lambda path, info: shutil.copy(path, tmp_path / info.name))
+    assert writer.close() == []
+    [shard] = writer.close(keep_empty=True)
+    assert (shard.name, shard.rows) == (f"train-00000.{fmt}", 0)
+    if fmt == "parquet":
+        assert pq.read_table(tmp_path / shard.name).schema.equals(SCHEMA)

@@ -14,6 +14,13 @@ downloaded again, once. Files already present with the right checksum are skippe
 timeouts, 5xx and 429 (honouring Retry-After) are retried with exponential backoff. manifest.json is
 written last: its presence says the folder is complete and verified. Progress goes to stderr; the exit
 status is 0 on success, 1 on failure (the message names the file), 2 on a usage error.
+
+The folder holds one export, the one pulled last, and nothing else a loader could read with it (`train-*`
+globs and `load_dataset(folder)` read every file whose name fits). Before downloading, the script removes
+what an earlier pull left there: the manifest.json of another export (so the folder no longer claims to be
+complete), the files that manifest lists and this export does not, and `.part` files of names this export
+does not have. Any other file is refused, never deleted: it could be the user's; the script names them and
+exits 1 without touching the folder. Files and folders whose names start with a dot are left alone.
 """
 
 import argparse
@@ -34,6 +41,7 @@ import urllib.request
 from pathlib import Path
 
 TOKEN_VARIABLE = "DATAPLATFORM_TOKEN"
+MANIFEST_NAME = "manifest.json"
 CHUNK = 1 << 20
 MAX_RETRY_AFTER = 300  # seconds: a longer Retry-After is waited for this long, then retried
 logger = logging.getLogger("dataplatform_pull")  # each request's method, URL and status, at DEBUG; no headers
@@ -219,6 +227,44 @@ def _safe_name(name: str) -> str:
     return name
 
 
+def _previous_files(manifest_path: Path) -> set[str]:
+    """The files an earlier pull's manifest.json lists (none if it cannot be read as one)."""
+    try:
+        previous = json.loads(manifest_path.read_bytes())
+        card = previous.get("card") or {"name": "README.md"}
+        return {shard["name"] for shard in previous["shards"]} | {card["name"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return set()
+
+
+def make_room(destination: Path, manifest: dict, raw: bytes, names: set[str], log) -> None:
+    """Leave in `destination` only files of this export (`names`, complete or `.part`) and dot-files: remove what
+    an earlier pull of another export left (see the module's docstring), or raise PullError naming the files that
+    no pull left, before anything is removed."""
+    names = names | {MANIFEST_NAME}
+    manifest_path = destination / MANIFEST_NAME
+    another = manifest_path.is_file() and manifest_path.read_bytes() != raw
+    previous = _previous_files(manifest_path) if another else set()
+    stale, foreign = [], []
+    for path in sorted(destination.iterdir()):
+        name = path.name
+        if name.startswith(".") or name in names or (name.endswith(".part") and name[: -len(".part")] in names):
+            continue
+        ours = path.is_file() and not path.is_symlink() and (name in previous or name.endswith(".part"))
+        (stale if ours else foreign).append(path)
+    if foreign:
+        shown = ", ".join(path.name for path in foreign[:10]) + (f" and {len(foreign) - 10} more"
+                                                                 if len(foreign) > 10 else "")
+        raise PullError(f"{destination} holds files that are not in export {manifest.get('export_id')}: {shown}. "
+                        "A loader would read them with the export; pull into an empty folder, or remove them.")
+    if another:
+        manifest_path.unlink()  # first: the folder must not claim to be a complete copy of the earlier export
+        log(f"{MANIFEST_NAME}: removed (another export's: this folder held an earlier pull)")
+    for path in stale:
+        path.unlink()
+        log(f"{path.name}: removed (an earlier pull's, not in export {manifest.get('export_id')})")
+
+
 def pull(url: str, out, *, token: str, workers: int = 4, retries: int = 5, backoff: float = 1.0,
          timeout: float = 60.0, log=None) -> dict:
     """Download the export at `url` into the folder `out`; returns its manifest. Raises PullError."""
@@ -246,6 +292,7 @@ def pull(url: str, out, *, token: str, workers: int = 4, retries: int = 5, backo
     card = manifest.get("card")
     # Until the manifest names the card with its sha256, the card is fetched whole and is not checksummed.
     files.append((card["name"], card) if card else ("README.md", None))
+    make_room(destination, manifest, raw, {_safe_name(name) for name, _ in files}, say)
     done, failures = 0, []
     say(f"export {manifest.get('export_id')}: {len(manifest['shards'])} shards, "
         f"{manifest.get('totals', {}).get('bytes', 0):,} bytes, {max(1, workers)} at a time")
@@ -264,9 +311,9 @@ def pull(url: str, out, *, token: str, workers: int = 4, retries: int = 5, backo
     if failures:
         raise PullError("\n".join(sorted(failures)))
     # The manifest goes last, as the server sent it: its presence says the folder is complete and verified.
-    partial = destination / "manifest.json.part"
+    partial = destination / f"{MANIFEST_NAME}.part"
     partial.write_bytes(raw)
-    os.replace(partial, destination / "manifest.json")
+    os.replace(partial, destination / MANIFEST_NAME)
     return manifest
 
 
