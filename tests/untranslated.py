@@ -20,6 +20,7 @@ KEPT_IN_ENGLISH = frozenset("""
     API APIs URL HTTP HTTPS JSON JSONL NDJSON YAML CSV Parquet README SHA UTC ID IDs
     PostgreSQL SQLite Redis Celery ADBC Arrow htmx Django Hugging Face Hub datasets Python SPDX gzip ping ORM GGUF
     OpenAI OpenHands SWE-agent SWE-bench top-k top token tokens Token Tokens ms MB GB KB kB GiB MiB
+    Codex CLI mini-swe-agent tau-bench rollout pandas pyarrow
     ε q
 """.split())
 SKIPPED_TAGS = {"code", "pre", "kbd", "samp", "script", "style", "template"}
