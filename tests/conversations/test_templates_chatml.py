@@ -56,6 +56,20 @@ def test_tools_reasoning_and_calls_in_the_documented_conventions(local_backend):
         "<|im_start|>tool\nsunny<|im_end|>\n<|im_start|>assistant\n")
 
 
+def test_an_earlier_call_writes_its_arguments_as_a_chat_template_writes_them_from_the_training_shape(local_backend):
+    # An object as `tojson` writes it (the model's own text whenever it is that already), other text as it is.
+    conv = conversation([
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "a", "function": {"name": "f", "arguments": '{"city":"\\u5df4\\u9ece"}'}},
+            {"id": "b", "function": {"name": "f", "arguments": '{"city": "Rome"}'}},
+            {"id": "c", "function": {"name": "f", "arguments": '{"city": "Ly'}}]},
+    ])
+    text = local_backend.detokenize(TEMPLATE.render(conv, None, backend=local_backend).ids)
+    assert ('{"name": "f", "arguments": {"city": "巴黎"}}\n</tool_call>\n<tool_call>\n{"name": "f", "arguments": '
+            '{"city": "Rome"}}\n</tool_call>\n<tool_call>\n{"name": "f", "arguments": {"city": "Ly}\n</tool_call>') in text
+
+
 def response(partial: Message, backend) -> str:
     prompt = TEMPLATE.render(Conversation(messages=(Message(role="user", content="Go"),)), partial, backend=backend)
     assert backend.detokenize(prompt.ids[:prompt.response_start]).endswith("<|im_start|>assistant\n")
