@@ -11,6 +11,8 @@ import pytest
 from dataplatform.conversations.templates.chat_template import chat_template
 from dataplatform.inference.checkpoint import CHAT_TEMPLATE, TRAINING_TEMPLATE, converted_dir, ensure_converted
 
+from .model_servers import SMOLLM2_TEMPLATE
+
 pytestmark = pytest.mark.model
 
 CONVERSATIONS = [
@@ -47,14 +49,6 @@ def test_the_folder_carries_the_templates_of_the_one_definition(local_backend):
     folder = converted_dir(local_backend.data_dir)
     assert (folder / CHAT_TEMPLATE).read_text() == chat_template() == local_backend.tokenizer.chat_template
     assert (folder / TRAINING_TEMPLATE).read_text() == chat_template(training=True)
-
-
-# SmolLM2's own chat template, which folders converted before issue 41 kept: roles and content only.
-SMOLLM2_TEMPLATE = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
-    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}"
-    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 
 
 @pytest.mark.parametrize("training_template", [None, "{# an older training copy #}"])
