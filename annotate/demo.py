@@ -83,8 +83,7 @@ def finish(*, project: Project, user) -> str | None:
     claimed = f"{TOOL_ITEM} was claimed before its tool call was written: it keeps the model's own answer"
     if Claim.objects.filter(item=item).exists():
         return claimed
-    call = Message(role="assistant", tool_calls=(TOOL_CALL,), finish_reason="tool_calls")
-    rollout = scored_rollout(project, item, call)  # the forward pass, before the item is locked
+    rollout = tool_call_rollout(project, item)  # the forward pass, before the item is locked
     with transaction.atomic():
         item = Item.objects.select_for_update().get(pk=item.pk)
         if Claim.objects.filter(item=item).exists():  # claimed during the forward pass
@@ -95,13 +94,14 @@ def finish(*, project: Project, user) -> str | None:
             "for the demo: the embedded model rarely calls a tool on its own)")
 
 
-def scored_rollout(project: Project, item: Item, message: Message) -> dict:
-    """`message` as the item's response, in the project's response template, each token scored by the model after
+def tool_call_rollout(project: Project, item: Item) -> dict:
+    """TOOL_CALL as the item's response, in the project's response template, each token scored by the model after
     the item's prompt: the rollout `generate_rollouts` would store had the model written it."""
     config = services.config_for(project)
     backend = backend_for(project, model=config.model_name)
     template = template_of(config, backend)
-    ids = answer_ids(message, template, backend)
+    ids = answer_ids(Message(role="assistant", tool_calls=(TOOL_CALL,), finish_reason="tool_calls"), template,
+                     backend)
     scores = backend.prompt_logprobs(item.prompt_ids + ids, top_k=config.top_k)[len(item.prompt_ids):]
     steps = []
     for position, (token_id, score) in enumerate(zip(ids, scores, strict=True)):

@@ -18,17 +18,14 @@ from datasets import load_dataset
 
 from annotate import corrections, streaming
 from annotate import services as annotate_services
-from annotate.demo import scored_rollout
 from annotate.models import Item
-from annotate.nodes import template_of
-from annotate.prompts import render_prompt, stored_prompt
 from corpora.atd import services as atd_services
-from dataplatform.conversations.model import Message, ToolCall
 from dataplatform.exports.registry import get_kind
 from dataplatform.exports.writers import file_sha256
 from dataplatform.inference import override_backend
 from dataplatform.inference.checkpoint import converted_dir
 
+from ..annotate.agentic_rollouts import agentic_item
 from ..conftest import api_client_for
 from ..corpora.aed.export_corpus import corpus  # noqa: F401  (the AED cases fixture)
 from ..corpora.atd.prompts import make_prompts
@@ -86,18 +83,17 @@ def checkpoint(local_backend):
             "processing_class": AutoTokenizer.from_pretrained(folder)}
 
 
-# Two prompts answered by the model with what it is given to write (scored by it, as the demo's tool call is), which
-# the annotator corrects inside a channel: the call's city inside its arguments, the reasoning inside it.
+# Two prompts answered by the model with what it is given to write (each token scored by it: the 135M model rarely
+# calls a tool or reasons on its own), which the annotator corrects inside a channel: the call's city inside its
+# arguments, the reasoning inside it.
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather now.",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
-AGENTIC = {
+AGENTIC = {  # question: (tools, the response given to the model to write, what the annotator makes of it)
     "Weather in Paris?": (
-        [WEATHER], Message(role="assistant", finish_reason="tool_calls", tool_calls=(
-            ToolCall(id="call_0", name="get_weather", arguments='{"city": "Lyon"}'),)),
+        [WEATHER], '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lyon"}}\n</tool_call>',
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'),
-    "Greet Bob.": (
-        [], Message(role="assistant", reasoning="Bob is a friend.", content="Hello Bob!", finish_reason="stop"),
-        "<think>\nBob is a colleague.\n</think>\n\nHello Bob!"),
+    "Greet Bob.": ([], "<think>\nBob is a friend.\n</think>\n\nHello Bob!",
+                   "<think>\nBob is a colleague.\n</think>\n\nHello Bob!"),
 }
 
 
@@ -110,16 +106,13 @@ def corrected_sessions(project, members, local_backend):
     config = annotate_services.config_for(project)
     config.max_tokens, config.top_k, config.temperature = 10, 5, 0.0
     config.save()
-    template = template_of(config, local_backend)
     # The AGENTIC prompts first: their rows come first in every kind, so the trainers train on them.
-    for number, question in enumerate([*AGENTIC, "Name two planets.", "Say hello to Ada."]):
-        tools, written, _ = AGENTIC.get(question, ([], None, None))
-        item = Item.objects.create(project=project, messages=[{"role": "user", "content": question}], tools=tools,
-                                   source_sha256=f"{number:064d}")
-        if written is not None:
-            item.prompt_ids = render_prompt(local_backend, stored_prompt(item.messages, tools), template)
-            item.rollout = scored_rollout(project, item, written)
-            item.save()
+    for number, (question, (tools, written, _)) in enumerate(AGENTIC.items()):
+        agentic_item(project, local_backend, text=written, messages=[{"role": "user", "content": question}],
+                     tools=tools, external_id=f"agentic-{number}")
+    for number, question in enumerate(["Name two planets.", "Say hello to Ada."]):
+        Item.objects.create(project=project, messages=[{"role": "user", "content": question}],
+                            source_sha256=f"{number:064d}")
     annotate_services.generate_rollouts(project=project, progress=RecordingProgress())  # the other two
     annotator = members["annotator"]
     for _ in range(4):
