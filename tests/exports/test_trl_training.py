@@ -19,17 +19,15 @@ from datasets import load_dataset
 from annotate import corrections, streaming
 from annotate import services as annotate_services
 from annotate.models import Item
-from corpora.atd import services as atd_services
 from dataplatform.exports.registry import get_kind
 from dataplatform.exports.writers import file_sha256
-from dataplatform.inference import override_backend
 from dataplatform.inference.checkpoint import converted_dir
 
 from ..annotate.agentic_rollouts import agentic_item
 from ..conftest import api_client_for
 from ..corpora.aed.export_corpus import corpus  # noqa: F401  (the AED cases fixture)
-from ..corpora.atd.prompts import make_prompts
-from ..doubles import JudgeDouble, RecordingProgress
+from ..corpora.atd.prompts import near_ties
+from ..doubles import RecordingProgress
 from ..exporting import export_rows
 
 pytestmark = [pytest.mark.model, pytest.mark.django_db]
@@ -264,16 +262,3 @@ def test_dpo_masks_the_prompt_and_trains(kind, pull, checkpoint, project, member
             (["Bob is a colleague."], ["Bob is a friend."],
              " colleague.\n</think>\n\nHello Bob!<|im_end|>\n", " friend.\n</think>\n\nHello Bob!<|im_end|>\n")]
     trained_three_steps(trainer)
-
-
-def near_ties(project, members) -> None:
-    """Four near-tie prompts scored and answered by the one-word teacher (a double: the model is not the point
-    here, the rows are): three DPO pairs."""
-    make_prompts(project, [50, 51, 49, 48])
-    run = atd_services.start_scoring(project=project, batch_size=10, user=members["curator"], publish=False)
-    with override_backend(JudgeDouble()):
-        atd_services.score_prompts(run=run, progress=RecordingProgress())
-    selection = atd_services.freeze_selection(run=run, name="ties", epsilon=0.05, user=members["curator"])
-    teacher = atd_services.start_teacher(selection=selection, mode="logprobs", user=members["curator"], publish=False)
-    with override_backend(JudgeDouble()):
-        atd_services.ask_teacher(run=teacher, progress=RecordingProgress())
