@@ -81,9 +81,9 @@ def checkpoint(local_backend):
             "processing_class": AutoTokenizer.from_pretrained(folder)}
 
 
-# Two prompts answered by the model with what it is given to write (each token scored by it: the 135M model rarely
-# calls a tool or reasons on its own), which the annotator corrects inside a channel: the call's city inside its
-# arguments, the reasoning inside it.
+# Two prompts answered with a given text (the 135M model rarely calls a tool or reasons on its own; its probabilities
+# are not what is tested here, so they are made up: no forward pass), which the annotator corrects inside a channel:
+# the call's city inside its arguments, the reasoning inside it.
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather now.",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
 AGENTIC = {  # question: (tools, the response given to the model to write, what the annotator makes of it)
@@ -107,7 +107,7 @@ def corrected_sessions(project, members, local_backend):
     # The AGENTIC prompts first: their rows come first in every kind, so the trainers train on them.
     for number, (question, (tools, written, _)) in enumerate(AGENTIC.items()):
         agentic_item(project, local_backend, text=written, messages=[{"role": "user", "content": question}],
-                     tools=tools, external_id=f"agentic-{number}")
+                     tools=tools, external_id=f"agentic-{number}", scored=False)
     for number, question in enumerate(["Name two planets.", "Say hello to Ada."]):
         Item.objects.create(project=project, messages=[{"role": "user", "content": question}],
                             source_sha256=f"{number:064d}")
