@@ -117,7 +117,9 @@ def sft_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
             "candidate_ranks": values["current_node__candidate_ranks"],
             "finish_reason": values["current_node__finish_reason"], "model_id": values["current_node__model_id"],
             "annotator": values["annotator__username"], "accepted_at": values["accepted_at"],
-            "review": values["review"], **identity_columns(identity),
+            "review": values["review"],
+            # Another model's response ids belong to another tokenizer: they name none.
+            **identity_columns(identity if values["current_node__model_id"] == backend.model_id else None),
         }
 
     fields = ["id", "item_id", "item__external_id", "current_node__context", "current_node__tools",

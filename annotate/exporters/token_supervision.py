@@ -19,6 +19,7 @@ from dataplatform.conversations.token_masks import (
     TOKEN_MEANINGS,
     identity_columns,
     note_identity,
+    renders,
     token_columns,
 )
 from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch
@@ -26,6 +27,7 @@ from dataplatform.exports.registry import ExportKind, ExportQuery, register
 from dataplatform.inference import Backend, backend_for
 
 from .. import services
+from ..prompts import stored_prompt
 from ..supervision import NothingToSupervise
 from ..supervision import token_supervision as compute_token_supervision
 from .pairs import PAIR_MEANINGS, pairs
@@ -103,6 +105,7 @@ TOKEN_SUPERVISION_MEANINGS = {
 def token_supervision_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     backend: Backend = backend_for(query.project, model=services.config_for(query.project).model_name)
     identity = note_identity(query.notes, backend)
+    named = NamedTemplate(identity, backend)
     for page in pairs(query, fork=True, outcome=False):
         rows = []
         for pair in page:
@@ -121,10 +124,36 @@ def token_supervision_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
                 "fork_channel": fork_channel(pair, supervision["fork_token_idx"]), **supervision,
                 "completion": answer(pair.chosen.node.message, backend.detokenize(pair.chosen.ids)),
                 **token_columns(*chosen_tokens(pair.chosen.node.prompt_ids, supervision, backend)),
-                **identity_columns(identity),
+                **named.columns(pair.chosen.node),
             })
         if rows:
             yield record_batch(rows, TOKEN_SUPERVISION_SCHEMA)
+    if named.unnamed:
+        query.notes["rows_not_naming_their_template"] = named.unnamed
+
+
+class NamedTemplate:
+    """The identity columns of a row, naming the chat template only when it renders the row's prompt ids: they
+    were rendered by the response template the project used when the node was made (an older version of it, or
+    another family, may have rendered others), and a model other than the backend's has another tokenizer."""
+
+    def __init__(self, identity: dict | None, backend: Backend):
+        self.identity, self.backend = identity, backend
+        self.rendered: dict[int, bool] = {}  # node pk -> its prompt ids are what the chat template renders
+        self.unnamed = 0
+
+    def columns(self, node) -> dict:
+        if self.identity is None:
+            return identity_columns(None)
+        if node.model_id != self.identity["model_id"]:
+            self.unnamed += 1
+            return identity_columns(None)
+        if node.pk not in self.rendered:
+            prompt = stored_prompt(node.context, node.tools)
+            self.rendered[node.pk] = renders(self.backend.tokenizer, prompt.for_training(), list(prompt.tools),
+                                             node.prompt_ids)
+        self.unnamed += not self.rendered[node.pk]
+        return identity_columns(self.identity, rendered=self.rendered[node.pk])
 
 
 def chosen_tokens(prompt_ids: list[int], supervision: dict, backend: Backend) -> tuple[list[int], list[int]]:

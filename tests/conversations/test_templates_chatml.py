@@ -8,6 +8,8 @@ from dataplatform.conversations.model import Conversation, Message, ToolCall
 from dataplatform.conversations.reading import read_conversation
 from dataplatform.conversations.templates import FAMILIES
 
+from ..inference.model_servers import SMOLLM2_TEMPLATE
+
 pytestmark = pytest.mark.model
 
 TEMPLATE = FAMILIES["chatml-think"]
@@ -30,8 +32,9 @@ def conversation(messages: list[dict], tools=None) -> Conversation:
      {"role": "tool", "content": "a.txt\nb.txt"}],  # a tool result: a turn of its own, as SmolLM2 renders it
 ])
 def test_what_smollm2s_own_template_renders_is_rendered_the_same_token_for_token(messages, local_backend):
+    # SmolLM2's template as released (the converted folder now carries this family's own, which renders more).
     expected = local_backend.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                           return_dict=False)
+                                                           return_dict=False, chat_template=SMOLLM2_TEMPLATE)
     assert TEMPLATE.render(conversation(messages), None, backend=local_backend).ids == list(expected)
 
 
@@ -54,6 +57,20 @@ def test_tools_reasoning_and_calls_in_the_documented_conventions(local_backend):
         '<|im_start|>assistant\n<think>\nUse the tool.\n</think>\n\n<tool_call>\n{"name": "get_weather", '
         '"arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n'
         "<|im_start|>tool\nsunny<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_an_earlier_call_writes_its_arguments_as_a_chat_template_writes_them_from_the_training_shape(local_backend):
+    # An object as `tojson` writes it (the model's own text whenever it is that already), other text as it is.
+    conv = conversation([
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "a", "function": {"name": "f", "arguments": '{"city":"\\u5df4\\u9ece"}'}},
+            {"id": "b", "function": {"name": "f", "arguments": '{"city": "Rome"}'}},
+            {"id": "c", "function": {"name": "f", "arguments": '{"city": "Ly'}}]},
+    ])
+    text = local_backend.detokenize(TEMPLATE.render(conv, None, backend=local_backend).ids)
+    assert ('{"name": "f", "arguments": {"city": "巴黎"}}\n</tool_call>\n<tool_call>\n{"name": "f", "arguments": '
+            '{"city": "Rome"}}\n</tool_call>\n<tool_call>\n{"name": "f", "arguments": {"city": "Ly}\n</tool_call>') in text
 
 
 def response(partial: Message, backend) -> str:

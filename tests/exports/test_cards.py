@@ -195,3 +195,18 @@ def test_the_training_guide_lists_every_kind_with_its_format():
 
 def test_a_filter_value_is_shown_verbatim_in_a_code_span_that_it_cannot_leave():
     assert cards._code('["<script>x</script>", "a|b`c"]') == '`["<script>x</script>", "a\\|b\'c"]`'
+
+
+def test_the_card_names_the_tokenizer_by_hashes_and_says_what_its_chat_template_renders():
+    identity = {"model_id": "smollm2-as-released", "tokenizer_sha256": "a" * 64, "chat_template_sha256": "b" * 64,
+                "chat_template": {"name": "smollm2-as-released's own chat template, as the server renders it",
+                                  "renders_tools": False, "renders_reasoning": False, "renders_tool_calls": False,
+                                  "renders_tool_results": True}}
+    assert cards._tokenizer(identity) == (
+        f"smollm2-as-released; tokenizer sha256 `{'a' * 64}`, chat template sha256 `{'b' * 64}`; chat template: "
+        "smollm2-as-released's own chat template, as the server renders it; renders tool results; drops tools, "
+        "reasoning, tool calls (checked on a probe conversation)")
+    refused = {"model_id": "m", "note": "no tokenizer here: the token columns are null",
+               "chat_template": {"name": "m's own chat template", "probe_error": "roles must alternate"}}
+    assert cards._tokenizer(refused) == ("m: no tokenizer here: the token columns are null; chat template: m's own "
+                                         "chat template, which refused the probe conversation (roles must alternate)")

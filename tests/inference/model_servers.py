@@ -11,6 +11,13 @@ from tests.net import closed_port
 SERVED_NAME = "served-smollm"
 KEY = "model-server-test-key"
 
+# SmolLM2's own chat template, which folders converted before issue 41 kept: roles and content only.
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
 
 class ThreadedServer:
     def __init__(self, app):

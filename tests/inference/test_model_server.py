@@ -14,13 +14,14 @@ import pytest
 from starlette.testclient import TestClient
 from transformers import AutoTokenizer
 
+from dataplatform.conversations.token_masks import describe_chat_template
 from dataplatform.inference.base import BackendError
 from dataplatform.inference.local import converted_dir
 from dataplatform.inference.server import build_app
 from dataplatform.inference.server_chat import BOTH_PROMPT_FLAGS, UNTRUSTED_TEMPLATE
 from dataplatform.inference.vllm import VllmBackend
 
-from .model_servers import KEY, SERVED_NAME
+from .model_servers import KEY, SERVED_NAME, SMOLLM2_TEMPLATE, ThreadedServer
 
 pytestmark = pytest.mark.model
 
@@ -69,7 +70,7 @@ def test_a_partial_assistant_message_renders_as_the_model_does(client, local_bac
     assert ids == local_backend.chat_prompt_ids(PARTIAL, tools=TOOLS, continue_final_message=True)
     # Left open: the message's own words end the prompt, with no end of turn and no new assistant header.
     assert local_backend.detokenize(ids).endswith("<|im_end|>\n<|im_start|>assistant\nThe capital of France is")
-    finished = local_backend.tokenizer.apply_chat_template(FINISHED, tokenize=True, return_dict=False)
+    finished = local_backend.tokenizer.apply_chat_template(FINISHED, tools=TOOLS, tokenize=True, return_dict=False)
     assert finished[:len(ids)] == ids
 
 
@@ -120,6 +121,34 @@ def test_what_the_chat_template_sees_is_what_vllm_hands_it(local_backend):
     ]
     # The request's own add_generation_prompt (true by default) wins over the same name in chat_template_kwargs.
     assert last == "<gen>calm"
+
+
+def renders(described: dict) -> dict:
+    return {key: value for key, value in described.items() if key.startswith("renders_")}
+
+
+def test_a_served_models_template_is_described_by_what_the_server_renders(client, local_backend):
+    """What the manifest says of a served model's chat template is what the server's /tokenize renders of a probe
+    conversation: all of it for the embedded model's template; nothing of tools, reasoning and calls for SmolLM2's
+    own, served with a tokenizer copy that has the platform's (whose hash then names nothing)."""
+    described = describe_chat_template(client)
+    assert described["name"].startswith("the platform's chatml-think template")
+    assert set(renders(described).values()) == {True} and described["tokenizer_copy_renders_the_same"]
+    tokenizer = AutoTokenizer.from_pretrained(converted_dir(local_backend.data_dir))
+    tokenizer.chat_template = SMOLLM2_TEMPLATE
+    app = build_app(SimpleNamespace(tokenizer=tokenizer, model=local_backend.model, context_length=8192,
+                                    model_id="smollm2", detokenize=local_backend.detokenize), served_model_name="smollm2-as-released")
+    with ThreadedServer(app) as server:
+        other = VllmBackend(base_url=server.url, model="", api_key="", timeout=30,
+                            tokenizer_dir=str(converted_dir(local_backend.data_dir)))
+        try:
+            described = describe_chat_template(other)
+        finally:
+            other.close()
+    assert described["name"] == "smollm2-as-released's own chat template, as the server renders it"
+    assert renders(described) == {"renders_tools": False, "renders_reasoning": False, "renders_tool_calls": False,
+                                  "renders_tool_results": True}  # a tool message's content, as any message's
+    assert not described["tokenizer_copy_renders_the_same"]
 
 
 @pytest.mark.parametrize(("fields", "reason"), [

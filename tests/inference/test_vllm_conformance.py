@@ -26,6 +26,7 @@ from vllm.entrypoints.serve.tokenize.protocol import (
 from vllm.renderers.chat_utils.chat_message import parse_chat_messages
 
 from dataplatform.conversations.model import Conversation, Message, ToolCall
+from dataplatform.conversations.token_masks import PROBE_MESSAGES, PROBE_TOOLS, describe_chat_template
 from dataplatform.inference.vllm import VllmBackend
 
 from .model_servers import KEY, SERVED_NAME
@@ -73,6 +74,7 @@ OTHERS = {
     "chat": lambda c, ids: (c.chat_prompt_ids(CONVERSATION.for_training(), tools=[dict(t) for t in TOOLS]),
                             c.chat_prompt_ids([*CONVERSATION.for_training(), {"role": "assistant", "content": "It"}],
                                               tools=[dict(t) for t in TOOLS], continue_final_message=True)),
+    "probe": lambda c, ids: describe_chat_template(c),
     "tokenize": lambda c, ids: c.tokenize("Hello world"),
     "detokenize": lambda c, ids: c.detokenize(ids),
     "models": lambda c, ids: c.served_models(),
@@ -173,6 +175,17 @@ def test_past_reasoning_and_tool_calls_reach_vllms_chat_template_as_they_reach_t
         assert [tool.function.name for tool in request.tools] == ["get_weather"]
     assert (plain["add_generation_prompt"], plain["continue_final_message"]) == (True, False)
     assert (left_open["add_generation_prompt"], left_open["continue_final_message"]) == (False, True)
+
+
+@pytest.mark.model
+def test_the_chat_template_probe_reaches_vllms_chat_template_whole(sent):
+    """The probe that tells the manifest what a served model's template renders is a request vLLM reads, and its
+    chat parser hands the template the probe's tools, reasoning, tool call and result."""
+    [body] = [json.loads(body) for _, path, body in sent["probe"] if path == "/tokenize"]
+    request = TokenizeChatRequest.model_validate(body)
+    seen, _, _ = parse_chat_messages(request.messages, TEXT_ONLY_MODEL, "string")
+    assert [_template_view(message) for message in seen] == [_template_view(message) for message in PROBE_MESSAGES]
+    assert [tool.model_dump(exclude_none=True) for tool in request.tools] == PROBE_TOOLS
 
 
 def _template_view(message: dict) -> tuple:

@@ -6,12 +6,18 @@ renders as it renders it (the default system prompt when there is no system mess
 `tool` turn of its own) and adds the documented conventions for what it cannot show, so that the embedded
 model exercises every channel:
 - an assistant turn in the response layout (layout.py): `<think>` reasoning, Hermes `<tool_call>` JSON;
+  an earlier turn's call writes its arguments as chat templates write them from the training shape
+  (`written_arguments`), as vLLM and Qwen3's template do, so that a trainer's template renders the same text;
 - the tools, as JSON schemas in a `# Tools` section appended to the system message.
+
+The embedded model's converted folder carries this family as its Jinja chat template (chat_template.py
+writes it from the same pieces), so the model is prompted and trained with one template.
 """
 
 import json
+from dataclasses import replace
 
-from ..model import Conversation, Message
+from ..model import Conversation, Message, ToolCall
 from .base import Prompt, Template, check_partial, check_spelled
 from .layout import Markers, is_complete, response_text
 
@@ -58,16 +64,33 @@ class ChatmlThink(ChatmlTemplate):
             system += "\n\n" + _tools_section(conversation.tools)
         turns = [turn("system", system)]
         for message in messages:
-            text = (response_text(message, self.markers, complete=True) if message.role == "assistant"
+            text = (response_text(as_written(message), self.markers, complete=True) if message.role == "assistant"
                     else message.content)
             turns.append(turn(message.role, text))
         return "".join(turns)
 
 
+# The tools section: TOOLS_HEAD, each schema as JSON (one a line), TOOLS_TAIL.
+TOOLS_HEAD = "# Tools\n\nYou can call the functions whose JSON schemas are listed in <tools></tools>:\n<tools>\n"
+TOOLS_TAIL = ("\n</tools>\n\nTo call one, write its name and arguments as one JSON object inside <tool_call></tool_call>:\n"
+              '<tool_call>\n{"name": <function name>, "arguments": <arguments object>}\n</tool_call>\n'
+              "Each result comes back in a tool message.")
+
+
 def _tools_section(tools) -> str:
-    schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
-    return ("# Tools\n\nYou can call the functions whose JSON schemas are listed in <tools></tools>:\n"
-            f"<tools>\n{schemas}\n</tools>\n\n"
-            "To call one, write its name and arguments as one JSON object inside <tool_call></tool_call>:\n"
-            '<tool_call>\n{"name": <function name>, "arguments": <arguments object>}\n</tool_call>\n'
-            "Each result comes back in a tool message.")
+    return TOOLS_HEAD + "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools) + TOOLS_TAIL
+
+
+def written_arguments(call: ToolCall) -> str:
+    """A past call's arguments as a chat template writes them from the training shape (`for_training()`): an
+    object through `tojson` (json.dumps' defaults, non-ASCII kept), any other text as it is."""
+    parsed = call.arguments_object()
+    return json.dumps(parsed, ensure_ascii=False) if isinstance(parsed, dict) else call.arguments
+
+
+def as_written(message: Message) -> Message:
+    """`message` with its calls' arguments as `written_arguments` gives them."""
+    if not message.tool_calls:
+        return message
+    return replace(message, tool_calls=tuple(replace(call, arguments=written_arguments(call))
+                                             for call in message.tool_calls))

@@ -17,8 +17,8 @@ written as `<think>` text inside a stored content (the platform never stores it 
 
 import json
 
-from ..model import Conversation, Message, ToolCall
-from .chatml import END, START, ChatmlTemplate, turn
+from ..model import Conversation, Message
+from .chatml import END, START, ChatmlTemplate, turn, written_arguments
 
 TOOLS_HEADER = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                 "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
@@ -78,12 +78,5 @@ def _assistant(message: Message, thinking: bool) -> str:
     for index, call in enumerate(message.tool_calls):
         if content or index:
             text += "\n"
-        text += f'<tool_call>\n{{"name": "{call.name}", "arguments": {_tojson(call)}}}\n</tool_call>'
+        text += f'<tool_call>\n{{"name": "{call.name}", "arguments": {written_arguments(call)}}}\n</tool_call>'
     return text + f"{END}\n"
-
-
-def _tojson(call: ToolCall) -> str:
-    # for_training() passes arguments that are a JSON object as the object, which the template's tojson
-    # writes with json.dumps' default spacing; anything else as the text it is.
-    parsed = call.arguments_object()
-    return json.dumps(parsed, ensure_ascii=False) if isinstance(parsed, dict) else call.arguments

@@ -66,11 +66,14 @@ def test_an_exported_row_goes_into_the_embedded_tokenizers_chat_template(run_exp
     tokenizer = local_backend.tokenizer
     # The one-character backend has no tokenizer to name: the identity is null, and the manifest says why.
     assert (row["template_model"], row["tokenizer_sha256"], row["template_sha256"]) == (None, None, None)
-    assert export.manifest["tokenizer"] == {"model_id": "char-model",
-                                            "note": "no tokenizer here: the token columns are null"}
+    named = export.manifest["tokenizer"]
+    assert (named["model_id"], named["note"]) == ("char-model", "no tokenizer here: the token columns are null")
     text = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
-    # SmolLM2's own template renders each message's content, and nothing of tools or tool calls.
+    # The embedded model's template renders the tools, the reasoning and the call, as its response template does.
     assert text.endswith("<|im_start|>assistant\nYes, it rains.<|im_end|>\n") and "Is it raining in Paris?" in text
+    assert '<tools>\n{"type": "function", "function": {"name": "get_weather"' in text
+    assert ('<|im_start|>assistant\n<think>\nI should look the weather up.\n</think>\n\n<tool_call>\n{"name": '
+            '"get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n') in text
     text = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], chat_template=TOOL_TEMPLATE,
                                          tokenize=False)
     offered = text.partition("[system]")[0]  # the tools, before the first message (JSONB may reorder their keys)

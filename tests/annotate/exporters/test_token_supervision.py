@@ -1,9 +1,14 @@
 """onpanda.token_supervision: the fork token and the chunks that get loss, per fork pair."""
 
+from types import SimpleNamespace
+
 import pytest
 
-from annotate.exporters.token_supervision import chosen_tokens
+from annotate.exporters.token_supervision import NamedTemplate, chosen_tokens
+from annotate.prompts import stored_prompt
 from annotate.supervision import token_supervision
+from dataplatform.conversations.templates import FAMILIES
+from dataplatform.conversations.token_masks import identity_columns, template_identity
 
 from ...doubles import EOS, CharBackend
 from .. import agentic
@@ -54,3 +59,21 @@ def test_an_agentic_prompt_and_its_tools_go_with_each_row(run_export, agentic_se
     # The ids the rollout continued: the model's template applied to the same messages and tools.
     assert row["prompt_token_ids"] == chars.chat_prompt_ids(agentic.TRAINING_MESSAGES, tools=agentic.STORED_TOOLS)
     assert row["fork_token_idx"] == 0 and (row["chosen_text"], row["rejected_text"]) == ("Y", " ")
+
+
+@pytest.mark.model
+def test_a_row_names_the_chat_template_only_when_it_renders_the_rows_prompt_ids(local_backend):
+    """The agentic prompt (tools, reasoning, a call, its result) rendered by the embedded model's response template
+    is what its chat template renders, so its rows name it; rendered by another family, or another model's, not."""
+    identity = template_identity(local_backend)
+    conversation = stored_prompt(agentic.STORED_MESSAGES, agentic.STORED_TOOLS)
+
+    def node(pk: int, family: str, model_id: str = local_backend.model_id):
+        return SimpleNamespace(pk=pk, model_id=model_id, context=agentic.STORED_MESSAGES, tools=agentic.STORED_TOOLS,
+                               prompt_ids=FAMILIES[family].render(conversation, None, backend=local_backend).ids)
+
+    named = NamedTemplate(identity, local_backend)
+    assert named.columns(node(1, "chatml-think")) == identity_columns(identity)
+    assert named.columns(node(2, "qwen3")) == identity_columns(identity, rendered=False)
+    assert named.columns(node(3, "chatml-think", model_id="another-model")) == identity_columns(None)
+    assert named.unnamed == 2
