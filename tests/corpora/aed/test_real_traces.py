@@ -1,7 +1,10 @@
-"""AED on a run the tools themselves wrote (tests/fixtures/real/openhands/): the resolver's run, curated and never
-replayed, exports in aed.diagnosis_sft under the default filters graded by the model's aed.check_evidence verdict
-the curator confirmed; asked for replayed evidence only, the export leaves it out and says why. (The index holds
-no small real file of the 2025 events, so their three cases are gone until one is found.)"""
+"""AED on runs the tools themselves wrote (tests/fixtures/real/): five curated cases, never replayed, export in
+aed.diagnosis_sft under the default filters with their evidence grade as it stands: the OpenHands resolver's run
+graded C by the model's aed.check_evidence verdict the curator confirmed, and a Claude Code session, a tau-bench
+run, a mini-swe-agent trajectory and a 2024 OpenHands run ungraded (null). Asked for replayed evidence only, the
+export leaves all five out and says why."""
+
+import io
 
 import pytest
 
@@ -9,12 +12,17 @@ from corpora.aed import evidence_check
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Replay, Trace
 from tests import real_openhands
+from tests import real_traces as real
 
 from ...doubles import ConstrainingBackend
 from ...exporting import export_rows
 from .export_corpus import curate
 
 pytestmark = pytest.mark.django_db
+
+
+def _first_line(name: str) -> bytes:
+    return real_openhands.lines(name)[0]
 
 
 @pytest.fixture
@@ -32,6 +40,16 @@ def real_cases(project, members, use_backend):
     assert evidence_check.check_evidence(case=case)["verdict"] == "supported"
     case.refresh_from_db()
     cases = {"pr-5": curate(case.trace, curator, evidence_check=case.model_evidence_check)}
+    for label, name, open_file in (("claude", real.CLAUDE_CODE, real.body), ("tau", real.TAU_BENCH, real.body),
+                                   ("mini", real.MINI_SWE_AGENT, real.body),
+                                   ("gorilla", real_openhands.PAIRS_2024, _first_line)):
+        before = set(Trace.objects.values_list("pk", flat=True))
+        report = import_traces(project=project, lines=io.BytesIO(open_file(name)), file=name.split("/")[-1])
+        assert report.ok, (name, report.errors)
+        trace = Trace.objects.exclude(pk__in=before).get()  # the file's first run (a tau-bench file holds one)
+        first_answer = next(n for n, step in enumerate(trace.steps) if step["role"] == "assistant")
+        cases[label] = curate(trace, curator, error_step=first_answer, category="incomplete-fix",
+                              diagnosis="The first answer acts before it has read what the task needs.")
     assert not Replay.objects.exists()
     assert all(case.trace.steps[case.error_step]["role"] == "assistant" for case in cases.values())
     return cases
@@ -43,6 +61,11 @@ def test_the_curated_real_case_never_replayed_exports_with_its_grade_under_the_d
                                validation_ratio=0)
     by_case = {row["case_id"]: row for row in rows}
     assert set(by_case) == {case.pk for case in real_cases.values()} and "left_out" not in export.manifest
+    assert {label: by_case[case.pk]["grade"] for label, case in real_cases.items()} == {
+        "pr-5": "C", "claude": None, "tau": None, "mini": None, "gorilla": None}
+    assert {label: by_case[case.pk]["harness"] for label, case in real_cases.items()} == {
+        "pr-5": "openhands", "claude": "claude-code", "tau": "tau-bench", "mini": "", "gorilla": "openhands"}  # the
+    # mini-swe-agent test file is its bare messages array: OpenAI chat, which names no harness
     row, case = by_case[real_cases["pr-5"].pk], real_cases["pr-5"]
     assert row["grade"] == "C" and (row["evidence_check"], row["model_evidence_check"]) == ("supported", "supported")
     assert row["model_evidence_model_id"] == "constraining-model" and row["retry_arm"] is None
@@ -52,12 +75,13 @@ def test_the_curated_real_case_never_replayed_exports_with_its_grade_under_the_d
     assert row["trace_id"] == case.trace.trace_id and row["harness"] == "openhands"
 
 
-def test_an_export_of_replayed_evidence_only_leaves_the_case_out_and_says_why(
+def test_an_export_of_replayed_evidence_only_leaves_the_cases_out_and_says_why(
         real_cases, project, members, export_storage_in_tmp):
     export, rows = export_rows(project, members["curator"], export_storage_in_tmp, "aed.diagnosis_sft",
                                validation_ratio=0, filters={"evidence": "replayed"})
     assert rows == [] and export.manifest["totals"]["rows"] == 0
-    assert export.manifest["left_out"] == {"total": 1, "reasons": {
-        "graded C by the evidence check, not replayed (evidence=replayed)": 1}}
+    assert export.manifest["left_out"] == {"total": 5, "reasons": {
+        "graded C by the evidence check, not replayed (evidence=replayed)": 1,
+        "ungraded: neither replayed nor evidence-checked (evidence=replayed)": 4}}
     card = (export_storage_in_tmp / export.location / "README.md").read_text()
-    assert "| left out | 1 that the filters matched (graded C by the evidence check, not replayed" in card
+    assert "| left out | 5 that the filters matched (" in card
