@@ -160,7 +160,7 @@ def test_token_lifetimes_are_proper_plurals(days, english, chinese):
 def test_the_import_report_counts_in_proper_english_plurals_and_in_chinese():
     def report(**counts):
         base = {"file": "a.jsonl", "dry_run": False, "lines": 1, "created": 1, "duplicates": 0, "errors": [],
-                "skipped": 0}
+                "error_count": 0, "skipped": 0}
         return {"import_report": {"report": base | counts, "errors": [], "more_errors": 0, "written": True}}
 
     html = " ".join(render_to_string("frontend/import_result.html", report()).split())

@@ -50,14 +50,15 @@ def test_a_builtin_trace_s_rows_show_what_its_runner_showed_the_policy(record, c
     replay = _recovery_replay(project, members, record, continuation[0], options)
     policy = scripted_policy(list(continuation))
     services.run_replay(replay=replay, progress=RecordingProgress())
-    assert len(policy.shown) == len(continuation)
+    shown = list(policy.shown)  # the replay's prompts (the export then probes the backend's chat template too)
+    assert len(shown) == len(continuation)
     _, [row] = export_rows(project, members["curator"], export_storage_in_tmp, "aed.recovery",
                            filters={"min_grade": "C"}, validation_ratio=0)
     messages = chat_cell(row["messages"])
     # Before each decision the row trains, its context is exactly the chat the runner showed the policy then:
     # the rules (under the replay's step limit), the task, the steps, the error with its hint.
     turns = [index for index, message in enumerate(messages) if message["role"] == "assistant"][-len(continuation):]
-    assert [messages[:turn] for turn in turns] == policy.shown
+    assert [messages[:turn] for turn in turns] == shown
     assert [messages[turn]["content"] for turn in turns] == continuation
     assert messages[0]["role"] == "system" and messages[1] == {"role": "user", "content": task}
     if options:  # the replay's step limit, which the policy was told
