@@ -74,6 +74,7 @@ def test_curate_a_trace_with_the_keyboard_and_submit(page, live_server, members,
     page.get_by_label("Supported", exact=True).check()
     expect(case_box).to_have_attribute("data-version", "6")
     expect(page.locator("#grade .grade")).to_have_text("C")
+    expect(page.locator(".htmx-settling, .htmx-added")).to_have_count(0)  # the swapped box's forms are bound
     page.get_by_role("button", name="Submit case").click()
     expect(page.locator(".case-notice")).to_have_text("Case submitted.")
     expect(page.locator("#events .event-submit")).to_have_count(1)

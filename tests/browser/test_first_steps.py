@@ -188,6 +188,7 @@ def submit_a_case(page, live_server, words: Words) -> None:
     page.locator("#id_diagnosis").fill("The first step already used the wrong operand.")
     page.keyboard.press("Control+Enter")
     expect(case_box).to_have_attribute("data-version", "3")
+    expect(page.locator(".htmx-settling, .htmx-added")).to_have_count(0)  # the swapped box's forms are bound
     page.get_by_role("button", name=words("Submit case")).click()
     expect(page.locator(".case-notice")).to_have_text(words("Case submitted."))
     assert Case.objects.filter(status="submitted").count() == submitted + 1

@@ -282,6 +282,7 @@ def curate_a_failure_and_replay_it(page, app: App) -> str:
     proposal.get_by_label("Pairs").fill("1")  # one seeded pair: the cheapest replay that still gives a verdict
     proposal.get_by_role("button", name="Start replay").click()
     expect(page.locator("#proposals .replay .job-progress")).to_be_visible()
+    expect(page.locator(".htmx-settling, .htmx-added")).to_have_count(0)  # the swapped box's forms are bound
     page.get_by_role("button", name="Submit case").click()
     expect(page.locator(".case-notice")).to_have_text("Case submitted.")
     return page.url
