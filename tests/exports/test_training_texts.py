@@ -18,16 +18,13 @@ from transformers.utils.chat_template_utils import render_jinja_template
 from annotate import corrections
 from annotate import services as onpanda
 from annotate.models import Item
-from corpora.aed import services as aed
-from corpora.aed.importers import import_traces
-from corpora.aed.models import Trace
 from dataplatform.conversations.templates.chat_template import chat_template
 from dataplatform.exports.registry import all_kinds
 from labeler.importers import import_trajectories
 
 from .. import trace_fixtures
 from ..annotate import agentic
-from ..corpora.aed.export_corpus import curate, recovery_with, replay_with
+from ..corpora.aed.export_corpus import openhands_tool_case
 from ..corpora.atd.prompts import near_ties
 from ..doubles import CharBackend, RecordingProgress
 from ..exporting import chat_cell, export_rows
@@ -155,21 +152,7 @@ def test_aed_kinds(project, members, use_backend, rows_of):
     that call; the preference pair sets the fix against the edit call. (No tokenizer: the token columns are null.)"""
     use_backend(CharBackend())
     curator = members["curator"]
-    record = trace_fixtures.body(trace_fixtures.OPENHANDS).splitlines()[0]
-    assert import_traces(project=project, lines=[record], file=trace_fixtures.OPENHANDS).ok
-    trace = Trace.objects.get(project=project)
-    case = curate(trace, curator, error_step=5, category="tool-misuse", diagnosis="It edited before testing.",
-                  evidence_check="supported")
-    fix = aed.add_proposal(case=case, actor=curator, corrected_action="Run the test first.")
-    aed.set_proposal_status(proposal=fix, status="accepted", actor=curator)
-    replay_with(fix, curator, [(True, False)] * 6)
-    recovery = [{**trace.steps[5], "origin": "original"}, {**trace.steps[6], "origin": "original"},
-                {"role": "assistant", "content": "", "origin": "policy", "progress": True, "tool_calls": [
-                    {"id": "r1", "type": "function", "function": {"name": "execute_bash",
-                                                                  "arguments": '{"command": "pytest -q"}'}}]},
-                {"role": "tool", "tool_call_id": "r1", "name": "execute_bash", "content": "1 failed",
-                 "origin": "policy"}]
-    recovery_with(fix, curator, [(False, recovery)])
+    openhands_tool_case(project, curator, accept_fix=True)
     diagnosis, preference, recovered, repair = (check(rows_of(kind)) for kind in KINDS["aed"])
     assert preference["tool_calls"] and preference["reasoning"] and preference["pairs differing in tool_calls"]
     assert recovered["tool_calls"] and recovered["reasoning"] and repair

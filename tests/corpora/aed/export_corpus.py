@@ -9,6 +9,7 @@ from corpora.aed import services
 from corpora.aed.importers import import_traces
 from corpora.aed.models import ReplayRun, Trace
 
+from ... import trace_fixtures
 from ...calc_traces import make_demo_trace
 
 # A passing corrected run of case "a" (error step 1): a note about the replayed prefix, the corrected
@@ -63,6 +64,30 @@ def recovery_with(proposal, user, runs, *, hint=False):
     for pair, (passed, steps) in enumerate(runs):
         ReplayRun.objects.create(replay=replay, pair=pair, arm="E", seed=pair, passed=passed, steps=steps)
     return services.refresh_table(replay)
+
+
+def openhands_tool_case(project, curator, *, accept_fix=False):
+    """A submitted case on an OpenHands run whose error step is its edit call (step 5), replayed (the fix wins 6 of 6
+    pairs) and recovered by a harness run: the edit call and its result as they happened, then the agent runs the
+    tests. `accept_fix` also accepts the proposal."""
+    lines = [trace_fixtures.body(trace_fixtures.OPENHANDS).splitlines()[0]]
+    report = import_traces(project=project, lines=lines, file=trace_fixtures.OPENHANDS)
+    assert report.ok, report.errors
+    trace = Trace.objects.get(project=project)
+    case = curate(trace, curator, error_step=5, category="tool-misuse", diagnosis="It edited before testing.",
+                  evidence_check="supported")
+    fix = services.add_proposal(case=case, actor=curator, corrected_action="Run the test first.")
+    if accept_fix:
+        services.set_proposal_status(proposal=fix, status="accepted", actor=curator)
+    replay_with(fix, curator, [(True, False)] * 6)
+    recovery = [{**trace.steps[5], "origin": "original"}, {**trace.steps[6], "origin": "original"},
+                {"role": "assistant", "content": "", "origin": "policy", "progress": True, "tool_calls": [
+                    {"id": "r1", "type": "function", "function": {"name": "execute_bash",
+                                                                  "arguments": '{"command": "pytest -q"}'}}]},
+                {"role": "tool", "tool_call_id": "r1", "name": "execute_bash", "content": "1 failed",
+                 "origin": "policy"}]
+    recovery_with(fix, curator, [(False, recovery)])
+    return case
 
 
 def replay_with(proposal, user, outcomes, steps=None, first_pair=0, replay=None):

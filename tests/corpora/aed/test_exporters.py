@@ -17,11 +17,17 @@ from corpora.aed.models import Case, Trace
 from dataplatform.exports.registry import ExportQuery, get_kind
 
 from ... import real_traces as real
-from ... import trace_fixtures
 from ...doubles import RecordingProgress
 from ...exporting import chat_cell, export_rows, groups_by_split
-from ...trace_fixtures import OPENHANDS
-from .export_corpus import IN_CONTEXT_STEPS, curate, import_all, recovery_with, replay_with, trace_record
+from .export_corpus import (
+    IN_CONTEXT_STEPS,
+    curate,
+    import_all,
+    openhands_tool_case,
+    recovery_with,
+    replay_with,
+    trace_record,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -326,23 +332,7 @@ def test_a_page_costs_the_same_queries_whatever_its_cases(corpus, project, djang
 @pytest.fixture
 def tool_case(project, members):
     """A submitted, replayed case on an OpenHands run: its error step is the edit call (step 5)."""
-    curator = members["curator"]
-    report = import_traces(project=project, lines=[trace_fixtures.body(OPENHANDS).splitlines()[0]], file=OPENHANDS)
-    assert report.ok, report.errors
-    trace = Trace.objects.get(project=project)
-    case = curate(trace, curator, error_step=5, category="tool-misuse", diagnosis="It edited before testing.",
-                  evidence_check="supported")
-    fix = services.add_proposal(case=case, actor=curator, corrected_action="Run the test first.")
-    replay_with(fix, curator, [(True, False)] * 6)
-    # A harness's recovery run: the edit call and its result as they happened, then the agent runs the tests.
-    recovery = [{**trace.steps[5], "origin": "original"}, {**trace.steps[6], "origin": "original"},
-                {"role": "assistant", "content": "", "origin": "policy", "progress": True, "tool_calls": [
-                    {"id": "r1", "type": "function", "function": {"name": "execute_bash",
-                                                                  "arguments": '{"command": "pytest -q"}'}}]},
-                {"role": "tool", "tool_call_id": "r1", "name": "execute_bash", "content": "1 failed",
-                 "origin": "policy"}]
-    recovery_with(fix, curator, [(False, recovery)])
-    return case
+    return openhands_tool_case(project, members["curator"])
 
 
 @pytest.mark.model
