@@ -100,44 +100,49 @@ def pairs(query: ExportQuery, *, fork: bool = True, outcome: bool = True) -> Ite
     sessions = finished_sessions(query)
     items = Item.objects.filter(project=query.project).filter(Exists(sessions.filter(item=OuterRef("pk"))))
     for page in keyset_values(items, ["id"], batch_size=tree_page(query)):
-        item_ids = [item["id"] for item in page]
-        page_sessions = list(sessions.filter(item_id__in=item_ids).order_by("id")
-                             .values("id", "item_id", "status", "current_node_id", "annotator__username"))
-        nodes_of: dict[int, list[Node]] = {s["id"]: [] for s in page_sessions}
-        for node in (Node.objects.filter(session_id__in=list(nodes_of)).exclude(status=NodeStatus.STREAMING)
-                     .only(*NODE_FIELDS).order_by("session_id", "key")):
-            nodes_of[node.session_id].append(node)
-
-        result: list[Pair] = []
-        # item -> what is answered -> the good responses of accepted sessions to it
-        accepted: dict[int, dict[str, list[Side]]] = defaultdict(lambda: defaultdict(list))
-        for session in page_sessions:
-            if session["status"] != SessionStatus.ACCEPTED:
-                continue
-            sides = {node.pk: Side(session["id"], session["annotator__username"], node, response_ids(node))
-                     for node in nodes_of[session["id"]]}
-            if session["current_node_id"] not in sides:
-                continue
-            good = trajectory(sides[session["current_node_id"]].node, {pk: side.node for pk, side in sides.items()})
-            groups: dict[str, dict[int, Side]] = defaultdict(dict)
-            for pk, side in sides.items():
-                groups[answers_to(side.node)][pk] = side
-            for key, group in groups.items():
-                chosen = good & set(group)
-                accepted[session["item_id"]][key] += [group[pk] for pk in chosen]
-                if fork and chosen:
-                    result += [Pair("fork", session["item_id"], group[rejected], group[picked]) for rejected, picked
-                               in pick_fork_pairs({pk: side.ids for pk, side in group.items()}, chosen)]
-        if outcome:
-            for session in page_sessions:
-                if session["status"] != SessionStatus.REJECTED:
-                    continue
-                for node in nodes_of[session["id"]]:
-                    side = Side(session["id"], session["annotator__username"], node, response_ids(node))
-                    result += [Pair("outcome", session["item_id"], side, answer)
-                               for answer in accepted[session["item_id"]][answers_to(node)] if answer.ids != side.ids]
+        result = pairs_of(sessions.filter(item_id__in=[item["id"] for item in page]), fork=fork, outcome=outcome)
         if result:
             yield result
+
+
+def pairs_of(sessions, *, fork: bool = True, outcome: bool = True) -> list[Pair]:
+    """The pairs of `sessions` (finished; every session of an item for its outcome pairs), in two queries."""
+    page_sessions = list(sessions.order_by("id").values("id", "item_id", "status", "current_node_id",
+                                                        "annotator__username"))
+    nodes_of: dict[int, list[Node]] = {s["id"]: [] for s in page_sessions}
+    for node in (Node.objects.filter(session_id__in=list(nodes_of)).exclude(status=NodeStatus.STREAMING)
+                 .only(*NODE_FIELDS).order_by("session_id", "key")):
+        nodes_of[node.session_id].append(node)
+
+    result: list[Pair] = []
+    # item -> what is answered -> the good responses of accepted sessions to it
+    accepted: dict[int, dict[str, list[Side]]] = defaultdict(lambda: defaultdict(list))
+    for session in page_sessions:
+        if session["status"] != SessionStatus.ACCEPTED:
+            continue
+        sides = {node.pk: Side(session["id"], session["annotator__username"], node, response_ids(node))
+                 for node in nodes_of[session["id"]]}
+        if session["current_node_id"] not in sides:
+            continue
+        good = trajectory(sides[session["current_node_id"]].node, {pk: side.node for pk, side in sides.items()})
+        groups: dict[str, dict[int, Side]] = defaultdict(dict)
+        for pk, side in sides.items():
+            groups[answers_to(side.node)][pk] = side
+        for key, group in groups.items():
+            chosen = good & set(group)
+            accepted[session["item_id"]][key] += [group[pk] for pk in chosen]
+            if fork and chosen:
+                result += [Pair("fork", session["item_id"], group[rejected], group[picked]) for rejected, picked
+                           in pick_fork_pairs({pk: side.ids for pk, side in group.items()}, chosen)]
+    if outcome:
+        for session in page_sessions:
+            if session["status"] != SessionStatus.REJECTED:
+                continue
+            for node in nodes_of[session["id"]]:
+                side = Side(session["id"], session["annotator__username"], node, response_ids(node))
+                result += [Pair("outcome", session["item_id"], side, answer)
+                           for answer in accepted[session["item_id"]][answers_to(node)] if answer.ids != side.ids]
+    return result
 
 
 def _pair_kinds(query: ExportQuery) -> dict:

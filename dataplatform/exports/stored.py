@@ -34,6 +34,7 @@ from django.db.models import CharField, Exists, F, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast, Concat
 
 from dataplatform.accounts.models import Project
+from dataplatform.conversations.training import text_schema
 
 from . import arrow_reads
 from .models import StoredRow
@@ -101,7 +102,8 @@ def _derive(kind: ExportKind, project: Project, source_ids: list[int]) -> dict[i
             raise ValueError(f"Export kind {kind.name!r} derived a row of source {source_id}, which it was not given.")
         order.append(source_id)
         rows_of[source_id].append(row)
-    schema = kind.stored.stored_schema(kind.schema)
+    # JSON-typed columns (pa.json_(): a message's tool calls, a tools list) are given and stored as their text.
+    schema = text_schema(kind.stored.stored_schema(kind.schema))
     try:  # a row that does not fit the schema fails here, naming the kind, not in a later export
         checked = pa.Table.from_pylist([row for source_id in rows_of for row in rows_of[source_id]],
                                        schema=schema).to_pylist()
@@ -191,14 +193,20 @@ def read(kind: ExportKind, query: ExportQuery) -> tuple[str, Iterator[pa.RecordB
     """The kind's rows as RecordBatches in its schema, after the catch-up, and the name of their read path."""
     if kind.stored.notes is not None:
         kind.stored.notes(query)
-    path = "stored-postgresql-arrow" if arrow_reads.available() else "stored-orm"
+    path = "stored-postgresql-arrow" if _arrow() else "stored-orm"
     return path, _read(kind, query)
+
+
+def _arrow() -> bool:
+    """The Arrow path reads through a connection of its own, which sees committed rows only: inside a transaction
+    (the caller's, a test's) the rows it just built or wrote are read through Django's connection instead."""
+    return arrow_reads.available() and not transaction.get_connection().in_atomic_block
 
 
 def _read(kind: ExportKind, query: ExportQuery) -> Iterator[pa.RecordBatch]:
     build(kind, query)
     rows = _stored_rows(kind, query)
-    if arrow_reads.available():
+    if _arrow():
         yield from StoredRowsReader(rows, kind, batch_size=query.batch_size).batches()
         return
     names = ["id", DOCUMENT, *_live_names(kind.stored)]
@@ -248,7 +256,7 @@ class StoredRowsReader(arrow_reads.ArrowKeysetReader):
 
 
 def _shaped(kind: ExportKind, documents: pa.Array, live: dict[str, pa.Array]) -> pa.RecordBatch:
-    parsed = arrow_reads.parse_documents(documents, kind.stored.stored_schema(kind.schema))
+    parsed = arrow_reads.parse_documents(documents, text_schema(kind.stored.stored_schema(kind.schema)))
     columns = {**dict(zip(parsed.column_names, parsed.columns, strict=True)), **live}
     return pa.RecordBatch.from_arrays([arrow_reads.as_type(columns[field.name], field) for field in kind.schema],
                                       schema=kind.schema)
@@ -269,7 +277,7 @@ def live_rows(kind: ExportKind, query: ExportQuery, *, source_ids: list[int] | N
     for start in range(0, len(ids), spec.page):
         for source_id, source_rows in _derive(kind, query.project, ids[start:start + spec.page]).items():
             rows.extend({**row, **live[source_id]} for row in source_rows)
-    return pa.Table.from_pylist(rows, schema=kind.schema).to_pylist()
+    return pa.Table.from_pylist(rows, schema=text_schema(kind.schema)).cast(kind.schema).to_pylist()
 
 
 def stored_read_rows(kind: ExportKind, query: ExportQuery) -> list[dict]:
