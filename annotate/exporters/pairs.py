@@ -197,15 +197,35 @@ PAIRS_MEANINGS = {
 def pair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     backend = backend_for(query.project, model=services.config_for(query.project).model_name)
     for page in pairs(query, **_pair_kinds(query)):
-        yield record_batch([_pair_row(pair, backend) for pair in page], PAIRS_SCHEMA)
+        cells = PageCells(backend)
+        yield record_batch([_pair_row(pair, cells) for pair in page], PAIRS_SCHEMA)
 
 
-def _pair_row(pair: Pair, backend) -> dict:
-    prompt, tools = pair.prompt_cells()
+class PageCells:
+    """The cells of a page's nodes, each made once: an accepted answer is the chosen side of every pair it wins
+    (its fork pairs, and the outcome pairs of every rejected session of its item), with the same prompt."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.answers: dict[int, list[dict]] = {}
+        self.prompts: dict[int, tuple[list[dict], list[str] | None]] = {}
+
+    def answer(self, side: Side) -> list[dict]:
+        if side.node.pk not in self.answers:
+            self.answers[side.node.pk] = answer(side.node.message, self.backend.detokenize(side.ids))
+        return self.answers[side.node.pk]
+
+    def prompt(self, pair: Pair) -> tuple[list[dict], list[str] | None]:
+        if pair.chosen.node.pk not in self.prompts:
+            self.prompts[pair.chosen.node.pk] = pair.prompt_cells()
+        return self.prompts[pair.chosen.node.pk]
+
+
+def _pair_row(pair: Pair, cells: PageCells) -> dict:
+    prompt, tools = cells.prompt(pair)
     return {
         "id": pair.id, "pair_type": pair.pair_type, "item_id": pair.item_id, "prompt": prompt,
-        "chosen": answer(pair.chosen.node.message, backend.detokenize(pair.chosen.ids)),
-        "rejected": answer(pair.rejected.node.message, backend.detokenize(pair.rejected.ids)), "tools": tools,
+        "chosen": cells.answer(pair.chosen), "rejected": cells.answer(pair.rejected), "tools": tools,
         "fork_token_idx": fork_token_idx(pair.rejected.ids, pair.chosen.ids) if pair.pair_type == "fork" else None,
         "chosen_session_id": pair.chosen.session_id, "chosen_node_key": pair.chosen.node.key,
         "chosen_annotator": pair.chosen.annotator,
