@@ -16,7 +16,7 @@ from django.utils.translation import gettext
 
 from .base import BackendError, BackendHealth, Generation, TokenStep
 from .budget import check_prompt, check_prompts, context_limit, refusals_first, refused_prompts
-from .checkpoint import MODEL_ID, converted_dir, ensure_converted, gguf_path
+from .checkpoint import MODEL_ID, converted_dir, ensure_converted, gguf_path, read_model
 from .constraints import check_constraints
 from .pieces import tokenizer_pieces
 from .tokenizer_files import load_tokenizer, read_model_config
@@ -34,70 +34,54 @@ class LocalBackend:
         self.data_dir = Path(data_dir)
         # One forward pass at a time: the model is shared by every thread of this process.
         self._lock = threading.Lock()
-        # The tokenizer and the model load apart, each once, by the first thread that needs it; the others wait
-        # for it instead of loading too. Token ids (an export's, a display's) need the tokenizer alone: 0.6 s and
-        # ~120 MB without torch, against ~5 s and ~540 MB for the model with it.
-        self._model_lock, self._tokenizer_lock = threading.Lock(), threading.Lock()
-        self._model = None
-        self._tokenizer = None
-        self.load_seconds: float | None = None  # the model's
+        # Tokenizer and model load apart, each once, by the first thread that needs it (the others wait for it):
+        # token ids need the tokenizer alone (0.6 s, ~120 MB, no torch; the model is ~5 s and ~540 MB more).
+        self._load_locks = {"_model": threading.Lock(), "_tokenizer": threading.Lock()}
+        self._model = self._tokenizer = self.load_seconds = None  # load_seconds: the model's
         # Constrained decoding: xgrammar's view of the vocabulary, built once, and the compiled grammars.
         self._grammar_cache_lock = threading.Lock()
         self._grammar_cache = None
 
     # --- loading ---------------------------------------------------------------
+    def _once(self, name: str, read):
+        if getattr(self, name) is None:
+            with self._load_locks[name]:
+                if getattr(self, name) is None:
+                    setattr(self, name, read())
+        return getattr(self, name)
+
+    @property
+    def model(self):
+        return self._once("_model", self._read_checkpoint)
+
     @property
     def model_loaded(self) -> bool:
         return self._model is not None
 
     @property
-    def model(self):
-        if self._model is None:
-            with self._model_lock:
-                if self._model is None:
-                    self._model = self._read_checkpoint()
-        return self._model
-
-    @property
     def tokenizer(self):
         """The model's tokenizer, read from the converted folder without the model (tokenizer_files.py)."""
-        if self._tokenizer is None:
-            with self._tokenizer_lock:
-                if self._tokenizer is None:
-                    self._tokenizer = self._read_tokenizer()
-        return self._tokenizer
+        return self._once("_tokenizer", self._read_tokenizer)
 
-    def load_tokenizer(self) -> None:
-        """Load the tokenizer now rather than in the first request that needs it (as the vLLM backend's)."""
+    def load_tokenizer(self) -> None:  # now, rather than in the first request that needs it (as vLLM's)
         _ = self.tokenizer
 
     def _read_checkpoint(self):
-        import torch
-        from transformers import AutoModelForCausalLM
-        from transformers.utils import logging as transformers_logging
-
-        transformers_logging.disable_progress_bar()  # worker logs, not a terminal
         started = time.perf_counter()
-        model = AutoModelForCausalLM.from_pretrained(self.folder, dtype=torch.float32)
-        model.eval()
+        model = read_model(self.folder)
         self.load_seconds = time.perf_counter() - started
         logger.info("Loaded %s in %.2f s.", MODEL_ID, self.load_seconds)
         return model
 
     def _read_tokenizer(self):
-        started = time.perf_counter()
-        tokenizer = load_tokenizer(self.folder)
-        logger.info("Loaded the %s tokenizer in %.2f s.", MODEL_ID, time.perf_counter() - started)
-        return tokenizer
+        return load_tokenizer(self.folder)
 
     @cached_property
-    def folder(self) -> Path:
-        """The converted checkpoint (converted on first use, once per DATA_DIR)."""
+    def folder(self) -> Path:  # the converted checkpoint (converted on first use, once per DATA_DIR)
         return ensure_converted(self.data_dir)
 
     @cached_property
-    def config(self) -> dict:
-        """The model's config.json, read without loading the model."""
+    def config(self) -> dict:  # the model's config.json, read without loading the model
         return read_model_config(self.folder)
 
     def served_models(self) -> list[str]:
