@@ -12,20 +12,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
-from dataplatform.conversations.training import MESSAGES, TOOLS, TOOLS_MEANINGS, record_batch
-from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.conversations.training import MESSAGES, TOOLS, TOOLS_MEANINGS
+from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, register
 from dataplatform.exports.sources import keyset_values
 from dataplatform.inference import backend_for
 
 from .. import services
-from ..models import Item, Node, NodeStatus, SessionStatus
+from ..models import Event, EventKind, Item, Node, NodeStatus, Session, SessionStatus
 from ..supervision import fork_token_idx, pick_fork_pairs, response_ids
 from .sessions import (
+    FINISHED,
     SESSION_MEANINGS,
+    TREE_PAGE,
     SessionFilters,
     answer,
     data_version,
@@ -194,11 +196,32 @@ PAIRS_MEANINGS = {
 }
 
 
-def pair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    backend = backend_for(query.project, model=services.config_for(query.project).model_name)
-    for page in pairs(query, **_pair_kinds(query)):
-        cells = PageCells(backend)
-        yield record_batch([_pair_row(pair, cells) for pair in page], PAIRS_SCHEMA)
+def derive(project, session_ids: list[int]) -> Iterator[tuple[int, dict]]:
+    """The pairs each finished session makes with the sessions of its item finished before it: its fork pairs,
+    and its outcome pairs with those (a pair belongs to the later of its two sessions, so its rows are known when
+    it finishes and never change). The union over sessions is what `pairs()` makes of them all."""
+    backend = backend_for(project, model=services.config_for(project).model_name)
+    verdict = Event.objects.filter(session=OuterRef("pk"), kind__in=[EventKind.ACCEPT, EventKind.REJECT])
+    with_verdict = Session.objects.filter(status__in=FINISHED).annotate(
+        verdict=Subquery(verdict.order_by("id").values("id")[:1])).filter(verdict__isnull=False)
+    page = dict(with_verdict.filter(id__in=session_ids).values_list("id", "verdict"))
+    if not page:
+        return
+    siblings = with_verdict.filter(item_id__in=Session.objects.filter(id__in=list(page)).values("item_id"),
+                                   verdict__lte=max(page.values()))
+    verdict_of = dict(siblings.values_list("id", "verdict"))
+    cells = PageCells(backend)
+    for pair in pairs_of(siblings):
+        owner = max(pair.rejected.session_id, pair.chosen.session_id, key=verdict_of.__getitem__)
+        if owner in page:
+            yield owner, _pair_row(pair, cells)
+
+
+def keep(query: ExportQuery) -> dict:
+    """A pair is exported when both its sessions are selected, and its type is asked for."""
+    selected = finished_sessions(query).values_list("id", flat=True)
+    return {"pair_type": sorted(name for name, wanted in _pair_kinds(query).items() if wanted),
+            "chosen_session_id": selected, "rejected_session_id": selected}
 
 
 class PageCells:
@@ -247,7 +270,8 @@ register(ExportKind(
     description="Preference pairs as onPanda makes them: fork pairs (each other node of an accepted session vs its "
                 "accepted answer) and outcome pairs (nodes of rejected sessions vs accepted answers to the same "
                 "prompt). TRL format: prompt, chosen, rejected.",
-    rows=pair_rows,
+    # A pair is derived once, when the later of its two sessions finishes (derive); filters reach both sides (keep).
+    stored=StoredRows(model=Session, sources=finished_sessions, derive=derive, keep=keep, page=TREE_PAGE),
     data_version=data_version,
     append_only=True,  # sessions end once (accepted or rejected); events and reviews are only added
     filters=PairFilters,

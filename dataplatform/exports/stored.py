@@ -30,7 +30,8 @@ import pyarrow as pa
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import CharField, Exists, F, OuterRef, QuerySet, TextField, Value
+from django.db.models import BigIntegerField, CharField, Exists, F, OuterRef, QuerySet, TextField, Value
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Concat
 
 from dataplatform.accounts.models import Project
@@ -226,10 +227,25 @@ def _stored_rows(kind: ExportKind, query: ExportQuery) -> QuerySet:
     """The stored rows of the selected sources at their current revision, with the document and live columns."""
     spec = kind.stored
     selected = _current(kind, query).filter(pk=OuterRef("source_id"), **{REVISION: OuterRef("source_revision")})
-    return (StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False)
+    return (_kept(kind, query, StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False))
             .filter(Exists(selected))
             .annotate(**{DOCUMENT: Concat(Cast("row", TextField()), Value("\n"), output_field=TextField())})
             .annotate(**_live(spec, query, OuterRef("source_id"))))
+
+
+def _kept(kind: ExportKind, query: ExportQuery, rows: QuerySet) -> QuerySet:
+    """The stored rows whose `keep` columns hold a kept value."""
+    for number, (column, kept) in enumerate(kind.stored.keep(query).items()):
+        as_integer = pa.types.is_integer(kind.schema.field(column).type)
+        value = Cast(KeyTextTransform(column, "row"), BigIntegerField() if as_integer else TextField())
+        rows = rows.annotate(**{f"kept_{number}": value}).filter(**{f"kept_{number}__in": kept})
+    return rows
+
+
+def _keeps(kind: ExportKind, query: ExportQuery):
+    """`keep` as a test of a derived row (live_rows)."""
+    kept = {column: set(values) for column, values in kind.stored.keep(query).items()}
+    return lambda row: all(row[column] in values for column, values in kept.items())
 
 
 class StoredRowsReader(arrow_reads.ArrowKeysetReader):
@@ -272,11 +288,11 @@ def live_rows(kind: ExportKind, query: ExportQuery, *, source_ids: list[int] | N
         sources = sources.filter(pk__in=source_ids)
     live = {values[0]: dict(zip(spec.live_columns, values[1:], strict=True)) for values in
             sources.annotate(**_live(spec, query, OuterRef("pk"))).values_list("pk", *_live_names(spec))}
-    ids = sorted(live)
+    ids, keeps = sorted(live), _keeps(kind, query)
     rows = []
     for start in range(0, len(ids), spec.page):
         for source_id, source_rows in _derive(kind, query.project, ids[start:start + spec.page]).items():
-            rows.extend({**row, **live[source_id]} for row in source_rows)
+            rows.extend({**row, **live[source_id]} for row in source_rows if keeps(row))
     return pa.Table.from_pylist(rows, schema=text_schema(kind.schema)).cast(kind.schema).to_pylist()
 
 

@@ -6,7 +6,6 @@ import json
 import pytest
 
 from annotate import services
-from annotate.exporters.pairs import pair_rows
 from annotate.exporters.sessions import data_version, finished_sessions
 from dataplatform.exports.registry import ExportQuery, get_kind
 
@@ -58,7 +57,8 @@ def test_queries_do_not_grow_with_the_sessions(project, members, trees, chars):
         spec = get_kind(name).stored
         return lambda query: spec.derive(query.project, list(spec.sources(query).values_list("pk", flat=True)))
 
-    kinds = (pair_rows, *(derived(name) for name in ("onpanda.sft", "onpanda.token_supervision", "onpanda.panda_json")))
+    kinds = [derived(name) for name in ("onpanda.sft", "onpanda.pairs", "onpanda.token_supervision",
+                                        "onpanda.panda_json")]
     before = [queries(rows) for rows in kinds]
     for number in range(3, 6):
         make_item(project, chars, number=number)

@@ -5,6 +5,7 @@ import pytest
 from django.core.cache import cache
 
 from annotate import reviews, services
+from annotate.exporters.pairs import pairs
 from annotate.exporters.sessions import data_version
 from annotate.models import ReviewDecision
 from dataplatform.exports import stored, tasks
@@ -16,7 +17,7 @@ from ..trees import build_agentic_session, make_item
 # The Arrow-native read (ADBC, PostgreSQL) is a connection of its own: it sees committed rows only.
 pytestmark = pytest.mark.django_db(transaction=True)
 
-STORED_KINDS = ("onpanda.sft", "onpanda.token_supervision", "onpanda.panda_json")
+STORED_KINDS = ("onpanda.sft", "onpanda.pairs", "onpanda.token_supervision", "onpanda.panda_json")
 
 
 def query_of(project, **filters) -> ExportQuery:
@@ -63,3 +64,25 @@ def test_finishing_a_session_has_a_worker_build_its_rows(project, members, chars
     assert sorted(set(built)) == sorted(STORED_KINDS)
     # The next export reads what the worker built: it derives nothing more.
     assert all(stored.build(get_kind(name), query_of(project)) == 0 for name in STORED_KINDS)
+
+
+@pytest.mark.parametrize("filters", [{}, {"annotator": ["annotator"]}, {"annotator": ["annotator", "curator"]},
+                                     {"pair_type": ["outcome"]}, {"pair_type": ["fork"], "annotator": ["curator"]}])
+def test_stored_pairs_are_the_pairs_of_the_selected_sessions(filters, run_export, project, members, trees, chars):
+    """Each pair is stored with the later of its two sessions; an export keeps those whose both sessions and type
+    its filters select: what pairs() makes of the selected sessions together."""
+    config = services.config_for(project)
+    config.overlap = 3
+    config.save()
+    make_item(project, chars, number=3)  # a second item, and a third session on the first, accepted by the admin
+    while claim := services.claim_next(project=project, annotator=members["admin"]):
+        services.finish(session=services.open_session(claim=claim), version=0, actor=members["admin"], accept=True)
+    query = query_of(project, **filters)
+    wanted = filters.get("pair_type") or ["fork", "outcome"]
+    expected = sorted(pair.id for page in pairs(query, fork="fork" in wanted, outcome="outcome" in wanted)
+                      for pair in page)
+    assert sorted(row["id"] for row in run_export("onpanda.pairs", filters=filters)[1]) == expected
+    if not filters:  # outcome pairs with an answer accepted before the rejection, and with one accepted after it
+        rejected = trees["rejected"].pk
+        assert len({pair_id.split("-")[1].split(".")[0] for pair_id in expected
+                    if pair_id.startswith(f"{rejected}.")}) == 2
