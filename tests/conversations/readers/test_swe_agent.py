@@ -104,3 +104,22 @@ def test_swe_agent_s_own_1_0_trajectory_reads_whole_its_closing_submit_included(
     assert record.extras[-2]["trajectory_step"] == 4 and record.extras[-1] == {"trajectory_step": 4}
     assert (record.model, record.environment, record.passed) == ("gpt-4o", "main", None)
     assert record.meta["info"]["exit_status"] == "submitted" and len(record.meta["trajectory"]) == 5
+
+
+def test_a_0_x_trajectory_reads_whole_with_the_failed_edits_the_agent_read():
+    """SWE-agent's 0.x test trajectory (tests/fixtures/real): text actions become bash calls, each answered by the
+    observation after it, the three edits its linter refused among them, as the model read them."""
+    [(found, record, problems)] = real.read(real.SWE_AGENT_0)
+    assert problems == [] and record.task_id == found.name == "pydicom__pydicom-1458"
+    assert real.view(record.stored_messages()) == real.expected(real.SWE_AGENT_0)
+    source = json.loads(real.body(real.SWE_AGENT_0))
+    messages = record.conversation.messages
+    assert [m.role for m in messages[:3]] == ["system", "user", "user"] and record.extras[1]["is_demo"] is True
+    calls = [call for message in messages for call in message.tool_calls]
+    assert [json.loads(call.arguments)["command"] for call in calls] == [
+        step["action"] for step in source["trajectory"]]  # every step of the run, `submit` the last
+    refused = [m for m in messages if m.role == "tool" and m.content.startswith("Your proposed edit has introduced")]
+    assert len(refused) == 3 and all(m.tool_call_id for m in refused)  # the model read each refusal
+    assert "E999 SyntaxError: unmatched ']'" in refused[0].content
+    assert (record.model, record.environment, record.passed) == ("", "swe_main", None)  # 0.x names no model here
+    assert record.meta["info"]["exit_status"] == "submitted"
