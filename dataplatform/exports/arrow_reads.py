@@ -124,7 +124,7 @@ class ArrowKeysetReader:
                 for batch in table.to_batches():
                     yield self._shaped(batch)
                 del table, batch
-                _give_back_freed_memory()
+                give_back_freed_memory()
 
     def _fetch(self, adbc: Connection, after: int | None) -> pa.Table:
         bound = "" if after is None else f" WHERE q.{quote(self.key)} > {int(after)}"
@@ -173,7 +173,7 @@ class ArrowKeysetReader:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
-def _give_back_freed_memory() -> None:
+def give_back_freed_memory() -> None:
     """Return the free pages of glibc's heaps to the system.
 
     The driver builds each result in buffers from glibc's malloc, which, once it has seen a large block

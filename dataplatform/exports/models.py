@@ -66,7 +66,8 @@ class StoredRow(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["kind", "version", "source_id", "source_revision", "seq"],
                                                name="stored_row_once")]
-        indexes = [models.Index(fields=["project", "kind", "version"], name="stored_row_project_kind")]
+        # An export reads a kind's rows of one project in ranges of ids (stored.py `_windows`).
+        indexes = [models.Index(fields=["kind", "version", "project", "id"], name="stored_row_read")]
 
     def __str__(self) -> str:
         return f"{self.kind} v{self.version} row {self.seq} of source {self.source_id}"

@@ -207,27 +207,51 @@ def _arrow() -> bool:
 def _read(kind: ExportKind, query: ExportQuery) -> Iterator[pa.RecordBatch]:
     build(kind, query)
     rows = _stored_rows(kind, query)
-    if _arrow():
-        yield from StoredRowsReader(rows, kind, batch_size=query.batch_size).batches()
-        return
     names = ["id", DOCUMENT, *_live_names(kind.stored)]
-    last = 0
+    adbc = arrow_reads.Connection() if _arrow() else None
+    try:
+        for after, upto in _windows(kind, query):
+            window = rows.filter(id__gt=after, **({} if upto is None else {"id__lte": upto})).order_by("id")
+            if adbc is not None:  # PostgreSQL: the documents arrive as one Arrow text column, parsed in C++
+                table = adbc.query(arrow_reads.bound_sql(window.values(*names))).combine_chunks()
+                documents, live = table.column(DOCUMENT), {name: table.column(f"live_{name}")
+                                                           for name in kind.stored.live_columns}
+            else:
+                columns = list(zip(*window.values_list(*names), strict=True)) or [[] for _ in names]
+                documents, live = pa.array(columns[1], pa.string()), {
+                    name: pa.array(values) for name, values in zip(kind.stored.live_columns, columns[2:], strict=True)}
+            if len(documents):
+                yield _shaped(kind, documents, live)
+            del documents, live
+            arrow_reads.give_back_freed_memory()
+    finally:
+        if adbc is not None:
+            adbc.close()
+
+
+def _windows(kind: ExportKind, query: ExportQuery) -> Iterator[tuple[int, int | None]]:
+    """Ranges of stored row ids, `batch_size` stored rows each (the last one open-ended), in id order.
+
+    Each batch reads one range: the index finds it, and the sources' check and live columns run on its rows
+    only. (A keyset query on the joined rows, `id > last ORDER BY id LIMIT n`, had PostgreSQL join and sort
+    every row after `last`, batch after batch.)"""
+    ids = (StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project)
+           .order_by("id").values_list("id", flat=True))
+    after = 0
     while True:
-        page = list(rows.filter(id__gt=last).order_by("id").values_list(*names)[:query.batch_size])
-        if not page:
+        end = list(ids.filter(id__gt=after)[query.batch_size - 1:query.batch_size])
+        yield after, end[0] if end else None
+        if not end:
             return
-        last = page[-1][0]
-        columns = list(zip(*page, strict=True))
-        yield _shaped(kind, pa.array(columns[1], pa.string()),
-                      {name: pa.array(values) for name, values in zip(kind.stored.live_columns, columns[2:],
-                                                                      strict=True)})
+        after = end[0]
 
 
 def _stored_rows(kind: ExportKind, query: ExportQuery) -> QuerySet:
     """The stored rows of the selected sources at their current revision, with the document and live columns."""
     spec = kind.stored
     selected = _current(kind, query).filter(pk=OuterRef("source_id"), **{REVISION: OuterRef("source_revision")})
-    return (_kept(kind, query, StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False))
+    return (_kept(kind, query, StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project,
+                                                        row__isnull=False))
             .filter(Exists(selected))
             .annotate(**{DOCUMENT: Concat(Cast("row", TextField()), Value("\n"), output_field=TextField())})
             .annotate(**_live(spec, query, OuterRef("source_id"))))
@@ -248,30 +272,9 @@ def _keeps(kind: ExportKind, query: ExportQuery):
     return lambda row: all(row[column] in values for column, values in kept.items())
 
 
-class StoredRowsReader(arrow_reads.ArrowKeysetReader):
-    """The Arrow-native read of stored rows: the keyset is the stored row's id, the documents are parsed by pyarrow
-    in C++ and the live columns arrive in their Arrow types."""
-
-    def __init__(self, rows: QuerySet, kind: ExportKind, *, batch_size: int):
-        self.kind = kind
-        names = ["id", DOCUMENT, *_live_names(kind.stored)]
-        self.schema, self.batch_size, self.key = kind.schema, batch_size, "id"
-        self.rows_sql = (f"({arrow_reads.bound_sql(rows.values(*names).order_by())}) AS q "
-                         f"({', '.join(arrow_reads.quote(name) for name in names)})")
-        self.json_columns = []
-
-    def _json_columns(self, adbc) -> list[str]:
-        return []
-
-    def _select(self) -> str:
-        return ", ".join(f"q.{arrow_reads.quote(name)}" for name in ["id", DOCUMENT, *_live_names(self.kind.stored)])
-
-    def _shaped(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        return _shaped(self.kind, batch.column(DOCUMENT),
-                       {name: batch.column(f"live_{name}") for name in self.kind.stored.live_columns})
-
-
-def _shaped(kind: ExportKind, documents: pa.Array, live: dict[str, pa.Array]) -> pa.RecordBatch:
+def _shaped(kind: ExportKind, documents: pa.Array | pa.ChunkedArray, live: dict[str, pa.Array]) -> pa.RecordBatch:
+    if isinstance(documents, pa.ChunkedArray):  # one chunk (a combined table's column): combining copies nothing
+        documents = documents.combine_chunks()
     parsed = arrow_reads.parse_documents(documents, text_schema(kind.stored.stored_schema(kind.schema)))
     columns = {**dict(zip(parsed.column_names, parsed.columns, strict=True)), **live}
     return pa.RecordBatch.from_arrays([arrow_reads.as_type(columns[field.name], field) for field in kind.schema],
