@@ -20,6 +20,7 @@ from dataplatform import claims
 from dataplatform.accounts.models import Project
 from dataplatform.accounts.permissions import CAN_MANAGE_PROJECT
 from dataplatform.errors import Forbidden, Missing
+from dataplatform.exports import stored
 from dataplatform.inference import PromptTooLong, backend_for
 from dataplatform.status import Status
 
@@ -321,4 +322,6 @@ def finish(*, session: Session, version: int, actor, accept: bool, comment: str 
         Event.objects.create(session=session, kind=EventKind.ACCEPT if accept else EventKind.REJECT, node=node,
                              actor=actor, payload={"comment": comment} if comment else {})
         end_claim(claim=session.claim, state=ClaimState.DONE)  # refused: the whole verdict is undone
+        # A finished session never changes again: its export rows are derived once, by a worker after commit.
+        stored.build_soon(session.item.project)
     return session

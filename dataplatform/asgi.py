@@ -96,16 +96,15 @@ def _warm_up() -> None:
 
 
 def _warm_model(backend_name: str) -> None:
-    """The process's one backend, built now: the local model loaded into memory (about 2.4 s, which the first
-    annotator to continue would otherwise wait for, or several at once, each loading it again); for vLLM, the
-    copy of the served model's tokenizer, if VLLM_TOKENIZER_DIR is set. Nothing here calls the vLLM server:
-    a web process starts while the model server is down, and says so per request."""
+    """The process's one backend, built now: the local model and its tokenizer loaded into memory (about 3 s,
+    which the first annotator to continue would otherwise wait for, or several at once, each loading it again);
+    for vLLM, the copy of the served model's tokenizer, if VLLM_TOKENIZER_DIR is set. Nothing here calls the
+    vLLM server: a web process starts while the model server is down, and says so per request."""
     from dataplatform.inference import get_backend
 
     backend = get_backend()
-    if backend_name == "vllm":
-        backend.load_tokenizer()
-    else:
+    backend.load_tokenizer()  # the local backend's loads apart from its model
+    if backend_name != "vllm":
         backend.model  # noqa: B018  loads it
 
 

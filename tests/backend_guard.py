@@ -34,7 +34,7 @@ GUARDED_METHODS = frozenset({
     "next_token_logprobs", "continuation_logprobs", "generate", "generate_each", "health", "served_models",
     # The slow steps behind the backends' properties: the local model's load, every HTTP request to vLLM
     # (model_id and context_length ask /v1/models the first time).
-    "_read_checkpoint", "_request",
+    "_read_checkpoint", "_read_tokenizer", "_request",
 })
 GUARDED_TOOL_FUNCTIONS = frozenset({"call_tool", "list_tools"})
 

@@ -31,7 +31,7 @@ def patterns(resolver):
 backend = get_backend()
 print(json.dumps({"views": "annotate.api" in sys.modules and "dataplatform.exports.api" in sys.modules,
                   "tokenizer": type(backend.__dict__.get("_tokenizer")).__name__,
-                  "model_loaded": getattr(backend, "_loaded", None) is not None,
+                  "model_loaded": getattr(backend, "model_loaded", False),
                   "cache_backend": settings.CACHES["default"]["BACKEND"].rsplit(".", 1)[0] in sys.modules,
                   "url_regexes_compiled": all("regex" in p.pattern.__dict__ for p in patterns(get_resolver())),
                   "token_query_built": _active_token_query.cache_info().currsize == 1,

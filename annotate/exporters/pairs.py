@@ -12,20 +12,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
-from dataplatform.conversations.training import MESSAGES, TOOLS, TOOLS_MEANINGS, record_batch
-from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.conversations.training import MESSAGES, TOOLS, TOOLS_MEANINGS
+from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, register
 from dataplatform.exports.sources import keyset_values
 from dataplatform.inference import backend_for
 
 from .. import services
-from ..models import Item, Node, NodeStatus, SessionStatus
+from ..models import Event, EventKind, Item, Node, NodeStatus, Session, SessionStatus
 from ..supervision import fork_token_idx, pick_fork_pairs, response_ids
 from .sessions import (
+    FINISHED,
     SESSION_MEANINGS,
+    TREE_PAGE,
     SessionFilters,
     answer,
     data_version,
@@ -100,44 +102,49 @@ def pairs(query: ExportQuery, *, fork: bool = True, outcome: bool = True) -> Ite
     sessions = finished_sessions(query)
     items = Item.objects.filter(project=query.project).filter(Exists(sessions.filter(item=OuterRef("pk"))))
     for page in keyset_values(items, ["id"], batch_size=tree_page(query)):
-        item_ids = [item["id"] for item in page]
-        page_sessions = list(sessions.filter(item_id__in=item_ids).order_by("id")
-                             .values("id", "item_id", "status", "current_node_id", "annotator__username"))
-        nodes_of: dict[int, list[Node]] = {s["id"]: [] for s in page_sessions}
-        for node in (Node.objects.filter(session_id__in=list(nodes_of)).exclude(status=NodeStatus.STREAMING)
-                     .only(*NODE_FIELDS).order_by("session_id", "key")):
-            nodes_of[node.session_id].append(node)
-
-        result: list[Pair] = []
-        # item -> what is answered -> the good responses of accepted sessions to it
-        accepted: dict[int, dict[str, list[Side]]] = defaultdict(lambda: defaultdict(list))
-        for session in page_sessions:
-            if session["status"] != SessionStatus.ACCEPTED:
-                continue
-            sides = {node.pk: Side(session["id"], session["annotator__username"], node, response_ids(node))
-                     for node in nodes_of[session["id"]]}
-            if session["current_node_id"] not in sides:
-                continue
-            good = trajectory(sides[session["current_node_id"]].node, {pk: side.node for pk, side in sides.items()})
-            groups: dict[str, dict[int, Side]] = defaultdict(dict)
-            for pk, side in sides.items():
-                groups[answers_to(side.node)][pk] = side
-            for key, group in groups.items():
-                chosen = good & set(group)
-                accepted[session["item_id"]][key] += [group[pk] for pk in chosen]
-                if fork and chosen:
-                    result += [Pair("fork", session["item_id"], group[rejected], group[picked]) for rejected, picked
-                               in pick_fork_pairs({pk: side.ids for pk, side in group.items()}, chosen)]
-        if outcome:
-            for session in page_sessions:
-                if session["status"] != SessionStatus.REJECTED:
-                    continue
-                for node in nodes_of[session["id"]]:
-                    side = Side(session["id"], session["annotator__username"], node, response_ids(node))
-                    result += [Pair("outcome", session["item_id"], side, answer)
-                               for answer in accepted[session["item_id"]][answers_to(node)] if answer.ids != side.ids]
+        result = pairs_of(sessions.filter(item_id__in=[item["id"] for item in page]), fork=fork, outcome=outcome)
         if result:
             yield result
+
+
+def pairs_of(sessions, *, fork: bool = True, outcome: bool = True) -> list[Pair]:
+    """The pairs of `sessions` (finished; every session of an item for its outcome pairs), in two queries."""
+    page_sessions = list(sessions.order_by("id").values("id", "item_id", "status", "current_node_id",
+                                                        "annotator__username"))
+    nodes_of: dict[int, list[Node]] = {s["id"]: [] for s in page_sessions}
+    for node in (Node.objects.filter(session_id__in=list(nodes_of)).exclude(status=NodeStatus.STREAMING)
+                 .only(*NODE_FIELDS).order_by("session_id", "key")):
+        nodes_of[node.session_id].append(node)
+
+    result: list[Pair] = []
+    # item -> what is answered -> the good responses of accepted sessions to it
+    accepted: dict[int, dict[str, list[Side]]] = defaultdict(lambda: defaultdict(list))
+    for session in page_sessions:
+        if session["status"] != SessionStatus.ACCEPTED:
+            continue
+        sides = {node.pk: Side(session["id"], session["annotator__username"], node, response_ids(node))
+                 for node in nodes_of[session["id"]]}
+        if session["current_node_id"] not in sides:
+            continue
+        good = trajectory(sides[session["current_node_id"]].node, {pk: side.node for pk, side in sides.items()})
+        groups: dict[str, dict[int, Side]] = defaultdict(dict)
+        for pk, side in sides.items():
+            groups[answers_to(side.node)][pk] = side
+        for key, group in groups.items():
+            chosen = good & set(group)
+            accepted[session["item_id"]][key] += [group[pk] for pk in chosen]
+            if fork and chosen:
+                result += [Pair("fork", session["item_id"], group[rejected], group[picked]) for rejected, picked
+                           in pick_fork_pairs({pk: side.ids for pk, side in group.items()}, chosen)]
+    if outcome:
+        for session in page_sessions:
+            if session["status"] != SessionStatus.REJECTED:
+                continue
+            for node in nodes_of[session["id"]]:
+                side = Side(session["id"], session["annotator__username"], node, response_ids(node))
+                result += [Pair("outcome", session["item_id"], side, answer)
+                           for answer in accepted[session["item_id"]][answers_to(node)] if answer.ids != side.ids]
+    return result
 
 
 def _pair_kinds(query: ExportQuery) -> dict:
@@ -189,18 +196,59 @@ PAIRS_MEANINGS = {
 }
 
 
-def pair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    backend = backend_for(query.project, model=services.config_for(query.project).model_name)
-    for page in pairs(query, **_pair_kinds(query)):
-        yield record_batch([_pair_row(pair, backend) for pair in page], PAIRS_SCHEMA)
+def derive(project, session_ids: list[int]) -> Iterator[tuple[int, dict]]:
+    """The pairs each finished session makes with the sessions of its item finished before it: its fork pairs,
+    and its outcome pairs with those (a pair belongs to the later of its two sessions, so its rows are known when
+    it finishes and never change). The union over sessions is what `pairs()` makes of them all."""
+    backend = backend_for(project, model=services.config_for(project).model_name)
+    verdict = Event.objects.filter(session=OuterRef("pk"), kind__in=[EventKind.ACCEPT, EventKind.REJECT])
+    with_verdict = Session.objects.filter(status__in=FINISHED).annotate(
+        verdict=Subquery(verdict.order_by("id").values("id")[:1])).filter(verdict__isnull=False)
+    page = dict(with_verdict.filter(id__in=session_ids).values_list("id", "verdict"))
+    if not page:
+        return
+    siblings = with_verdict.filter(item_id__in=Session.objects.filter(id__in=list(page)).values("item_id"),
+                                   verdict__lte=max(page.values()))
+    verdict_of = dict(siblings.values_list("id", "verdict"))
+    cells = PageCells(backend)
+    for pair in pairs_of(siblings):
+        owner = max(pair.rejected.session_id, pair.chosen.session_id, key=verdict_of.__getitem__)
+        if owner in page:
+            yield owner, _pair_row(pair, cells)
 
 
-def _pair_row(pair: Pair, backend) -> dict:
-    prompt, tools = pair.prompt_cells()
+def keep(query: ExportQuery) -> dict:
+    """A pair is exported when both its sessions are selected, and its type is asked for."""
+    selected = finished_sessions(query).values_list("id", flat=True)
+    return {"pair_type": sorted(name for name, wanted in _pair_kinds(query).items() if wanted),
+            "chosen_session_id": selected, "rejected_session_id": selected}
+
+
+class PageCells:
+    """The cells of a page's nodes, each made once: an accepted answer is the chosen side of every pair it wins
+    (its fork pairs, and the outcome pairs of every rejected session of its item), with the same prompt."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.answers: dict[int, list[dict]] = {}
+        self.prompts: dict[int, tuple[list[dict], list[str] | None]] = {}
+
+    def answer(self, side: Side) -> list[dict]:
+        if side.node.pk not in self.answers:
+            self.answers[side.node.pk] = answer(side.node.message, self.backend.detokenize(side.ids))
+        return self.answers[side.node.pk]
+
+    def prompt(self, pair: Pair) -> tuple[list[dict], list[str] | None]:
+        if pair.chosen.node.pk not in self.prompts:
+            self.prompts[pair.chosen.node.pk] = pair.prompt_cells()
+        return self.prompts[pair.chosen.node.pk]
+
+
+def _pair_row(pair: Pair, cells: PageCells) -> dict:
+    prompt, tools = cells.prompt(pair)
     return {
         "id": pair.id, "pair_type": pair.pair_type, "item_id": pair.item_id, "prompt": prompt,
-        "chosen": answer(pair.chosen.node.message, backend.detokenize(pair.chosen.ids)),
-        "rejected": answer(pair.rejected.node.message, backend.detokenize(pair.rejected.ids)), "tools": tools,
+        "chosen": cells.answer(pair.chosen), "rejected": cells.answer(pair.rejected), "tools": tools,
         "fork_token_idx": fork_token_idx(pair.rejected.ids, pair.chosen.ids) if pair.pair_type == "fork" else None,
         "chosen_session_id": pair.chosen.session_id, "chosen_node_key": pair.chosen.node.key,
         "chosen_annotator": pair.chosen.annotator,
@@ -222,7 +270,8 @@ register(ExportKind(
     description="Preference pairs as onPanda makes them: fork pairs (each other node of an accepted session vs its "
                 "accepted answer) and outcome pairs (nodes of rejected sessions vs accepted answers to the same "
                 "prompt). TRL format: prompt, chosen, rejected.",
-    rows=pair_rows,
+    # A pair is derived once, when the later of its two sessions finishes (derive); filters reach both sides (keep).
+    stored=StoredRows(model=Session, sources=finished_sessions, derive=derive, keep=keep, page=TREE_PAGE),
     data_version=data_version,
     append_only=True,  # sessions end once (accepted or rejected); events and reviews are only added
     filters=PairFilters,

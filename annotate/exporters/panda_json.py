@@ -8,14 +8,13 @@ from django.db.models import Prefetch
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
-from dataplatform.exports.registry import ExportKind, ExportQuery, register
-from dataplatform.exports.sources import keyset_values
+from dataplatform.exports.registry import ExportKind, StoredRows, register
 from dataplatform.inference import backend_for
 
 from .. import services
-from ..models import Event, Node, Session
+from ..models import Node, Session
 from ..panda_json import session_to_panda_json
-from .sessions import FINISHED, SESSION_MEANINGS, Bound, SessionFilters, data_version, finished_sessions, tree_page
+from .sessions import FINISHED, SESSION_MEANINGS, TREE_PAGE, SessionFilters, data_version, finished_sessions
 
 
 class StatusFilters(SessionFilters):
@@ -38,20 +37,18 @@ PANDA_JSON_MEANINGS = {
 }
 
 
-def panda_json_rows(query: ExportQuery) -> Iterator[list[dict]]:
-    backend = backend_for(query.project, model=services.config_for(query.project).model_name)
-    bound = Bound.parse(query.data_version)
-    sessions = finished_sessions(query)
-    for page in keyset_values(sessions, ["id"], batch_size=tree_page(query)):
-        loaded = (Session.objects.filter(id__in=[s["id"] for s in page]).order_by("id")
-                  .select_related("item", "annotator")
-                  .prefetch_related(Prefetch("nodes", Node.objects.defer("top")),
-                                    Prefetch("events", Event.objects.filter(id__lte=bound.events))))
-        yield [{
+def derive(project, session_ids: list[int]) -> Iterator[tuple[int, dict]]:
+    """The row of each finished session: its whole tree, the cache_tree compressed once (stored.py keeps it)."""
+    backend = backend_for(project, model=services.config_for(project).model_name)
+    # A finished session's events end with its verdict: no bound is needed, every event is in.
+    loaded = (Session.objects.filter(id__in=session_ids).order_by("id").select_related("item", "annotator")
+              .prefetch_related(Prefetch("nodes", Node.objects.defer("top")), "events"))
+    for session in loaded:
+        yield session.pk, {
             "id": session.pk, "item_id": session.item_id, "external_id": session.item.external_id,
             "status": session.status, "annotator": session.annotator.get_username(),
             "panda_json": json.dumps(session_to_panda_json(session, backend=backend), ensure_ascii=False),
-        } for session in loaded]
+        }
 
 
 register(ExportKind(
@@ -66,7 +63,8 @@ register(ExportKind(
     label=_("onPanda .panda.json"),
     description="One row per finished session: the whole correction tree as a .panda.json v2 document (a string), "
                 "for the onPanda tool and the onpanda package.",
-    rows=panda_json_rows,
+    # Derived once per finished session (a finished session never changes: no revision), when it finishes.
+    stored=StoredRows(model=Session, sources=finished_sessions, derive=derive, page=TREE_PAGE),
     data_version=data_version,
     append_only=True,  # sessions end once (accepted or rejected); events and reviews are only added
     count=lambda query: finished_sessions(query).count(),

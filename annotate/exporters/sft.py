@@ -10,10 +10,15 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
-from dataplatform.conversations.token_masks import IDENTITY_COLUMNS, IDENTITY_MEANINGS, identity_columns, note_identity
-from dataplatform.conversations.training import MESSAGES, TOOLS, TOOLS_MEANINGS, record_batch
-from dataplatform.exports.registry import ExportKind, ExportQuery, register
-from dataplatform.exports.sources import keyset_values
+from dataplatform.conversations.token_masks import (
+    IDENTITY_COLUMNS,
+    IDENTITY_MEANINGS,
+    identity_columns,
+    note_identity,
+    template_identity,
+)
+from dataplatform.conversations.training import MESSAGES, TOOLS, TOOLS_MEANINGS
+from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, register
 from dataplatform.inference import backend_for
 
 from .. import services
@@ -82,52 +87,59 @@ SFT_MEANINGS = {
 }
 
 
-def _sft_sessions(query: ExportQuery) -> QuerySet[Session]:
+def _latest_review(query: ExportQuery, session) -> Subquery:
+    """The session's latest review within the export's data version: read at export time (a review comes later)."""
     bound = Bound.parse(query.data_version)
-    latest_review = Review.objects.filter(session=OuterRef("pk"), id__lte=bound.reviews).order_by("-id")
-    accepted_at = Event.objects.filter(session=OuterRef("pk"), kind=EventKind.ACCEPT).order_by("id")
-    sessions = finished_sessions(query, statuses=[SessionStatus.ACCEPTED]).annotate(
-        review=Subquery(latest_review.values("decision")[:1]),
-        accepted_at=Subquery(accepted_at.values("created_at")[:1]),
-    )
+    latest = Review.objects.filter(session=session, id__lte=bound.reviews).order_by("-id")
+    return Subquery(latest.values("decision")[:1])
+
+
+def _sft_sessions(query: ExportQuery) -> QuerySet[Session]:
+    sessions = finished_sessions(query, statuses=[SessionStatus.ACCEPTED])
     wanted = set(query.filters.get("review") or [])
     if wanted:
         condition = Q(review__in=wanted - {UNREVIEWED})
         if UNREVIEWED in wanted:
             condition |= Q(review__isnull=True)
-        sessions = sessions.filter(condition)
+        sessions = sessions.annotate(review=_latest_review(query, OuterRef("pk"))).filter(condition)
     return sessions
 
 
-def sft_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    backend = backend_for(query.project, model=services.config_for(query.project).model_name)
-    identity = note_identity(query.notes, backend)
+FIELDS = ("id", "item_id", "item__external_id", "current_node__context", "current_node__tools", "current_node__message",
+          "current_node__token_ids", "current_node__origins", "current_node__candidate_ranks",
+          "current_node__finish_reason", "current_node__locked_until", "current_node__model_id", "annotator__username",
+          "accepted_at")
 
-    def row(values: dict) -> dict:
+
+def derive(project, session_ids: list[int]) -> Iterator[tuple[int, dict]]:
+    """The row of each accepted session but its review (stored.py keeps it; the review is read at export time)."""
+    backend = backend_for(project, model=services.config_for(project).model_name)
+    identity = template_identity(backend)
+    accepted_at = Event.objects.filter(session=OuterRef("pk"), kind=EventKind.ACCEPT).order_by("id")
+    sessions = (Session.objects.filter(id__in=session_ids).order_by("id")
+                .annotate(accepted_at=Subquery(accepted_at.values("created_at")[:1])))
+    for values in sessions.values(*FIELDS):
         ids = values["current_node__token_ids"]
         text = backend.detokenize(strip_stop_token(
             ids, origins=values["current_node__origins"], finish_reason=values["current_node__finish_reason"],
             locked_until=values["current_node__locked_until"]))
         prompt, tools = prompt_cells(values["current_node__context"], values["current_node__tools"])
         completion = answer(values["current_node__message"], text)
-        return {
+        yield values["id"], {
             "id": values["id"], "item_id": values["item_id"], "external_id": values["item__external_id"],
             "messages": prompt + completion, "prompt": prompt, "completion": completion, "tools": tools,
             "response_token_ids": ids, "origins": values["current_node__origins"],
             "candidate_ranks": values["current_node__candidate_ranks"],
             "finish_reason": values["current_node__finish_reason"], "model_id": values["current_node__model_id"],
             "annotator": values["annotator__username"], "accepted_at": values["accepted_at"],
-            "review": values["review"],
             # Another model's response ids belong to another tokenizer: they name none.
             **identity_columns(identity if values["current_node__model_id"] == backend.model_id else None),
         }
 
-    fields = ["id", "item_id", "item__external_id", "current_node__context", "current_node__tools",
-              "current_node__message", "current_node__token_ids",
-              "current_node__origins", "current_node__candidate_ranks", "current_node__finish_reason",
-              "current_node__locked_until", "current_node__model_id", "annotator__username", "accepted_at", "review"]
-    for page in keyset_values(_sft_sessions(query), fields, batch_size=query.batch_size, transform=row):
-        yield record_batch(page, SFT_SCHEMA)
+
+def note_tokenizer(query: ExportQuery) -> None:
+    """The manifest names the tokenizer of the rows' ids (the one the derivation named them with)."""
+    note_identity(query.notes, backend_for(query.project, model=services.config_for(query.project).model_name))
 
 
 register(ExportKind(
@@ -144,7 +156,9 @@ register(ExportKind(
     description="One row per accepted session: the prompt (with its tools) and the accepted response as chat "
                 "messages (prompt and completion, and joined as messages), with the response's token ids, per-token origins (model / candidate / typed) and "
                 "candidate ranks.",
-    rows=sft_rows,
+    # Derived once per accepted session (which never changes), when it is accepted; the review is read live.
+    stored=StoredRows(model=Session, sources=_sft_sessions, derive=derive, live_columns=("review",),
+                      live=lambda query, session: {"review": _latest_review(query, session)}, notes=note_tokenizer),
     data_version=data_version,
     append_only=True,  # sessions end once (accepted or rejected); events and reviews are only added
     count=lambda query: _sft_sessions(query).count(),

@@ -20,18 +20,28 @@ from dataplatform.conversations.token_masks import (
     identity_columns,
     note_identity,
     renders,
+    template_identity,
     token_columns,
 )
-from dataplatform.conversations.training import MESSAGES, TOOLS, record_batch
-from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.conversations.training import MESSAGES, TOOLS
+from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, register
 from dataplatform.inference import Backend, backend_for
 
 from .. import services
+from ..models import Session, SessionStatus
 from ..prompts import stored_prompt
 from ..supervision import NothingToSupervise
 from ..supervision import token_supervision as compute_token_supervision
-from .pairs import PAIR_MEANINGS, pairs
-from .sessions import MODEL_MEANING, SESSION_MEANINGS, SessionFilters, answer, data_version
+from .pairs import PAIR_MEANINGS, pairs_of
+from .sessions import (
+    MODEL_MEANING,
+    SESSION_MEANINGS,
+    TREE_PAGE,
+    SessionFilters,
+    answer,
+    data_version,
+    finished_sessions,
+)
 
 CHUNKS = pa.list_(pa.struct([("token_ids", pa.list_(pa.int64())), ("text", pa.string()), ("ignore_loss", pa.bool_())]))
 
@@ -102,34 +112,38 @@ TOKEN_SUPERVISION_MEANINGS = {
 }
 
 
-def token_supervision_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    backend: Backend = backend_for(query.project, model=services.config_for(query.project).model_name)
-    identity = note_identity(query.notes, backend)
-    named = NamedTemplate(identity, backend)
-    for page in pairs(query, fork=True, outcome=False):
-        rows = []
-        for pair in page:
-            try:
-                supervision = compute_token_supervision(pair.rejected.ids, pair.chosen.ids, backend)
-            except NothingToSupervise:  # cannot happen for pairs(), which drops identical responses; be safe
-                continue
-            supervision.pop("chosen_patch")
-            supervision.pop("rejected_patch")
-            prompt, tools = pair.prompt_cells()
-            rows.append({
-                "id": pair.id, "item_id": pair.item_id, "session_id": pair.chosen.session_id,
-                "chosen_node_key": pair.chosen.node.key, "rejected_node_key": pair.rejected.node.key,
-                "annotator": pair.chosen.annotator, "model_id": pair.chosen.node.model_id,
-                "prompt": prompt, "tools": tools, "prompt_token_ids": pair.chosen.node.prompt_ids,
-                "fork_channel": fork_channel(pair, supervision["fork_token_idx"]), **supervision,
-                "completion": answer(pair.chosen.node.message, backend.detokenize(pair.chosen.ids)),
-                **token_columns(*chosen_tokens(pair.chosen.node.prompt_ids, supervision, backend)),
-                **named.columns(pair.chosen.node),
-            })
-        if rows:
-            yield record_batch(rows, TOKEN_SUPERVISION_SCHEMA)
-    if named.unnamed:
-        query.notes["rows_not_naming_their_template"] = named.unnamed
+def derive(project, session_ids: list[int]) -> Iterator[tuple[int, dict]]:
+    """The rows of each accepted session: its fork pairs (stored.py keeps them; a finished session never changes)."""
+    backend: Backend = backend_for(project, model=services.config_for(project).model_name)
+    named = NamedTemplate(template_identity(backend), backend)
+    sessions = Session.objects.filter(id__in=session_ids, status=SessionStatus.ACCEPTED)
+    for pair in pairs_of(sessions, fork=True, outcome=False):
+        try:
+            supervision = compute_token_supervision(pair.rejected.ids, pair.chosen.ids, backend)
+        except NothingToSupervise:  # cannot happen for pairs_of(), which drops identical responses; be safe
+            continue
+        supervision.pop("chosen_patch")
+        supervision.pop("rejected_patch")
+        prompt, tools = pair.prompt_cells()
+        yield pair.chosen.session_id, {
+            "id": pair.id, "item_id": pair.item_id, "session_id": pair.chosen.session_id,
+            "chosen_node_key": pair.chosen.node.key, "rejected_node_key": pair.rejected.node.key,
+            "annotator": pair.chosen.annotator, "model_id": pair.chosen.node.model_id,
+            "prompt": prompt, "tools": tools, "prompt_token_ids": pair.chosen.node.prompt_ids,
+            "fork_channel": fork_channel(pair, supervision["fork_token_idx"]), **supervision,
+            "completion": answer(pair.chosen.node.message, backend.detokenize(pair.chosen.ids)),
+            **token_columns(*chosen_tokens(pair.chosen.node.prompt_ids, supervision, backend)),
+            **named.columns(pair.chosen.node),
+        }
+
+
+def accepted_sessions(query: ExportQuery):
+    return finished_sessions(query, statuses=[SessionStatus.ACCEPTED])
+
+
+def note_tokenizer(query: ExportQuery) -> None:
+    """The manifest names the tokenizer of the rows' ids (the one the derivation named them with)."""
+    note_identity(query.notes, backend_for(query.project, model=services.config_for(query.project).model_name))
 
 
 class NamedTemplate:
@@ -200,7 +214,8 @@ register(ExportKind(
                 "the rejected patch gets loss only when it is one token. Computed on the stored token ids. The chosen side is "
                 "also pre-tokenized (input_ids, completion_mask, labels: loss on the patch only) and conversational "
                 "(prompt, completion), for TRL's SFT trainer as is.",
-    rows=token_supervision_rows,
+    # Fork pairs are made within one accepted session, which never changes: derived once, when it is accepted.
+    stored=StoredRows(model=Session, sources=accepted_sessions, derive=derive, notes=note_tokenizer, page=TREE_PAGE),
     data_version=data_version,
     append_only=True,  # sessions end once (accepted or rejected); events and reviews are only added
     filters=SessionFilters,

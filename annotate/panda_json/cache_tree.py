@@ -25,7 +25,6 @@ import json
 
 from django.conf import settings
 from django.utils.translation import gettext
-from lzstring import LZString
 
 from dataplatform.imports import JsonProblem, check_storable, load_json
 from dataplatform.inference import Backend
@@ -50,7 +49,7 @@ def encode(cache: dict) -> dict:
     # ASCII JSON: LZString works on UTF-16 code units, and `\\u` escapes (surrogate pairs included) make every
     # character one unit in Python as in JavaScript; JSON.parse reads them back to the same text.
     text = json.dumps(cache, ensure_ascii=True, separators=(",", ":"))
-    return {"compressed_type": COMPRESSED_TYPE, "compressed": LZString.compressToBase64(text)}
+    return {"compressed_type": COMPRESSED_TYPE, "compressed": lz_string.compress_to_base64(text)}
 
 
 def _too_long(limit: int) -> CacheRefused:

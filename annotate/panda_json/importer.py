@@ -27,6 +27,7 @@ from dataplatform.conversations.model import Message
 from dataplatform.conversations.templates import Template
 from dataplatform.conversations.templates.layout import is_complete, response_text
 from dataplatform.errors import Refused
+from dataplatform.exports import stored
 from dataplatform.imports import JsonProblem, check_storable, json_path
 from dataplatform.inference import Backend, backend_for
 
@@ -193,6 +194,8 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
     try:
         with transaction.atomic():
             _write(project, tree, built, annotator, file, report, live=live)
+            if not live:  # a finished session: its export rows are derived once, by a worker after commit
+                stored.build_soon(project)
     except IntegrityError:
         # The same file imported at the same moment by someone else: the unique source hash caught it.
         if not Item.objects.filter(project=project, source_sha256=report.sha256).exists():

@@ -143,6 +143,10 @@ class StoredRows:
     page: int = 200
     # notes(query): what the kind records in the export's manifest (query.notes), e.g. the rows' tokenizer.
     notes: Callable[[ExportQuery], None] | None = None
+    # keep(query) -> {column: the values kept}: filters on the rows themselves, where a source's rows reach past
+    # it (a pair whose other side the filters leave out, a pair type not asked for). A list, or a values_list
+    # queryset; plain integer or string columns of the stored rows. Empty: every row of a selected source.
+    keep: Callable[[ExportQuery], dict] = lambda query: {}
 
     def stored_schema(self, schema: pa.Schema) -> pa.Schema:
         return pa.schema([field for field in schema if field.name not in self.live_columns])

@@ -30,10 +30,12 @@ import pyarrow as pa
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import CharField, Exists, F, OuterRef, QuerySet, TextField, Value
+from django.db.models import BigIntegerField, CharField, Exists, F, OuterRef, QuerySet, TextField, Value
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Concat
 
 from dataplatform.accounts.models import Project
+from dataplatform.conversations.training import text_schema
 
 from . import arrow_reads
 from .models import StoredRow
@@ -101,7 +103,8 @@ def _derive(kind: ExportKind, project: Project, source_ids: list[int]) -> dict[i
             raise ValueError(f"Export kind {kind.name!r} derived a row of source {source_id}, which it was not given.")
         order.append(source_id)
         rows_of[source_id].append(row)
-    schema = kind.stored.stored_schema(kind.schema)
+    # JSON-typed columns (pa.json_(): a message's tool calls, a tools list) are given and stored as their text.
+    schema = text_schema(kind.stored.stored_schema(kind.schema))
     try:  # a row that does not fit the schema fails here, naming the kind, not in a later export
         checked = pa.Table.from_pylist([row for source_id in rows_of for row in rows_of[source_id]],
                                        schema=schema).to_pylist()
@@ -191,15 +194,21 @@ def read(kind: ExportKind, query: ExportQuery) -> tuple[str, Iterator[pa.RecordB
     """The kind's rows as RecordBatches in its schema, after the catch-up, and the name of their read path."""
     if kind.stored.notes is not None:
         kind.stored.notes(query)
-    path = "stored-postgresql-arrow" if arrow_reads.available() else "stored-orm"
+    path = "stored-postgresql-arrow" if _arrow() else "stored-orm"
     return path, _read(kind, query)
+
+
+def _arrow() -> bool:
+    """The Arrow path reads through a connection of its own, which sees committed rows only: inside a transaction
+    (the caller's, a test's) the rows it just built or wrote are read through Django's connection instead."""
+    return arrow_reads.available() and not transaction.get_connection().in_atomic_block
 
 
 def _read(kind: ExportKind, query: ExportQuery) -> Iterator[pa.RecordBatch]:
     build(kind, query)
     rows = _stored_rows(kind, query)
     names = ["id", DOCUMENT, *_live_names(kind.stored)]
-    adbc = arrow_reads.Connection() if arrow_reads.available() else None
+    adbc = arrow_reads.Connection() if _arrow() else None
     try:
         for after, upto in _windows(kind, query):
             window = rows.filter(id__gt=after, **({} if upto is None else {"id__lte": upto})).order_by("id")
@@ -241,16 +250,32 @@ def _stored_rows(kind: ExportKind, query: ExportQuery) -> QuerySet:
     """The stored rows of the selected sources at their current revision, with the document and live columns."""
     spec = kind.stored
     selected = _current(kind, query).filter(pk=OuterRef("source_id"), **{REVISION: OuterRef("source_revision")})
-    return (StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project, row__isnull=False)
+    return (_kept(kind, query, StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project,
+                                                        row__isnull=False))
             .filter(Exists(selected))
             .annotate(**{DOCUMENT: Concat(Cast("row", TextField()), Value("\n"), output_field=TextField())})
             .annotate(**_live(spec, query, OuterRef("source_id"))))
 
 
+def _kept(kind: ExportKind, query: ExportQuery, rows: QuerySet) -> QuerySet:
+    """The stored rows whose `keep` columns hold a kept value."""
+    for number, (column, kept) in enumerate(kind.stored.keep(query).items()):
+        as_integer = pa.types.is_integer(kind.schema.field(column).type)
+        value = Cast(KeyTextTransform(column, "row"), BigIntegerField() if as_integer else TextField())
+        rows = rows.annotate(**{f"kept_{number}": value}).filter(**{f"kept_{number}__in": kept})
+    return rows
+
+
+def _keeps(kind: ExportKind, query: ExportQuery):
+    """`keep` as a test of a derived row (live_rows)."""
+    kept = {column: set(values) for column, values in kind.stored.keep(query).items()}
+    return lambda row: all(row[column] in values for column, values in kept.items())
+
+
 def _shaped(kind: ExportKind, documents: pa.Array | pa.ChunkedArray, live: dict[str, pa.Array]) -> pa.RecordBatch:
     if isinstance(documents, pa.ChunkedArray):  # one chunk (a combined table's column): combining copies nothing
         documents = documents.combine_chunks()
-    parsed = arrow_reads.parse_documents(documents, kind.stored.stored_schema(kind.schema))
+    parsed = arrow_reads.parse_documents(documents, text_schema(kind.stored.stored_schema(kind.schema)))
     columns = {**dict(zip(parsed.column_names, parsed.columns, strict=True)), **live}
     return pa.RecordBatch.from_arrays([arrow_reads.as_type(columns[field.name], field) for field in kind.schema],
                                       schema=kind.schema)
@@ -266,12 +291,12 @@ def live_rows(kind: ExportKind, query: ExportQuery, *, source_ids: list[int] | N
         sources = sources.filter(pk__in=source_ids)
     live = {values[0]: dict(zip(spec.live_columns, values[1:], strict=True)) for values in
             sources.annotate(**_live(spec, query, OuterRef("pk"))).values_list("pk", *_live_names(spec))}
-    ids = sorted(live)
+    ids, keeps = sorted(live), _keeps(kind, query)
     rows = []
     for start in range(0, len(ids), spec.page):
         for source_id, source_rows in _derive(kind, query.project, ids[start:start + spec.page]).items():
-            rows.extend({**row, **live[source_id]} for row in source_rows)
-    return pa.Table.from_pylist(rows, schema=kind.schema).to_pylist()
+            rows.extend({**row, **live[source_id]} for row in source_rows if keeps(row))
+    return pa.Table.from_pylist(rows, schema=text_schema(kind.schema)).cast(kind.schema).to_pylist()
 
 
 def stored_read_rows(kind: ExportKind, query: ExportQuery) -> list[dict]:

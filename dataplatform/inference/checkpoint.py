@@ -72,6 +72,18 @@ def ensure_converted(data_dir: Path) -> Path:
     return target
 
 
+def read_model(folder: Path):
+    """The converted checkpoint's model, in float32 (faithful logprobs), ready for inference."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # worker logs, not a terminal
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    model.eval()
+    return model
+
+
 def _is_current(folder: Path) -> bool:
     # The training template is written last: when it is the current one, so is everything before it.
     return (folder / "model.safetensors").exists() and all(

@@ -188,9 +188,9 @@ class VllmBackend:
     def _tokenizer(self):
         if not self._tokenizer_dir:
             return None
-        from transformers import AutoTokenizer
+        from .tokenizer_files import load_tokenizer
 
-        return AutoTokenizer.from_pretrained(self._tokenizer_dir)
+        return load_tokenizer(self._tokenizer_dir)
 
     def token_pieces(self, ids: list[int]) -> list[bytes]:
         """The raw bytes of each token.

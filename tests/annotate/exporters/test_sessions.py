@@ -6,12 +6,8 @@ import json
 import pytest
 
 from annotate import services
-from annotate.exporters.pairs import pair_rows
-from annotate.exporters.panda_json import panda_json_rows
 from annotate.exporters.sessions import data_version, finished_sessions
-from annotate.exporters.sft import sft_rows
-from annotate.exporters.token_supervision import token_supervision_rows
-from dataplatform.exports.registry import ExportQuery
+from dataplatform.exports.registry import ExportQuery, get_kind
 
 from ..trees import make_item
 
@@ -56,7 +52,13 @@ def test_queries_do_not_grow_with_the_sessions(project, members, trees, chars):
             list(rows(query))
         return len(captured)
 
-    kinds = (sft_rows, pair_rows, token_supervision_rows, panda_json_rows)
+    def derived(name: str):
+        """A stored kind's live derivation of every source the query selects, in one page."""
+        spec = get_kind(name).stored
+        return lambda query: spec.derive(query.project, list(spec.sources(query).values_list("pk", flat=True)))
+
+    kinds = [derived(name) for name in ("onpanda.sft", "onpanda.pairs", "onpanda.token_supervision",
+                                        "onpanda.panda_json")]
     before = [queries(rows) for rows in kinds]
     for number in range(3, 6):
         make_item(project, chars, number=number)

@@ -77,3 +77,19 @@ def test_a_row_names_the_chat_template_only_when_it_renders_the_rows_prompt_ids(
     assert named.columns(node(2, "qwen3")) == identity_columns(identity, rendered=False)
     assert named.columns(node(3, "chatml-think", model_id="another-model")) == identity_columns(None)
     assert named.unnamed == 2
+
+
+@pytest.mark.model
+def test_an_export_of_token_ids_loads_the_tokenizer_alone(run_export, trees, local_backend, use_backend):
+    from annotate.models import Node
+    from dataplatform.inference.local import LocalBackend
+
+    Node.objects.update(model_id=local_backend.model_id)  # the rows' ids are the embedded model's
+    fresh = use_backend(LocalBackend(local_backend.data_dir))
+    export, rows = run_export("onpanda.token_supervision")
+    assert not fresh.model_loaded and len(rows) == 2
+    # The rows and the manifest name the tokenizer as the loaded model's backend does.
+    identity = template_identity(local_backend)
+    assert export.manifest["tokenizer"]["tokenizer_sha256"] == identity["tokenizer_sha256"]
+    assert {row["tokenizer_sha256"] for row in rows} == {identity["tokenizer_sha256"]}
+    assert {row["template_model"] for row in rows} == {local_backend.model_id}
