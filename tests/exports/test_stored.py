@@ -138,3 +138,15 @@ def test_stored_schema_leaves_the_live_columns_out():
     assert STORED_JOBS.stored.stored_schema(STORED_JOBS.schema).names == [
         name for name in STORED_JOBS.schema.names if name != "state"]
     assert isinstance(STORED_JOBS.schema.field("state").type, pa.DataType)
+
+
+def test_large_documents_are_read_in_fewer_rows_a_batch(project, jobs, settings):
+    query = ExportQuery(project=project, filters={}, data_version="stored-jobs-v1", batch_size=10_000)
+    stored.build(STORED_JOBS, query)
+    assert stored._rows_per_batch(STORED_JOBS, query) == 10_000
+    settings.EXPORT_STORED_BATCH_BYTES = 1200  # about two rows of the test kind (one holds a 3,000-character answer)
+    per_batch = stored._rows_per_batch(STORED_JOBS, query)
+    assert 1 <= per_batch <= 3
+    _, batches = stored.read(STORED_JOBS, query)
+    sizes = [batch.num_rows for batch in batches]
+    assert max(sizes) <= per_batch and sum(sizes) == len(stored.live_rows(STORED_JOBS, query))
