@@ -29,7 +29,7 @@ from .models import Export
 from .options import validate_options
 from .registry import ExportKind, ExportQuery, get_kind
 from .sources import read_batches
-from .storage import delete_prefix, export_storage, publish
+from .storage import delete_prefix, publish, storage_of
 from .writers import SPLITS, Deduplicator, RowGroups, SplitWriter, partition_batch, split_batch
 
 WRITE_JOB_KIND = "exports.write"
@@ -58,7 +58,7 @@ def create_export(*, project: Project, user, options: dict, publish: bool = True
             project=project, job=job, kind=kind.name, kind_version=kind.version, filters=clean["filters"],
             format=clean["format"], shard_rows=clean.get("shard_rows"), shard_bytes=clean.get("shard_bytes"),
             validation_ratio=clean["validation_ratio"], dedup=clean["dedup"], data_version=clean["data_version"],
-            created_by=user,
+            created_by=user, storage=settings.EXPORTS_STORAGE_ALIAS,
         )
         export.location = f"exports/{project.slug}/{export.pk}"
         export.save(update_fields=["location"])
@@ -80,7 +80,7 @@ def write_export(*, export: Export, progress) -> dict:
                            f"this export was created for version {export.kind_version}.")
     filters = kind.filters(data=export.filters)
     filters.is_valid(raise_exception=True)
-    storage = export_storage()
+    storage = storage_of(export)
     delete_prefix(storage, export.location)
     if not export.data_version:
         export.data_version = kind.data_version(export.project)
@@ -244,11 +244,11 @@ def delete_export(*, export: Export, actor=None, client_ip: str | None = None) -
         audit.record(action=audit.Action.EXPORT_DELETED, actor=actor, project=export.project,
                      target_type="exports.export", target_id=export.pk, client_ip=client_ip,
                      detail={"kind": export.kind, "rows": export.rows_total})
-        location = export.location
+        location, storage = export.location, storage_of(export)
         export.delete()
         job.delete()
         if location:
-            transaction.on_commit(lambda: delete_prefix(export_storage(), location), robust=True)
+            transaction.on_commit(lambda: delete_prefix(storage, location), robust=True)
 
 
 class ManifestNotReady(Conflict):

@@ -1,17 +1,55 @@
-"""Where export files live: Django's storage API, alias "exports" in settings.STORAGES.
+"""Where export files live: Django's storage API, aliases "exports-files" and "exports-s3" in settings.STORAGES.
 
-Filesystem under DATA_DIR by default; S3 through django-storages when EXPORTS_S3_BUCKET is set.
+Filesystem under DATA_DIR by default; S3 through django-storages when EXPORTS_S3_BUCKET is set. New exports go to
+settings.EXPORTS_STORAGE_ALIAS, and each export records the alias it was written to (Export.storage): it is served,
+deleted and moved (`manage.py move_exports`) from there, whatever new exports use.
 """
 
 import os
 from pathlib import Path
 
+from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage, Storage, storages
+from django.utils.translation import gettext
+
+from dataplatform.errors import Missing, Unavailable
+
+
+class StorageNotConfigured(Unavailable):
+    """The export's files are on a storage this server has no settings for (e.g. EXPORTS_S3_BUCKET was unset)."""
+
+    retry_after = None  # waiting changes nothing: an operator must configure it again
+
+
+class ExportFileGone(Missing):
+    """A file the export's record lists is not on its storage: removed or lost there, not something to retry."""
+
+    status = 410
+
+
+def file_gone(export, name: str) -> ExportFileGone:
+    return ExportFileGone(gettext(
+        "The file %(name)s of export %(id)d is no longer on its storage (%(alias)s): it was removed or lost there. "
+        "Export the data again to get it.") % {"name": name, "id": export.pk, "alias": export.storage})
 
 
 def export_storage() -> Storage:
-    return storages["exports"]
+    """The storage new exports are written to."""
+    return storages[settings.EXPORTS_STORAGE_ALIAS]
+
+
+def storage_named(alias: str) -> Storage:
+    if alias not in settings.STORAGES:
+        raise StorageNotConfigured(gettext(
+            "This export's files are on the storage %(alias)s, which this server is not configured for. An operator "
+            "can configure it again, or move the exports (manage.py move_exports).") % {"alias": alias})
+    return storages[alias]
+
+
+def storage_of(export) -> Storage:
+    """Where `export`'s files are: the storage it was written to."""
+    return storage_named(export.storage)
 
 
 def is_local(storage: Storage) -> bool:
