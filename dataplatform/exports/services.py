@@ -29,7 +29,7 @@ from .models import Export
 from .options import validate_options
 from .registry import ExportKind, ExportQuery, get_kind
 from .sources import read_batches
-from .storage import delete_prefix, publish, storage_of
+from .storage import delete_prefix, publish, storage_named, storage_of
 from .writers import SPLITS, Deduplicator, RowGroups, SplitWriter, partition_batch, split_batch
 
 WRITE_JOB_KIND = "exports.write"
@@ -277,3 +277,81 @@ def _scratch_dir() -> Path:
     path = settings.DATA_DIR / "tmp"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+class MoveFailed(Exception):
+    """A file of the export could not be copied as the manifest lists it: the export stays where it was."""
+
+
+def move_export(*, export_id: int, to: str, leftovers_on: tuple[str, ...] = ()) -> str:
+    """Move a finished export's files to the storage `to` (an alias in settings.STORAGES): copy each file, check the
+    copy's sha256 against the manifest (manifest.json's against the source's bytes), switch the export's record, then
+    delete the old copies. Returns "moved", "already there", "busy" (its job is not finished) or "gone" (deleted).
+
+    Resumable: a copy already on `to` with the right sha256 is kept, not copied again; and an export already on `to`
+    loses the copies still under its prefix on `leftovers_on` (a move stopped between its switch and its delete).
+    Downloads go on throughout: they read the old copies until the switch, the new ones after. A delete meanwhile
+    wins: the switch finds no row, and the copies just made are removed."""
+    export = Export.objects.select_related("job").filter(pk=export_id).first()
+    if export is None:
+        return "gone"
+    if export.storage == to:
+        for alias in leftovers_on:
+            if alias != to:
+                delete_prefix(storage_named(alias), export.location)
+        return "already there"
+    if not export.job.is_terminal:
+        return "busy"
+    source, target = storage_of(export), storage_named(to)
+    if export.job.state == JobState.SUCCEEDED and export.manifest:
+        try:
+            _copy_verified(export, source, target)
+        except BaseException:
+            delete_prefix(target, export.location)  # no half-moved copies left on a storage the record never names
+            raise
+    # The row is locked by a delete (delete_export): this waits for it, then switches nothing.
+    switched = Export.objects.filter(pk=export.pk, storage=export.storage).update(storage=to)
+    if not switched:
+        delete_prefix(target, export.location)
+        return "gone" if not Export.objects.filter(pk=export.pk).exists() else "already there"
+    delete_prefix(source, export.location)
+    return "moved"
+
+
+def _copy_verified(export: Export, source, target) -> None:
+    listed = {shard["name"]: shard["sha256"] for shard in export.manifest["shards"]}
+    if card := export.manifest.get("card"):
+        listed[card["name"]] = card["sha256"]
+    work_dir = Path(tempfile.mkdtemp(prefix=f"move-{export.pk}-", dir=_scratch_dir()))
+    try:
+        for name in [*listed, *([CARD_NAME] if CARD_NAME not in listed else []), MANIFEST_NAME]:  # manifest last
+            path = f"{export.location}/{name}"
+            expected = listed.get(name)
+            if expected and target.exists(path) and _sha256_of(target, path) == expected:
+                continue  # copied by an earlier run
+            copy = work_dir / f".{name}.partial"
+            with source.open(path, "rb") as reading, open(copy, "wb") as writing:
+                shutil.copyfileobj(reading, writing, 1 << 20)
+            copied = _sha256_of_file(copy)
+            if expected and copied != expected:
+                raise MoveFailed(f"Export {export.pk}: {name} on {export.storage} has sha256 {copied}, "
+                                 f"not the manifest's {expected}; left where it is.")
+            publish(target, copy, path)
+            if (stored := _sha256_of(target, path)) != (expected or copied):
+                raise MoveFailed(f"Export {export.pk}: {name} reads back from the new storage with sha256 {stored}, "
+                                 f"not {expected or copied}; left where it is.")
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _sha256_of(storage, path: str) -> str:
+    digest = hashlib.sha256()
+    with storage.open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _sha256_of_file(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
