@@ -183,15 +183,18 @@ def start_s3_store() -> S3Store:
     endpoint = f"http://{host}:{port}"
     setup = {"endpoint_url": endpoint, "region_name": REGION, "aws_access_key_id": "setup",
              "aws_secret_access_key": "setup"}
-    boto3.client("s3", **setup).create_bucket(Bucket=BUCKET)
+    # moto's INITIAL_NO_AUTH_ACTION_COUNT, set on the running server (its state is the process's, shared by every
+    # server a test starts): no authentication while the bucket and user are made, then none without it.
+    requests.post(f"{endpoint}/moto-api/reset-auth", data=b"inf", timeout=10).raise_for_status()
+    bucket, user = f"{BUCKET}-{uuid.uuid4().hex[:8]}", f"exports-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", **setup).create_bucket(Bucket=bucket)
     iam = boto3.client("iam", **setup)
-    iam.create_user(UserName="exports")
-    iam.put_user_policy(UserName="exports", PolicyName="exports-bucket", PolicyDocument=_bucket_policy(BUCKET))
-    key = iam.create_access_key(UserName="exports")["AccessKey"]
-    # moto's INITIAL_NO_AUTH_ACTION_COUNT, set on the running server: 0 more requests without authentication.
+    iam.create_user(UserName=user)
+    iam.put_user_policy(UserName=user, PolicyName="exports-bucket", PolicyDocument=_bucket_policy(bucket))
+    key = iam.create_access_key(UserName=user)["AccessKey"]
     requests.post(f"{endpoint}/moto-api/reset-auth", data=b"0", timeout=10).raise_for_status()
     server.secrets[key["AccessKeyId"]] = key["SecretAccessKey"]
-    return S3Store(server=server, endpoint=endpoint, bucket=BUCKET, access_key=key["AccessKeyId"],
+    return S3Store(server=server, endpoint=endpoint, bucket=bucket, access_key=key["AccessKeyId"],
                    secret_key=key["SecretAccessKey"])
 
 
@@ -199,7 +202,7 @@ def start_s3_store() -> S3Store:
 def s3_store():
     store = start_s3_store()
     yield store
-    store.server.stop()
+    stop_s3_store(store)
 
 
 @pytest.fixture
@@ -207,9 +210,20 @@ def exports_on_s3(settings, s3_store, export_storage_in_tmp):
     """New exports go to the S3 store (alias "exports-s3"), under a key prefix of this test's; the filesystem
     storage stays configured (in a temporary folder) for exports written there. Yields the prefix."""
     location = f"t-{uuid.uuid4().hex[:12]}"
-    s3 = s3_store.storage_settings(location)
+    use_s3(settings, s3_store, location)
+    yield location
+    forget_export_storages()
+
+
+def use_s3(settings, store: S3Store, location: str, **options) -> None:
+    """Point "exports-s3" (and new exports) at `store`, with `options` over its usual ones (a wrong bucket, keys...)."""
+    s3 = store.storage_settings(location, **options)
     settings.STORAGES = {**settings.STORAGES, "exports": s3, "exports-s3": s3}
     settings.EXPORTS_STORAGE_ALIAS = "exports-s3"
     forget_export_storages()
-    yield location
-    forget_export_storages()
+
+
+def stop_s3_store(store: S3Store) -> None:
+    """Stop the server and close its socket: connections to it are refused, as to a store that is down."""
+    store.server.stop()
+    store.server._server.server_close()

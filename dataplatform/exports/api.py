@@ -30,7 +30,7 @@ from .models import Export
 from .options import ExportOptions
 from .ranges import file_response
 from .registry import TRL_FORMATS, all_kinds, describe_filters
-from .storage import file_gone, is_local, storage_of
+from .storage import file_gone, is_local, storage_of, store_errors
 
 CONTENT_TYPES = {
     "parquet": "application/vnd.apache.parquet",
@@ -121,7 +121,9 @@ class ExportDetailApi(APIView):
         return Response(ExportSerializer(_export(request, slug, export_id), context={"request": request}).data)
 
     @extend_schema(responses={204: None, 409: error_response("The export's job is still queued or running; "
-                                                             "cancel it first.")})
+                                                             "cancel it first."),
+                              503: error_response("The export's storage is down (with Retry-After) or refuses the "
+                                                  "platform (its bucket or credentials): nothing was deleted.")})
     def delete(self, request, slug: str, export_id: int):
         export = _export(request, slug, export_id, roles=CAN_DELETE_EXPORTS)
         services.delete_export(export=export, actor=request.user, client_ip=client_ip(request))
@@ -159,14 +161,15 @@ class ExportShardApi(APIView):
             raise NotFound(gettext("No such file in this export."))
         storage = storage_of(export)
         path = f"{export.location}/{name}"
-        if not is_local(storage):
-            # A signed URL; the object store serves ranges. Checked first: a missing object would otherwise be the
-            # store's own NoSuchKey, after the redirect, where the client cannot tell why.
-            if not storage.exists(path):
-                raise _missing(export, path, name)
-            response = HttpResponseRedirect(storage.url(path))
-        else:
-            response = _local_file(request, export, storage, path, name)
+        with store_errors(export.storage):
+            if not is_local(storage):
+                # A signed URL; the object store serves ranges. Checked first: a missing object would otherwise be
+                # the store's own NoSuchKey, after the redirect, where the client cannot tell why.
+                if not storage.exists(path):
+                    raise _missing(export, path, name)
+                response = HttpResponseRedirect(storage.url(path))
+            else:
+                response = _local_file(request, export, storage, path, name)
         if _starts_a_download(request):  # only once the file was found: a deleted export's is not a download
             audit.record_request(request, action=audit.Action.EXPORT_DOWNLOADED, project=export.project,
                                  target=export, detail={"file": name})

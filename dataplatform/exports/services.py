@@ -29,7 +29,7 @@ from .models import Export
 from .options import validate_options
 from .registry import ExportKind, ExportQuery, get_kind
 from .sources import read_batches
-from .storage import delete_prefix, publish, storage_named, storage_of
+from .storage import delete_prefix, publish, storage_named, storage_of, store_errors
 from .writers import SPLITS, Deduplicator, RowGroups, SplitWriter, partition_batch, split_batch
 
 WRITE_JOB_KIND = "exports.write"
@@ -231,7 +231,12 @@ def delete_export(*, export: Export, actor=None, client_ip: str | None = None) -
 
     The rows go first and the files only once that has committed: a download that read the row a moment before
     finds no file and answers 404 (ExportShardApi), and a failed commit leaves the export whole. Files whose
-    removal fails after the commit are left behind (logged), never a row without its files."""
+    removal fails after the commit are left behind (logged), never a row without its files.
+
+    The storage is asked first, outside the transaction (no network call while the row is locked): while it is down
+    or refuses the platform, nothing is deleted and the caller gets a 503 that says which (StoreDown, StoreRefused)."""
+    if export.location:
+        _check_store(export)
     with transaction.atomic():
         # Locks the export and its job: a second delete waits, then finds nothing; a retry cannot requeue it.
         export = Export.objects.select_for_update().select_related("job").filter(pk=export.pk).first()
@@ -249,6 +254,14 @@ def delete_export(*, export: Export, actor=None, client_ip: str | None = None) -
         job.delete()
         if location:
             transaction.on_commit(lambda: delete_prefix(storage, location), robust=True)
+
+
+def _check_store(export: Export) -> None:
+    with store_errors(export.storage):
+        try:
+            storage_of(export).listdir(export.location)
+        except FileNotFoundError:
+            pass
 
 
 class ManifestNotReady(Conflict):

@@ -5,7 +5,9 @@ settings.EXPORTS_STORAGE_ALIAS, and each export records the alias it was written
 deleted and moved (`manage.py move_exports`) from there, whatever new exports use.
 """
 
+import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -13,7 +15,9 @@ from django.core.files import File
 from django.core.files.storage import FileSystemStorage, Storage, storages
 from django.utils.translation import gettext
 
-from dataplatform.errors import Missing, Unavailable
+from dataplatform.errors import Missing, PlatformError, Transient, Unavailable
+
+logger = logging.getLogger(__name__)
 
 
 class StorageNotConfigured(Unavailable):
@@ -32,6 +36,67 @@ def file_gone(export, name: str) -> ExportFileGone:
     return ExportFileGone(gettext(
         "The file %(name)s of export %(id)d is no longer on its storage (%(alias)s): it was removed or lost there. "
         "Export the data again to get it.") % {"name": name, "id": export.pk, "alias": export.storage})
+
+
+class StoreDown(Transient):
+    """The export storage did not answer (refused connection, timeout, a 5xx): try again in a moment."""
+
+    retry_after = 30
+
+
+class StoreRefused(Unavailable):
+    """The export storage answered but refuses the platform (no such bucket, credentials it does not accept): an
+    operator must fix the settings; retrying changes nothing until then."""
+
+    retry_after = None
+
+
+# S3's error codes for a request that will not succeed until an operator changes something.
+MISCONFIGURED_CODES = {"NoSuchBucket", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
+                       "InvalidBucketName", "AllAccessDisabled", "AccountProblem", "ExpiredToken", "InvalidToken"}
+
+
+def as_store_error(exc: BaseException, alias: str) -> PlatformError | None:
+    """A storage backend's exception in the platform's vocabulary, or None when it is not a store fault."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    if isinstance(exc, ClientError):
+        code = exc.response.get("Error", {}).get("Code", "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        if code in MISCONFIGURED_CODES or 400 <= status < 500:
+            return StoreRefused(gettext(
+                "The export storage %(alias)s refuses the platform's requests (%(code)s): its bucket or credentials "
+                "are not set up as the settings say. Nothing was changed; an operator needs to fix the storage "
+                "settings.") % {"alias": alias, "code": code or status})
+        return StoreDown(gettext("The export storage %(alias)s is unavailable (%(code)s). Nothing was changed; try "
+                                 "again in a moment.") % {"alias": alias, "code": code or status})
+    if isinstance(exc, NoCredentialsError):
+        return StoreRefused(gettext(
+            "The export storage %(alias)s has no credentials to sign requests with. Nothing was changed; an operator "
+            "needs to fix the storage settings.") % {"alias": alias})
+    if isinstance(exc, BotoCoreError):  # refused connections, timeouts, connections closed mid-answer
+        return StoreDown(gettext("The export storage %(alias)s is unavailable (%(code)s). Nothing was changed; try "
+                                 "again in a moment.") % {"alias": alias, "code": type(exc).__name__})
+    if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):  # the filesystem storage's disk
+        return StoreRefused(gettext(
+            "The export storage %(alias)s cannot be used (%(code)s). Nothing was changed; an operator needs to look "
+            "at it.") % {"alias": alias, "code": type(exc).__name__})
+    return None
+
+
+@contextmanager
+def store_errors(alias: str):
+    """Store faults inside the block raised as the platform's errors (503 with Retry-After while the store is down,
+    a 503 that names the problem when it refuses the platform), logged once; never a 500."""
+    try:
+        yield
+    except PlatformError:
+        raise
+    except Exception as exc:
+        if (error := as_store_error(exc, alias)) is None:
+            raise
+        logger.warning("Export storage %s: %s: %s", alias, type(exc).__name__, exc)
+        raise error from exc
 
 
 def export_storage() -> Storage:
