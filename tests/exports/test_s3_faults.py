@@ -2,6 +2,7 @@
 503 with Retry-After, with a wrong bucket or wrong credentials a 503 that names the problem; the export stays whole."""
 
 import pytest
+from rest_framework.test import APIClient
 
 from dataplatform.exports.models import Export
 from tests.conftest import api_client_for
@@ -48,3 +49,22 @@ def test_a_delete_with_a_wrong_bucket_or_wrong_keys_is_a_503_that_says_so(settin
     with django_capture_on_commit_callbacks(execute=True):
         assert api_client_for(members["admin"]).delete(f"{BASE}{export.pk}/").status_code == 204
     assert s3_store.keys(f"{exports_on_s3}/{export.location}/") == []
+
+
+def test_roles_are_checked_before_the_store_is_asked(settings, run_export, members, s3_store,  # noqa: F811
+                                                     exports_on_s3):  # noqa: F811
+    """The shard and delete endpoints on S3, by role: readers are redirected to the store; while it refuses the
+    platform, those allowed get the 503, the others the same 403/404/401 as ever (the store's state is not theirs
+    to learn)."""
+    export = run_export(filters={"n": 20})
+    shard = f"{BASE}{export.pk}/shards/{export.manifest['shards'][0]['name']}"
+    clients = {role: api_client_for(members[role]) for role in ("admin", "curator", "annotator", "trainer", "outsider")}
+    clients["anonymous"] = APIClient()
+    readable = {"admin": 302, "curator": 302, "annotator": 403, "trainer": 302, "outsider": 404, "anonymous": 401}
+    assert {role: client.get(shard).status_code for role, client in clients.items()} == readable
+    use_s3(settings, s3_store, exports_on_s3, secret_key="not-the-secret")
+    assert {role: client.get(shard).status_code for role, client in clients.items()} == {
+        role: 503 if status == 302 else status for role, status in readable.items()}
+    assert {role: client.delete(f"{BASE}{export.pk}/").status_code for role, client in clients.items()} == {
+        "admin": 503, "curator": 403, "annotator": 403, "trainer": 403, "outsider": 404, "anonymous": 401}
+    assert Export.objects.filter(pk=export.pk).exists()
