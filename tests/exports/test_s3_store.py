@@ -51,6 +51,7 @@ def test_the_store_refuses_requests_without_the_user_s_key(s3_store):  # noqa: F
 def test_an_export_on_s3_is_listed_downloaded_pulled_and_deleted(run_export, members, live_server, s3_store,  # noqa: F811
                                                                  exports_on_s3, tmp_path):  # noqa: F811
     export = run_export(filters={"n": 300}, shard_rows=100, validation_ratio=0.1)
+    s3_store.server.gate.seen.clear()
     assert export.job.state == "succeeded" and export.storage == "exports-s3"
     # Every file the manifest lists is an object in the bucket, and nothing else is.
     assert len(export.manifest["shards"]) == 4
@@ -78,6 +79,9 @@ def test_an_export_on_s3_is_listed_downloaded_pulled_and_deleted(run_export, mem
     assert "sha256 verified" in pulled.stderr and secret not in pulled.stdout + pulled.stderr
     for listed in export.manifest["shards"]:
         assert hashlib.sha256((out / listed["name"]).read_bytes()).hexdigest() == listed["sha256"]
+    # Every file came from the store through a signed URL, none of them with the token.
+    assert len(s3_store.server.gate.seen) >= len(export.manifest["shards"]) + 2
+    assert {seen["authorization"] for seen in s3_store.server.gate.seen} == {None}
 
     # A delete removes the rows, then every object under the export's prefix.
     deleted = api_client_for(members["admin"]).delete(f"/api/v1/projects/alpha/exports/{export.pk}/")
