@@ -22,6 +22,7 @@ from dataplatform.accounts.permissions import (
 from dataplatform.apiutils import MAX_INT
 from dataplatform.audit import services as audit
 from dataplatform.client_address import client_ip
+from dataplatform.errors import Transient
 from dataplatform.jobs.models import JobState
 from dataplatform.openapi import VALIDATION_ERROR, error_response
 
@@ -196,10 +197,17 @@ def _missing(export: Export, path: str, name: str):
     """A file not found under a row that was read a moment ago. Deleted since (delete_export removes the rows, then
     the files): gone, not an error. Missing under a row that is still there: lost from (or never moved to) its
     storage, worth a log line, and a 410 that says so; never a 500, nor a redirect to the store's NoSuchKey."""
-    if Export.objects.filter(pk=export.pk).exists():
-        logger.error("Export %s: %s is missing from its storage %s", export.pk, path, export.storage)
-        return file_gone(export, name)
-    return NotFound(gettext("No such file in this export."))
+    now = Export.objects.filter(pk=export.pk).values_list("storage", flat=True).first()
+    if now is None:
+        return NotFound(gettext("No such file in this export."))
+    if now != export.storage:  # moved (manage.py move_exports) since the row was read: the file is at its new place
+        return MovedMeanwhile(gettext("This export was just moved to another storage; try again in a moment."))
+    logger.error("Export %s: %s is missing from its storage %s", export.pk, path, export.storage)
+    return file_gone(export, name)
+
+
+class MovedMeanwhile(Transient):
+    retry_after = 1
 
 
 class ExportKindFieldSerializer(serializers.Serializer):

@@ -8,7 +8,7 @@ import pytest
 import requests
 from django.core.management import CommandError, call_command
 
-from dataplatform.exports import services
+from dataplatform.exports import api, services
 from dataplatform.exports.models import Export
 from tests.conftest import api_client_for
 from tests.s3_store import exports_on_s3, forget_export_storages, s3_store  # noqa: F401  (fixtures)
@@ -148,3 +148,17 @@ def test_a_file_lost_from_s3_is_a_410_not_a_redirect_to_no_such_key(run_export, 
     assert response.status_code == 410
     assert response.json()["detail"] == (f"The file {name} of export {export.pk} is no longer on its storage "
                                          "(exports-s3): it was removed or lost there. Export the data again to get it.")
+
+
+def test_a_download_that_read_the_export_just_before_it_moved_is_told_to_try_again(
+        settings, run_export, members, export_storage_in_tmp, s3_store, exports_on_s3, monkeypatch):  # noqa: F811
+    settings.EXPORTS_STORAGE_ALIAS = "exports-files"
+    export = run_export(filters={"n": 20})
+    stale = Export.objects.select_related("job", "project").get(pk=export.pk)  # read on disk...
+    move(to="exports-s3")  # ... moved before its file was opened
+    monkeypatch.setattr(api, "_export", lambda *args, **kwargs: stale)
+    response = api_client_for(members["trainer"]).get(f"{BASE}{export.pk}/shards/README.md")
+    assert response.status_code == 503 and response["Retry-After"] == "1"
+    assert response.json() == {"detail": "This export was just moved to another storage; try again in a moment."}
+    monkeypatch.undo()
+    assert api_client_for(members["trainer"]).get(f"{BASE}{export.pk}/shards/README.md").status_code == 302
