@@ -16,6 +16,7 @@ from dataplatform.accounts.models import Role
 
 from . import backend_guard
 from .factories import MembershipFactory, ProjectFactory, UserFactory
+from .s3_store import forget_export_storages
 
 if os.environ.get("PYTEST_XDIST_WORKER") and "tests.parallel" not in sys.modules:
     # Without it the processes would share one Redis database, queue and DATA_DIR (see tests/parallel.py).
@@ -190,14 +191,13 @@ def start_worker(tmp_path):
 @pytest.fixture
 def export_storage_in_tmp(settings, tmp_path):
     """Point DATA_DIR and the exports storage at a temporary folder (a live worker started later follows)."""
-    from django.core.files.storage import storages
-
     settings.DATA_DIR = tmp_path
-    settings.STORAGES = {**settings.STORAGES, "exports": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "files")}}}
-    storages._storages.pop("exports", None)  # the handler caches backends; rebuild from the new settings
+    files = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "files")}}
+    settings.STORAGES = {**settings.STORAGES, "exports": files, "exports-files": files}
+    settings.EXPORTS_STORAGE_ALIAS = "exports-files"
+    forget_export_storages()  # the handler caches backends; rebuild from the new settings
     yield tmp_path / "files"
-    storages._storages.pop("exports", None)
+    forget_export_storages()
 
 
 @pytest.fixture(autouse=True)

@@ -209,11 +209,13 @@ def world_for_a_module(django_db_blocker, exports_dir: Path,
                        build: Callable[[], World] = build_world) -> Iterator[World]:
     """`build()` once for a test module, inside a transaction that is rolled back at the end (each test's
     own transaction, and each request's savepoint, nest inside it). Export files go under `exports_dir`."""
-    storage_settings = {**settings.STORAGES, "exports": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(exports_dir)}}}
+    files = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(exports_dir)}}
+    storage_settings = {**settings.STORAGES, "exports": files, "exports-files": files}
     with django_db_blocker.unblock(), override_settings(
-            STORAGES=storage_settings, PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
-        storages._storages.pop("exports", None)  # the handler caches backends; rebuild from the new settings
+            STORAGES=storage_settings, EXPORTS_STORAGE_ALIAS="exports-files",
+            PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        for alias in ("exports", "exports-files"):  # the handler caches backends; rebuild from the new settings
+            storages._storages.pop(alias, None)
         outer = tests_own_transaction()
         outer.__enter__()
         try:
@@ -221,4 +223,5 @@ def world_for_a_module(django_db_blocker, exports_dir: Path,
         finally:
             transaction.set_rollback(True)
             outer.__exit__(None, None, None)
-            storages._storages.pop("exports", None)
+            for alias in ("exports", "exports-files"):
+                storages._storages.pop(alias, None)

@@ -22,6 +22,7 @@ from dataplatform.accounts.permissions import (
 from dataplatform.apiutils import MAX_INT
 from dataplatform.audit import services as audit
 from dataplatform.client_address import client_ip
+from dataplatform.errors import Transient
 from dataplatform.jobs.models import JobState
 from dataplatform.openapi import VALIDATION_ERROR, error_response
 
@@ -30,7 +31,7 @@ from .models import Export
 from .options import ExportOptions
 from .ranges import file_response
 from .registry import TRL_FORMATS, all_kinds, describe_filters
-from .storage import export_storage, is_local
+from .storage import file_gone, is_local, storage_of, store_errors
 
 CONTENT_TYPES = {
     "parquet": "application/vnd.apache.parquet",
@@ -121,7 +122,9 @@ class ExportDetailApi(APIView):
         return Response(ExportSerializer(_export(request, slug, export_id), context={"request": request}).data)
 
     @extend_schema(responses={204: None, 409: error_response("The export's job is still queued or running; "
-                                                             "cancel it first.")})
+                                                             "cancel it first."),
+                              503: error_response("The export's storage is down (with Retry-After) or refuses the "
+                                                  "platform (its bucket or credentials): nothing was deleted.")})
     def delete(self, request, slug: str, export_id: int):
         export = _export(request, slug, export_id, roles=CAN_DELETE_EXPORTS)
         services.delete_export(export=export, actor=request.user, client_ip=client_ip(request))
@@ -149,18 +152,25 @@ class ExportShardApi(APIView):
         responses={**{(200, media_type): OpenApiTypes.OBJECT if media_type == "application/json"
                       else OpenApiTypes.BINARY for media_type in FILE_MEDIA_TYPES},
                    **{(206, media_type): OpenApiTypes.BINARY for media_type in FILE_MEDIA_TYPES},
-                   304: None, 416: None},
+                   304: None, 416: None,
+                   410: error_response("The export lists the file but its storage no longer has it (removed or lost "
+                                       "there): export the data again.")},
     )
     def get(self, request, slug: str, export_id: int, name: str):
         export = _export(request, slug, export_id)
         if export.job.state != JobState.SUCCEEDED or name not in selectors.downloadable_names(export):
             raise NotFound(gettext("No such file in this export."))
-        storage = export_storage()
+        storage = storage_of(export)
         path = f"{export.location}/{name}"
-        if not is_local(storage):
-            response = HttpResponseRedirect(storage.url(path))  # a signed URL; the object store serves ranges
-        else:
-            response = _local_file(request, export, storage, path, name)
+        with store_errors(export.storage):
+            if not is_local(storage):
+                # A signed URL; the object store serves ranges. Checked first: a missing object would otherwise be
+                # the store's own NoSuchKey, after the redirect, where the client cannot tell why.
+                if not storage.exists(path):
+                    raise _missing(export, path, name)
+                response = HttpResponseRedirect(storage.url(path))
+            else:
+                response = _local_file(request, export, storage, path, name)
         if _starts_a_download(request):  # only once the file was found: a deleted export's is not a download
             audit.record_request(request, action=audit.Action.EXPORT_DOWNLOADED, project=export.project,
                                  target=export, detail={"file": name})
@@ -180,11 +190,24 @@ def _local_file(request, export: Export, storage, path: str, name: str):
             content_type=CONTENT_TYPES[name.rsplit(".", 1)[-1]], filename=f"export-{export.pk}-{name}",
         )
     except FileNotFoundError:
-        # Deleted since its row was read (delete_export removes the rows, then the files): gone, not an error.
-        # A file missing under a row that is still there was lost from storage: that is worth a log line.
-        if Export.objects.filter(pk=export.pk).exists():
-            logger.error("Export %s: %s is missing from the export storage", export.pk, path)
-        raise NotFound(gettext("No such file in this export.")) from None
+        raise _missing(export, path, name) from None
+
+
+def _missing(export: Export, path: str, name: str):
+    """A file not found under a row that was read a moment ago. Deleted since (delete_export removes the rows, then
+    the files): gone, not an error. Missing under a row that is still there: lost from (or never moved to) its
+    storage, worth a log line, and a 410 that says so; never a 500, nor a redirect to the store's NoSuchKey."""
+    now = Export.objects.filter(pk=export.pk).values_list("storage", flat=True).first()
+    if now is None:
+        return NotFound(gettext("No such file in this export."))
+    if now != export.storage:  # moved (manage.py move_exports) since the row was read: the file is at its new place
+        return MovedMeanwhile(gettext("This export was just moved to another storage; try again in a moment."))
+    logger.error("Export %s: %s is missing from its storage %s", export.pk, path, export.storage)
+    return file_gone(export, name)
+
+
+class MovedMeanwhile(Transient):
+    retry_after = 1
 
 
 class ExportKindFieldSerializer(serializers.Serializer):

@@ -31,6 +31,8 @@ class Export(models.Model):
     data_version = models.CharField(max_length=100, blank=True)
     # Storage prefix holding the shards, manifest.json and README.md.
     location = models.CharField(max_length=300, blank=True)
+    # The storage (an alias in settings.STORAGES) the files were written to: served and deleted from there.
+    storage = models.CharField(max_length=64, default="exports-files")
     rows_total = models.PositiveBigIntegerField(default=0)
     bytes_total = models.PositiveBigIntegerField(default=0)
     manifest = models.JSONField(null=True, blank=True)

@@ -29,7 +29,7 @@ from .models import Export
 from .options import validate_options
 from .registry import ExportKind, ExportQuery, get_kind
 from .sources import read_batches
-from .storage import delete_prefix, export_storage, publish
+from .storage import delete_prefix, publish, storage_named, storage_of, store_errors
 from .writers import SPLITS, Deduplicator, RowGroups, SplitWriter, partition_batch, split_batch
 
 WRITE_JOB_KIND = "exports.write"
@@ -58,7 +58,7 @@ def create_export(*, project: Project, user, options: dict, publish: bool = True
             project=project, job=job, kind=kind.name, kind_version=kind.version, filters=clean["filters"],
             format=clean["format"], shard_rows=clean.get("shard_rows"), shard_bytes=clean.get("shard_bytes"),
             validation_ratio=clean["validation_ratio"], dedup=clean["dedup"], data_version=clean["data_version"],
-            created_by=user,
+            created_by=user, storage=settings.EXPORTS_STORAGE_ALIAS,
         )
         export.location = f"exports/{project.slug}/{export.pk}"
         export.save(update_fields=["location"])
@@ -80,7 +80,7 @@ def write_export(*, export: Export, progress) -> dict:
                            f"this export was created for version {export.kind_version}.")
     filters = kind.filters(data=export.filters)
     filters.is_valid(raise_exception=True)
-    storage = export_storage()
+    storage = storage_of(export)
     delete_prefix(storage, export.location)
     if not export.data_version:
         export.data_version = kind.data_version(export.project)
@@ -231,7 +231,12 @@ def delete_export(*, export: Export, actor=None, client_ip: str | None = None) -
 
     The rows go first and the files only once that has committed: a download that read the row a moment before
     finds no file and answers 404 (ExportShardApi), and a failed commit leaves the export whole. Files whose
-    removal fails after the commit are left behind (logged), never a row without its files."""
+    removal fails after the commit are left behind (logged), never a row without its files.
+
+    The storage is asked first, outside the transaction (no network call while the row is locked): while it is down
+    or refuses the platform, nothing is deleted and the caller gets a 503 that says which (StoreDown, StoreRefused)."""
+    if export.location:
+        _check_store(export)
     with transaction.atomic():
         # Locks the export and its job: a second delete waits, then finds nothing; a retry cannot requeue it.
         export = Export.objects.select_for_update().select_related("job").filter(pk=export.pk).first()
@@ -244,11 +249,19 @@ def delete_export(*, export: Export, actor=None, client_ip: str | None = None) -
         audit.record(action=audit.Action.EXPORT_DELETED, actor=actor, project=export.project,
                      target_type="exports.export", target_id=export.pk, client_ip=client_ip,
                      detail={"kind": export.kind, "rows": export.rows_total})
-        location = export.location
+        location, storage = export.location, storage_of(export)
         export.delete()
         job.delete()
         if location:
-            transaction.on_commit(lambda: delete_prefix(export_storage(), location), robust=True)
+            transaction.on_commit(lambda: delete_prefix(storage, location), robust=True)
+
+
+def _check_store(export: Export) -> None:
+    with store_errors(export.storage):
+        try:
+            storage_of(export).listdir(export.location)
+        except FileNotFoundError:
+            pass
 
 
 class ManifestNotReady(Conflict):
@@ -277,3 +290,81 @@ def _scratch_dir() -> Path:
     path = settings.DATA_DIR / "tmp"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+class MoveFailed(Exception):
+    """A file of the export could not be copied as the manifest lists it: the export stays where it was."""
+
+
+def move_export(*, export_id: int, to: str, leftovers_on: tuple[str, ...] = ()) -> str:
+    """Move a finished export's files to the storage `to` (an alias in settings.STORAGES): copy each file, check the
+    copy's sha256 against the manifest (manifest.json's against the source's bytes), switch the export's record, then
+    delete the old copies. Returns "moved", "already there", "busy" (its job is not finished) or "gone" (deleted).
+
+    Resumable: a copy already on `to` with the right sha256 is kept, not copied again; and an export already on `to`
+    loses the copies still under its prefix on `leftovers_on` (a move stopped between its switch and its delete).
+    Downloads go on throughout: they read the old copies until the switch, the new ones after. A delete meanwhile
+    wins: the switch finds no row, and the copies just made are removed."""
+    export = Export.objects.select_related("job").filter(pk=export_id).first()
+    if export is None:
+        return "gone"
+    if export.storage == to:
+        for alias in leftovers_on:
+            if alias != to:
+                delete_prefix(storage_named(alias), export.location)
+        return "already there"
+    if not export.job.is_terminal:
+        return "busy"
+    source, target = storage_of(export), storage_named(to)
+    if export.job.state == JobState.SUCCEEDED and export.manifest:
+        try:
+            _copy_verified(export, source, target)
+        except BaseException:
+            delete_prefix(target, export.location)  # no half-moved copies left on a storage the record never names
+            raise
+    # The row is locked by a delete (delete_export): this waits for it, then switches nothing.
+    switched = Export.objects.filter(pk=export.pk, storage=export.storage).update(storage=to)
+    if not switched:
+        delete_prefix(target, export.location)
+        return "gone" if not Export.objects.filter(pk=export.pk).exists() else "already there"
+    delete_prefix(source, export.location)
+    return "moved"
+
+
+def _copy_verified(export: Export, source, target) -> None:
+    listed = {shard["name"]: shard["sha256"] for shard in export.manifest["shards"]}
+    if card := export.manifest.get("card"):
+        listed[card["name"]] = card["sha256"]
+    work_dir = Path(tempfile.mkdtemp(prefix=f"move-{export.pk}-", dir=_scratch_dir()))
+    try:
+        for name in [*listed, *([CARD_NAME] if CARD_NAME not in listed else []), MANIFEST_NAME]:  # manifest last
+            path = f"{export.location}/{name}"
+            expected = listed.get(name)
+            if expected and target.exists(path) and _sha256_of(target, path) == expected:
+                continue  # copied by an earlier run
+            copy = work_dir / f".{name}.partial"
+            with source.open(path, "rb") as reading, open(copy, "wb") as writing:
+                shutil.copyfileobj(reading, writing, 1 << 20)
+            copied = _sha256_of_file(copy)
+            if expected and copied != expected:
+                raise MoveFailed(f"Export {export.pk}: {name} on {export.storage} has sha256 {copied}, "
+                                 f"not the manifest's {expected}; left where it is.")
+            publish(target, copy, path)
+            if (stored := _sha256_of(target, path)) != (expected or copied):
+                raise MoveFailed(f"Export {export.pk}: {name} reads back from the new storage with sha256 {stored}, "
+                                 f"not {expected or copied}; left where it is.")
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _sha256_of(storage, path: str) -> str:
+    digest = hashlib.sha256()
+    with storage.open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _sha256_of_file(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -2,6 +2,8 @@
 
 import os
 
+from django.core.exceptions import ImproperlyConfigured
+
 from .core import BASE_DIR, DATA_DIR
 from .env import env_bool, env_float, env_int, env_path, env_str, env_url
 
@@ -17,29 +19,43 @@ STATICFILES_DIRS = [("vendor/htmx", BASE_DIR / "frontend" / "node_modules" / "ht
 # django-storages when EXPORTS_S3_BUCKET is set. Credentials come from the usual AWS_*
 # variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or the machine's role.
 EXPORTS_S3_BUCKET = env_str("EXPORTS_S3_BUCKET")
-if EXPORTS_S3_BUCKET:
-    EXPORTS_STORAGE = {
-        "BACKEND": "storages.backends.s3.S3Storage",
-        "OPTIONS": {
-            "bucket_name": EXPORTS_S3_BUCKET,
-            "location": env_str("EXPORTS_S3_PREFIX"),
-            "endpoint_url": env_url("EXPORTS_S3_ENDPOINT_URL", None),
-            "region_name": env_str("EXPORTS_S3_REGION") or None,
-            "file_overwrite": True,
-            "querystring_expire": 3600,  # shard downloads redirect to URLs signed for an hour
-        },
-    }
-else:
-    EXPORTS_STORAGE = {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": str(DATA_DIR / "files"), "base_url": None},
-    }
+# Each export records the storage it was written to (one of these aliases) and is served and deleted from there,
+# whichever storage new exports go to: switching EXPORTS_S3_BUCKET on or off strands none of them, and
+# `manage.py move_exports` moves them from one to the other (docs/operations.md).
+EXPORTS_FILES_STORAGE = {
+    "BACKEND": "django.core.files.storage.FileSystemStorage",
+    "OPTIONS": {"location": str(DATA_DIR / "files"), "base_url": None},
+}
+EXPORTS_S3_STORAGE = {
+    "BACKEND": "storages.backends.s3.S3Storage",
+    "OPTIONS": {
+        "bucket_name": EXPORTS_S3_BUCKET,
+        "location": env_str("EXPORTS_S3_PREFIX"),
+        "endpoint_url": env_url("EXPORTS_S3_ENDPOINT_URL", None),
+        "region_name": env_str("EXPORTS_S3_REGION") or None,
+        "file_overwrite": True,
+        "querystring_expire": 3600,  # shard downloads redirect to URLs signed for an hour
+        # SigV4 always: without it botocore signs URLs with SigV2 in us-east-1 or without a region, which AWS is
+        # retiring and regions opened since 2014 refuse.
+        "signature_version": "s3v4",
+    },
+} if EXPORTS_S3_BUCKET else None
+# Where new exports are written: "s3" when a bucket is set, else "files". EXPORTS_WRITE_TO=files with the bucket
+# still set writes to the filesystem while the exports on S3 are still served (e.g. to move them back).
+EXPORTS_WRITE_TO = env_str("EXPORTS_WRITE_TO") or ("s3" if EXPORTS_S3_BUCKET else "files")
+if EXPORTS_WRITE_TO not in ("files", "s3") or (EXPORTS_WRITE_TO == "s3" and not EXPORTS_S3_BUCKET):
+    raise ImproperlyConfigured("EXPORTS_WRITE_TO is files or s3 (s3 needs EXPORTS_S3_BUCKET).")
+# The alias new exports are written to; "exports" is that storage too (what older code and tools open).
+EXPORTS_STORAGE_ALIAS = f"exports-{EXPORTS_WRITE_TO}"
+EXPORTS_STORAGE = EXPORTS_S3_STORAGE if EXPORTS_WRITE_TO == "s3" else EXPORTS_FILES_STORAGE
 # A FileSystemStorage makes its folders as it saves files.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage",
                 "OPTIONS": {"location": str(DATA_DIR / "media")}},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     "exports": EXPORTS_STORAGE,
+    "exports-files": EXPORTS_FILES_STORAGE,
+    **({"exports-s3": EXPORTS_S3_STORAGE} if EXPORTS_S3_STORAGE else {}),
 }
 EXPORT_DEFAULT_SHARD_ROWS = env_int("EXPORT_DEFAULT_SHARD_ROWS", 100000)
 EXPORT_BATCH_ROWS = env_int("EXPORT_BATCH_ROWS", 10000)

@@ -73,9 +73,10 @@ def demo_instance(settings, tmp_path, start_worker, local_backend):
 
     (tmp_path / "models").symlink_to(settings.DATA_DIR / "models")
     settings.DATA_DIR = tmp_path
-    settings.STORAGES = {**settings.STORAGES, "exports": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "files")}}}
-    storages._storages.pop("exports", None)  # the handler caches backends; rebuild from the new settings
+    files = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "files")}}
+    settings.STORAGES = {**settings.STORAGES, "exports": files, "exports-files": files}
+    for alias in ("exports", "exports-files"):  # the handler caches backends; rebuild from the new settings
+        storages._storages.pop(alias, None)
     began = time.monotonic()
     call_command("bootstrap_demo", stdout=io.StringIO())
     worker = start_worker()
@@ -89,7 +90,8 @@ def demo_instance(settings, tmp_path, start_worker, local_backend):
     Job.objects.filter(project__slug="demo").exclude(state__in=TERMINAL_STATES).update(state=JobState.CANCELLED)
     start_worker()
     yield (tmp_path / "demo-login.txt").read_text().strip()
-    storages._storages.pop("exports", None)
+    for alias in ("exports", "exports-files"):
+        storages._storages.pop(alias, None)
 
 
 def check_the_demo_data() -> None:

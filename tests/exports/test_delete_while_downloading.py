@@ -49,7 +49,7 @@ def test_a_file_deleted_after_its_row_was_read_is_a_404(members, run_export, exp
 
 
 @pytest.mark.django_db
-def test_a_file_gone_between_its_size_and_its_open_is_a_404(members, run_export, export_storage_in_tmp, monkeypatch):
+def test_a_file_gone_between_its_size_and_its_open_is_a_410(members, run_export, export_storage_in_tmp, monkeypatch):
     export = run_export(filters={"n": 50}, shard_rows=20)
     name = export.manifest["shards"][0]["name"]
     size = FileSystemStorage.size
@@ -61,7 +61,9 @@ def test_a_file_gone_between_its_size_and_its_open_is_a_404(members, run_export,
 
     monkeypatch.setattr(FileSystemStorage, "size", size_then_gone)
     response = api_client_for(members["trainer"]).get(f"{BASE}{export.pk}/shards/{name}")
-    assert response.status_code == 404  # the row is still there: logged as a lost file, still no 500
+    # The row is still there: the file was lost from its storage (logged), a 410 that says so, never a 500.
+    assert response.status_code == 410
+    assert response.json()["detail"].startswith(f"The file {name} of export {export.pk} is no longer on its storage")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from dataplatform.accounts.models import Project
 from dataplatform.exports import services
 from dataplatform.exports.options import InvalidExport, filters_from_pairs
-from dataplatform.exports.storage import export_storage
+from dataplatform.exports.storage import storage_of
 from dataplatform.jobs.services import execute_job
 
 
@@ -54,7 +54,7 @@ class Command(BaseCommand):
 
         destination = Path(out)
         destination.mkdir(parents=True, exist_ok=True)
-        storage = export_storage()
+        storage = storage_of(export)
         names = [shard["name"] for shard in export.manifest["shards"]] + [services.CARD_NAME, services.MANIFEST_NAME]
         for name in names:  # manifest.json last, as in storage
             with storage.open(f"{export.location}/{name}", "rb") as source, open(destination / name, "wb") as target:
