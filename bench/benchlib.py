@@ -119,9 +119,17 @@ class Progress:
 
 # --- figures ---------------------------------------------------------------------------------------
 
-def peak_rss_mb() -> float:
-    """This process's peak resident set so far, in MB."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """A process's peak resident set so far, in MB: its VmHWM. Not ru_maxrss: Linux carries a parent's peak into
+    its child's ru_maxrss through fork and exec, so a child of a parent that loaded a model reports the parent's
+    size."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if pid == "self" else 0.0  # Linux: KiB
 
 
 def adbc_to_parquet(database_url: str, sql: str, output: Path | None) -> int:

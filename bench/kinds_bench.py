@@ -10,8 +10,8 @@ test's own kinds are left out), at each size (default 10,000 and 100,000 rows):
   replication of its real rows into a project of the copies the kind needs for that many rows (kinds of a workflow
   whose needs lie within 1.5x share one project), ANALYZEd;
 - the kind: one export job (Parquet, 5% validation, dedup off) run by `execute_job` in a fresh child process, timed
-  around it, with that process's peak RSS (ru_maxrss). A kind still running after `--cap-seconds` is stopped: its
-  rate is then the job's rows read so far over its time (marked "capped") and its peak RSS the process's VmHWM;
+  around it, with that process's peak RSS (VmHWM). A kind still running after `--cap-seconds` is stopped: its
+  rate is then the job's rows read so far over its time (marked "capped") and its peak RSS read just before;
 - the baseline, per project, in a fresh child process: the ADBC driver runs the workflow's one query over the
   tables a live derivation reads (a source per row with its children as JSON: sessions with nodes, events and
   reviews; cases with traces, proposals, replays and runs; tasks and trajectories with labels; prompts with scores,
@@ -107,13 +107,6 @@ def child_baseline(project_id: int, workflow: str) -> dict:
             "rows": rows, "bytes": output.stat().st_size}
 
 
-def _vm_hwm_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def run_child(*args: str, cap: float | None = None) -> dict:
     """A child process of this script; with `cap`, stopped after that many seconds ({"capped": True, ...})."""
     from django.conf import settings
@@ -125,7 +118,7 @@ def run_child(*args: str, cap: float | None = None) -> dict:
     try:
         out, err = process.communicate(timeout=cap)
     except subprocess.TimeoutExpired:
-        peak = _vm_hwm_mb(process.pid)
+        peak = benchlib.peak_rss_mb(process.pid)
         stopped = time.time()
         process.kill()
         process.communicate()
@@ -222,6 +215,7 @@ def main() -> None:
     parser.add_argument("--kinds", default="", help="only kinds whose names start with one of these (comma-separated)")
     parser.add_argument("--sample", type=int, default=SAMPLE_ROWS, help="rows of each export checked")
     parser.add_argument("--rebuild", action="store_true", help="drop the bench database and build the data again")
+    parser.add_argument("--build-only", action="store_true", help="build the data of every size, measure nothing")
     args = parser.parse_args()
     load_average = os.getloadavg()[0]
     sizes = [args.rows] if args.rows else [int(size) for size in args.sizes.split(",")]
@@ -268,6 +262,8 @@ def main() -> None:
             chosen = group_copies(list(needed.values()))
             for kind in members:
                 projects[kind.name] = ensure_target(workflow, seeds[name], chosen[needed[kind.name]], user)
+        if args.build_only:
+            continue
         baselines = {}
         for kind in kinds:
             if kind.name not in projects:
@@ -286,6 +282,8 @@ def main() -> None:
                   f"({rate:,.0f} rows/s{', capped' if run['capped'] else ''}), peak RSS {run['peak_rss_mb']:.0f} MB, "
                   f"verified {verified}", flush=True)
 
+    if args.build_only:
+        return
     with connection.cursor() as cursor:
         cursor.execute("SHOW server_version")
         pg_version = cursor.fetchone()[0]

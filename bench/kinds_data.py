@@ -75,33 +75,50 @@ def seed_onpanda(project: Project, user, *, with_model: bool = True) -> None:
             services.finish(session=session, version=session.version, actor=user, accept=True)
 
 
+# Labels in the demo taxonomy's words (labeler/demo_data/swe_demo.yaml), domains routed to A, B, C, A, B, C, ...
+_DOMAINS = [("web_backend", "http"), ("web_frontend", "forms"), ("devtools", "shell"), ("data", "sql"),
+            ("media", "plots")]
+HUMAN_LABELS = [{"task_type_l1": "bug-fix", "task_type_l2": ["crash" if n % 2 else "wrong-result"],
+                 "domain_l1": _DOMAINS[n % 5][0], "domain_l2": [_DOMAINS[n % 5][1]]} for n in range(10)]
+
+
 def seed_swe(project: Project, user, *, with_model: bool = True) -> None:
     """The demo's 24 SWE tasks and its taxonomy (labeler/demo.py), the first two labeled by the autolabel job with
     the model, one of them reviewed by a person; and the trajectory file of the importer's tests with its labels."""
     from labeler import demo, services
     from labeler.importers import import_trajectories
-    from labeler.models import Label
+    from labeler.models import Label, SweTask
 
     jobs = demo.prepare(project=project, user=user)
     if with_model:
         _run_jobs(jobs)
     path = ROOT / "tests" / "fixtures" / "traces" / "swe_labeler_trajectories.jsonl"
     with path.open("rb") as lines:
-        import_trajectories(project=project, lines=lines, file=path.name, user=user)
+        # The file's last line is not JSON (the importer's tests read its report): the other three import.
+        import_trajectories(project=project, lines=lines, file=path.name, user=user, skip_bad_lines=True)
     label = Label.objects.filter(task__project=project, origin="model").order_by("id").first()
     if label is not None:
         review = services.start_review(item=label.task, reviewer=user)
+        services.submit_label(label=review, version=review.version, actor=user)
+    # A person labels ten more, across the routing categories (A, B, C: a balanced sample takes from each).
+    unlabeled = SweTask.objects.filter(project=project, labels__isnull=True).order_by("id")[:len(HUMAN_LABELS)]
+    for task, changes in zip(unlabeled, HUMAN_LABELS, strict=False):
+        review = services.start_review(item=task, reviewer=user)
+        review = services.edit_label(label=review, version=review.version, changes=changes, actor=user)
         services.submit_label(label=review, version=review.version, actor=user)
 
 
 def seed_aed(project: Project, user, *, with_model: bool = True) -> None:
     """The AED export tests' corpus (cases graded A to D and ungraded, replays, recovery runs and a draft, curated
-    through the services; the replays' runs written as a replay writes them), and with the model the demo's curated
-    case replayed by the replay job."""
+    through the services; the replays' runs written as a replay writes them, as the tests do: a replay's runs are
+    the model's part), and with the model the demo's curated case replayed by the replay job."""
     from corpora.aed import demo
-    from tests.corpora.aed.export_corpus import build_corpus
+    from tests.corpora.aed.export_corpus import IN_CONTEXT_STEPS, build_corpus, recovery_with
 
-    build_corpus(project, user)
+    corpus = build_corpus(project, user)
+    # Six more runs that recover, in a second recovery replay of case A: the corpus holds one recovery row for a
+    # hundred rows of its tables, and the copies aed.recovery needs would outweigh the other kinds' tenfold.
+    recovery_with(corpus["a_fix"], user, [(True, IN_CONTEXT_STEPS)] * 6)
     if with_model:
         _run_jobs(demo.prepare(project=project, user=user))
 
@@ -390,13 +407,17 @@ def query_for(kind: ExportKind, project: Project, *, data_version: str | None = 
                        data_version=kind.data_version(project) if data_version is None else data_version)
 
 
-def live_rows(kind: ExportKind, query: ExportQuery) -> Iterator[dict]:
-    """The kind's rows as its live derivation gives them: the stored-rows engine's when the kind stores its rows,
-    else its own row generator (or its values() queryset), one dict a row in the kind's schema."""
+def live_rows(kind: ExportKind, query: ExportQuery, *, sources: int | None = None) -> Iterator[dict]:
+    """The kind's rows as its live derivation gives them: the stored-rows engine's when the kind stores its rows
+    (of its first `sources` sources only, when given), else its own row generator (or its values() queryset), one
+    dict a row in the kind's schema."""
     stored = getattr(kind, "stored", None)
     if stored is not None:
         from dataplatform.exports import stored as stored_rows
-        batches = stored_rows.live_rows(kind, query)
+        ids = None
+        if sources is not None:
+            ids = list(stored.sources(query).order_by("pk").values_list("pk", flat=True)[:sources])
+        batches = [stored_rows.live_rows(kind, query, source_ids=ids)]
     elif kind.rows is not None:
         batches = kind.rows(query)
     else:
@@ -411,8 +432,10 @@ def live_rows(kind: ExportKind, query: ExportQuery) -> Iterator[dict]:
 
 
 def normalized(kind: ExportKind, rows: list[dict]) -> list[dict]:
-    """Rows as the kind's schema holds them (as a Parquet shard reads back)."""
-    return pa.Table.from_pylist(rows, schema=kind.schema).to_pylist()
+    """Rows as the kind's schema holds them (as a Parquet shard reads back; JSON columns given as their text)."""
+    from dataplatform.conversations.training import record_batch
+
+    return record_batch(rows, kind.schema).to_pylist()
 
 
 def row_key(row: dict) -> str:
@@ -442,7 +465,7 @@ def compare(kind: ExportKind, exported: list[dict], live: list[dict], *, missing
 
 def first_live_rows(kind: ExportKind, query: ExportQuery, limit: int) -> list[dict]:
     rows = []
-    for row in live_rows(kind, query):
+    for row in live_rows(kind, query, sources=limit):
         rows.append(row)
         if len(rows) >= limit:
             break
