@@ -185,28 +185,6 @@ def export_run(kind, project, cap: float) -> dict:
     return {**measured, "rows": export.manifest["totals"]["rows"], "export": export}
 
 
-def ensure_target(workflow, seed, copies: int, user) -> "object":
-    """The project of `copies` copies of the workflow's seed (made once; kept between runs)."""
-    from kinds_data import TARGET_SLUG, project_for, replicate
-
-    from dataplatform.accounts.models import Project
-
-    slug = TARGET_SLUG.format(workflow=workflow.name, copies=copies)
-    marker = f"{copies} copies of {seed.slug} (seed project id {seed.pk}), complete"
-    project = Project.objects.filter(slug=slug).first()
-    if project is not None and project.description == marker:
-        return project
-    if project is not None:
-        project.delete()
-    project, _ = project_for(slug, user)
-    started = time.perf_counter()
-    written = replicate(workflow, seed, project, copies, say=print)
-    Project.objects.filter(pk=project.pk).update(description=marker)
-    print(f"built {slug}: {', '.join(f'{table} {n:,}' for table, n in written.items())} rows "
-          f"in {time.perf_counter() - started:.0f} s")
-    return project
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(str(size) for size in SIZES), help="rows of each kind, e.g. 10000,100000")
@@ -230,6 +208,7 @@ def main() -> None:
         bench_user,
         copies_needed,
         ensure_seed,
+        ensure_target,
         group_copies,
         rows_per_copy,
         shipped_kinds,
@@ -261,7 +240,7 @@ def main() -> None:
             needed = {kind.name: copies_needed(size, per_copy[kind.name]) for kind in members}
             chosen = group_copies(list(needed.values()))
             for kind in members:
-                projects[kind.name] = ensure_target(workflow, seeds[name], chosen[needed[kind.name]], user)
+                projects[kind.name] = ensure_target(workflow, seeds[name], chosen[needed[kind.name]], user, say=print)
         if args.build_only:
             continue
         baselines = {}

@@ -14,6 +14,7 @@ replicated key (a task's instance_id in its project) given a suffix "~c".
 
 import json
 import math
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,21 +270,39 @@ def project_for(slug: str, user) -> tuple[Project, bool]:
     return project, found
 
 
-def ensure_seed(workflow: Workflow, user, *, with_model: bool = True) -> Project:
-    """The workflow's seed project, filled the first time (a seed left half-filled by an interrupted run is made
-    again: the marker is written last)."""
-    marker = f"seed of {workflow.name}, complete"
-    slug = SEED_SLUG.format(workflow=workflow.name)
+def kept_project(slug: str, marker: str, user, fill: Callable[[Project], None]) -> Project:
+    """The project of `slug` as `fill` left it in an earlier run, or made and filled now. The marker (its
+    description) is written last: a project an interrupted run left half-filled, or filled from another seed, is made
+    again."""
     project = Project.objects.filter(slug=slug).first()
     if project is not None and project.description == marker:
         return project
     if project is not None:
         project.delete()
     project, _ = project_for(slug, user)
-    workflow.seed(project, user, with_model=with_model)
+    fill(project)
     Project.objects.filter(pk=project.pk).update(description=marker)
     project.description = marker
     return project
+
+
+def ensure_seed(workflow: Workflow, user, *, with_model: bool = True) -> Project:
+    """The workflow's seed project, filled the first time."""
+    return kept_project(SEED_SLUG.format(workflow=workflow.name), f"seed of {workflow.name}, complete", user,
+                        lambda project: workflow.seed(project, user, with_model=with_model))
+
+
+def ensure_target(workflow: Workflow, seed: Project, copies: int, user, *,
+                  say: Callable[[str], None] = lambda line: None) -> Project:
+    """The project of `copies` copies of the workflow's seed, replicated the first time."""
+    def fill(project: Project) -> None:
+        started = time.perf_counter()
+        written = replicate(workflow, seed, project, copies, say=say)
+        say(f"built {project.slug}: {', '.join(f'{table} {n:,}' for table, n in written.items())} rows "
+            f"in {time.perf_counter() - started:.0f} s")
+
+    return kept_project(TARGET_SLUG.format(workflow=workflow.name, copies=copies),
+                        f"{copies} copies of {seed.slug} (seed project id {seed.pk}), complete", user, fill)
 
 
 # --- replication ----------------------------------------------------------------------------------------------
