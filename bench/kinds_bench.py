@@ -21,7 +21,8 @@ test's own kinds are left out), at each size (default 10,000 and 100,000 rows):
   `live_rows`, at the export's data version) equal the exported rows (by id, or by content where the schema has
   none), and the exported rows add up to the manifest's;
 - for kinds whose rows the stored-rows engine computes ahead (`kind.stored`): the cost per row of computing them
-  (the engine's build over the project's sources, timed before the export).
+  (`stored.build` over the project's sources, from no stored rows, in a child process with the cap, before the
+  export, which then reads what was built and derives what is still missing).
 
 Everything lives in a dedicated database `dataplatform_kinds_bench` and DATA_DIR `var/bench/kinds/`; the data are
 kept between runs (`--rebuild` drops the database and builds everything again: the seeds with the model take a few
@@ -150,20 +151,37 @@ def delete_previous_exports() -> None:
         message.unlink()
 
 
-def build_stored(kind, project) -> float | None:
-    """Seconds the stored-rows engine takes to compute the kind's rows of the project ahead (None: not a stored
-    kind, or no engine)."""
-    if getattr(kind, "stored", None) is None:
-        return None
+def child_build(project_id: int, kind_name: str, started_file: str) -> dict:
+    """Compute a stored kind's rows of the project ahead, as a worker's build does (`stored.build` over the
+    sources its default filters select), timed around it."""
     from kinds_data import query_for
 
+    from dataplatform.accounts.models import Project
     from dataplatform.exports import stored
-    build = getattr(stored, "build", None) or getattr(stored, "catch_up", None)
-    if build is None:
-        return None
+    from dataplatform.exports.registry import get_kind
+
+    kind = get_kind(kind_name)
+    query = query_for(kind, Project.objects.get(pk=project_id))
+    Path(started_file).write_text(str(time.time()))
     started = time.perf_counter()
-    build(kind, query_for(kind, project))
-    return time.perf_counter() - started
+    sources = stored.build(kind, query)
+    return {"seconds": time.perf_counter() - started, "sources": sources, "peak_rss_mb": benchlib.peak_rss_mb()}
+
+
+def build_stored(kind, project, cap: float) -> dict | None:
+    """The stored-rows engine computing the kind's rows of the project ahead, from none, in a child process with the
+    cap (None: not a stored kind)."""
+    if getattr(kind, "stored", None) is None:
+        return None
+    from dataplatform.exports.models import StoredRow
+
+    StoredRow.objects.filter(kind=kind.name, project=project).delete()
+    measured = run_child("build", str(project.pk), kind.name, cap=cap)
+    if measured["capped"]:
+        measured["sources"] = StoredRow.objects.filter(kind=kind.name, project=project).values("source_id").distinct(
+        ).count()
+    measured["rows"] = StoredRow.objects.filter(kind=kind.name, project=project, row__isnull=False).count()
+    return measured
 
 
 def export_run(kind, project, cap: float) -> dict:
@@ -212,7 +230,6 @@ def main() -> None:
         group_copies,
         rows_per_copy,
         shipped_kinds,
-        verify_export,
     )
     from kinds_data import workflow_of as workflow_for
 
@@ -251,11 +268,11 @@ def main() -> None:
             project = projects[kind.name]
             if project.pk not in baselines:
                 baselines[project.pk] = run_child("baseline", str(project.pk), workflow_for(kind).name)
-            stored_seconds = build_stored(kind, project)
+            built = build_stored(kind, project, args.cap_seconds)
             run = export_run(kind, project, args.cap_seconds)
-            verified = "capped: not verified" if run["capped"] else verify_export(kind, run["export"], args.sample)
+            verified = "capped: not verified" if run["capped"] else checked(kind, run["export"], args.sample)
             results[(kind.name, size)] = {**run, "baseline": baselines[project.pk], "project": project.slug,
-                                          "stored_seconds": stored_seconds, "verified": verified}
+                                          "built": built, "verified": verified}
             rate = run["rows"] / run["seconds"] if run["seconds"] else 0
             print(f"  {kind.name} at {size:,}: {run['rows']:,} rows in {run['seconds']:.1f} s "
                   f"({rate:,.0f} rows/s{', capped' if run['capped'] else ''}), peak RSS {run['peak_rss_mb']:.0f} MB, "
@@ -277,6 +294,23 @@ def _label(size: int) -> str:
     return f"{size // 1000}k" if size % 1000 == 0 else f"{size:,}"
 
 
+def checked(kind, export, sample: int) -> str:
+    """verify_export's verdict; a comparison that fails outright is a verdict too, not the end of the run."""
+    from kinds_data import verify_export
+
+    try:
+        return verify_export(kind, export, sample)
+    except Exception as exc:  # noqa: BLE001  (any failure of the check is reported in the table)
+        return f"NO: the check failed: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _built(built: dict) -> str:
+    """The cost of computing a stored kind's rows ahead: per row stored, and per source derived."""
+    per_row = 1000 * built["seconds"] / max(1, built["rows"])
+    return (f"; computed ahead: {built['rows']:,} rows of {built['sources']:,} sources in {built['seconds']:.1f} s, "
+            f"{per_row:.2f} ms a row{' (capped)' if built['capped'] else ''}, build peak RSS {built['peak_rss_mb']:.0f} MB")
+
+
 def print_tables(kinds, sizes: list[int], results: dict) -> None:
     rows = []
     for kind in kinds:
@@ -290,13 +324,12 @@ def print_tables(kinds, sizes: list[int], results: dict) -> None:
             full_rows = result["rows"] if not result["capped"] else None
             # The baseline reads the whole project; a capped kind is compared by rates, its total rows unknown.
             ratio = (base["seconds"] / result["seconds"]) if full_rows is not None else None
-            stored = result.get("stored_seconds")
+            built = result.get("built")
             rows.append((kind.name, _label(size), f"{result['rows']:,}" + (" (capped)" if result["capped"] else ""),
                          f"{result['seconds']:.1f}", f"{rate:,.0f}",
                          f"{full_rows / base['seconds']:,.0f}" if full_rows is not None else "-",
                          f"{ratio:.2f}" if ratio is not None else "-", f"{result['peak_rss_mb']:.0f}",
-                         result["verified"] + (f"; computed ahead {1000 * stored / max(1, result['rows']):.2f} ms/row"
-                                               if stored is not None else "")))
+                         result["verified"] + (_built(built) if built else "")))
     benchlib.print_table(("kind", "rows asked", "rows exported", "s", "rows/s", "baseline rows/s", "x baseline",
                           "peak RSS MB", "verified"), rows)
     print("baseline: the ADBC driver reads the kind's project's source tables (one query, a source a row with its "
@@ -337,6 +370,8 @@ if __name__ == "__main__":
         what = sys.argv[2]
         if what == "engine":
             result = child_engine(int(sys.argv[3]), sys.argv[4])
+        elif what == "build":
+            result = child_build(int(sys.argv[3]), sys.argv[4], sys.argv[5])
         else:
             result = child_baseline(int(sys.argv[3]), sys.argv[4])
         print(json.dumps(result))

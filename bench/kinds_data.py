@@ -428,8 +428,8 @@ def query_for(kind: ExportKind, project: Project, *, data_version: str | None = 
 
 def live_rows(kind: ExportKind, query: ExportQuery, *, sources: int | None = None) -> Iterator[dict]:
     """The kind's rows as its live derivation gives them: the stored-rows engine's when the kind stores its rows
-    (of its first `sources` sources only, when given), else its own row generator (or its values() queryset), one
-    dict a row in the kind's schema."""
+    (of its first `sources` sources only, when given), else its own row generator (or its values() queryset, its
+    first `sources` rows when given), one dict a row in the kind's schema (extra keys are dropped by `normalized`)."""
     stored = getattr(kind, "stored", None)
     if stored is not None:
         from dataplatform.exports import stored as stored_rows
@@ -439,8 +439,11 @@ def live_rows(kind: ExportKind, query: ExportQuery, *, sources: int | None = Non
         batches = [stored_rows.live_rows(kind, query, source_ids=ids)]
     elif kind.rows is not None:
         batches = kind.rows(query)
-    else:
-        batches = iter([list(kind.values(query).order_by("id"))])
+    else:  # a values() kind: its queryset through the ORM (the export reads it through ADBC), in keyset order
+        values = kind.values(query).order_by("id")
+        renamed = getattr(kind, "renamed", None) or {}  # {values() name: schema name}, where a kind has them
+        batches = [[{**row, **{schema_name: row[name] for name, schema_name in renamed.items()}}
+                    for row in (values if sources is None else values[:sources])]]
     for batch in batches:
         if isinstance(batch, pa.RecordBatch):
             yield from batch.to_pylist()

@@ -73,3 +73,19 @@ def test_the_job_history_grows_by_copies(user, export_storage_in_tmp):
     assert len(rows) == COPIES * 3
     # The live derivation also gives the export's own job, finished since: no difference for a kind not append-only.
     assert kinds_data.verify_export(kind, export, sample=10) == "yes (9 rows)"
+
+
+# Committed rows: on PostgreSQL the engine reads stored rows through ADBC, on a connection of its own.
+@pytest.mark.django_db(transaction=True)
+def test_a_stored_kind_is_checked_against_the_engine_s_live_rows(user, export_storage_in_tmp):
+    from dataplatform.jobs.services import enqueue_job
+
+    from ..exports.stored_kind import STORED_JOBS
+
+    project, _ = kinds_data.project_for("kb-stored-test", user)
+    for _ in range(3):
+        enqueue_job(project=project, kind="demo.seed", params={"started_at": 1.0}, user=user, publish=False)
+    query = kinds_data.query_for(STORED_JOBS, project)
+    assert len(list(kinds_data.live_rows(STORED_JOBS, query, sources=2))) == 2  # the first two sources' rows
+    export, rows = export_rows(project, user, export_storage_in_tmp, STORED_JOBS.name, format="parquet")
+    assert len(rows) == 3 and kinds_data.verify_export(STORED_JOBS, export, sample=10) == "yes (3 rows)"
