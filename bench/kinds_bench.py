@@ -20,6 +20,8 @@ test's own kinds are left out), at each size (default 10,000 and 100,000 rows):
 - verified: the first `--sample` rows of the kind's live derivation (its row generator, or the stored-rows engine's
   `live_rows`, at the export's data version) equal the exported rows (by id, or by content where the schema has
   none), and the exported rows add up to the manifest's;
+- the latency of the request that settles a source (submit a case, review a label: the service call, in this
+  process) with the build-ahead hook on and off (EXPORTS_BUILD_AHEAD), alternating, p50 and p95 (`--requests`);
 - for kinds whose rows the stored-rows engine computes ahead (`kind.stored`): the cost per row of computing them
   (`stored.build` over the project's sources, from no stored rows, in a child process with the cap, before the
   export, which then reads what was built and derives what is still missing).
@@ -65,6 +67,7 @@ VALIDATION_RATIO = 0.05
 TARGET_RATIO, STRETCH_RATIO = 0.5, 0.8  # x baseline at the largest size
 SLOW_KINDS, TARGET_SLOW_RATE = ("onpanda.panda_json", "aed.recovery"), 10_000  # rows/s
 TARGET_RSS_MB, TARGET_RSS_FLAT = 300, 1.25
+REQUESTS, REQUEST_COPIES, TARGET_REQUEST_MS = 40, 20, 20  # settling requests a workflow; copies of its seed for them
 
 
 def _setup_django(rebuild: bool = False) -> None:
@@ -212,6 +215,8 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=SAMPLE_ROWS, help="rows of each export checked")
     parser.add_argument("--rebuild", action="store_true", help="drop the bench database and build the data again")
     parser.add_argument("--build-only", action="store_true", help="build the data of every size, measure nothing")
+    parser.add_argument("--requests", type=int, default=REQUESTS,
+                        help="settling requests timed with the build-ahead hook and as many without (0: none)")
     args = parser.parse_args()
     load_average = os.getloadavg()[0]
     sizes = [args.rows] if args.rows else [int(size) for size in args.sizes.split(",")]
@@ -280,6 +285,10 @@ def main() -> None:
 
     if args.build_only:
         return
+    latencies = {}
+    for name in sorted(workflows):
+        if args.requests and WORKFLOWS[name].settles is not None:
+            latencies[name] = request_latencies(WORKFLOWS[name], seeds[name], user, args.requests)
     with connection.cursor() as cursor:
         cursor.execute("SHOW server_version")
         pg_version = cursor.fetchone()[0]
@@ -288,10 +297,58 @@ def main() -> None:
           f"{pa.__version__}, Python {platform.python_version()}, EXPORT_BATCH_ROWS={settings.EXPORT_BATCH_ROWS}, "
           f"load average before the run {load_average:.2f}, cap {args.cap_seconds:.0f} s a kind")
     print_tables(kinds, sizes, results)
+    if latencies:
+        print()
+        print_requests(latencies)
 
 
 def _label(size: int) -> str:
     return f"{size // 1000}k" if size % 1000 == 0 else f"{size:,}"
+
+
+def request_latencies(workflow, seed, user, count: int) -> dict:
+    """The settling request of the workflow, `count` times with the build-ahead hook (EXPORTS_BUILD_AHEAD) and
+    `count` times without, alternating, each on a source of its own in a project of copies of the seed kept for it,
+    by a person new to it (a source is settled once per person); milliseconds of each."""
+    import uuid
+
+    from django.conf import settings
+    from kinds_data import ensure_target, project_for
+
+    project = ensure_target(workflow, seed, REQUEST_COPIES, user, slug=f"kb-{workflow.name}-requests")
+    person = type(user).objects.create(username=f"kinds-bench-{uuid.uuid4().hex[:8]}")
+    project_for(project.slug, person)
+    name, requests = workflow.settles
+    timings = {True: [], False: []}
+    original = settings.EXPORTS_BUILD_AHEAD
+    try:
+        for n, request in enumerate(requests(project, person, 2 * count + 2)):
+            settings.EXPORTS_BUILD_AHEAD = hook = n % 2 == 0
+            started = time.perf_counter()
+            request()
+            if n >= 2:  # the first of each warms up (imports, connection, caches)
+                timings[hook].append(1000 * (time.perf_counter() - started))
+    finally:
+        settings.EXPORTS_BUILD_AHEAD = original
+    return {"request": name, "on": timings[True], "off": timings[False]}
+
+
+def print_requests(latencies: dict) -> None:
+    rows = []
+    for workflow, measured in latencies.items():
+        off, on = measured["off"], measured["on"]
+        if not off or not on:
+            continue
+        p95_off, p95_on = benchlib.percentile(off, 95), benchlib.percentile(on, 95)
+        rows.append((f"{workflow}: {measured['request']}", f"{len(on)} / {len(off)}",
+                     f"{benchlib.percentile(on, 50):.1f}", f"{p95_on:.1f}", f"{benchlib.percentile(off, 50):.1f}",
+                     f"{p95_off:.1f}", f"{p95_on - p95_off:+.1f}",
+                     f"≤ +{TARGET_REQUEST_MS} ms: " + ("met" if p95_on - p95_off <= TARGET_REQUEST_MS else "MISSED")))
+    benchlib.print_table(("request (service call)", "n on / off", "p50 hook on", "p95 hook on", "p50 off", "p95 off",
+                          "p95 on - off", "target"), rows)
+    print("hook on: EXPORTS_BUILD_AHEAD, a settling service's build_soon sends the build to a worker after its commit "
+          "(here to the filesystem broker, which no worker reads); off: the export derives what is missing. A "
+          "service that calls no build_soon measures the same either way.")
 
 
 def checked(kind, export, sample: int) -> str:

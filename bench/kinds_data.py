@@ -151,6 +151,32 @@ def seed_jobs(project: Project, user, *, with_model: bool = True) -> None:
     cancel_job(job=export.job)
 
 
+# --- the requests that settle a source (where a stored kind's build_soon hook runs) ------------------------------
+
+def submit_cases(project: Project, person, count: int) -> Iterator[Callable[[], object]]:
+    """AED: `count` cases opened and filled by `person`, each handed over as its submit (the request timed)."""
+    from corpora.aed import services
+    from corpora.aed.models import Trace
+
+    for trace in Trace.objects.filter(project=project).order_by("id")[:count]:
+        case = services.open_case(trace=trace, curator=person)
+        case = services.update_case(case=case, version=case.version, actor=person, changes={
+            "error_step": 0, "category": "plan-error", "diagnosis": "The first step already goes wrong."})
+        yield lambda case=case: services.submit_case(case=case, version=case.version, actor=person)
+
+
+def submit_reviews(project: Project, person, count: int) -> Iterator[Callable[[], object]]:
+    """SWE: `count` tasks labeled by `person`, each handed over as the label's submit (the request timed)."""
+    from labeler import services
+    from labeler.models import SweTask
+
+    for n, task in enumerate(SweTask.objects.filter(project=project).order_by("id")[:count]):
+        label = services.start_review(item=task, reviewer=person)
+        label = services.edit_label(label=label, version=label.version, changes=HUMAN_LABELS[n % len(HUMAN_LABELS)],
+                                    actor=person)
+        yield lambda label=label: services.submit_label(label=label, version=label.version, actor=person)
+
+
 # --- workflows ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -175,6 +201,9 @@ class Workflow:
     # The project's own settings rows (one-to-one with it), copied once into a target project: what its kinds read
     # (the pinned taxonomy, the response template) must be the seed's.
     settings: tuple[str, ...] = ()
+    # The request that settles a source, for its latency with and without the build-ahead hook: (what it is,
+    # requests(project, person, count) -> each request ready to run, as a call).
+    settles: tuple[str, Callable[..., Iterator[Callable[[], object]]]] | None = None
 
 
 ONPANDA_BASELINE = """
@@ -220,13 +249,13 @@ WORKFLOWS = {workflow.name: workflow for workflow in (
         Table("labeler.SweTask", ("project",)), Table("labeler.Trajectory", ("project",)),
         Table("labeler.Label", ("task__project", "trajectory__project")),
         Table("labeler.LabelEvent", ("label__task__project", "label__trajectory__project")),
-    ), SWE_BASELINE, settings=("labeler.LabelerSettings",)),
+    ), SWE_BASELINE, settings=("labeler.LabelerSettings",), settles=("review a label (submit_label)", submit_reviews)),
     Workflow("aed", ("aed.",), seed_aed, (
         Table("corpora.Trace", ("project",)), Table("corpora.Case", ("trace__project",)),
         Table("corpora.Proposal", ("case__trace__project",)),
         Table("corpora.CaseEvent", ("case__trace__project",)), Table("corpora.Replay", ("proposal__case__trace__project",)),
         Table("corpora.ReplayRun", ("replay__proposal__case__trace__project",)),
-    ), AED_BASELINE, settings=("corpora.AedSettings",)),
+    ), AED_BASELINE, settings=("corpora.AedSettings",), settles=("submit a case (submit_case)", submit_cases)),
     Workflow("atd", ("atd.",), seed_atd, (
         Table("corpora.AtdPrompt", ("project",)), Table("corpora.ScoringRun", ("project",)),
         Table("corpora.Score", ("run__project",)),
@@ -292,16 +321,17 @@ def ensure_seed(workflow: Workflow, user, *, with_model: bool = True) -> Project
                         lambda project: workflow.seed(project, user, with_model=with_model))
 
 
-def ensure_target(workflow: Workflow, seed: Project, copies: int, user, *,
+def ensure_target(workflow: Workflow, seed: Project, copies: int, user, *, slug: str = "",
                   say: Callable[[str], None] = lambda line: None) -> Project:
-    """The project of `copies` copies of the workflow's seed, replicated the first time."""
+    """The project (`slug`, by default named by the workflow and the copies) of `copies` copies of the workflow's
+    seed, replicated the first time."""
     def fill(project: Project) -> None:
         started = time.perf_counter()
         written = replicate(workflow, seed, project, copies, say=say)
         say(f"built {project.slug}: {', '.join(f'{table} {n:,}' for table, n in written.items())} rows "
             f"in {time.perf_counter() - started:.0f} s")
 
-    return kept_project(TARGET_SLUG.format(workflow=workflow.name, copies=copies),
+    return kept_project(slug or TARGET_SLUG.format(workflow=workflow.name, copies=copies),
                         f"{copies} copies of {seed.slug} (seed project id {seed.pk}), complete", user, fill)
 
 
