@@ -5,7 +5,7 @@ It prints tables of figures; it is not a test and fails on nothing (it exits non
 fails). For every registered kind a workflow ships (onpanda.*, swe.*, aed.*, atd.*, platform.jobs; a bench's or a
 test's own kinds are left out), at each size (default 10,000 and 100,000 rows):
 
-- the data: per workflow a seed project filled through the platform's own code (bench/kinds_data.py: the demo's
+- the data: per workflow a seed project filled through the platform's own code (bench/kinds_seeds.py: the demo's
   parts, importers, services and jobs, with the embedded model where the workflow needs one), grown by SQL
   replication of its real rows into a project of the copies the kind needs for that many rows (kinds of a workflow
   whose needs lie within 1.5x share one project), ANALYZEd;
