@@ -15,7 +15,9 @@ test's own kinds are left out), at each size (default 10,000 and 100,000 rows):
 - the baseline, per project, in a fresh child process: the ADBC driver runs the workflow's one query over the
   tables a live derivation reads (a source per row with its children as JSON: sessions with nodes, events and
   reviews; cases with traces, proposals, replays and runs; tasks and trajectories with labels; prompts with scores,
-  selections and answers; jobs) and pyarrow writes its batches to one zstd Parquet file; "x baseline" is the
+  selections and answers; jobs; a kind whose rows come from other sources reads those: swe.trajectories its
+  trajectories with labels, atd.dpo its teacher answers with prompt and scores) and pyarrow writes its batches to
+  one zstd Parquet file; "x baseline" is the
   baseline's seconds over the export's, i.e. the kind's rows/s over the rows/s of reading its data;
 - verified: the first `--sample` rows of the kind's live derivation (its row generator, or the stored-rows engine's
   `live_rows`, at the export's data version) equal the exported rows (by id, or by content where the schema has
@@ -98,15 +100,18 @@ def child_engine(export_id: int, started_file: str) -> dict:
     return {"seconds": time.perf_counter() - started, "rss_before_mb": rss_before, "peak_rss_mb": benchlib.peak_rss_mb()}
 
 
-def child_baseline(project_id: int, workflow: str) -> dict:
+def child_baseline(project_id: int, kind_name: str) -> dict:
     from django.conf import settings
-    from kinds_data import WORKFLOWS
+    from kinds_data import workflow_of
+
+    from dataplatform.exports.registry import get_kind
 
     output = Path(settings.DATA_DIR) / "baseline.parquet"
     rss_before = benchlib.peak_rss_mb()
     started = time.perf_counter()
     rows = benchlib.adbc_to_parquet(os.environ["DATABASE_URL"],
-                                    WORKFLOWS[workflow].baseline_sql % {"project": int(project_id)}, output)
+                                    workflow_of(get_kind(kind_name)).baseline_for(kind_name) % {"project": int(project_id)},
+                                    output)
     return {"seconds": time.perf_counter() - started, "rss_before_mb": rss_before, "peak_rss_mb": benchlib.peak_rss_mb(),
             "rows": rows, "bytes": output.stat().st_size}
 
@@ -271,12 +276,13 @@ def main() -> None:
                 results[(kind.name, size)] = {"missing": "the seed gives no rows"}
                 continue
             project = projects[kind.name]
-            if project.pk not in baselines:
-                baselines[project.pk] = run_child("baseline", str(project.pk), workflow_for(kind).name)
+            key = (project.pk, workflow_for(kind).baseline_for(kind.name))
+            if key not in baselines:
+                baselines[key] = run_child("baseline", str(project.pk), kind.name)
             built = build_stored(kind, project, args.cap_seconds)
             run = export_run(kind, project, args.cap_seconds)
             verified = "capped: not verified" if run["capped"] else checked(kind, run["export"], args.sample)
-            results[(kind.name, size)] = {**run, "baseline": baselines[project.pk], "project": project.slug,
+            results[(kind.name, size)] = {**run, "baseline": baselines[key], "project": project.slug,
                                           "built": built, "verified": verified}
             rate = run["rows"] / run["seconds"] if run["seconds"] else 0
             print(f"  {kind.name} at {size:,}: {run['rows']:,} rows in {run['seconds']:.1f} s "

@@ -13,6 +13,7 @@ nodes), every key to the project set to the target, and the text columns of the 
 replicated key (a task's instance_id in its project) given a suffix "~c".
 """
 
+import dataclasses
 import json
 import math
 import time
@@ -60,6 +61,11 @@ class Workflow:
     # The request that settles a source, for its latency with and without the build-ahead hook: (what it is,
     # requests(project, person, count) -> each request ready to run, as a call).
     settles: tuple[str, Callable[..., Iterator[Callable[[], object]]]] | None = None
+    # kind name -> its own baseline query, for a kind whose rows come from other sources than baseline_sql reads
+    baselines: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def baseline_for(self, kind_name: str) -> str:
+        return self.baselines.get(kind_name, self.baseline_sql)
 
 
 ONPANDA_BASELINE = """
@@ -91,6 +97,16 @@ SELECT p.*, (SELECT json_agg(s ORDER BY s.id) FROM corpora_score s WHERE s.promp
        (SELECT json_agg(a ORDER BY a.id) FROM corpora_teacheranswer a WHERE a.prompt_id = p.id) AS answers,
        (SELECT json_agg(i ORDER BY i.id) FROM corpora_selectionitem i WHERE i.prompt_id = p.id) AS selected
 FROM corpora_atdprompt p WHERE p.project_id = %(project)s ORDER BY p.id"""
+# Kinds whose rows come from other sources than the workflow's main ones read those in their baseline.
+SWE_TRAJECTORIES_BASELINE = """
+SELECT r.*, (SELECT json_agg(l ORDER BY l.id) FROM labeler_label l WHERE l.trajectory_id = r.id) AS labels,
+       (SELECT json_agg(l ORDER BY l.id) FROM labeler_label l WHERE l.task_id = r.task_id) AS task_labels
+FROM labeler_trajectory r WHERE r.project_id = %(project)s ORDER BY r.id"""
+ATD_DPO_BASELINE = """
+SELECT a.*, row_to_json(p) AS prompt,
+       (SELECT json_agg(s ORDER BY s.id) FROM corpora_score s WHERE s.prompt_id = a.prompt_id) AS scores
+FROM corpora_teacheranswer a JOIN corpora_atdprompt p ON p.id = a.prompt_id
+WHERE p.project_id = %(project)s ORDER BY a.id"""
 JOBS_BASELINE = """
 SELECT j.*, u.username FROM jobs_job j LEFT JOIN auth_user u ON u.id = j.created_by_id
 WHERE j.project_id = %(project)s ORDER BY j.id"""
@@ -105,7 +121,8 @@ WORKFLOWS = {workflow.name: workflow for workflow in (
         Table("labeler.SweTask", ("project",)), Table("labeler.Trajectory", ("project",)),
         Table("labeler.Label", ("task__project", "trajectory__project")),
         Table("labeler.LabelEvent", ("label__task__project", "label__trajectory__project")),
-    ), SWE_BASELINE, settings=("labeler.LabelerSettings",), settles=("review a label (submit_label)", submit_reviews)),
+    ), SWE_BASELINE, settings=("labeler.LabelerSettings",), settles=("review a label (submit_label)", submit_reviews),
+             baselines={"swe.trajectories": SWE_TRAJECTORIES_BASELINE}),
     Workflow("aed", ("aed.",), seed_aed, (
         Table("corpora.Trace", ("project",)), Table("corpora.Case", ("trace__project",)),
         Table("corpora.Proposal", ("case__trace__project",)),
@@ -117,7 +134,7 @@ WORKFLOWS = {workflow.name: workflow for workflow in (
         Table("corpora.Score", ("run__project",)),
         Table("corpora.Selection", ("project",)), Table("corpora.SelectionItem", ("selection__project",)),
         Table("corpora.TeacherRun", ("selection__project",)), Table("corpora.TeacherAnswer", ("run__selection__project",)),
-    ), ATD_BASELINE),
+    ), ATD_BASELINE, baselines={"atd.dpo": ATD_DPO_BASELINE}),
     Workflow("jobs", ("platform.jobs",), seed_jobs, (Table("jobs.Job", ("project",)),), JOBS_BASELINE),
 )}
 
