@@ -261,6 +261,7 @@ def main() -> None:
     results = {}  # (kind, size) -> figures
     for size in sizes:
         projects = {}  # kind name -> project
+        expected = {}  # kind name -> its rows there: copies x its rows per copy (the copies are the seed's rows)
         for name in sorted(workflows):
             workflow = WORKFLOWS[name]
             members = [kind for kind in kinds if workflow_for(kind) is workflow and per_copy[kind.name]]
@@ -268,6 +269,7 @@ def main() -> None:
             chosen = group_copies(list(needed.values()))
             for kind in members:
                 projects[kind.name] = ensure_target(workflow, seeds[name], chosen[needed[kind.name]], user, say=print)
+                expected[kind.name] = chosen[needed[kind.name]] * per_copy[kind.name]
         if args.build_only:
             continue
         baselines = {}
@@ -283,7 +285,7 @@ def main() -> None:
             run = export_run(kind, project, args.cap_seconds)
             verified = "capped: not verified" if run["capped"] else checked(kind, run["export"], args.sample)
             results[(kind.name, size)] = {**run, "baseline": baselines[key], "project": project.slug,
-                                          "built": built, "verified": verified}
+                                          "expected_rows": expected[kind.name], "built": built, "verified": verified}
             rate = run["rows"] / run["seconds"] if run["seconds"] else 0
             print(f"  {kind.name} at {size:,}: {run['rows']:,} rows in {run['seconds']:.1f} s "
                   f"({rate:,.0f} rows/s{', capped' if run['capped'] else ''}), peak RSS {run['peak_rss_mb']:.0f} MB, "
@@ -295,6 +297,10 @@ def main() -> None:
     for name in sorted(workflows):
         if args.requests and WORKFLOWS[name].settles is not None:
             latencies[name] = request_latencies(WORKFLOWS[name], seeds[name], user, args.requests)
+    figures = {f"{name} {size}": {key: value for key, value in result.items() if key != "export"}
+               for (name, size), result in results.items()}
+    Path(settings.DATA_DIR, "kinds-results.json").write_text(json.dumps(
+        {"figures": figures, "requests": latencies, "load_average": load_average}, indent=1, default=str))
     with connection.cursor() as cursor:
         cursor.execute("SHOW server_version")
         pg_version = cursor.fetchone()[0]
@@ -374,30 +380,38 @@ def _built(built: dict) -> str:
             f"{per_row:.2f} ms a row{' (capped)' if built['capped'] else ''}, build peak RSS {built['peak_rss_mb']:.0f} MB")
 
 
+def _ratio(result: dict) -> tuple[float, str]:
+    """x baseline: the kind's rows/s over those of reading its data. A capped export is compared by its rate so far
+    against the baseline's over the rows the project gives (its copies x the kind's rows per copy): "(est.)"."""
+    rate = result["rows"] / result["seconds"] if result["seconds"] else 0.0
+    base_rate = result["expected_rows" if result["capped"] else "rows"] / result["baseline"]["seconds"]
+    return rate / base_rate, " (est.)" if result["capped"] else ""
+
+
 def print_tables(kinds, sizes: list[int], results: dict) -> None:
     rows = []
     for kind in kinds:
         for size in sizes:
             result = results[(kind.name, size)]
             if "missing" in result:
-                rows.append((kind.name, _label(size), "-", "-", "-", "-", "-", "-", result["missing"]))
+                rows.append((kind.name, _label(size), "-", "-", "-", "-", "-", "-", "-", result["missing"]))
                 continue
             rate = result["rows"] / result["seconds"] if result["seconds"] else 0.0
             base = result["baseline"]
-            full_rows = result["rows"] if not result["capped"] else None
-            # The baseline reads the whole project; a capped kind is compared by rates, its total rows unknown.
-            ratio = (base["seconds"] / result["seconds"]) if full_rows is not None else None
+            ratio, estimated = _ratio(result)
             built = result.get("built")
             rows.append((kind.name, _label(size), f"{result['rows']:,}" + (" (capped)" if result["capped"] else ""),
-                         f"{result['seconds']:.1f}", f"{rate:,.0f}",
-                         f"{full_rows / base['seconds']:,.0f}" if full_rows is not None else "-",
-                         f"{ratio:.2f}" if ratio is not None else "-", f"{result['peak_rss_mb']:.0f}",
+                         f"{result['seconds']:.1f}", f"{rate:,.0f}", f"{base['seconds']:.1f}",
+                         f"{result['expected_rows' if result['capped'] else 'rows'] / base['seconds']:,.0f}",
+                         f"{ratio:.2f}{estimated}", f"{result['peak_rss_mb']:.0f}",
                          result["verified"] + (_built(built) if built else "")))
-    benchlib.print_table(("kind", "rows asked", "rows exported", "s", "rows/s", "baseline rows/s", "x baseline",
-                          "peak RSS MB", "verified"), rows)
+    benchlib.print_table(("kind", "rows asked", "rows exported", "s", "rows/s", "baseline s", "baseline rows/s",
+                          "x baseline", "peak RSS MB", "verified"), rows)
     print("baseline: the ADBC driver reads the kind's project's source tables (one query, a source a row with its "
           "children as JSON) and pyarrow writes one zstd Parquet file, in a child process; x baseline = its seconds / "
-          "the export's (a capped export has no ratio: it was stopped before its end).")
+          "the export's. A capped export (stopped at the cap) gives the rate of the rows its job had read; its x "
+          "baseline (est.) compares that rate with the baseline's over the rows the project gives (copies x the "
+          "kind's rows per copy of the seed).")
     print()
     top, low = max(sizes), min(sizes)
     verdicts = []
@@ -407,24 +421,26 @@ def print_tables(kinds, sizes: list[int], results: dict) -> None:
             verdicts.append((kind.name, "-", "-", "-", "-", result["missing"]))
             continue
         rate = result["rows"] / result["seconds"] if result["seconds"] else 0.0
-        ratio = None if result["capped"] else result["baseline"]["seconds"] / result["seconds"]
+        ratio, estimated = _ratio(result)
         small = results.get((kind.name, low), {})
         flat = result["peak_rss_mb"] / small["peak_rss_mb"] if small.get("peak_rss_mb") and top != low else None
-        checks = [f"x baseline ≥ {TARGET_RATIO}: " + ("met" if ratio is not None and ratio >= TARGET_RATIO else "MISSED")
-                  + (" (stretch ≥ 0.8 met)" if ratio is not None and ratio >= STRETCH_RATIO else ""),
+        checks = [f"x baseline ≥ {TARGET_RATIO}: " + ("met" if ratio >= TARGET_RATIO else "MISSED")
+                  + (f" (stretch ≥ {STRETCH_RATIO} met)" if ratio >= STRETCH_RATIO else ""),
                   f"RSS < {TARGET_RSS_MB}: " + ("met" if result["peak_rss_mb"] < TARGET_RSS_MB else "MISSED")]
         if flat is not None:
             checks.append(f"flat ≤ {TARGET_RSS_FLAT}: " + ("met" if flat <= TARGET_RSS_FLAT else "MISSED"))
         if kind.name in SLOW_KINDS:
             checks.append(f"≥ {TARGET_SLOW_RATE:,} rows/s: " + ("met" if rate >= TARGET_SLOW_RATE else "MISSED"))
-        verdicts.append((kind.name, f"{rate:,.0f}", f"{ratio:.2f}" if ratio is not None else "capped",
-                         f"{result['peak_rss_mb']:.0f}", f"{flat:.2f}" if flat is not None else "-", "; ".join(checks)))
-    benchlib.print_table((f"kind at {_label(top)}", "rows/s", "x baseline", "peak RSS MB", f"RSS {_label(top)}/{_label(low)}",
-                          "targets"), verdicts)
-    ratios = [row[2] for row in verdicts if row[2] not in ("-", "capped")]
+        verdicts.append((kind.name, f"{rate:,.0f}" + (" (capped)" if result["capped"] else ""),
+                         f"{ratio:.2f}{estimated}", f"{result['peak_rss_mb']:.0f}",
+                         f"{flat:.2f}" if flat is not None else "-", "; ".join(checks)))
+    benchlib.print_table((f"kind at {_label(top)}", "rows/s", "x baseline", "peak RSS MB",
+                          f"RSS {_label(top)}/{_label(low)}", "targets"), verdicts)
+    ratios = [_ratio(results[(kind.name, top)])[0] for kind in kinds if "missing" not in results[(kind.name, top)]]
     if ratios:
-        print(f"median x baseline at {_label(top)}: {statistics.median(float(r) for r in ratios):.2f} over "
-              f"{len(ratios)} kinds run to their end")
+        print(f"median x baseline at {_label(top)}: {statistics.median(ratios):.2f} over {len(ratios)} kinds "
+              f"(capped ones estimated); targets met: x baseline ≥ {TARGET_RATIO} by "
+              f"{sum(r >= TARGET_RATIO for r in ratios)} of {len(ratios)}")
 
 
 if __name__ == "__main__":
