@@ -89,3 +89,17 @@ def test_a_stored_kind_is_checked_against_the_engine_s_live_rows(user, export_st
     assert len(list(kinds_data.live_rows(STORED_JOBS, query, sources=2))) == 2  # the first two sources' rows
     export, rows = export_rows(project, user, export_storage_in_tmp, STORED_JOBS.name, format="parquet")
     assert len(rows) == 3 and kinds_data.verify_export(STORED_JOBS, export, sample=10) == "yes (3 rows)"
+
+
+def test_rows_that_share_an_id_are_each_found_among_the_exported_rows_of_that_id():
+    import pyarrow as pa
+
+    from dataplatform.exports.registry import ExportKind
+
+    kind = ExportKind(name="bench.shared_ids", version=1, schema=pa.schema([("id", pa.string()), ("run", pa.int64())]),
+                      label="", data_version=lambda project: "", group="case", group_by=("id",),
+                      rows=lambda query: iter(()), append_only=True)
+    exported = [{"id": "case-1", "run": 1}, {"id": "case-1", "run": 2}]
+    assert kinds_data.compare(kind, exported, [{"id": "case-1", "run": 1}, {"id": "case-1", "run": 2}]) == []
+    assert kinds_data.compare(kind, exported, [{"id": "case-1", "run": 3}]) == [
+        "row id case-1 differs from the live derivation"]
