@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts (run as scripts, so bench/ is on sys.path) and the load smoke test."""
 
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -117,6 +118,45 @@ class Progress:
 
 
 # --- figures ---------------------------------------------------------------------------------------
+
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """A process's peak resident set so far, in MB: its VmHWM. Not ru_maxrss: Linux carries a parent's peak into
+    its child's ru_maxrss through fork and exec, so a child of a parent that loaded a model reports the parent's
+    size."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if pid == "self" else 0.0  # Linux: KiB
+
+
+def adbc_to_parquet(database_url: str, sql: str, output: Path | None) -> int:
+    """The export benches' baseline, the simplest Arrow-native path: the ADBC PostgreSQL driver runs `sql` (one
+    query, its record batches as they come) and, with an `output`, pyarrow writes them to one zstd Parquet file as
+    they are (JSON stays text), in this one thread. Returns the rows read."""
+    import adbc_driver_postgresql.dbapi
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows, writer = 0, None
+    with adbc_driver_postgresql.dbapi.connect(database_url.replace("postgres://", "postgresql://"),
+                                              autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(sql)
+        for batch in cursor.fetch_record_batch():
+            rows += batch.num_rows
+            if output is not None:
+                # A JSON column as its text (the driver's arrow.json type is an extension over a string).
+                batch = pa.RecordBatch.from_arrays(
+                    [column.storage if isinstance(column.type, pa.ExtensionType) else column
+                     for column in batch.columns], names=batch.schema.names)
+                writer = writer or pq.ParquetWriter(output, batch.schema, compression="zstd")
+                writer.write_batch(batch)
+    if writer:
+        writer.close()
+    return rows
+
 
 def run_job_inline(*, project, kind: str, user, params: dict | None = None) -> float:
     """Seconds of one job of `kind`, run in this process by `execute_job` as a worker runs it (not published);

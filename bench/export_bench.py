@@ -48,7 +48,6 @@ import io
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -326,8 +325,7 @@ def first_parquet_row(path) -> dict:
 
 # --- Child processes ---------------------------------------------------------------------------
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+peak_rss_mb = benchlib.peak_rss_mb
 
 
 def child_engine(export_id: int) -> dict:
@@ -371,28 +369,11 @@ def child_raw(upto: int | None) -> dict:
 def child_adbc(upto: int | None, write: bool) -> dict:
     """The baseline: the ADBC driver reads the rows (one query, its batches as they come) and, with `write`,
     pyarrow writes them to one zstd Parquet file as they are, in this one thread."""
-    import adbc_driver_postgresql.dbapi
-
     rss_before = peak_rss_mb()
     started = time.perf_counter()
-    rows = 0
     where = f" WHERE id <= {int(upto)}" if upto else ""
-    with adbc_driver_postgresql.dbapi.connect(os.environ["DATABASE_URL"].replace("postgres://", "postgresql://"),
-                                              autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"SELECT {COLUMNS} FROM {TABLE}{where} ORDER BY id")
-        reader = cursor.fetch_record_batch()
-        writer = None
-        for batch in reader:
-            rows += batch.num_rows
-            if write:
-                # The JSON column as its text (the driver's arrow.json type is an extension over a string).
-                batch = pa.RecordBatch.from_arrays(
-                    [column.storage if isinstance(column.type, pa.ExtensionType) else column
-                     for column in batch.columns], names=batch.schema.names)
-                writer = writer or pq.ParquetWriter(ADBC_OUTPUT, batch.schema, compression="zstd")
-                writer.write_batch(batch)
-        if writer:
-            writer.close()
+    rows = benchlib.adbc_to_parquet(os.environ["DATABASE_URL"], f"SELECT {COLUMNS} FROM {TABLE}{where} ORDER BY id",
+                                    ADBC_OUTPUT if write else None)
     return {"seconds": time.perf_counter() - started, "rss_before_mb": rss_before, "peak_rss_mb": peak_rss_mb(),
             "rows": rows, "bytes": ADBC_OUTPUT.stat().st_size if write else 0}
 

@@ -104,7 +104,12 @@ def replay_with(proposal, user, outcomes, steps=None, first_pair=0, replay=None)
 @pytest.fixture
 def corpus(project, members):
     """Submitted cases graded A, B, C, D and ungraded, and one draft, each on its own trace."""
-    curator = members["curator"]
+    return build_corpus(project, members["curator"])
+
+
+def build_corpus(project, curator):
+    """The corpus fixture's cases in `project`, curated by `curator` (bench/kinds_data.py builds its AED data with
+    it too)."""
     traces = import_all(
         project,
         # step 1 adds where it should subtract
