@@ -27,6 +27,7 @@ from psycopg.conninfo import make_conninfo
 
 # The wrapped JSON documents' column: a name no schema uses (export columns are plain identifiers).
 DOCUMENT_COLUMN = "__json_documents__"
+KEY_COLUMN = "__keyset__"  # the keyset key, where the schema's column of its name is another (ExportKind.renamed)
 JSON_TYPES = {"json", "jsonb"}
 RECORD_BATCH_BYTES = 4 << 20
 PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -101,9 +102,15 @@ class ArrowKeysetReader:
     """Reads a values() queryset in keyset batches of `batch_size` rows, ordered by `key` (a unique
     integer column among the values), each batch a RecordBatch in `schema`."""
 
-    def __init__(self, queryset: QuerySet, schema: pa.Schema, *, batch_size: int, key: str = "id"):
-        names = values_names(queryset)
-        if sorted(names) != sorted(schema.names):
+    def __init__(self, queryset: QuerySet, schema: pa.Schema, *, batch_size: int, key: str = "id",
+                 renamed: dict[str, str] | None = None):
+        """`renamed`: {values() column: schema column} (ExportKind.renamed); a key it renames over is read under
+        KEY_COLUMN and not written."""
+        renamed = renamed or {}
+        names = [renamed.get(name, name) for name in values_names(queryset)]
+        if key in renamed.values() and key not in renamed:
+            names[values_names(queryset).index(key)], key = KEY_COLUMN, KEY_COLUMN
+        if sorted(name for name in names if name != KEY_COLUMN) != sorted(schema.names):
             raise ValueError(f"The values() columns {names} are not the schema's columns {schema.names}.")
         self.schema, self.batch_size, self.key = schema, batch_size, key
         # Composed once, here, with Django's connection: the batches' queries only add the keyset bound.
@@ -149,6 +156,8 @@ class ArrowKeysetReader:
     def _select(self) -> str:
         """The schema's columns, the JSON ones folded into one newline-terminated object per row."""
         select = [f"q.{_quote(field.name)}" for field in self.schema if field.name not in self.json_columns]
+        if self.key not in self.schema.names:
+            select.append(f"q.{_quote(self.key)}")
         if self.json_columns:
             # '{"a":' || a::text || ',"b":' || b::text || '}\n'  (a SQL null becomes JSON null)
             pieces = []

@@ -142,6 +142,10 @@ class ExportKind:
     #   query per batch), never the whole result set at once.
     values: Callable[[ExportQuery], QuerySet] | None = None
     rows: Callable[[ExportQuery], Iterator[Batch]] | None = None
+    # values kinds: {values() column: schema column} where a model field takes the schema's name (Django refuses an
+    # annotation named like a field), e.g. {"row_id": "id"} for a text `id`; the values() "id" (the model's own,
+    # the keyset) is then read and not written.
+    renamed: Mapping[str, str] = field(default_factory=dict)
     filters: type[ExportFilters] = ExportFilters
     description: str = ""
     # count(query) -> expected rows, for the progress bar (None: unknown).
