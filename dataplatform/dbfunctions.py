@@ -5,7 +5,7 @@ on the other)."""
 import json
 
 from django.db import NotSupportedError
-from django.db.models import BooleanField, Expression, F, Func, IntegerField
+from django.db.models import BooleanField, Expression, F, Func, IntegerField, JSONField
 from django.db.models.fields.json import compile_json_path
 
 
@@ -57,3 +57,25 @@ class JSONArrayContains(Expression):
         return (f"(json_type({column}, %s) IS 'array' AND EXISTS (SELECT 1 FROM json_each({column}, %s) AS item"
                 " WHERE item.type = 'text' AND item.value = %s))",
                 (*params, path, *params, path, self.item))
+
+
+class ChatTurns(Func):
+    """A JSON array of chat messages cut to their role and content, "" where a message has no role or no content
+    (null or absent): the prompt of a preference or scoring row. In array order, on both vendors."""
+
+    output_field = JSONField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        raise NotSupportedError(f"ChatTurns has no SQL for {connection.vendor}")
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        column, params = compiler.compile(self.source_expressions[0])
+        return (f"(SELECT coalesce(jsonb_agg(jsonb_build_object('role', coalesce(m.value ->> 'role', ''), 'content', "
+                f"coalesce(m.value ->> 'content', '')) ORDER BY m.n), '[]'::jsonb) "
+                f"FROM jsonb_array_elements({column}) WITH ORDINALITY AS m (value, n))", params)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        column, params = compiler.compile(self.source_expressions[0])
+        return (f"(SELECT json_group_array(json_object('role', coalesce(json_extract(m.value, '$.role'), ''), "
+                f"'content', coalesce(json_extract(m.value, '$.content'), ''))) FROM json_each({column}) AS m)",
+                params)
