@@ -29,10 +29,10 @@ def schema_rows(kind_name: str, batches) -> list[dict]:
 
 
 def assert_same_rows(kind_name: str, project, legacy, filters: dict | None = None, *,
-                     expect_path: str | None = None) -> list[dict]:
+                     expect_path: str | None = None, data_version: str | None = None) -> list[dict]:
     """The kind's rows equal `legacy(query)`'s (the old generator's), row for row and in order, with the same
     notes for the manifest; returns the rows (for the caller's own checks that the data are not trivial)."""
-    query, reference_query = query_for(kind_name, project, filters), query_for(kind_name, project, filters)
+    query, reference_query = (query_for(kind_name, project, filters, data_version=data_version) for _ in range(2))
     path, rows = engine_rows(kind_name, query)
     expected = schema_rows(kind_name, legacy(reference_query))
     if expect_path is not None:

@@ -108,7 +108,9 @@ class ArrowKeysetReader:
         KEY_COLUMN and not written."""
         renamed = renamed or {}
         names = [renamed.get(name, name) for name in values_names(queryset)]
-        if key in renamed.values() and key not in renamed:
+        if key in renamed:  # read under the schema's name for it
+            key = renamed[key]
+        elif key in renamed.values():
             names[values_names(queryset).index(key)], key = KEY_COLUMN, KEY_COLUMN
         if sorted(name for name in names if name != KEY_COLUMN) != sorted(schema.names):
             raise ValueError(f"The values() columns {names} are not the schema's columns {schema.names}.")

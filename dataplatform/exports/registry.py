@@ -143,8 +143,8 @@ class ExportKind:
     values: Callable[[ExportQuery], QuerySet] | None = None
     rows: Callable[[ExportQuery], Iterator[Batch]] | None = None
     # values kinds: {values() column: schema column} where a model field takes the schema's name (Django refuses an
-    # annotation named like a field), e.g. {"row_id": "id"} for a text `id`; the values() "id" (the model's own,
-    # the keyset) is then read and not written.
+    # annotation named like a field), e.g. {"row_id": "id"} for a text `id`: the values() "id" (the model's own,
+    # the keyset) is then read and not written; or {"id": "task_id"}: the keyset written under another name.
     renamed: Mapping[str, str] = field(default_factory=dict)
     filters: type[ExportFilters] = ExportFilters
     description: str = ""
@@ -174,7 +174,7 @@ _KINDS: KindRegistry[ExportKind] = KindRegistry(gettext_noop("export kind"))
 def register(kind: ExportKind) -> ExportKind:
     if (kind.values is None) == (kind.rows is None):
         raise ValueError(f"Export kind {kind.name!r} needs either values or rows (one, not both).")
-    if kind.values is not None and "id" not in kind.schema.names:
+    if kind.values is not None and kind.renamed.get("id", "id") not in kind.schema.names:
         raise ValueError(f"Export kind {kind.name!r}: values kinds are read in keyset batches on 'id', "
                          "which its schema lacks.")
     if kind.append_only == bool(kind.not_append_only):
