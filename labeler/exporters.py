@@ -263,11 +263,11 @@ def _count(query: ExportQuery) -> int:
 
 # A kind's label follows the page's language; its description stays English (the manifest and the dataset card
 # carry it: export files never change with the language), marked for the catalogs so a page can translate it.
-# Label values replay from their events, but not all of a row does (hence no pinned exports of these kinds).
-NOT_APPEND_ONLY = gettext_noop("a failed model label labeled again is rewritten in place (its rationales and "
-                               "model), and without a taxonomy filter the project's current taxonomy is read.")
-COMMON = {"schema": SCHEMA, "renamed": {"id": "task_id"}, "data_version": data_version, "group": "task", "group_by": ("instance_id",),
-          "count": _count, "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS,
+# A final label is read as of the data version, but not all of a row is (hence no pinned exports of these kinds).
+NOT_APPEND_ONLY = gettext_noop("a reviewer's name is read as it is now (an account renamed or deleted since changes "
+                               "it), and without a taxonomy filter the project's current taxonomy is read.")
+COMMON = {"schema": SCHEMA, "renamed": {"id": "task_id"}, "data_version": data_version, "group": "task",
+          "group_by": ("instance_id",), "count": _count, "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS,
           "not_append_only": NOT_APPEND_ONLY}
 
 register(ExportKind(name="swe.labels", version=1, label=gettext_lazy("SWE labels (every task)"), values=label_values,

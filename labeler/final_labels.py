@@ -15,7 +15,7 @@ import json
 from django.db import transaction
 
 from .export_filters import MULTI, SINGLE
-from .models import FinalLabel, Label, LabelEvent, LabelEventKind, LabelOrigin, SweTask, Taxonomy, Trajectory
+from .models import FinalLabel, Label, LabelEvent, LabelEventKind, LabelOrigin, SweTask, Trajectory
 from .taxonomy import UNASSIGNED, TaxonomySpec
 
 LABEL_FIELDS = ("id", "origin", "author_id", "model_id", "rationales", "l1_source")
@@ -92,19 +92,24 @@ def derive(labels: dict[int, dict], events: list[dict], spec: TaxonomySpec) -> l
 def lock_item(item: SweTask | Trajectory) -> None:
     """Called first in a transaction that will write a label event of `item`: its events are then numbered in the
     order their transactions commit, so each one's `record` sees every event before it."""
-    type(item).objects.select_for_update().filter(pk=item.pk).first()
+    type(item).objects.select_for_update().filter(pk=item.pk).values_list("pk").first()
 
 
 def record(*, label: Label, event: LabelEvent) -> FinalLabel:
     """In the transaction that wrote `event` (after lock_item): the final label of the label's item under its
-    taxonomy as of the event, valid from it on (the row valid until then ends there)."""
+    taxonomy as of the event, valid from it on (the row valid until then ends there). Three queries: the item's
+    events with their labels, the end of the row before, the new row."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("final_labels.record must run in the transaction that wrote the event.")
     item = {"task_id": label.task_id} if label.task_id is not None else {"trajectory_id": label.trajectory_id}
-    taxonomy = Taxonomy.objects.get(pk=label.taxonomy_id)
-    labels = {row["id"]: row for row in Label.objects.filter(**item, taxonomy=taxonomy).values(*LABEL_FIELDS)}
-    events = list(LabelEvent.objects.filter(label_id__in=list(labels), id__lte=event.pk).order_by("id")
-                  .values(*EVENT_FIELDS))
-    FinalLabel.objects.filter(**item, taxonomy=taxonomy, until_event=None).update(until_event=event.pk)
-    return FinalLabel.objects.create(**item, taxonomy=taxonomy, since_event=event.pk,
-                                     **columns(final_label(labels, events), taxonomy.definition))
+    of_label = [f"label__{name}" for name in LABEL_FIELDS[1:]]
+    rows = list(LabelEvent.objects.filter(**{f"label__{key}": value for key, value in item.items()},
+                                          label__taxonomy_id=label.taxonomy_id, id__lte=event.pk)
+                .order_by("id").values(*EVENT_FIELDS, *of_label))
+    labels = {row["label_id"]: {"id": row["label_id"], **{name: row[f"label__{name}"] for name in LABEL_FIELDS[1:]}}
+              for row in rows}
+    events = [{name: row[name] for name in EVENT_FIELDS} for row in rows]
+    FinalLabel.objects.filter(**item, taxonomy_id=label.taxonomy_id, until_event=None).update(until_event=event.pk)
+    # label.taxonomy: the services' own instance (its parsed definition cached), no query.
+    return FinalLabel.objects.create(**item, taxonomy_id=label.taxonomy_id, since_event=event.pk,
+                                     **columns(final_label(labels, events), label.taxonomy.definition))

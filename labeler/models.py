@@ -269,9 +269,11 @@ class FinalLabel(models.Model):
     until_event). `label` null: no final label then (review_status "unlabeled"). Its JSON texts are the export's
     columns as they are written (json.dumps, keys sorted)."""
 
-    task = models.ForeignKey(SweTask, null=True, blank=True, on_delete=models.CASCADE, related_name="final_labels")
+    # (task and trajectory: indexed by the two indexes below, which begin with them)
+    task = models.ForeignKey(SweTask, null=True, blank=True, on_delete=models.CASCADE, related_name="final_labels",
+                             db_index=False)
     trajectory = models.ForeignKey(Trajectory, null=True, blank=True, on_delete=models.CASCADE,
-                                   related_name="final_labels")
+                                   related_name="final_labels", db_index=False)
     taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="+")
     since_event = models.BigIntegerField()
     until_event = models.BigIntegerField(null=True, blank=True)

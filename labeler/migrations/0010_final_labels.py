@@ -7,9 +7,12 @@ FINAL_LABEL_FIELDS = ("id", "origin", "author_id", "model_id", "rationales", "l1
 EVENT_FIELDS = ("id", "label_id", "kind", "origin", "changes")
 
 
+ITEMS_A_PAGE = 500
+
+
 def record_final_labels(apps, schema_editor):
-    """Every item's final label as of each of its label events there are (labeler/final_labels.py derives it), one
-    item and taxonomy at a time."""
+    """Every item's final label as of each of its label events there are (labeler/final_labels.py derives it),
+    a page of items at a time (three queries a page)."""
     from labeler import final_labels
     from labeler.taxonomy import TaxonomySpec
 
@@ -17,21 +20,32 @@ def record_final_labels(apps, schema_editor):
     LabelEvent = apps.get_model("labeler", "LabelEvent")
     FinalLabel = apps.get_model("labeler", "FinalLabel")
     Taxonomy = apps.get_model("labeler", "Taxonomy")
-    specs = {}
-    items = (Label.objects.filter(events__isnull=False).values_list("task_id", "trajectory_id", "taxonomy_id")
-             .distinct().order_by("task_id", "trajectory_id", "taxonomy_id"))
-    for task_id, trajectory_id, taxonomy_id in items.iterator():
-        item = {"task_id": task_id} if task_id is not None else {"trajectory_id": trajectory_id}
-        if taxonomy_id not in specs:
-            specs[taxonomy_id] = TaxonomySpec(Taxonomy.objects.get(pk=taxonomy_id).spec)
-        labels = {row["id"]: row for row in Label.objects.filter(**item, taxonomy_id=taxonomy_id)
-                  .values(*FINAL_LABEL_FIELDS)}
-        events = list(LabelEvent.objects.filter(label_id__in=list(labels)).order_by("id").values(*EVENT_FIELDS))
-        derived = final_labels.derive(labels, events, specs[taxonomy_id])
-        FinalLabel.objects.bulk_create([
-            FinalLabel(**item, taxonomy_id=taxonomy_id, since_event=since,
-                       until_event=derived[n + 1][0] if n + 1 < len(derived) else None, **fields)
-            for n, (since, fields) in enumerate(derived)])
+    specs = {taxonomy.pk: TaxonomySpec(taxonomy.spec) for taxonomy in Taxonomy.objects.all()}
+    items = sorted(set(Label.objects.filter(events__isnull=False).values_list("task_id", "trajectory_id",
+                                                                              "taxonomy_id")),
+                   key=lambda item: (item[0] or 0, item[1] or 0, item[2]))
+    for start in range(0, len(items), ITEMS_A_PAGE):
+        page = items[start:start + ITEMS_A_PAGE]
+        labels: dict[tuple, dict[int, dict]] = {item: {} for item in page}
+        for row in Label.objects.filter(
+                models.Q(task_id__in={task for task, _, _ in page if task is not None})
+                | models.Q(trajectory_id__in={trajectory for _, trajectory, _ in page if trajectory is not None})
+        ).values(*FINAL_LABEL_FIELDS, "task_id", "trajectory_id", "taxonomy_id"):
+            key = (row.pop("task_id"), row.pop("trajectory_id"), row.pop("taxonomy_id"))
+            if key in labels:
+                labels[key][row["id"]] = row
+        item_of = {label_id: item for item, item_labels in labels.items() for label_id in item_labels}
+        events: dict[tuple, list[dict]] = {item: [] for item in page}
+        for event in LabelEvent.objects.filter(label_id__in=list(item_of)).order_by("id").values(*EVENT_FIELDS):
+            events[item_of[event["label_id"]]].append(event)
+        rows = []
+        for (task_id, trajectory_id, taxonomy_id) in page:
+            derived = final_labels.derive(labels[task_id, trajectory_id, taxonomy_id],
+                                          events[task_id, trajectory_id, taxonomy_id], specs[taxonomy_id])
+            rows += [FinalLabel(task_id=task_id, trajectory_id=trajectory_id, taxonomy_id=taxonomy_id,
+                                since_event=since, until_event=derived[n + 1][0] if n + 1 < len(derived) else None,
+                                **fields) for n, (since, fields) in enumerate(derived)]
+        FinalLabel.objects.bulk_create(rows, batch_size=2000)
 
 
 class Migration(migrations.Migration):
@@ -58,9 +72,9 @@ class Migration(migrations.Migration):
                 ('rationales_json', models.TextField(default='{}')),
                 ('provenance_json', models.TextField(default='{}')),
                 ('label', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='labeler.label')),
-                ('task', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='final_labels', to='labeler.swetask')),
+                ('task', models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='final_labels', to='labeler.swetask')),
                 ('taxonomy', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='labeler.taxonomy')),
-                ('trajectory', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='final_labels', to='labeler.trajectory')),
+                ('trajectory', models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='final_labels', to='labeler.trajectory')),
             ],
             options={
                 'indexes': [models.Index(fields=['task', 'taxonomy', 'since_event'], name='final_label_task'), models.Index(fields=['trajectory', 'taxonomy', 'since_event'], name='final_label_trajectory')],
