@@ -1,11 +1,12 @@
-"""The real OpenHands output files of tests/fixtures/real/openhands/ (verbatim prefixes of whole records, read
-through the index, see tests/fixtures/real/SOURCES.md): the 2024 pairs and the resolver's flat events. The index
-holds no small file of the 2025 events (its one example's records are 200 KB each), so none is here."""
+"""The real OpenHands output files of tests/fixtures/real/openhands/ (whole records, read through the index, see
+tests/fixtures/real/SOURCES.md): one of each generation its tools wrote: the 2025 events with tool-call metadata,
+the 2024 pairs, the resolver's flat events."""
 
 import json
 from pathlib import Path
 
 FOLDER = Path(__file__).resolve().parent / "fixtures" / "real" / "openhands"
+EVENTS_2025 = "multi_swe_bench_ponyc-4593.jsonl"  # evaluation output, events with tool-call metadata; an error
 PAIRS_2024 = "gorilla_torch_output.jsonl"  # [action, observation] pairs; the task as `question_id`, no outcome
 RESOLVER = "resolver_output.jsonl"  # the resolver's flat events: no args, no source; `issue`, `success`
 

@@ -18,11 +18,17 @@ MINI_SWE_AGENT_1 = "mini_swe_agent/list-files-1.x.traj.json"  # 1.17.5 saved it:
 TAU_BENCH = "tau_bench/gpt-4o-airline.json"  # an array of runs; a tool error the agent saw
 TAU_BENCH_FAILED = "tau_bench/tool-calling-deepseek-v3-0.0_range_0-1_user-gpt-4o-human_0612073827.json"  # empty traj
 SWE_LABELER = ("swe_labeler/raw_trajectory.jsonl", "swe_labeler/l1_labeled_trajectory.jsonl")
+SWE_AGENT_1 = "swe_agent/6e44b9__sweagenttestrepo-1c2844.traj"  # 1.0 function calling; `submit` only in trajectory
+SWE_AGENT_0 = "swe_agent/pydicom__pydicom-1458.traj"  # 0.x text actions, a demonstration, three refused edits read
+OPENHANDS_2025 = "openhands/multi_swe_bench_ponyc-4593.jsonl"  # events with tool-call metadata; an error observation
 # Every file that imports, its format, and the task it names (the labeler's trajectories need one).
 IMPORTS = {CLAUDE_CODE: ("claude_code", ""), CODEX: ("codex", ""), MINI_SWE_AGENT: ("openai", "local"),
            MINI_SWE_AGENT_2: ("mini_swe_agent", "list-files"), MINI_SWE_AGENT_1: ("mini_swe_agent", "list-files"),
            TAU_BENCH: ("tau_bench", "0"), SWE_LABELER[0]: ("swe_labeler", "synthetic-trajectory-1"),
-           SWE_LABELER[1]: ("swe_labeler", "synthetic-trajectory-2")}
+           SWE_LABELER[1]: ("swe_labeler", "synthetic-trajectory-2"),
+           SWE_AGENT_1: ("swe_agent", "6e44b9__sweagenttestrepo-1c2844"),  # a .traj is named after its instance
+           SWE_AGENT_0: ("swe_agent", "pydicom__pydicom-1458"),
+           OPENHANDS_2025: ("openhands", "ponylang__ponyc-4593")}
 THINKING = "Let me start by checking the issue details and finding available subtasks."  # the Claude Code file's
 
 
@@ -50,7 +56,8 @@ def _object(arguments):
 def expected(name: str) -> list[tuple]:
     """The source's messages, in `view`'s terms."""
     readers = {CLAUDE_CODE: _claude_code, CODEX: _codex, MINI_SWE_AGENT: _mini_swe_agent, TAU_BENCH: _tau_bench,
-               MINI_SWE_AGENT_2: _saved_mini_swe_agent, MINI_SWE_AGENT_1: _saved_mini_swe_agent}
+               MINI_SWE_AGENT_2: _saved_mini_swe_agent, MINI_SWE_AGENT_1: _saved_mini_swe_agent,
+               SWE_AGENT_1: _swe_agent, SWE_AGENT_0: _swe_agent, OPENHANDS_2025: _openhands_events}
     return readers.get(name, _swe_labeler)(name)
 
 
@@ -99,6 +106,60 @@ def _saved_mini_swe_agent(name: str) -> list[tuple]:
 def _tau_bench(name: str) -> list[tuple]:
     [run] = json.loads(body(name))
     return view(run["traj"])
+
+
+def _swe_agent(name: str) -> list[tuple]:
+    """A .traj's history: a turn's calls as written (a tool item answers its one `tool_call_ids`), or, for a text
+    action (0.x), the thought and the action as a `bash` call answered by the next observation; then the
+    trajectory's steps the history holds no assistant turn for, read the same way. A call without an id has the
+    platform's, `call_<message>_<call>`."""
+    def bash(thought, action, observation=None):
+        call = {"id": f"call_{len(messages)}_0", "function": {"name": "bash", "arguments": {"command": action}}}
+        return [{"role": "assistant", "content": thought, "tool_calls": [call]}] + (
+            [] if observation is None else [{"role": "tool", "content": observation, "tool_call_id": call["id"]}])
+
+    record, messages, pending = json.loads(body(name)), [], None
+    for item in record["history"]:
+        if item["role"] == "assistant" and item.get("action") and not item.get("tool_calls"):
+            messages += bash(item["thought"], item["action"])
+            pending = messages[-1]["tool_calls"][0]["id"]
+            continue
+        message = {"role": item["role"], "content": item["content"], "tool_calls": item.get("tool_calls")}
+        if item["role"] == "tool":
+            message["tool_call_id"] = item["tool_call_ids"][0]
+        elif pending and item["role"] == "user":  # the output of the bash call before it
+            message |= {"role": "tool", "tool_call_id": pending}
+        messages.append(message)
+        pending = None
+    taken = sum(item["role"] == "assistant" for item in record["history"])
+    for step in record["trajectory"][taken:]:
+        messages += bash(step["thought"], step["action"], step["observation"])
+    return view(messages)
+
+
+def _openhands_events(name: str) -> list[tuple]:
+    """An OpenHands evaluation record of 2025: the system and message actions; each model response once (its
+    message as recorded, the calls as the model wrote them), however many actions it made; an observation
+    answering a call as its result; an `error` observation answering none as the user turn OpenHands showed."""
+    [record] = lines(name)
+    messages, responses = [], set()
+    for event in record["history"]:
+        metadata = event.get("tool_call_metadata") or {}
+        if event.get("action") == "system":
+            messages.append({"role": "system", "content": event["args"]["content"]})
+        elif event.get("action") == "message":
+            messages.append({"role": "user" if event["source"] == "user" else "assistant",
+                             "content": event["args"]["content"]})
+        elif "action" in event and "model_response" in metadata:
+            response = metadata["model_response"]
+            if response["id"] not in responses:
+                responses.add(response["id"])
+                messages.append(response["choices"][0]["message"])
+        elif "observation" in event and metadata:
+            messages.append({"role": "tool", "content": event["content"], "tool_call_id": metadata["tool_call_id"]})
+        elif event.get("observation") == "error":
+            messages.append({"role": "user", "content": event["content"]})
+    return view(messages)
 
 
 def _swe_labeler(name: str) -> list[tuple]:

@@ -7,6 +7,7 @@ from rest_framework.test import APIClient
 
 from labeler import services
 from labeler.models import Label, LabelStatus, ReviewClaim
+from tests import real_traces as real
 
 from ..conftest import api_client_for
 from ..doubles import RecordingProgress
@@ -153,3 +154,19 @@ def test_model_errors_are_inspectable(members, project, make_tasks, scripted):
     detail = client.get(f"/api/v1/projects/alpha/labeler/tasks/{errored[0]['id']}/").json()
     model = detail["labels"][0]
     assert model["status"] == LabelStatus.ERROR and model["error"].startswith("stage 1: no JSON object")
+
+
+@pytest.mark.parametrize("name", [real.OPENHANDS_2025, real.SWE_AGENT_1, real.SWE_AGENT_0])
+def test_a_real_run_imports_as_a_trajectory_over_the_api_message_by_message(members, name):
+    """The 2025 OpenHands record and SWE-agent's own trajectories (tests/fixtures/real) through the import API:
+    the trajectory the API returns holds the run's messages, the error turns the agent read included."""
+    client = api_client_for(members["curator"])
+    upload = io.BytesIO(real.body(name))
+    upload.name = name.split("/")[-1]
+    response = client.post("/api/v1/projects/alpha/labeler/import/", {"file": upload, "kind": "trajectories"},
+                           format="multipart")
+    assert response.status_code == 200 and response.json()["created"] == 1, response.json()
+    [listed] = client.get("/api/v1/projects/alpha/labeler/trajectories/").json()["results"]
+    trajectory = client.get(f"/api/v1/projects/alpha/labeler/trajectories/{listed['id']}/").json()
+    assert (trajectory["source_format"], trajectory["instance_id"]) == real.IMPORTS[name]
+    assert real.view(trajectory["messages"]) == real.expected(name)

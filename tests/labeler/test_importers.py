@@ -274,7 +274,8 @@ def test_the_real_openhands_files_import_as_trajectories_with_or_without_a_task(
     reader reads (tests/conversations/readers/test_openhands.py compares them with the files), the events kept
     outside the conversation counted before anything is written."""
     pairs = real_openhands.PAIRS_2024
-    outside = {pairs: {"null observation": real_openhands.null_observations(pairs)}, real_openhands.RESOLVER: {}}
+    outside = {real_openhands.EVENTS_2025: {"recall action": 1, "recall observation": 1},
+               pairs: {"null observation": real_openhands.null_observations(pairs)}, real_openhands.RESOLVER: {}}
     for name, kept_outside in outside.items():
         dry = import_trajectories(project=project, lines=real_openhands.lines(name), file=name, dry_run=True)
         assert dry.ok and dry.as_dict()["outside"] == kept_outside, name
@@ -286,7 +287,8 @@ def test_the_real_openhands_files_import_as_trajectories_with_or_without_a_task(
             stored = Trajectory.objects.get(trajectory_id=record.id_or(canonical_sha256(source)))
             assert stored.messages == record.stored_messages() and stored.source_format == "openhands"
             assert stored.instance_id == record.task_id and stored.task is None  # no such task in the project
-    assert set(Trajectory.objects.values_list("instance_id", flat=True)) == {"neubig/pr-viewer#5", ""}
+    assert set(Trajectory.objects.values_list("instance_id", flat=True)) == {
+        "ponylang__ponyc-4593", "neubig/pr-viewer#5", ""}
 
 
 # --- the real corpus (tests/fixtures/real) -----------------------------------------------------------------------

@@ -6,6 +6,11 @@ thought, action, observation, the prompt `query`...), `info` (exit status, submi
 - The conversation is `history` when the record has one: it is exactly what the model saw, demonstrations
   included. Otherwise it is built from the `trajectory` steps, after the messages of the first step's
   `query` (the prompt the model saw before its first action).
+- A history can end before the trajectory does: SWE-agent's own test trajectory of 1.0
+  (`tests/test_data/trajectories/.../6e44b9__sweagenttestrepo-1c2844.traj`) holds four of its five steps in
+  `history`, the closing `submit` only in `trajectory`. The steps the history has no assistant turn for are
+  read after it, as steps are when there is no history (their `trajectory_step` index kept beside them), so
+  the model's last action is not lost in meta.
 - An assistant turn with `tool_calls` (function calling, SWE-agent 1.x) keeps them as written. One without
   them (the model wrote a thought and a command as text, which SWE-agent parsed into `thought` and `action`)
   becomes its thought as content and the action as a call of a `bash` tool, `{"command": action}`: SWE-agent
@@ -44,6 +49,8 @@ def read(record: dict) -> tuple[TraceRecord | None, list[Problem]]:
     from_history = isinstance(record.get("history"), list) and bool(record["history"])
     if from_history:
         built, list_path = _history(record["history"], problems), "history"
+        if isinstance(record.get("trajectory"), list):
+            built += _steps_after_history(record["history"], record["trajectory"], problems)
     elif isinstance(record.get("trajectory"), list):
         built, list_path = _steps(record["trajectory"], problems), "trajectory"
     else:
@@ -126,11 +133,25 @@ def _call_id(ids, where: str, problems: list[Problem]) -> str:
     return ids[0]
 
 
+def _steps_after_history(history: list, trajectory: list, problems: list[Problem]) -> list[Built]:
+    """The trajectory's steps the history holds no assistant turn for (each step is one turn of the agent's)."""
+    taken = sum(isinstance(item, dict) and item.get("role") == "assistant" and "action" in item
+                and not item.get("is_demo") for item in history)
+    return _step_messages(trajectory, taken, problems, marked=True)
+
+
 def _steps(trajectory: list, problems: list[Problem]) -> list[Built]:
     query = dig(trajectory, 0, "query")
     prompt = isinstance(query, list) and query and all(isinstance(m, dict) and m.get("role") for m in query)
     built = openai_messages(query, "trajectory[0].query") if prompt else []
-    for index, step in enumerate(trajectory):
+    return built + _step_messages(trajectory, 0, problems)
+
+
+def _step_messages(trajectory: list, start: int, problems: list[Problem], marked: bool = False) -> list[Built]:
+    """Each step from `start` on: the model's thought and its action as a bash call, then the action's output;
+    `marked`, each message keeps the index of its step."""
+    built = []
+    for index, step in enumerate(trajectory[start:], start=start):
         where = f"trajectory[{index}]"
         if not isinstance(step, dict):
             problems.append((where, gettext("must be an object with thought, action and observation")))
@@ -138,6 +159,8 @@ def _steps(trajectory: list, problems: list[Problem]) -> list[Built]:
         thought, action, observation, response = (text(step, key, problems, where=f"{where}.{key}")
                                                   for key in ("thought", "action", "observation", "response"))
         extras = without(step, "thought", "action", "observation", "response", "query")
+        mark = {"trajectory_step": index} if marked else {}
+        extras |= mark
         if response and response != thought:
             extras["response"] = response
         assistant = {"role": "assistant", "content": thought or response}
@@ -146,7 +169,7 @@ def _steps(trajectory: list, problems: list[Problem]) -> list[Built]:
                                         "function": {"name": BASH, "arguments": {"command": action}}}]
         built.append(Built(assistant, where, extras))
         if action.strip():
-            built.append(Built({"role": "tool", "content": observation}, where))
+            built.append(Built({"role": "tool", "content": observation}, where, dict(mark)))
     return built
 
 

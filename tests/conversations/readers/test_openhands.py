@@ -4,7 +4,7 @@ response, however many actions it made), observations as tool results, older pai
 import json
 
 from dataplatform.conversations.readers import openhands
-from tests import real_openhands
+from tests import real_openhands, real_traces
 from tests.trace_fixtures import OPENHANDS, records
 
 
@@ -101,6 +101,28 @@ def seen(message) -> tuple:
     """A message as the tests compare it: role, text, reasoning, calls (id, name, arguments parsed), result's call."""
     return (message.role, message.content, message.reasoning,
             [(call.id, call.name, json.loads(call.arguments)) for call in message.tool_calls], message.tool_call_id)
+
+
+def test_events_of_2025_read_message_by_message_with_the_error_observation_the_agent_saw():
+    [source] = real_openhands.records(real_openhands.EVENTS_2025)
+    record, problems = openhands.read(source)
+    assert problems == []
+    assert [seen(m) for m in record.conversation.messages] == [
+        (role, content, reasoning, list(calls), call_id)
+        for role, content, reasoning, calls, call_id in real_traces.expected(real_traces.OPENHANDS_2025)]
+    # The malformed call OpenHands refused answered no call: it is the user turn the model read, not meta.
+    [error] = [event for event in source["history"] if event.get("observation") == "error"]
+    refused = record.conversation.messages[26]
+    assert (refused.role, refused.content) == ("user", error["content"])
+    assert refused.content.startswith("Parameter 'command' is expected to be one of")
+    assert record.extras[26]["events"][0]["id"] == error["id"] == 29
+    assert sum(len(m.tool_calls) for m in record.conversation.messages) == 33
+    assert record.outside == {"recall action": 1, "recall observation": 1}  # the workspace context
+    assert (record.task_id, record.model, record.passed) == (source["instance_id"],
+                                                             "openai/openrouter-llama-4-maverick", None)
+    assert [tool["function"]["name"] for tool in record.conversation.tools] == [
+        "execute_bash", "think", "finish", "str_replace_editor"]
+    assert record.environment == source["metadata"]["dataset"] and record.harness == "openhands"
 
 
 def test_pairs_of_2024_read_message_by_message_with_their_null_observations_kept_outside():

@@ -4,6 +4,7 @@ trajectory steps when there is no history, thinking blocks as reasoning, the res
 import json
 
 from dataplatform.conversations.readers import swe_agent
+from tests import real_traces as real
 from tests.trace_fixtures import SWE_AGENT, SWE_AGENT_TRAJ, records
 
 
@@ -84,3 +85,41 @@ def test_neither_history_nor_trajectory_steps():
     assert swe_agent.read({"trajectory": ["ls"]})[1] == [
         ("trajectory[0]", "must be an object with thought, action and observation"),
         ("trajectory", "must be a non-empty list of message objects")]
+
+
+def test_swe_agent_s_own_1_0_trajectory_reads_whole_its_closing_submit_included():
+    """SWE-agent's test trajectory (tests/fixtures/real): its history holds four of the five steps; the last,
+    `submit`, is only in `trajectory`, and is read after the history rather than left in meta."""
+    [(found, record, problems)] = real.read(real.SWE_AGENT_1)
+    assert problems == [] and record.task_id == found.name == "6e44b9__sweagenttestrepo-1c2844"
+    assert real.view(record.stored_messages()) == real.expected(real.SWE_AGENT_1)
+    source = json.loads(real.body(real.SWE_AGENT_1))
+    messages = record.conversation.messages
+    assert [call.name for message in messages for call in message.tool_calls] == [
+        "find_file", "open", "edit", "bash", "bash"]  # four as the model wrote them, the submit step rebuilt
+    submit, diff = messages[-2:]
+    assert submit.content == source["trajectory"][4]["thought"]
+    assert json.loads(submit.tool_calls[0].arguments) == {"command": "submit"}
+    assert (diff.tool_call_id, diff.content) == (submit.tool_calls[0].id, source["info"]["submission"])
+    assert record.extras[-2]["trajectory_step"] == 4 and record.extras[-1] == {"trajectory_step": 4}
+    assert (record.model, record.environment, record.passed) == ("gpt-4o", "main", None)
+    assert record.meta["info"]["exit_status"] == "submitted" and len(record.meta["trajectory"]) == 5
+
+
+def test_a_0_x_trajectory_reads_whole_with_the_failed_edits_the_agent_read():
+    """SWE-agent's 0.x test trajectory (tests/fixtures/real): text actions become bash calls, each answered by the
+    observation after it, the three edits its linter refused among them, as the model read them."""
+    [(found, record, problems)] = real.read(real.SWE_AGENT_0)
+    assert problems == [] and record.task_id == found.name == "pydicom__pydicom-1458"
+    assert real.view(record.stored_messages()) == real.expected(real.SWE_AGENT_0)
+    source = json.loads(real.body(real.SWE_AGENT_0))
+    messages = record.conversation.messages
+    assert [m.role for m in messages[:3]] == ["system", "user", "user"] and record.extras[1]["is_demo"] is True
+    calls = [call for message in messages for call in message.tool_calls]
+    assert [json.loads(call.arguments)["command"] for call in calls] == [
+        step["action"] for step in source["trajectory"]]  # every step of the run, `submit` the last
+    refused = [m for m in messages if m.role == "tool" and m.content.startswith("Your proposed edit has introduced")]
+    assert len(refused) == 3 and all(m.tool_call_id for m in refused)  # the model read each refusal
+    assert "E999 SyntaxError: unmatched ']'" in refused[0].content
+    assert (record.model, record.environment, record.passed) == ("", "swe_main", None)  # 0.x names no model here
+    assert record.meta["info"]["exit_status"] == "submitted"

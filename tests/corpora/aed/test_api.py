@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from corpora.aed import services
 from corpora.aed.models import Replay
+from tests import real_traces as real
 
 from ...calc_traces import make_demo_trace
 from ...conftest import api_client_for
@@ -124,3 +125,18 @@ def test_webhook_headers_are_never_returned(members, calc_trace, settings):
     body = api_client_for(curator).get(f"/api/v1/aed/replays/{replay.pk}/")
     assert body.status_code == 200 and "very-secret" not in body.content.decode()
     assert body.json()["options"]["headers"] == {"Authorization": "(hidden)"}
+
+
+@pytest.mark.parametrize("name", [real.OPENHANDS_2025, real.SWE_AGENT_1, real.SWE_AGENT_0])
+def test_a_real_run_imports_over_the_api_message_by_message(members, name):
+    """The 2025 OpenHands record and SWE-agent's own trajectories (tests/fixtures/real), uploaded as a curator
+    would: the trace the API returns holds the run's messages, the error turns the agent read included."""
+    client = api_client_for(members["curator"])
+    upload = io.BytesIO(real.body(name))
+    upload.name = name.split("/")[-1]
+    response = client.post("/api/v1/projects/alpha/aed/import/", {"file": upload}, format="multipart")
+    assert response.status_code == 200 and response.json()["created"] == 1, response.json()
+    [listed] = client.get("/api/v1/projects/alpha/aed/traces/").json()["results"]
+    trace = client.get(f"/api/v1/projects/alpha/aed/traces/{listed['id']}/").json()
+    assert (trace["source_format"], trace["task_id"]) == real.IMPORTS[name]
+    assert real.view(trace["steps"]) == real.expected(name)

@@ -340,7 +340,8 @@ def test_the_real_openhands_files_import_as_traces_with_their_outcome_and_the_ev
     reads (compared with the files in tests/conversations/readers/test_openhands.py), the outcome from the format's
     own field, a task only where the run names one."""
     pairs, resolver = real_openhands.PAIRS_2024, real_openhands.RESOLVER  # gorilla's `correct` is no known outcome
-    expected = {pairs: ({"null observation": real_openhands.null_observations(pairs)}, [None] * 2),
+    expected = {real_openhands.EVENTS_2025: ({"recall action": 1, "recall observation": 1}, [None]),  # not evaluated
+                pairs: ({"null observation": real_openhands.null_observations(pairs)}, [None] * 2),
                 resolver: ({}, [source["success"] for source in real_openhands.records(resolver)])}
     for name, (outside, passed) in expected.items():
         report = import_traces(project=project, lines=real_openhands.lines(name), file=name)
@@ -351,6 +352,9 @@ def test_the_real_openhands_files_import_as_traces_with_their_outcome_and_the_ev
             assert [(step["role"], step["content"]) for step in trace.steps] == [
                 (message.role, message.content) for message in record.conversation.messages]
             assert (trace.passed, trace.task_id, trace.source_format) == (outcome, record.task_id, "openhands")
+    refused = Trace.objects.get(task_id="ponylang__ponyc-4593").steps[26]  # the malformed call OpenHands refused
+    assert refused["role"] == "user" and refused["content"].startswith("Parameter 'command' is expected")
+    assert refused["events"][0]["observation"] == "error"
 
 
 # --- the real corpus (tests/fixtures/real) -----------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""AED on runs the tools themselves wrote (tests/fixtures/real/): five curated cases, never replayed, export in
+"""AED on runs the tools themselves wrote (tests/fixtures/real/): six curated cases, never replayed, export in
 aed.diagnosis_sft under the default filters with their evidence grade as it stands: the OpenHands resolver's run
-graded C by the model's aed.check_evidence verdict the curator confirmed, and a Claude Code session, a tau-bench
-run, a mini-swe-agent trajectory and a 2024 OpenHands run ungraded (null). Asked for replayed evidence only, the
-export leaves all five out and says why."""
+graded C by the model's aed.check_evidence verdict the curator confirmed, and a 2025 OpenHands run (its error at
+the editor call OpenHands refused), a Claude Code session, a tau-bench run, a mini-swe-agent trajectory and a
+2024 OpenHands run ungraded (null). Asked for replayed evidence only, the export leaves all six out and says
+why."""
 
 import io
 
@@ -40,6 +41,12 @@ def real_cases(project, members, use_backend):
     assert evidence_check.check_evidence(case=case)["verdict"] == "supported"
     case.refresh_from_db()
     cases = {"pr-5": curate(case.trace, curator, evidence_check=case.model_evidence_check)}
+    name = real_openhands.EVENTS_2025  # the error the agent saw is a step of the trace, so it can be evidence
+    assert import_traces(project=project, lines=real_openhands.lines(name), file=name).ok
+    cases["4593"] = curate(Trace.objects.get(project=project, task_id="ponylang__ponyc-4593"), curator,
+                           error_step=39, category="tool-misuse",
+                           diagnosis="It called str_replace without old_str; the editor refused the edit.",
+                           evidence=[{"step": 40, "quote": "Parameter `old_str` is required"}])
     for label, name, open_file in (("claude", real.CLAUDE_CODE, real.body), ("tau", real.TAU_BENCH, real.body),
                                    ("mini", real.MINI_SWE_AGENT, real.body),
                                    ("gorilla", real_openhands.PAIRS_2024, _first_line)):
@@ -62,9 +69,10 @@ def test_the_curated_real_case_never_replayed_exports_with_its_grade_under_the_d
     by_case = {row["case_id"]: row for row in rows}
     assert set(by_case) == {case.pk for case in real_cases.values()} and "left_out" not in export.manifest
     assert {label: by_case[case.pk]["grade"] for label, case in real_cases.items()} == {
-        "pr-5": "C", "claude": None, "tau": None, "mini": None, "gorilla": None}
+        "pr-5": "C", "4593": None, "claude": None, "tau": None, "mini": None, "gorilla": None}
     assert {label: by_case[case.pk]["harness"] for label, case in real_cases.items()} == {
-        "pr-5": "openhands", "claude": "claude-code", "tau": "tau-bench", "mini": "", "gorilla": "openhands"}  # the
+        "pr-5": "openhands", "4593": "openhands", "claude": "claude-code", "tau": "tau-bench", "mini": "",
+        "gorilla": "openhands"}  # the
     # mini-swe-agent test file is its bare messages array: OpenAI chat, which names no harness
     row, case = by_case[real_cases["pr-5"].pk], real_cases["pr-5"]
     assert row["grade"] == "C" and (row["evidence_check"], row["model_evidence_check"]) == ("supported", "supported")
@@ -73,6 +81,9 @@ def test_the_curated_real_case_never_replayed_exports_with_its_grade_under_the_d
     assert "[Your Name or Organization Name]" in user["content"]  # the run up to the error step, its result included
     assert answer["content"].startswith(f"Error step: {case.error_step}\nCategory: ")
     assert row["trace_id"] == case.trace.trace_id and row["harness"] == "openhands"
+    user = by_case[real_cases["4593"].pk]["messages"][1]["content"]
+    assert "Parameter 'command' is expected to be one of" in user  # the refused call, a turn of the run shown
+    assert "Parameter `old_str` is required" in user  # the error step's result
 
 
 def test_an_export_of_replayed_evidence_only_leaves_the_cases_out_and_says_why(
@@ -80,8 +91,8 @@ def test_an_export_of_replayed_evidence_only_leaves_the_cases_out_and_says_why(
     export, rows = export_rows(project, members["curator"], export_storage_in_tmp, "aed.diagnosis_sft",
                                validation_ratio=0, filters={"evidence": "replayed"})
     assert rows == [] and export.manifest["totals"]["rows"] == 0
-    assert export.manifest["left_out"] == {"total": 5, "reasons": {
+    assert export.manifest["left_out"] == {"total": 6, "reasons": {
         "graded C by the evidence check, not replayed (evidence=replayed)": 1,
-        "ungraded: neither replayed nor evidence-checked (evidence=replayed)": 4}}
+        "ungraded: neither replayed nor evidence-checked (evidence=replayed)": 5}}
     card = (export_storage_in_tmp / export.location / "README.md").read_text()
-    assert "| left out | 5 that the filters matched (" in card
+    assert "| left out | 6 that the filters matched (" in card
