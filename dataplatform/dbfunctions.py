@@ -111,22 +111,26 @@ class JSONStringOrNull(_JSONKeyFunc):
 
 
 class JSONTextList(_JSONKeyFunc):
-    """The JSON column's `key` where it is an array, as a JSON array of its items as text (a string as it is, any
-    other item as its JSON text); null where it is absent or not an array."""
+    """The JSON column's `key` where it is an array, as a JSON array of its items as text, as Python's str() spells
+    them (a string as it is, true "True", null "None", a number as written; a nested array or object as its JSON
+    text, where str() would give Python's repr); null where it is absent or not an array."""
 
     output_field = JSONField()
 
     def as_postgresql(self, compiler, connection, **extra_context):
         column, params = compiler.compile(self.source_expressions[0])
-        return (f"(CASE WHEN jsonb_typeof({column} -> %s) = 'array' THEN (SELECT coalesce(jsonb_agg(CASE WHEN "
-                f"jsonb_typeof(item.value) = 'string' THEN item.value ELSE to_jsonb(item.value::text) END "
-                f"ORDER BY item.n), '[]'::jsonb) FROM jsonb_array_elements({column} -> %s) WITH ORDINALITY "
-                f"AS item (value, n)) END)", (*params, self.key, *params, self.key))
+        return (f"(CASE WHEN jsonb_typeof({column} -> %s) = 'array' THEN (SELECT coalesce(jsonb_agg(CASE "
+                f"jsonb_typeof(item.value) WHEN 'string' THEN item.value WHEN 'null' THEN to_jsonb('None'::text) "
+                f"WHEN 'boolean' THEN to_jsonb(CASE WHEN item.value = 'true'::jsonb THEN 'True' ELSE 'False' END) "
+                f"ELSE to_jsonb(item.value::text) END ORDER BY item.n), '[]'::jsonb) "
+                f"FROM jsonb_array_elements({column} -> %s) WITH ORDINALITY AS item (value, n)) END)",
+                (*params, self.key, *params, self.key))
 
     def as_sqlite(self, compiler, connection, **extra_context):
         column, params = compiler.compile(self.source_expressions[0])
         path = compile_json_path([self.key])
         return (f"(CASE WHEN json_type({column}, %s) = 'array' THEN (SELECT json_group_array(CASE WHEN "
-                f"item.type = 'text' THEN item.value WHEN item.type IN ('true', 'false', 'null') THEN item.type "
-                f"ELSE CAST(item.value AS TEXT) END) FROM json_each({column}, %s) AS item) END)",
+                f"item.type = 'text' THEN item.value WHEN item.type = 'true' THEN 'True' WHEN item.type = 'false' "
+                f"THEN 'False' WHEN item.type = 'null' THEN 'None' ELSE CAST(item.value AS TEXT) END) "
+                f"FROM json_each({column}, %s) AS item) END)",
                 (*params, path, *params, path))

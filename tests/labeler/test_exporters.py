@@ -260,6 +260,8 @@ def labeled_every_way(catalogue, project, members, make_trajectories):
                            extra={"dataset_source": "swe-gym", "hints_text": 7, "language": None,
                                   "created_at": "2024-01-02", "repo_topics": ["web", 3, True, None, {"a": 1}]})
     SweTask.objects.filter(pk=catalogue[5].pk).update(extra={"repo_topics": "not-a-list", "repo_description": "d"})
+    SweTask.objects.filter(pk=catalogue[6].pk).update(extra={"repo_topics": ["web", 3, True, False, None, 1.5, "ü"],
+                                                             "hints_text": "hint ü", "language": ["py"]})
     own, of_task = make_trajectories(2, task=catalogue[1])
     make_trajectories(1)
     outcome = services.Outcome()
