@@ -95,6 +95,13 @@ def lock_item(item: SweTask | Trajectory) -> None:
     type(item).objects.select_for_update().filter(pk=item.pk).values_list("pk").first()
 
 
+def write_event(*, label: Label, **fields) -> LabelEvent:
+    """Write a label event (`fields`: kind, origin, actor, changes) and record the final label it makes."""
+    event = LabelEvent.objects.create(label=label, **fields)
+    record(label=label, event=event)
+    return event
+
+
 def record(*, label: Label, event: LabelEvent) -> FinalLabel:
     """In the transaction that wrote `event` (after lock_item): the final label of the label's item under its
     taxonomy as of the event, valid from it on (the row valid until then ends there). Three queries: the item's

@@ -1,7 +1,8 @@
 """Every write of the SWE Labeler: taxonomy versions, project settings, auto-labeling, review.
 
 Labels change only through these functions, and every change is a LabelEvent written in
-the same transaction (who, model or human, {field: [old, new]}).
+the same transaction (who, model or human, {field: [old, new]}), with the final label it makes
+(final_labels.write_event, under the item's lock: the exports read it).
 """
 
 import hashlib
@@ -24,7 +25,6 @@ from .models import (
     L1Source,
     Label,
     LabelerSettings,
-    LabelEvent,
     LabelEventKind,
     LabelOrigin,
     LabelStatus,
@@ -313,12 +313,11 @@ def save_model_label(*, item: SweTask | Trajectory, taxonomy: Taxonomy, outcome:
         label.raw_responses = label.raw_responses + outcome.raw
         label.job, label.version = job, label.version + 1
         label.save()
-        event = LabelEvent.objects.create(
+        final_labels.write_event(
             label=label, kind=LabelEventKind.AUTO_ERROR if outcome.error else LabelEventKind.AUTO,
             origin=LabelOrigin.MODEL, actor=None,
             changes={name: [old.get(name), value] for name, value in outcome.values.items()
                      if old.get(name) != value} | ({"error": [None, label.error]} if outcome.error else {}))
-        final_labels.record(label=label, event=event)
     return label
 
 
@@ -381,10 +380,8 @@ def start_review(*, item: SweTask | Trajectory, reviewer) -> Label:
                 label.model_id, label.l1_source = model.model_id, model.l1_source
                 label.save()
                 if label.values:
-                    event = LabelEvent.objects.create(
-                        label=label, kind=LabelEventKind.PREFILL, origin=LabelOrigin.MODEL, actor=None,
-                        changes={k: [None, v] for k, v in label.values.items()})
-                    final_labels.record(label=label, event=event)
+                    final_labels.write_event(label=label, kind=LabelEventKind.PREFILL, origin=LabelOrigin.MODEL,
+                                             actor=None, changes={k: [None, v] for k, v in label.values.items()})
     except IntegrityError:  # two tabs started the same review
         return Label.objects.get(**mine)
     return label
@@ -427,9 +424,8 @@ def edit_label(*, label: Label, version: int, changes: dict, actor) -> Label:
         label.provenance = {**label.provenance, **{name: LabelOrigin.HUMAN for name in diff}}
         label.version += 1
         label.save(update_fields=["values", "provenance", "version", "updated_at"])
-        event = LabelEvent.objects.create(label=label, kind=LabelEventKind.EDIT, origin=LabelOrigin.HUMAN,
-                                          actor=actor, changes=diff)
-        final_labels.record(label=label, event=event)
+        final_labels.write_event(label=label, kind=LabelEventKind.EDIT, origin=LabelOrigin.HUMAN, actor=actor,
+                                 changes=diff)
     return label
 
 
@@ -444,9 +440,8 @@ def submit_label(*, label: Label, version: int, actor) -> Label:
         label.status = LabelStatus.SUBMITTED
         label.version += 1
         label.save(update_fields=["status", "version", "updated_at"])
-        event = LabelEvent.objects.create(label=label, kind=LabelEventKind.SUBMIT, origin=LabelOrigin.HUMAN,
-                                          actor=actor, changes={})
-        final_labels.record(label=label, event=event)
+        final_labels.write_event(label=label, kind=LabelEventKind.SUBMIT, origin=LabelOrigin.HUMAN, actor=actor,
+                                 changes={})
         claim_model, _ = QUEUES[TASKS if label.task_id else TRAJECTORIES]
         claim = claim_model.objects.filter(**_of(label.item), reviewer=actor, state=ReviewClaimState.ACTIVE).first()
         if claim is not None:  # refused (the item went to someone else meanwhile): the submit is undone too
