@@ -99,8 +99,8 @@ def is_nested(arrow_type: pa.DataType) -> bool:
 
 
 class ArrowKeysetReader:
-    """Reads a values() queryset in keyset batches of `batch_size` rows, ordered by `key` (a unique
-    integer column among the values), each batch a RecordBatch in `schema`."""
+    """Reads a values() queryset in batches of at most `batch_size` rows, ordered by `key` (the values' column of
+    the model's own id), each batch a RecordBatch in `schema`."""
 
     def __init__(self, queryset: QuerySet, schema: pa.Schema, *, batch_size: int, key: str = "id",
                  renamed: dict[str, str] | None = None):
@@ -119,26 +119,43 @@ class ArrowKeysetReader:
         # (No ORDER BY inside, so that PostgreSQL can push the bound down into the subquery's index scan.)
         self.rows_sql = f"({bound_sql(queryset.order_by())}) AS q ({', '.join(quote(name) for name in names)})"
         self.json_columns: list[str] = []  # found from the database's column types when reading starts
+        # The key is the id of the queryset's model (keyset_values' rule): the batches' windows are ranges of it.
+        self.ids = queryset.model._base_manager.order_by("pk").values_list("pk", flat=True)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         with Connection() as adbc, ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-reader") as fetcher:
             self.json_columns = self._json_columns(adbc)
             # The next batch's query runs (PostgreSQL works, the driver decodes) while this batch is parsed.
-            next_table = fetcher.submit(self._fetch, adbc, None)
+            window = (None, self._window_end(None))
+            next_table = fetcher.submit(self._fetch, adbc, *window)
             while True:
                 table = next_table.result()
-                if not table.num_rows:
-                    return
-                next_table = fetcher.submit(self._fetch, adbc, table.column(self.key)[-1].as_py())
+                _, upto = window
+                if upto is not None:
+                    window = (upto, self._window_end(upto))
+                    next_table = fetcher.submit(self._fetch, adbc, *window)
                 for batch in table.to_batches():
                     yield self._shaped(batch)
-                del table, batch
+                del table
                 give_back_freed_memory()
+                if upto is None:
+                    return
 
-    def _fetch(self, adbc: Connection, after: int | None) -> pa.Table:
-        bound = "" if after is None else f" WHERE q.{quote(self.key)} > {int(after)}"
-        return adbc.query(f"SELECT {self._select()} FROM {self.rows_sql}{bound} "
-                          f"ORDER BY q.{quote(self.key)} LIMIT {int(self.batch_size)}")
+    def _window_end(self, after: int | None) -> int | None:
+        """The `batch_size`-th id of the queryset's own table after `after` (None: fewer are left).
+
+        Each batch reads the rows whose key (the table's id) lies in one such window: PostgreSQL finds the
+        window's rows by the index and joins only those. (With `key > last ORDER BY key LIMIT n` on a query that
+        joins, it joined and sorted every row after `last`, batch after batch: an export slowed as it grew.)"""
+        ids = self.ids if after is None else self.ids.filter(pk__gt=after)
+        end = list(ids[self.batch_size - 1:self.batch_size])
+        return end[0] if end else None
+
+    def _fetch(self, adbc: Connection, after: int | None, upto: int | None) -> pa.Table:
+        key = f"q.{quote(self.key)}"
+        bounds = ([] if after is None else [f"{key} > {int(after)}"]) + ([] if upto is None else [f"{key} <= {int(upto)}"])
+        where = f" WHERE {' AND '.join(bounds)}" if bounds else ""
+        return adbc.query(f"SELECT {self._select()} FROM {self.rows_sql}{where} ORDER BY {key}")
 
     def _json_columns(self, adbc: Connection) -> list[str]:
         """The nested schema fields the database holds as JSON; the others (arrays) arrive as Arrow lists."""
