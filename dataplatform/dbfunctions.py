@@ -5,7 +5,7 @@ on the other)."""
 import json
 
 from django.db import NotSupportedError
-from django.db.models import BooleanField, Expression, F, Func, IntegerField
+from django.db.models import BooleanField, CharField, Expression, F, Func, IntegerField, JSONField
 from django.db.models.fields.json import compile_json_path
 
 
@@ -57,3 +57,80 @@ class JSONArrayContains(Expression):
         return (f"(json_type({column}, %s) IS 'array' AND EXISTS (SELECT 1 FROM json_each({column}, %s) AS item"
                 " WHERE item.type = 'text' AND item.value = %s))",
                 (*params, path, *params, path, self.item))
+
+
+class ChatTurns(Func):
+    """A JSON array of chat messages cut to their role and content, "" where a message has no role or no content
+    (null or absent): the prompt of a preference or scoring row. In array order, on both vendors."""
+
+    output_field = JSONField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        raise NotSupportedError(f"ChatTurns has no SQL for {connection.vendor}")
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        column, params = compiler.compile(self.source_expressions[0])
+        return (f"(SELECT coalesce(jsonb_agg(jsonb_build_object('role', coalesce(m.value ->> 'role', ''), 'content', "
+                f"coalesce(m.value ->> 'content', '')) ORDER BY m.n), '[]'::jsonb) "
+                f"FROM jsonb_array_elements({column}) WITH ORDINALITY AS m (value, n))", params)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        column, params = compiler.compile(self.source_expressions[0])
+        return (f"(SELECT json_group_array(json_object('role', coalesce(json_extract(m.value, '$.role'), ''), "
+                f"'content', coalesce(json_extract(m.value, '$.content'), ''))) FROM json_each({column}) AS m)",
+                params)
+
+
+class _JSONKeyFunc(Func):
+    """Reads the key `key` of a JSON column (F or name), the same on both vendors."""
+
+    def __init__(self, column, key: str, **extra):
+        super().__init__(F(column) if isinstance(column, str) else column, **extra)
+        self.key = key
+
+    def as_sql(self, compiler, connection, **extra_context):
+        raise NotSupportedError(f"{type(self).__name__} has no SQL for {connection.vendor}")
+
+
+class JSONStringOrNull(_JSONKeyFunc):
+    """The JSON column's `key` where it is a string, as text; null where it is absent or anything else (a number,
+    a list: what `value if isinstance(value, str) else None` gives)."""
+
+    output_field = CharField()
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        column, params = compiler.compile(self.source_expressions[0])
+        return (f"(CASE WHEN jsonb_typeof({column} -> %s) = 'string' THEN {column} ->> %s END)",
+                (*params, self.key, *params, self.key))
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        column, params = compiler.compile(self.source_expressions[0])
+        path = compile_json_path([self.key])
+        return (f"(CASE WHEN json_type({column}, %s) = 'text' THEN json_extract({column}, %s) END)",
+                (*params, path, *params, path))
+
+
+class JSONTextList(_JSONKeyFunc):
+    """The JSON column's `key` where it is an array, as a JSON array of its items as text, as Python's str() spells
+    them (a string as it is, true "True", null "None", a number as written; a nested array or object as its JSON
+    text, where str() would give Python's repr); null where it is absent or not an array."""
+
+    output_field = JSONField()
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        column, params = compiler.compile(self.source_expressions[0])
+        return (f"(CASE WHEN jsonb_typeof({column} -> %s) = 'array' THEN (SELECT coalesce(jsonb_agg(CASE "
+                f"jsonb_typeof(item.value) WHEN 'string' THEN item.value WHEN 'null' THEN to_jsonb('None'::text) "
+                f"WHEN 'boolean' THEN to_jsonb(CASE WHEN item.value = 'true'::jsonb THEN 'True' ELSE 'False' END) "
+                f"ELSE to_jsonb(item.value::text) END ORDER BY item.n), '[]'::jsonb) "
+                f"FROM jsonb_array_elements({column} -> %s) WITH ORDINALITY AS item (value, n)) END)",
+                (*params, self.key, *params, self.key))
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        column, params = compiler.compile(self.source_expressions[0])
+        path = compile_json_path([self.key])
+        return (f"(CASE WHEN json_type({column}, %s) = 'array' THEN (SELECT json_group_array(CASE WHEN "
+                f"item.type = 'text' THEN item.value WHEN item.type = 'true' THEN 'True' WHEN item.type = 'false' "
+                f"THEN 'False' WHEN item.type = 'null' THEN 'None' ELSE CAST(item.value AS TEXT) END) "
+                f"FROM json_each({column}, %s) AS item) END)",
+                (*params, path, *params, path))

@@ -10,30 +10,35 @@
   mode), else its task's, so trajectories can be routed and balanced by category like their tasks.
 
 A task's (trajectory's) final label is its newest submitted reviewer label, else the model's submitted label.
-Labels change as reviewers edit them, so an export does not read their current state: it replays
-each label's events up to the export's data version (the highest event id when it started). A
-rerun of the same export therefore writes the same rows, whatever happened since.
+Labels change as reviewers edit them, so an export does not read their current state: it reads the final label
+as of the export's data version (the highest event id when it started), which labeler/final_labels.py records
+with every label event (`FinalLabel`, valid from its event to the next). A rerun of the same export therefore
+writes the same rows, whatever happened since. The rows are values() kinds: on PostgreSQL they are read as Arrow.
 """
 
 import hashlib
 import heapq
-import json
 from collections.abc import Iterator
 
 import pyarrow as pa
-from django.db.models import Max, Q
+import pyarrow.compute as pc
+from django.db.models import Case, CharField, F, FilteredRelation, JSONField, Max, Q, TextField, Value, When
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import Exact
 from django.utils.translation import gettext_lazy, gettext_noop
 
 from dataplatform.accounts.models import Project
 from dataplatform.conversations.reading import read_conversation
 from dataplatform.conversations.training import MESSAGES, TOOLS, messages_cell, record_batch, tools_cell
+from dataplatform.dbfunctions import JSONArrayContains, JSONStringOrNull, JSONTextList
 from dataplatform.exports.registry import ExportKind, ExportQuery, register
-from dataplatform.exports.sources import keyset_pages
+from dataplatform.exports.sources import keyset_values, read_batches
 
 from . import services
 from .export_fields import TASK_LABEL_MEANINGS, TRAJECTORY_MEANINGS, UPSTREAM_MEANINGS
 from .export_filters import MULTI, SINGLE, STATUSES, BalancedFilters, LabelFilters
-from .models import Label, LabelEvent, LabelEventKind, LabelOrigin, SweTask, Taxonomy, Trajectory
+from .models import LabelEvent, SweTask, Taxonomy, Trajectory
 from .taxonomy import UNASSIGNED
 
 TRAINING_STATUSES = ["reviewed", "auto"]
@@ -72,49 +77,33 @@ def _taxonomy(query: ExportQuery) -> Taxonomy:
     return services.settings_for(query.project).taxonomy
 
 
-# --- the label of each task, as of the data version --------------------------------------------------
+# --- the final label of each task, as of the data version ----------------------------------------------------
 
-def _replay(events: list[dict]) -> dict:
-    """A label's state after its events: values, who set each field, and its status."""
-    state = {"values": {}, "provenance": {}, "status": None}
-    for event in events:
-        if event["kind"] in (LabelEventKind.AUTO, LabelEventKind.PREFILL, LabelEventKind.EDIT):
-            for name, (_, new) in event["changes"].items():
-                state["values"][name] = new
-                state["provenance"][name] = event["origin"]
-        if event["kind"] in (LabelEventKind.AUTO, LabelEventKind.SUBMIT):
-            state["status"] = "submitted"
-        elif event["kind"] == LabelEventKind.AUTO_ERROR:
-            state["status"] = "error"
-        state["last_event"] = event["id"]
-    return state
+def _as_of(relation: str, taxonomy: Taxonomy, event_bound: int) -> FilteredRelation:
+    """The item's FinalLabel under `taxonomy` valid at `event_bound` (at most one: they do not overlap)."""
+    return FilteredRelation(relation, condition=Q(**{f"{relation}__taxonomy": taxonomy,
+                                                     f"{relation}__since_event__lte": event_bound})
+                            & (Q(**{f"{relation}__until_event__isnull": True})
+                               | Q(**{f"{relation}__until_event__gt": event_bound})))
 
 
-def _final_labels(ids: list[int], taxonomy: Taxonomy, event_bound: int, of: str = "task_id") -> dict[int, dict]:
-    """task id (or, with of="trajectory_id", trajectory id) -> its final label as of `event_bound`, with
-    review_status; those without one are absent."""
-    labels = {row["id"]: row for row in Label.objects.filter(**{f"{of}__in": ids}, taxonomy=taxonomy).values(
-        "id", of, "origin", "author__username", "model_id", "rationales", "l1_source")}
-    events: dict[int, list[dict]] = {}
-    for event in (LabelEvent.objects.filter(label_id__in=list(labels), id__lte=event_bound).order_by("id")
-                  .values("id", "label_id", "kind", "origin", "changes")):
-        events.setdefault(event["label_id"], []).append(event)
-    final: dict[int, dict] = {}
-    for label_id, label_events in events.items():
-        label = labels[label_id] | _replay(label_events)
-        current = final.get(label[of])
-        if label["origin"] == LabelOrigin.HUMAN:
-            if label["status"] == "submitted" and (current is None or current["review_status"] != "reviewed"
-                                                   or current["last_event"] < label["last_event"]):
-                final[label[of]] = label | {"review_status": "reviewed"}
-        elif current is None or current["review_status"] != "reviewed":
-            status = "auto" if label["status"] == "submitted" else "error"
-            final[label[of]] = label | {"review_status": status}
-    return final
-
-
-TASK_FIELDS = ["id", "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
-               "fail_to_pass", "pass_to_pass"]
+def _label_columns(final, taxonomy: Taxonomy) -> dict:
+    """The LABEL_COLUMNS as expressions (to annotate in this order) on the final label: `final(name)` is the
+    expression of its FinalLabel's field `name` (null where there is none: "unlabeled"). `label_columns`, its
+    single and multi fields' document, comes first: the filters' label conditions read it."""
+    return {
+        "label_columns": final("columns"),
+        "taxonomy": Value(taxonomy.name), "taxonomy_version": Value(taxonomy.version),
+        "category": Coalesce(final("category"), Value(UNASSIGNED)),
+        "review_status": Coalesce(final("review_status"), Value("unlabeled")),
+        "label_origin": final("label_origin"), "reviewer": final("label__author__username"),
+        "model_id": final("model_id"),
+        **{name: KeyTextTransform(name, "label_columns") for name in SINGLE},
+        **{name: Coalesce(KeyTransform(name, "label_columns"), Value([], output_field=JSONField()),
+                          output_field=JSONField()) for name in MULTI},
+        **{name: Coalesce(final(name), Value("{}"), output_field=TextField())
+           for name in ("values_json", "rationales_json", "provenance_json")},
+    }
 
 
 def _bounded(model, query: ExportQuery):
@@ -129,84 +118,44 @@ def _bounded(model, query: ExportQuery):
     return rows
 
 
-def _task_pages(query: ExportQuery, fields: list[str] = TASK_FIELDS) -> Iterator[list[dict]]:
-    """The project's tasks up to the data version, a page at a time (keyset on id)."""
-    tasks = _bounded(SweTask, query)
-    last = 0
-    while True:
-        page = list(tasks.filter(id__gt=last).order_by("id").values(*fields)[:query.batch_size])
-        if not page:
-            return
-        last = page[-1]["id"]
-        yield page
-
-
-def _matches(row: dict, query: ExportQuery, statuses: list[str]) -> bool:
-    if row["review_status"] not in statuses:
-        return False
-    if query.filters.get("category") and row["category"] not in query.filters["category"]:
-        return False
+def _matching(rows, query: ExportQuery, default_statuses: list[str]):
+    """`rows` (annotated with the label columns) that pass the filters: review status, category, label conditions."""
+    rows = rows.filter(review_status__in=query.filters.get("review_status") or default_statuses)
+    if query.filters.get("category"):
+        rows = rows.filter(category__in=query.filters["category"])
     for condition in query.filters.get("where", []):
         field, _, wanted = condition.partition("=")
-        value = row[field]
-        if (wanted not in value) if isinstance(value, list) else value != wanted:
-            return False
-    return True
+        # Exact as a plain comparison: the lookup a key transform brings would read `wanted` as JSON on SQLite.
+        rows = rows.filter(JSONArrayContains("label_columns", field, wanted) if field in MULTI
+                           else Exact(F(field), wanted))
+    return rows
 
 
-def _matching(query: ExportQuery, default_statuses: list[str],
-              fields: list[str] = TASK_FIELDS) -> Iterator[list[tuple[dict, dict | None, dict]]]:
-    """(task, its final label or None, its row) of every task that passes the filters, a page at a time; the
-    task with `fields` (the record's `extra` only where a kind writes it: it can be large)."""
+def _tasks(query: ExportQuery, default_statuses: list[str]):
+    """The tasks that pass the filters, each with its final label's columns (`final`: its FinalLabel)."""
     taxonomy = _taxonomy(query)
-    spec = taxonomy.definition
     _, event_bound = _bounds(query)
-    statuses = query.filters.get("review_status") or default_statuses
-    for page in _task_pages(query, fields):
-        final = _final_labels([task["id"] for task in page], taxonomy, event_bound)
-        triples = [(task, final.get(task["id"]), _row(task, final.get(task["id"]), taxonomy, spec)) for task in page]
-        yield [triple for triple in triples if _matches(triple[2], query, statuses)]
+    tasks = _bounded(SweTask, query).annotate(final=_as_of("final_labels", taxonomy, event_bound))
+    return _matching(tasks.annotate(**_label_columns(lambda name: F(f"final__{name}"), taxonomy)), query,
+                     default_statuses)
 
 
-def _rows(query: ExportQuery, default_statuses: list[str]) -> Iterator[list[dict]]:
-    """Rows of every task that passes the filters, a page of tasks at a time."""
-    for page in _matching(query, default_statuses):
-        yield [row for _, _, row in page]
+TASK_FIELDS = ["id", "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
+               "fail_to_pass", "pass_to_pass"]
 
 
-def _row(task: dict, label: dict | None, taxonomy: Taxonomy, spec) -> dict:
-    return {
-        "instance_id": task["instance_id"], "task_id": task["id"], "repo": task["repo"],
-        "base_commit": task["base_commit"], "problem_statement": task["problem_statement"], "patch": task["patch"],
-        "test_patch": task["test_patch"], "fail_to_pass": task["fail_to_pass"], "pass_to_pass": task["pass_to_pass"],
-        **_label_columns(label, taxonomy, spec),
-    }
-
-
-def _label_columns(label: dict | None, taxonomy: Taxonomy, spec) -> dict:
-    values = label["values"] if label else {}
-    return {
-        "taxonomy": taxonomy.name, "taxonomy_version": taxonomy.version,
-        "category": spec.category_for(values) if label else UNASSIGNED,
-        "review_status": label["review_status"] if label else "unlabeled",
-        "label_origin": label["origin"] if label else None,
-        "reviewer": label["author__username"] if label else None,
-        "model_id": label["model_id"] if label else None,
-        **{name: values.get(name) for name in SINGLE}, **{name: values.get(name) or [] for name in MULTI},
-        "values_json": json.dumps(values, sort_keys=True),
-        "rationales_json": json.dumps(label["rationales"] if label else {}, sort_keys=True),
-        "provenance_json": json.dumps(label["provenance"] if label else {}, sort_keys=True),
-    }
+def _values(query: ExportQuery, default_statuses: list[str]):
+    return _tasks(query, default_statuses).values(*TASK_FIELDS, *(name for name, _ in LABEL_COLUMNS))
 
 
 # --- the kinds ------------------------------------------------------------------------------------------
 
-def label_rows(query: ExportQuery) -> Iterator[list[dict]]:
-    return _rows(query, list(STATUSES))
+def label_values(query: ExportQuery):
+    return _values(query, list(STATUSES))
 
 
-def training_rows(query: ExportQuery) -> Iterator[list[dict]]:
-    return _rows(query, TRAINING_STATUSES)
+def training_values(query: ExportQuery):
+    return _values(query, TRAINING_STATUSES)
 
 
 def balanced_rows(query: ExportQuery) -> Iterator[list[dict]]:
@@ -220,10 +169,12 @@ def balanced_rows(query: ExportQuery) -> Iterator[list[dict]]:
     size, seed = query.filters.get("size") or MAX_BALANCED, query.filters["seed"]
     smallest: dict[str, list[tuple[int, int]]] = {}  # category -> max-heap (negated) of the `size` lowest ranks
     available: dict[str, int] = {}
-    for rows in training_rows(query):
+    candidates = _tasks(query, TRAINING_STATUSES)
+    if not query.filters.get("include_unassigned"):
+        candidates = candidates.exclude(category=UNASSIGNED)
+    for rows in keyset_values(candidates, ["id", "instance_id", "category"], batch_size=query.batch_size):
         for row in rows:
-            if row["category"] == UNASSIGNED and not query.filters.get("include_unassigned"):
-                continue
+            row["task_id"] = row["id"]
             rank = int.from_bytes(hashlib.blake2b(f"{seed}:{row['instance_id']}".encode(), digest_size=8).digest(), "big")
             heap = smallest.setdefault(row["category"], [])
             available[row["category"]] = available.get(row["category"], 0) + 1
@@ -245,8 +196,10 @@ def balanced_rows(query: ExportQuery) -> Iterator[list[dict]]:
                                "seed": seed, "size": query.filters.get("size"), "available": available,
                                "taken": quota, "allocation": query.filters.get("allocation", "equal"),
                                "unassigned": "included" if query.filters.get("include_unassigned") else "excluded"}
-    for rows in training_rows(query):
-        yield [row for row in rows if row["task_id"] in chosen]
+    chosen_ids = pa.array(sorted(chosen), pa.int64())
+    _, batches = read_batches(POOLED, query)
+    for batch in batches:
+        yield batch.filter(pc.is_in(batch.column("task_id"), value_set=chosen_ids))
 
 
 def allot(size: int, available: dict[str, int]) -> dict[str, int]:
@@ -289,36 +242,18 @@ UPSTREAM_SCHEMA = pa.schema([
     ("repo_primary_language", pa.string()), ("labels", UPSTREAM_LABEL),
     ("task_id", pa.int64()), ("category", pa.string()), ("review_status", pa.string()),  # ours, beside theirs
 ])
-UPSTREAM_RATIONALE_OF = {"task_type_rationale": "task_type_l1", "domain_rationale": "domain_l1",
-                         "l2_task_type_rationale": "task_type_l2", "l2_domain_rationale": "domain_l2"}
-
-
-def _text_or_none(value) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def upstream_rows(query: ExportQuery) -> Iterator[list[dict]]:
+def upstream_values(query: ExportQuery):
     """Every labeled task (reviewed and auto-labeled by default) as the published labeler writes its output, so
-    that its tools read ours: the task's fields (the ones it knows, from the record as imported) and `labels`
-    with the final label's values and rationales."""
-    for page in _matching(query, TRAINING_STATUSES, [*TASK_FIELDS, "extra"]):
-        rows = []
-        for task, label, ours in page:
-            if label is None:
-                continue
-            extra, values, rationales = task["extra"] or {}, label["values"], label["rationales"] or {}
-            topics = extra.get("repo_topics")
-            rows.append({
-                "instance_id": task["instance_id"], "repo": task["repo"], "problem_statement": task["problem_statement"],
-                "patch": task["patch"], "test_patch": task["test_patch"], "base_commit": task["base_commit"],
-                **{name: _text_or_none(extra.get(name)) for name in UPSTREAM_TEXT},
-                "repo_topics": [str(t) for t in topics] if isinstance(topics, list) else None,
-                "labels": {**{name: values.get(name) for name in UPSTREAM_LABEL.names
-                              if name not in UPSTREAM_RATIONALE_OF and name != "raw_response"},
-                           **{key: rationales.get(name, "") for key, name in UPSTREAM_RATIONALE_OF.items()},
-                           "raw_response": ""},
-                "task_id": task["id"], "category": ours["category"], "review_status": ours["review_status"]})
-        yield rows
+    that its tools read ours: the task's fields (the ones it knows, from the record as imported: text only) and
+    `labels` with the final label's values and rationales (FinalLabel.upstream_labels)."""
+    return _tasks(query, TRAINING_STATUSES).filter(final__label__isnull=False).values(
+        "id", "instance_id", "repo", "problem_statement", "patch", "test_patch", "base_commit", "category",
+        "review_status", **{UPSTREAM_RENAMED.get(name, name): JSONStringOrNull("extra", name) for name in UPSTREAM_TEXT},
+        repo_topics=JSONTextList("extra", "repo_topics"), upstream_labels=F("final__upstream_labels"))
+
+
+# values() names where a task's field takes the row's (Django refuses an annotation named like a field).
+UPSTREAM_RENAMED = {"created_at": "extra_created_at"}
 
 
 def _count(query: ExportQuery) -> int:
@@ -328,27 +263,30 @@ def _count(query: ExportQuery) -> int:
 
 # A kind's label follows the page's language; its description stays English (the manifest and the dataset card
 # carry it: export files never change with the language), marked for the catalogs so a page can translate it.
-# Label values replay from their events, but not all of a row does (hence no pinned exports of these kinds).
-NOT_APPEND_ONLY = gettext_noop("a failed model label labeled again is rewritten in place (its rationales and "
-                               "model), and without a taxonomy filter the project's current taxonomy is read.")
-COMMON = {"schema": SCHEMA, "data_version": data_version, "group": "task", "group_by": ("instance_id",),
-          "count": _count, "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS,
+# A final label is read as of the data version, but not all of a row is (hence no pinned exports of these kinds).
+NOT_APPEND_ONLY = gettext_noop("a reviewer's name is read as it is now (an account renamed or deleted since changes "
+                               "it), and without a taxonomy filter the project's current taxonomy is read.")
+COMMON = {"schema": SCHEMA, "renamed": {"id": "task_id"}, "data_version": data_version, "group": "task",
+          "group_by": ("instance_id",), "count": _count, "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS,
           "not_append_only": NOT_APPEND_ONLY}
 
-register(ExportKind(name="swe.labels", version=1, label=gettext_lazy("SWE labels (every task)"), rows=label_rows,
+register(ExportKind(name="swe.labels", version=1, label=gettext_lazy("SWE labels (every task)"), values=label_values,
                     filters=LabelFilters, description=gettext_noop(
                         "One row per task with its final label (reviewer's, else the model's) and where each field "
                         "came from; unlabeled and failed tasks included."), **COMMON))
-register(ExportKind(name="swe.pooled", version=1, label=gettext_lazy("SWE labels, pooled"), rows=training_rows,
+POOLED = register(ExportKind(name="swe.pooled", version=1, label=gettext_lazy("SWE labels, pooled"),
+                             values=training_values,
                     filters=LabelFilters, description=gettext_noop(
                         "Labeled tasks of every category together (reviewed and auto-labeled by default)."), **COMMON))
 register(ExportKind(name="swe.routed", version=1, label=gettext_lazy("SWE labels, routed by category"),
-                    rows=training_rows, filters=LabelFilters, partition_field="category", description=gettext_noop(
+                    values=training_values, filters=LabelFilters, partition_field="category", description=gettext_noop(
                         "Labeled tasks as one shard set per category (A, B, C, unassigned) for category experts."),
                     **COMMON))
 register(ExportKind(name="swe.upstream", version=1,
                     label=gettext_lazy("SWE labels, in the published labeler's output shape"),
-                    rows=upstream_rows, filters=LabelFilters, schema=UPSTREAM_SCHEMA, data_version=data_version,
+                    values=upstream_values, filters=LabelFilters, schema=UPSTREAM_SCHEMA, data_version=data_version,
+                    renamed={"id": "task_id", "upstream_labels": "labels",
+                             **{name: row_name for row_name, name in UPSTREAM_RENAMED.items()}},
                     not_append_only=NOT_APPEND_ONLY,
                     group="task", group_by=("instance_id",), count=_count, dedup_ignore=("task_id",),
                     field_meanings=UPSTREAM_MEANINGS,
@@ -387,33 +325,57 @@ def trajectory_data_version(project: Project) -> str:
     return f"{trajectories}:{events}"
 
 
+def _own_else_task(name: str) -> Case:
+    """A FinalLabel field of the trajectory's own final label where it has one, else of its task's."""
+    return Case(When(own__label__isnull=False, then=F(f"own__{name}")), default=F(f"of_task__{name}"))
+
+
+def _trajectories(query: ExportQuery):
+    """The trajectories up to the data version, each with its final label's columns (its own, else its task's)."""
+    taxonomy = _taxonomy(query)
+    _, event_bound = _bounds(query)
+    return _bounded(Trajectory, query).annotate(
+        own=_as_of("final_labels", taxonomy, event_bound), of_task=_as_of("task__final_labels", taxonomy, event_bound),
+    ).annotate(**_label_columns(_own_else_task, taxonomy)).annotate(
+        label_subject=Case(When(own__label__isnull=False, then=Value("trajectory")),
+                           When(of_task__label__isnull=False, then=Value("task")), default=None,
+                           output_field=CharField()),
+        l1_source=Case(When(own__label__isnull=False, then=F("own__l1_source")), default=None,
+                       output_field=CharField()))
+
+
+def _matches(row: dict, query: ExportQuery, statuses: list[str]) -> bool:
+    if row["review_status"] not in statuses:
+        return False
+    if query.filters.get("category") and row["category"] not in query.filters["category"]:
+        return False
+    for condition in query.filters.get("where", []):
+        field, _, wanted = condition.partition("=")
+        value = row[field]
+        if (wanted not in value) if isinstance(value, list) else value != wanted:
+            return False
+    return True
+
+
+TRAJECTORY_FIELDS = ["id", "trajectory_id", "instance_id", "task_id", "model", "scaffold", "source_format", "messages",
+                     "tools", "label_subject", "l1_source", *(name for name, _ in LABEL_COLUMNS)]
+
+
 def trajectory_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
     """Every trajectory that passes the filters (its final label decides category, status and `where`: its own,
-    else its task's). One whose stored messages do not read (imported before they were stored normalised) is
-    counted in the manifest's notes, not written."""
-    taxonomy = _taxonomy(query)
-    spec = taxonomy.definition
-    _, event_bound = _bounds(query)
+    else its task's), its messages in the training shape (made here: dataplatform.conversations). One whose
+    stored messages do not read (imported before they were stored normalised) is counted in the manifest's notes,
+    not written."""
     statuses = query.filters.get("review_status") or list(STATUSES)
-    for page in keyset_pages(_bounded(Trajectory, query), batch_size=max(1, min(TRAJECTORY_PAGE, query.batch_size))):
-        own = _final_labels([t.pk for t in page], taxonomy, event_bound, of="trajectory_id")
-        of_task = _final_labels([t.task_id for t in page if t.task_id is not None], taxonomy, event_bound)
+    for page in keyset_values(_trajectories(query), TRAJECTORY_FIELDS,
+                              batch_size=max(1, min(TRAJECTORY_PAGE, query.batch_size))):
         rows = []
-        for trajectory in page:
-            conversation = read_conversation(trajectory.messages, trajectory.tools).conversation
+        for row in page:
+            conversation = read_conversation(row["messages"], row["tools"]).conversation
             if conversation is None:
                 query.notes["trajectories_not_read"] = query.notes.get("trajectories_not_read", 0) + 1
                 continue
-            label, subject = own.get(trajectory.pk), "trajectory"
-            if label is None:
-                label, subject = of_task.get(trajectory.task_id), "task"
-            row = {"trajectory_id": trajectory.trajectory_id, "instance_id": trajectory.instance_id,
-                   "task_id": trajectory.task_id, "model": trajectory.model, "scaffold": trajectory.scaffold,
-                   "source_format": trajectory.source_format,
-                   "messages": messages_cell(conversation.for_training()), "tools": tools_cell(conversation.tools),
-                   "label_subject": subject if label else None,
-                   "l1_source": (label["l1_source"] or None) if label and subject == "trajectory" else None,
-                   **_label_columns(label, taxonomy, spec)}
+            row["messages"], row["tools"] = messages_cell(conversation.for_training()), tools_cell(conversation.tools)
             if _matches(row, query, statuses):
                 rows.append(row)
         yield record_batch(rows, TRAJECTORY_SCHEMA)

@@ -262,6 +262,41 @@ class LabelEvent(models.Model):
         ordering = ["id"]
 
 
+class FinalLabel(models.Model):
+    """What a task's (trajectory's) final label under a taxonomy was from one of its label events (`since_event`) up
+    to the next (`until_event`, null while it is the latest): written by labeler/final_labels.py in the transaction
+    of the event, read by the exports (an export bounded by event E reads the row with since_event <= E <
+    until_event). `label` null: no final label then (review_status "unlabeled"). Its JSON texts are the export's
+    columns as they are written (json.dumps, keys sorted)."""
+
+    # (task and trajectory: indexed by the two indexes below, which begin with them)
+    task = models.ForeignKey(SweTask, null=True, blank=True, on_delete=models.CASCADE, related_name="final_labels",
+                             db_index=False)
+    trajectory = models.ForeignKey(Trajectory, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="final_labels", db_index=False)
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="+")
+    since_event = models.BigIntegerField()
+    until_event = models.BigIntegerField(null=True, blank=True)
+    label = models.ForeignKey(Label, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    review_status = models.CharField(max_length=16)  # reviewed | auto | error | unlabeled
+    category = models.CharField(max_length=100)
+    label_origin = models.CharField(max_length=8, null=True, blank=True)
+    model_id = models.CharField(max_length=200, null=True, blank=True)
+    l1_source = models.CharField(max_length=16, null=True, blank=True)
+    columns = models.JSONField(default=dict)  # the single and multi fields as the rows give them
+    upstream_labels = models.JSONField(null=True, blank=True)  # the published labeler's `labels` record
+    values_json = models.TextField(default="{}")
+    rationales_json = models.TextField(default="{}")
+    provenance_json = models.TextField(default="{}")
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(task__isnull=False, trajectory__isnull=True)
+                                              | Q(task__isnull=True, trajectory__isnull=False),
+                                              name="final_label_of_task_or_trajectory")]
+        indexes = [models.Index(fields=["task", "taxonomy", "since_event"], name="final_label_task"),
+                   models.Index(fields=["trajectory", "taxonomy", "since_event"], name="final_label_trajectory")]
+
+
 ReviewClaimState = ClaimState  # the same states as every claim queue
 
 

@@ -1,7 +1,8 @@
 """Every write of the SWE Labeler: taxonomy versions, project settings, auto-labeling, review.
 
 Labels change only through these functions, and every change is a LabelEvent written in
-the same transaction (who, model or human, {field: [old, new]}).
+the same transaction (who, model or human, {field: [old, new]}), with the final label it makes
+(final_labels.write_event, under the item's lock: the exports read it).
 """
 
 import hashlib
@@ -19,12 +20,11 @@ from dataplatform.inference.budget import over_context
 from dataplatform.status import Status, for_row
 from dataplatform.yamlfile import YamlFileError
 
-from . import autolabel, selectors, trajectory_mode, upstream
+from . import autolabel, final_labels, selectors, trajectory_mode, upstream
 from .models import (
     L1Source,
     Label,
     LabelerSettings,
-    LabelEvent,
     LabelEventKind,
     LabelOrigin,
     LabelStatus,
@@ -301,6 +301,7 @@ def save_model_label(*, item: SweTask | Trajectory, taxonomy: Taxonomy, outcome:
     """Store (or, for a retried error, replace) the model's label of a task or trajectory, with its event."""
     status = LabelStatus.ERROR if outcome.error else LabelStatus.SUBMITTED
     with transaction.atomic():
+        final_labels.lock_item(item)
         label, _ = Label.objects.select_for_update().get_or_create(
             **_of(item), taxonomy=taxonomy, origin=LabelOrigin.MODEL, defaults={"author": None})
         old = dict(label.values)
@@ -312,7 +313,7 @@ def save_model_label(*, item: SweTask | Trajectory, taxonomy: Taxonomy, outcome:
         label.raw_responses = label.raw_responses + outcome.raw
         label.job, label.version = job, label.version + 1
         label.save()
-        LabelEvent.objects.create(
+        final_labels.write_event(
             label=label, kind=LabelEventKind.AUTO_ERROR if outcome.error else LabelEventKind.AUTO,
             origin=LabelOrigin.MODEL, actor=None,
             changes={name: [old.get(name), value] for name, value in outcome.values.items()
@@ -365,6 +366,7 @@ def start_review(*, item: SweTask | Trajectory, reviewer) -> Label:
         return label
     try:
         with transaction.atomic():
+            final_labels.lock_item(item)
             if label is None:
                 label = Label.objects.create(**mine, status=LabelStatus.DRAFT, task_sha256=item.source_sha256)
             else:  # the model's label came later: the version moves on, so a tab showing the empty form reloads
@@ -378,14 +380,15 @@ def start_review(*, item: SweTask | Trajectory, reviewer) -> Label:
                 label.model_id, label.l1_source = model.model_id, model.l1_source
                 label.save()
                 if label.values:
-                    LabelEvent.objects.create(label=label, kind=LabelEventKind.PREFILL, origin=LabelOrigin.MODEL,
-                                              actor=None, changes={k: [None, v] for k, v in label.values.items()})
+                    final_labels.write_event(label=label, kind=LabelEventKind.PREFILL, origin=LabelOrigin.MODEL,
+                                             actor=None, changes={k: [None, v] for k, v in label.values.items()})
     except IntegrityError:  # two tabs started the same review
         return Label.objects.get(**mine)
     return label
 
 
 def _locked_label(label: Label, version: int, actor) -> Label:
+    final_labels.lock_item(label.item)
     label = Label.objects.select_for_update(of=("self",)).select_related("taxonomy").get(pk=label.pk)
     if label.origin != LabelOrigin.HUMAN or label.author_id != actor.pk:
         raise LabelingError(gettext("Only the reviewer who owns this label can change it."))
@@ -421,8 +424,8 @@ def edit_label(*, label: Label, version: int, changes: dict, actor) -> Label:
         label.provenance = {**label.provenance, **{name: LabelOrigin.HUMAN for name in diff}}
         label.version += 1
         label.save(update_fields=["values", "provenance", "version", "updated_at"])
-        LabelEvent.objects.create(label=label, kind=LabelEventKind.EDIT, origin=LabelOrigin.HUMAN, actor=actor,
-                                  changes=diff)
+        final_labels.write_event(label=label, kind=LabelEventKind.EDIT, origin=LabelOrigin.HUMAN, actor=actor,
+                                 changes=diff)
     return label
 
 
@@ -437,8 +440,8 @@ def submit_label(*, label: Label, version: int, actor) -> Label:
         label.status = LabelStatus.SUBMITTED
         label.version += 1
         label.save(update_fields=["status", "version", "updated_at"])
-        LabelEvent.objects.create(label=label, kind=LabelEventKind.SUBMIT, origin=LabelOrigin.HUMAN, actor=actor,
-                                  changes={})
+        final_labels.write_event(label=label, kind=LabelEventKind.SUBMIT, origin=LabelOrigin.HUMAN, actor=actor,
+                                 changes={})
         claim_model, _ = QUEUES[TASKS if label.task_id else TRAJECTORIES]
         claim = claim_model.objects.filter(**_of(label.item), reviewer=actor, state=ReviewClaimState.ACTIVE).first()
         if claim is not None:  # refused (the item went to someone else meanwhile): the submit is undone too

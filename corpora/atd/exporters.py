@@ -14,18 +14,18 @@ prompt (`prompt_id`): all rows of one prompt are in the same split.
 """
 
 import json
-from collections.abc import Iterator
 
 import pyarrow as pa
-from django.db.models import Exists, Max, OuterRef
+from django.db.models import Case, CharField, Exists, F, Max, Min, OuterRef, Subquery, Value, When
+from django.db.models.functions import Cast, Concat, JSONArray, JSONObject
 from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from dataplatform.apiutils import MAX_ID
+from dataplatform.dbfunctions import ChatTurns
 from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
-from dataplatform.exports.sources import keyset_pages
 
-from .models import Score, TeacherAnswer
+from .models import Score, TeacherAnswer, TeacherRun
 from .selectors import tie_distance
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -112,18 +112,27 @@ class ScoredFilters(ExportFilters):
                                    help_text=gettext_lazy("only this scoring run"))
 
 
-def _messages(messages: list[dict]) -> list[dict]:
-    return [{"role": m.get("role", ""), "content": m.get("content") or ""} for m in messages]
+# values() columns under other names than the rows': Django refuses an annotation named like a model field.
+SCORED_RENAMED = {"row_id": "id", "prompt_external_id": "prompt_id"}
+DPO_RENAMED = {**SCORED_RENAMED, "prompt_messages": "prompt"}
+
+
+def _text_id(prefix: str):
+    """The row's `id`, "<prefix>-<pk>" (under the values() name `row_id`: the model's `id` is the keyset)."""
+    return Concat(Value(f"{prefix}-"), Cast("id", CharField()), output_field=CharField())
+
+
+def _assistant(content) -> JSONArray:
+    return JSONArray(JSONObject(role=Value("assistant"), content=content))
 
 
 def dpo_version(project) -> str:
     return str(TeacherAnswer.objects.filter(run__selection__project=project).aggregate(top=Max("id"))["top"] or 0)
 
 
-def dpo_rows(query: ExportQuery) -> Iterator[list[dict]]:
-    answers = (TeacherAnswer.objects.filter(run__selection__project=query.project, id__lte=int(query.data_version),
-                                            status="ok")
-               .select_related("prompt", "run", "run__selection", "run__selection__run"))
+def _dpo_answers(query: ExportQuery):
+    answers = TeacherAnswer.objects.filter(run__selection__project=query.project, id__lte=int(query.data_version),
+                                           status="ok")
     if query.filters.get("selection"):
         answers = answers.filter(run__selection_id=query.filters["selection"])
     if query.filters.get("teacher_run"):
@@ -131,68 +140,72 @@ def dpo_rows(query: ExportQuery) -> Iterator[list[dict]]:
     if not query.filters.get("all_answers"):
         # One pair per prompt: its first answer that the filters keep (an earlier one would win over it).
         answers = answers.exclude(Exists(answers.filter(prompt_id=OuterRef("prompt_id"), id__lt=OuterRef("id"))))
+    return answers
+
+
+def dpo_values(query: ExportQuery):
+    """The pairs in SQL. The recipes (a handful of teacher runs) are written as JSON here, in Python, once each,
+    as the rows and the manifest's notes give them."""
+    answers = _dpo_answers(query)
     recipes = query.notes.setdefault("recipes", {})
-    for page in keyset_pages(answers, batch_size=query.batch_size):
-        scores = {(run_id, prompt_id): row for run_id, prompt_id, *row in Score.objects.filter(
-            run__in={a.run.selection.run_id for a in page}, prompt__in=[a.prompt_id for a in page])
-            .values_list("run_id", "prompt_id", "q", "q_ab", "q_ba", "position_bias")}
-        for answer in page:
-            recipes.setdefault(_selection_name(answer.run.selection), answer.run.selection.recipe)
-        yield [_dpo_row(answer, scores.get((answer.run.selection.run_id, answer.prompt_id), [None] * 4))
-               for answer in page]
+    runs = {}
+    for run in (TeacherRun.objects.filter(selection__project=query.project, answers__in=answers)
+                .select_related("selection").annotate(first=Min("answers__id")).order_by("first")):
+        recipes.setdefault(_selection_name(run.selection), run.selection.recipe)
+        runs[run.pk] = json.dumps({**run.selection.recipe, "teacher_mode": run.mode, "teacher_model": run.model_id},
+                                  sort_keys=True)
+    score = Score.objects.filter(run=OuterRef("run__selection__run"), prompt=OuterRef("prompt"))
+    return answers.values(
+        "id", row_id=_text_id("answer"), prompt_messages=ChatTurns("prompt__messages"),
+        chosen=_assistant(Case(When(bit="A", then="prompt__candidate_a"), default="prompt__candidate_b")),
+        rejected=_assistant(Case(When(bit="A", then="prompt__candidate_b"), default="prompt__candidate_a")),
+        prompt_external_id=F("prompt__external_id"), teacher_bit=F("bit"), q=Subquery(score.values("q")),
+        epsilon=F("run__selection__epsilon"), scoring_method=F("run__selection__run__method"),
+        debiased=F("run__selection__run__debias"), template_version=F("run__selection__run__template_version"),
+        ancestor_model=F("run__selection__run__model_id"), teacher_model=F("run__model_id"),
+        selection=Concat("run__selection__name", Value(" v"), Cast("run__selection__version", CharField()),
+                         output_field=CharField()),
+        teacher_logprob_a=F("logprob_a"), teacher_logprob_b=F("logprob_b"), q_ab=Subquery(score.values("q_ab")),
+        q_ba=Subquery(score.values("q_ba")), position_bias=Subquery(score.values("position_bias")),
+        bias_threshold=F("run__selection__bias_threshold"), teacher_mode=F("run__mode"),
+        recipe_json=Case(*[When(run_id=run_id, then=Value(text)) for run_id, text in runs.items()],
+                         default=Value("{}"), output_field=CharField()))
 
 
 def _selection_name(selection) -> str:
     return f"{selection.name} v{selection.version}"
 
 
-def _dpo_row(answer: TeacherAnswer, score: list) -> dict:
-    prompt, selection = answer.prompt, answer.run.selection
-    q, q_ab, q_ba, bias = score
-    picked, other = (prompt.candidate_a, prompt.candidate_b) if answer.bit == "A" else (prompt.candidate_b,
-                                                                                      prompt.candidate_a)
-    return {
-        "id": f"answer-{answer.pk}", "prompt": _messages(prompt.messages),
-        "chosen": [{"role": "assistant", "content": picked}], "rejected": [{"role": "assistant", "content": other}],
-        "prompt_id": prompt.external_id, "teacher_bit": answer.bit, "q": q, "epsilon": selection.epsilon,
-        "scoring_method": selection.run.method, "debiased": selection.run.debias,
-        "template_version": selection.run.template_version, "ancestor_model": selection.run.model_id,
-        "teacher_model": answer.run.model_id, "selection": _selection_name(selection),
-        "teacher_logprob_a": answer.logprob_a, "teacher_logprob_b": answer.logprob_b,
-        "q_ab": q_ab, "q_ba": q_ba, "position_bias": bias, "bias_threshold": selection.bias_threshold,
-        "teacher_mode": answer.run.mode,
-        "recipe_json": json.dumps({**selection.recipe, "teacher_mode": answer.run.mode,
-                                   "teacher_model": answer.run.model_id}, sort_keys=True),
-    }
-
-
 def scored_version(project) -> str:
     return str(Score.objects.filter(run__project=project).aggregate(top=Max("id"))["top"] or 0)
 
 
-def scored_rows(query: ExportQuery) -> Iterator[list[dict]]:
-    scores = (Score.objects.filter(run__project=query.project, id__lte=int(query.data_version))
-              .select_related("prompt", "run").annotate(distance=tie_distance()))
+def _scores(query: ExportQuery):
+    scores = Score.objects.filter(run__project=query.project, id__lte=int(query.data_version))
     if query.filters.get("run"):
         scores = scores.filter(run_id=query.filters["run"])
-    for page in keyset_pages(scores, batch_size=query.batch_size):
-        yield [{"id": f"score-{s.pk}", "prompt_id": s.prompt.external_id, "messages": _messages(s.prompt.messages),
-                "candidate_a": s.prompt.candidate_a, "candidate_b": s.prompt.candidate_b, "q": s.q, "q_ab": s.q_ab,
-                "q_ba": s.q_ba, "distance": s.distance, "position_bias": s.position_bias, "method": s.run.method, "debiased": s.run.debias,
-                "model_id": s.run.model_id, "template_version": s.run.template_version, "run_id": s.run_id,
-                "logprobs_json": json.dumps(s.logprobs, sort_keys=True)} for s in page]
+    return scores
+
+
+def scored_values(query: ExportQuery):
+    return _scores(query).values(
+        "id", "q", "q_ab", "q_ba", "position_bias", "run_id", "logprobs_json", row_id=_text_id("score"),
+        prompt_external_id=F("prompt__external_id"), messages=ChatTurns("prompt__messages"),
+        candidate_a=F("prompt__candidate_a"), candidate_b=F("prompt__candidate_b"), distance=tie_distance(),
+        method=F("run__method"), debiased=F("run__debias"), model_id=F("run__model_id"),
+        template_version=F("run__template_version"))
 
 
 # Append-only: scores and teacher answers are written once per (run, prompt) and never changed; a selection is frozen.
 # atd.dpo 3: one row per prompt unless all_answers (its first answer, which new answers never change); split by prompt.
 register(ExportKind(name="atd.dpo", version=3, trl_format="preference", label=gettext_lazy("ATD DPO pairs"),
-                    schema=DPO_SCHEMA, rows=dpo_rows,
+                    schema=DPO_SCHEMA, values=dpo_values, renamed=DPO_RENAMED,
                     data_version=dpo_version, append_only=True, filters=DpoFilters, group="prompt",
                     group_by=("prompt_id",), field_meanings=DPO_MEANINGS,
                     description="prompt/chosen/rejected (TRL) from the teacher's one-bit answers on near-tie prompts, "
                                 "with q in both orders, the position bias and the selection's recipe."))
 register(ExportKind(name="atd.scored", version=2, label=gettext_lazy("ATD scored prompts"), schema=SCORED_SCHEMA,
-                    rows=scored_rows, data_version=scored_version, append_only=True, filters=ScoredFilters,
+                    values=scored_values, renamed=SCORED_RENAMED, data_version=scored_version, append_only=True, filters=ScoredFilters,
                     group="prompt", group_by=("prompt_id",),
                     field_meanings=SCORED_MEANINGS,
                     description="Every scored prompt with q, both orders and the raw logprobs, for analysis."))

@@ -71,6 +71,9 @@ class Score(models.Model):
     # |q_ab - (1 - q_ba)|: how far the two orders disagree about the original A (null with one order).
     position_bias = models.FloatField(null=True, blank=True)
     logprobs = models.JSONField(default=dict)  # the raw numbers each q came from
+    # The same as the export writes it (json.dumps, keys sorted), made with the score (services.score_rows):
+    # PostgreSQL's jsonb text orders keys and spells small floats otherwise, and atd.scored reads it in SQL.
+    logprobs_json = models.TextField(default="{}")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -8,6 +8,7 @@ and a prompt can never get two rows (unique per run), so every prompt is done ex
 """
 
 import hashlib
+import json
 import math
 
 from django.conf import settings
@@ -139,11 +140,15 @@ def score_prompts(*, run: ScoringRun, progress) -> dict:
         last = batch[-1].pk
         rows = (judge_scores(backend, batch, run.debias, verdict) if verdict else
                 likelihood_scores(backend, batch, normalize=run.method == ScoringMethod.LIKELIHOOD_MEAN))
-        Score.objects.bulk_create([Score(run=run, prompt=prompt, **row) for prompt, row in zip(batch, rows,
-                                                                                             strict=True)],
-                                  ignore_conflicts=True)
+        Score.objects.bulk_create([Score(run=run, prompt=prompt, **row, logprobs_json=logprobs_json(row["logprobs"]))
+                                   for prompt, row in zip(batch, rows, strict=True)], ignore_conflicts=True)
         done += len(batch)
         progress.report(done, message=Status(gettext_noop("%(done)s of %(total)s prompts scored"), done=done, total=total))
+
+
+def logprobs_json(logprobs: dict) -> str:
+    """A score's logprobs as atd.scored writes them (Score.logprobs_json)."""
+    return json.dumps(logprobs, sort_keys=True)
 
 
 def judge_scores(backend: Backend, prompts: list[AtdPrompt], debias: bool, verdict: tuple[int, int]) -> list[dict]:

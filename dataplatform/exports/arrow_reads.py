@@ -27,6 +27,7 @@ from psycopg.conninfo import make_conninfo
 
 # The wrapped JSON documents' column: a name no schema uses (export columns are plain identifiers).
 DOCUMENT_COLUMN = "__json_documents__"
+KEY_COLUMN = "__keyset__"  # the keyset key, where the schema's column of its name is another (ExportKind.renamed)
 JSON_TYPES = {"json", "jsonb"}
 RECORD_BATCH_BYTES = 4 << 20
 PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -98,38 +99,63 @@ def is_nested(arrow_type: pa.DataType) -> bool:
 
 
 class ArrowKeysetReader:
-    """Reads a values() queryset in keyset batches of `batch_size` rows, ordered by `key` (a unique
-    integer column among the values), each batch a RecordBatch in `schema`."""
+    """Reads a values() queryset in batches of at most `batch_size` rows, ordered by `key` (the values' column of
+    the model's own id), each batch a RecordBatch in `schema`."""
 
-    def __init__(self, queryset: QuerySet, schema: pa.Schema, *, batch_size: int, key: str = "id"):
-        names = values_names(queryset)
-        if sorted(names) != sorted(schema.names):
+    def __init__(self, queryset: QuerySet, schema: pa.Schema, *, batch_size: int, key: str = "id",
+                 renamed: dict[str, str] | None = None):
+        """`renamed`: {values() column: schema column} (ExportKind.renamed); a key it renames over is read under
+        KEY_COLUMN and not written."""
+        renamed = renamed or {}
+        names = [renamed.get(name, name) for name in values_names(queryset)]
+        if key in renamed:  # read under the schema's name for it
+            key = renamed[key]
+        elif key in renamed.values():
+            names[values_names(queryset).index(key)], key = KEY_COLUMN, KEY_COLUMN
+        if sorted(name for name in names if name != KEY_COLUMN) != sorted(schema.names):
             raise ValueError(f"The values() columns {names} are not the schema's columns {schema.names}.")
         self.schema, self.batch_size, self.key = schema, batch_size, key
         # Composed once, here, with Django's connection: the batches' queries only add the keyset bound.
         # (No ORDER BY inside, so that PostgreSQL can push the bound down into the subquery's index scan.)
         self.rows_sql = f"({bound_sql(queryset.order_by())}) AS q ({', '.join(quote(name) for name in names)})"
         self.json_columns: list[str] = []  # found from the database's column types when reading starts
+        # The key is the id of the queryset's model (keyset_values' rule): the batches' windows are ranges of it.
+        self.ids = queryset.model._base_manager.order_by("pk").values_list("pk", flat=True)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         with Connection() as adbc, ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-reader") as fetcher:
             self.json_columns = self._json_columns(adbc)
             # The next batch's query runs (PostgreSQL works, the driver decodes) while this batch is parsed.
-            next_table = fetcher.submit(self._fetch, adbc, None)
+            window = (None, self._window_end(None))
+            next_table = fetcher.submit(self._fetch, adbc, *window)
             while True:
                 table = next_table.result()
-                if not table.num_rows:
-                    return
-                next_table = fetcher.submit(self._fetch, adbc, table.column(self.key)[-1].as_py())
+                _, upto = window
+                if upto is not None:
+                    window = (upto, self._window_end(upto))
+                    next_table = fetcher.submit(self._fetch, adbc, *window)
                 for batch in table.to_batches():
                     yield self._shaped(batch)
-                del table, batch
+                del table
                 give_back_freed_memory()
+                if upto is None:
+                    return
 
-    def _fetch(self, adbc: Connection, after: int | None) -> pa.Table:
-        bound = "" if after is None else f" WHERE q.{quote(self.key)} > {int(after)}"
-        return adbc.query(f"SELECT {self._select()} FROM {self.rows_sql}{bound} "
-                          f"ORDER BY q.{quote(self.key)} LIMIT {int(self.batch_size)}")
+    def _window_end(self, after: int | None) -> int | None:
+        """The `batch_size`-th id of the queryset's own table after `after` (None: fewer are left).
+
+        Each batch reads the rows whose key (the table's id) lies in one such window: PostgreSQL finds the
+        window's rows by the index and joins only those. (With `key > last ORDER BY key LIMIT n` on a query that
+        joins, it joined and sorted every row after `last`, batch after batch: an export slowed as it grew.)"""
+        ids = self.ids if after is None else self.ids.filter(pk__gt=after)
+        end = list(ids[self.batch_size - 1:self.batch_size])
+        return end[0] if end else None
+
+    def _fetch(self, adbc: Connection, after: int | None, upto: int | None) -> pa.Table:
+        key = f"q.{quote(self.key)}"
+        bounds = ([] if after is None else [f"{key} > {int(after)}"]) + ([] if upto is None else [f"{key} <= {int(upto)}"])
+        where = f" WHERE {' AND '.join(bounds)}" if bounds else ""
+        return adbc.query(f"SELECT {self._select()} FROM {self.rows_sql}{where} ORDER BY {key}")
 
     def _json_columns(self, adbc: Connection) -> list[str]:
         """The nested schema fields the database holds as JSON; the others (arrays) arrive as Arrow lists."""
@@ -149,6 +175,8 @@ class ArrowKeysetReader:
     def _select(self) -> str:
         """The schema's columns, the JSON ones folded into one newline-terminated object per row."""
         select = [f"q.{quote(field.name)}" for field in self.schema if field.name not in self.json_columns]
+        if self.key not in self.schema.names:
+            select.append(f"q.{quote(self.key)}")
         if self.json_columns:
             # '{"a":' || a::text || ',"b":' || b::text || '}\n'  (a SQL null becomes JSON null)
             pieces = []

@@ -186,6 +186,10 @@ class ExportKind:
     #   values() kinds' fast path (stored.py `StoredRows`): for rows that cost Python work (rendering, tokenizing).
     values: Callable[[ExportQuery], QuerySet] | None = None
     rows: Callable[[ExportQuery], Iterator[Batch]] | None = None
+    # values kinds: {values() column: schema column} where a model field takes the schema's name (Django refuses an
+    # annotation named like a field), e.g. {"row_id": "id"} for a text `id`: the values() "id" (the model's own,
+    # the keyset) is then read and not written; or {"id": "task_id"}: the keyset written under another name.
+    renamed: Mapping[str, str] = field(default_factory=dict)
     stored: StoredRows | None = None
     filters: type[ExportFilters] = ExportFilters
     description: str = ""
@@ -217,7 +221,7 @@ def register(kind: ExportKind) -> ExportKind:
         raise ValueError(f"Export kind {kind.name!r} needs one of values, rows or stored (one only).")
     if kind.stored is not None:
         kind.stored.check(kind)
-    if kind.values is not None and "id" not in kind.schema.names:
+    if kind.values is not None and kind.renamed.get("id", "id") not in kind.schema.names:
         raise ValueError(f"Export kind {kind.name!r}: values kinds are read in keyset batches on 'id', "
                          "which its schema lacks.")
     if kind.append_only == bool(kind.not_append_only):

@@ -62,10 +62,24 @@ def read_batches(kind, query) -> tuple[str, Iterator[pa.RecordBatch]]:
         return "rows", (as_record_batch(batch, kind) for batch in kind.rows(query))
     queryset = kind.values(query)
     if arrow_reads.available():
-        reader = arrow_reads.ArrowKeysetReader(queryset, kind.schema, batch_size=query.batch_size)
+        reader = arrow_reads.ArrowKeysetReader(queryset, kind.schema, batch_size=query.batch_size,
+                                               renamed=kind.renamed)
         return "postgresql-arrow", reader.batches()
-    pages = keyset_values(queryset, list(kind.schema.names), batch_size=query.batch_size)
+    pages = keyset_values(queryset, arrow_reads.values_names(queryset), batch_size=query.batch_size,
+                          transform=_renaming(kind.renamed))
     return "orm-values", (pa.RecordBatch.from_pylist(page, schema=kind.schema) for page in pages)
+
+
+def _renaming(renamed) -> Callable[[dict], dict] | None:
+    """A values() dict with its columns under the schema's names (a renamed-over "id", the keyset, is replaced)."""
+    if not renamed:
+        return None
+
+    def rename(row: dict) -> dict:
+        for name, schema_name in renamed.items():
+            row[schema_name] = row.pop(name)
+        return row
+    return rename
 
 
 def as_record_batch(batch, kind) -> pa.RecordBatch:

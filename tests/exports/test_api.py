@@ -244,7 +244,7 @@ def test_export_kinds_describe_each_filter_and_a_bad_choice_names_the_valid_ones
                                                                                             sorted(choices))
     # Which kinds can be pinned to an earlier data version, and why the others cannot.
     assert (kinds["atd.scored"]["append_only"], kinds["atd.scored"]["not_append_only"]) == (True, None)
-    assert kinds["swe.pooled"]["append_only"] is False and "rewritten in place" in kinds["swe.pooled"]["not_append_only"]
+    assert kinds["swe.pooled"]["append_only"] is False and "current taxonomy" in kinds["swe.pooled"]["not_append_only"]
     curator = api_client_for(members["curator"])
     response = curator.post("/api/v1/projects/alpha/exports/", {"kind": "swe.balanced",
                                                                  "filters": {"allocation": "random"}}, format="json")

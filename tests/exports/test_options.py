@@ -26,6 +26,7 @@ def score_all(project, user, use_backend):
     atd.score_prompts(run=run, progress=RecordingProgress())
 
 
+@pytest.mark.django_db(transaction=True)  # exported through ADBC, a connection of its own: committed rows only
 def test_a_pinned_export_gives_the_earlier_exports_rows_after_new_data(project, members, use_backend,
                                                                        export_storage_in_tmp,
                                                                        django_capture_on_commit_callbacks):
@@ -71,6 +72,7 @@ def test_every_kind_says_whether_it_can_be_pinned_and_the_others_refuse_with_it(
     assert not Export.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)  # exported through ADBC, a connection of its own: committed rows only
 def test_the_export_command_pins_and_refuses_alike(project, members, use_backend, tmp_path):
     with pytest.raises(CommandError, match="swe.pooled cannot be exported at an earlier data version"):
         call_command("export", "swe.pooled", "--project", "alpha", "--data-version", "1:1", "--out", str(tmp_path))

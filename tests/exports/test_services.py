@@ -184,32 +184,6 @@ def test_filters_from_pairs():
     assert options.filters_from_pairs("platform.jobs", ["colour=red", "colour=blue"]) == {"colour": ["red", "blue"]}
 
 
-def test_platform_jobs_kind_exports_the_job_history(project, members, django_capture_on_commit_callbacks,
-                                                   export_storage_in_tmp):
-    Job.objects.create(project=project, kind="demo.sample_continuations", params={}, state=JobState.FAILED,
-                       error="boom", created_by=members["admin"])
-    Job.objects.create(project=project, kind="demo.sample_continuations", params={}, state=JobState.SUCCEEDED)
-    with django_capture_on_commit_callbacks(execute=False):
-        export = services.create_export(project=project, user=members["curator"],
-                                        options={"kind": "platform.jobs", "filters": {"status": ["failed"]}})
-    execute_job(job_id=export.job_id)
-    export.refresh_from_db()
-    rows = pq.read_table(export_storage_in_tmp / export.location / "train-00000.parquet").to_pylist()
-    assert [(r["state"], r["error"], r["created_by"]) for r in rows] == [("failed", "boom", "admin")]
-
-
-def test_platform_jobs_leaves_out_unfinished_jobs(project, members, django_capture_on_commit_callbacks,
-                                                  export_storage_in_tmp):
-    for state in (JobState.SUCCEEDED, JobState.RUNNING, JobState.QUEUED, JobState.CANCELLED):
-        Job.objects.create(project=project, kind="demo.sample_continuations", params={}, state=state)
-    with django_capture_on_commit_callbacks(execute=False):
-        export = services.create_export(project=project, user=members["curator"], options={"kind": "platform.jobs"})
-    execute_job(job_id=export.job_id)
-    export.refresh_from_db()
-    rows = pq.read_table(export_storage_in_tmp / export.location / "train-00000.parquet").to_pylist()
-    assert sorted(r["state"] for r in rows) == ["cancelled", "succeeded"]  # not its own running job either
-
-
 @pytest.mark.parametrize("fmt, builder", [("parquet", "parquet"), ("jsonl.gz", "json")])
 def test_hf_datasets_loads_the_shards_as_they_are(run_export, export_storage_in_tmp, tmp_path, monkeypatch, fmt,
                                                   builder):

@@ -158,6 +158,7 @@ def test_aed_kinds(project, members, use_backend, rows_of):
     assert recovered["tool_calls"] and recovered["reasoning"] and repair
 
 
+@pytest.mark.django_db(transaction=True)  # exported through ADBC, a connection of its own: committed rows only
 def test_atd_kinds(project, members, rows_of):
     near_ties(project, members)
     dpo, scored = (check(rows_of(kind)) for kind in KINDS["atd"])

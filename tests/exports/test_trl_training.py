@@ -227,6 +227,7 @@ def test_sft_on_aed_recovery_never_trains_the_error(pull, checkpoint, corpus, tm
     trained_three_steps(trainer)
 
 
+@pytest.mark.django_db(transaction=True)  # exported through ADBC, a connection of its own: committed rows only
 @pytest.mark.parametrize("kind", ["onpanda.pairs", "atd.dpo"])
 def test_dpo_masks_the_prompt_and_trains(kind, pull, checkpoint, project, members, tmp_path, local_backend,
                                          request):

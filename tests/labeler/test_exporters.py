@@ -14,10 +14,13 @@ from .. import real_traces as real
 from .. import trace_fixtures
 from ..doubles import RecordingProgress
 from ..exporting import chat_cell, export_rows, groups_by_split
+from ..kind_oracle import assert_same_rows, engine_rows, query_for, schema_rows
 from ..trace_fixtures import OPENAI, OPENHANDS
+from . import legacy_rows
 from .conftest import STAGE_ONE, STAGE_TWO, answer
 
-pytestmark = pytest.mark.django_db
+# The ADBC connection (PostgreSQL's read path) is a connection of its own: it sees committed rows only.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 # domain family -> routing category in the shipped taxonomy
 DOMAINS = {"web_backend": "A", "data_science": "A", "web_frontend": "B", "lang_runtime": "C"}
@@ -116,7 +119,6 @@ def test_allot_water_fills():
 
 
 def test_an_export_reads_labels_as_they_were_when_it_started(catalogue, run, members, project):
-    from dataplatform.exports.registry import ExportQuery
     from labeler.exporters import data_version
 
     reviewer = members["annotator"]
@@ -124,8 +126,7 @@ def test_an_export_reads_labels_as_they_were_when_it_started(catalogue, run, mem
     label = services.submit_label(label=label, version=label.version, actor=reviewer)
     version = data_version(project)
     services.edit_label(label=label, version=label.version, actor=reviewer, changes={"scope": "cross-module"})
-    query = ExportQuery(project=project, filters={}, data_version=version, batch_size=100)
-    rows = [row for batch in exporters.label_rows(query) for row in batch]
+    _, rows = engine_rows("swe.labels", query_for("swe.labels", project, data_version=version))
     first = next(row for row in rows if row["task_id"] == catalogue[0].pk)
     assert first["scope"] == STAGE_ONE["scope"] and first["review_status"] == "reviewed"
 
@@ -224,3 +225,87 @@ def test_a_real_claude_code_session_carries_its_reasoning_into_the_export(projec
     messages = chat_cell(row["messages"])
     assert messages[1]["reasoning_content"] == real.THINKING and len(messages[1]["tool_calls"]) == 2
     assert row["source_format"] == "claude_code"
+
+
+# --- the rows the old generators gave (tests/labeler/legacy_rows.py), read from the recorded final labels -------
+
+@pytest.fixture
+def labeled_every_way(catalogue, project, members, make_trajectories):
+    """The catalogue's model labels, then: a reviewer's submitted label edited after submitting (task 0); two
+    reviewers, the later one's winning (task 1); a draft that is never submitted (task 2); a model label failed,
+    then labeled again with fewer fields (task 3); a failed one (task 4); an unlabeled task with the published
+    labeler's fields of every type; trajectories with their own label, their task's, none, and one that does not
+    read. Returns the data version halfway through the reviews (after task 0's first submit)."""
+    taxonomy = services.settings_for(project).taxonomy
+    first, second = members["annotator"], members["curator"]
+
+    def review(task, reviewer, changes, *, submit=True):
+        label = services.start_review(item=task, reviewer=reviewer)
+        if changes:
+            label = services.edit_label(label=label, version=label.version, actor=reviewer, changes=changes)
+        return services.submit_label(label=label, version=label.version, actor=reviewer) if submit else label
+
+    label = review(catalogue[0], first, {"scope": "multi-file"})
+    halfway = exporters.data_version(project)
+    services.edit_label(label=label, version=label.version, actor=first, changes={"scope": "cross-module"})
+    review(catalogue[1], first, {"domain_l1": "web_frontend", "domain_l2": ["component-frameworks"]})
+    review(catalogue[1], second, {"time_estimate": "1h-4h"})
+    review(catalogue[2], first, {"scope": "multi-file"}, submit=False)
+    for n, values in ((3, {}), (3, {"task_type_l1": "feature", "domain_l1": "lang_runtime"}), (4, {})):
+        outcome = services.Outcome()
+        outcome.values, outcome.rationales = values, {"domain_l1": "ünïcødé « reason » 🙂"}
+        outcome.error = "" if values else "stage 1: no answer"
+        services.save_model_label(item=catalogue[n], taxonomy=taxonomy, outcome=outcome, model_id="retry-model")
+    SweTask.objects.create(project=project, instance_id="x__y-99", problem_statement="p", source_sha256="9" * 64,
+                           extra={"dataset_source": "swe-gym", "hints_text": 7, "language": None,
+                                  "created_at": "2024-01-02", "repo_topics": ["web", 3, True, None, {"a": 1}]})
+    SweTask.objects.filter(pk=catalogue[5].pk).update(extra={"repo_topics": "not-a-list", "repo_description": "d"})
+    SweTask.objects.filter(pk=catalogue[6].pk).update(extra={"repo_topics": ["web", 3, True, False, None, 1.5, "ü"],
+                                                             "hints_text": "hint ü", "language": ["py"]})
+    own, of_task = make_trajectories(2, task=catalogue[1])
+    make_trajectories(1)
+    outcome = services.Outcome()
+    outcome.values, outcome.l1_source = {**STAGE_ONE, **STAGE_TWO, "domain_l1": "data_science"}, "generated"
+    services.save_model_label(item=own, taxonomy=taxonomy, outcome=outcome, model_id="m")
+    Trajectory.objects.create(project=project, trajectory_id="stored-raw", instance_id="org__repo-1",
+                              messages=[{"role": "agent", "content": "x"}], source_sha256="0" * 64)
+    return halfway
+
+
+LABEL_FILTERS = [{}, {"review_status": ["error", "unlabeled"]}, {"where": ["domain_l2=dataframes"]},
+                 {"category": ["B"], "where": ["code_language=python", "domain_l1=web_frontend"]}]
+
+
+@pytest.mark.parametrize("kind, filters", [
+    *(("swe.labels", filters) for filters in LABEL_FILTERS), ("swe.pooled", {}), ("swe.routed", {"category": ["A"]}),
+    ("swe.upstream", {}), ("swe.upstream", {"review_status": ["error", "unlabeled", "auto"]}),
+    ("swe.balanced", {}), ("swe.balanced", {"size": 4, "seed": 3}),
+    ("swe.balanced", {"allocation": "fill", "size": 5, "include_unassigned": True}),
+    ("swe.trajectories", {}), ("swe.trajectories", {"category": ["A"], "where": ["domain_l2=rest-api"]})])
+def test_the_rows_are_the_old_generators(labeled_every_way, project, kind, filters):
+    legacy = {"swe.labels": legacy_rows.label_rows, "swe.pooled": legacy_rows.training_rows,
+              "swe.routed": legacy_rows.training_rows, "swe.upstream": legacy_rows.upstream_rows,
+              "swe.balanced": legacy_rows.balanced_rows, "swe.trajectories": legacy_rows.trajectory_rows}[kind]
+    rows = assert_same_rows(kind, project, legacy, filters)
+    assert rows or filters.get("where")
+    if kind == "swe.labels" and not filters:
+        assert {row["review_status"] for row in rows} == {"reviewed", "auto", "error", "unlabeled"}
+
+
+def test_an_export_at_an_earlier_data_version_is_the_old_generator_s_then(labeled_every_way, project, catalogue):
+    """Where a failed model label was labeled again after the bound (rewritten in place: tasks 3 and 4), the old
+    generator read its model and rationales as they are now; the recorded final label gives them as of the bound,
+    as every other column. The rest is the same row for row."""
+    query = query_for("swe.labels", project, data_version=labeled_every_way)
+    _, rows = engine_rows("swe.labels", query)
+    expected = schema_rows("swe.labels", legacy_rows.label_rows(query))
+    rewritten = {catalogue[3].pk, catalogue[4].pk}
+    assert [row["task_id"] for row in rows] == [row["task_id"] for row in expected]
+    for got, want in zip(rows, expected, strict=True):
+        if got["task_id"] in rewritten:
+            assert (got["model_id"], want["model_id"]) == ("scripted-model", "retry-model")
+            assert json.loads(got["rationales_json"])["scope"] == "because scope"
+            got, want = ({k: v for k, v in row.items() if k not in ("model_id", "rationales_json")}
+                         for row in (got, want))
+        assert got == want
+    assert [row["review_status"] for row in rows if row["reviewer"]] == ["reviewed"]

@@ -60,6 +60,7 @@ def test_the_papers_answers_label_a_v2_project(on_v2):
     assert label.taxonomy.definition.category_for(devops.values) == "C"  # the paper routes devops_infra to C
 
 
+@pytest.mark.django_db(transaction=True)  # exported through ADBC, a connection of its own: committed rows only
 def test_balanced_leaves_the_unassigned_domains_out_unless_asked(on_v2, project, members, export_storage_in_tmp):
     def balanced(**filters):
         export, rows = export_rows(project, members["curator"], export_storage_in_tmp, "swe.balanced",

@@ -78,6 +78,7 @@ def _export_jsonl(project, user, storage_root, **filters) -> list[dict]:
             for text in (storage_root / export.location / shard["name"]).read_text().splitlines()]
 
 
+@pytest.mark.django_db(transaction=True)  # exported through ADBC, a connection of its own: committed rows only
 def test_labels_round_trip_through_the_upstream_shape(project, other_project, members, v2, export_storage_in_tmp):
     import_tasks(project=project, lines=[line("django__django-1"), line("django__django-3")], file="in.jsonl")
     reviewer = members["annotator"]

@@ -121,6 +121,7 @@ def test_a_judge_that_always_prefers_the_first_position_is_not_a_tie(project, me
         read(AtdSelectionCreateSerializer, {"run": run.pk, "name": "ties", "epsilon": 0.02, "bias_threshold": 1.5})
 
 
+@pytest.mark.django_db(transaction=True)  # exported through ADBC, a connection of its own: committed rows only
 def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in_tmp, use_backend):
     from ...exporting import export_rows
 
