@@ -161,6 +161,13 @@ def fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def no_build_ahead(settings):
+    # A settle would send a build of stored export rows to the workers (exports/stored.py build_soon): a test
+    # that means it turns it on; the others leave the broker's queue to their own jobs.
+    settings.EXPORTS_BUILD_AHEAD = False
+
+
 @pytest.fixture
 def start_worker(tmp_path):
     """Start real Celery workers (with optional env overrides, and `include`: more modules for the worker

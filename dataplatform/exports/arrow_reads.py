@@ -88,11 +88,11 @@ def bound_sql(queryset: QuerySet) -> str:
     return connection.ops.compose_sql(sql, params)
 
 
-def _quote(name: str) -> str:
+def quote(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
-def _is_nested(arrow_type: pa.DataType) -> bool:
+def is_nested(arrow_type: pa.DataType) -> bool:
     return pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_struct(
         arrow_type) or pa.types.is_map(arrow_type)
 
@@ -108,7 +108,7 @@ class ArrowKeysetReader:
         self.schema, self.batch_size, self.key = schema, batch_size, key
         # Composed once, here, with Django's connection: the batches' queries only add the keyset bound.
         # (No ORDER BY inside, so that PostgreSQL can push the bound down into the subquery's index scan.)
-        self.rows_sql = f"({bound_sql(queryset.order_by())}) AS q ({', '.join(_quote(name) for name in names)})"
+        self.rows_sql = f"({bound_sql(queryset.order_by())}) AS q ({', '.join(quote(name) for name in names)})"
         self.json_columns: list[str] = []  # found from the database's column types when reading starts
 
     def batches(self) -> Iterator[pa.RecordBatch]:
@@ -127,9 +127,9 @@ class ArrowKeysetReader:
                 _give_back_freed_memory()
 
     def _fetch(self, adbc: Connection, after: int | None) -> pa.Table:
-        bound = "" if after is None else f" WHERE q.{_quote(self.key)} > {int(after)}"
+        bound = "" if after is None else f" WHERE q.{quote(self.key)} > {int(after)}"
         return adbc.query(f"SELECT {self._select()} FROM {self.rows_sql}{bound} "
-                          f"ORDER BY q.{_quote(self.key)} LIMIT {int(self.batch_size)}")
+                          f"ORDER BY q.{quote(self.key)} LIMIT {int(self.batch_size)}")
 
     def _json_columns(self, adbc: Connection) -> list[str]:
         """The nested schema fields the database holds as JSON; the others (arrays) arrive as Arrow lists."""
@@ -140,7 +140,7 @@ class ArrowKeysetReader:
             if pg_type in JSON_TYPES:
                 if not PLAIN_NAME.match(field.name):  # it becomes a JSON key inside an SQL string
                     raise ValueError(f"JSON column {field.name!r} needs a plain name (letters, digits, _).")
-                if not _is_nested(field.type):
+                if not is_nested(field.type):
                     raise TypeError(f"Column {field.name!r} is {pg_type} in the database but {field.type} in the "
                                     "kind's schema: JSON documents go into list or struct fields.")
                 json_columns.append(field.name)
@@ -148,28 +148,28 @@ class ArrowKeysetReader:
 
     def _select(self) -> str:
         """The schema's columns, the JSON ones folded into one newline-terminated object per row."""
-        select = [f"q.{_quote(field.name)}" for field in self.schema if field.name not in self.json_columns]
+        select = [f"q.{quote(field.name)}" for field in self.schema if field.name not in self.json_columns]
         if self.json_columns:
             # '{"a":' || a::text || ',"b":' || b::text || '}\n'  (a SQL null becomes JSON null)
             pieces = []
             for number, name in enumerate(self.json_columns):
                 pieces.append(f"""'{"," if number else "{"}"{name}":'""")
                 # ::jsonb first: a json column keeps its text as written, newlines included; jsonb's text has none.
-                pieces.append(f"coalesce(q.{_quote(name)}::jsonb::text, 'null')")
+                pieces.append(f"coalesce(q.{quote(name)}::jsonb::text, 'null')")
             pieces.append("E'}\\n'")
-            select.append(f"{' || '.join(pieces)} AS {_quote(DOCUMENT_COLUMN)}")
+            select.append(f"{' || '.join(pieces)} AS {quote(DOCUMENT_COLUMN)}")
         return ", ".join(select)
 
     def _shaped(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         columns = {}
         if self.json_columns:
-            documents = _parse_documents(batch.column(DOCUMENT_COLUMN),
+            documents = parse_documents(batch.column(DOCUMENT_COLUMN),
                                          pa.schema([self.schema.field(name) for name in self.json_columns]))
             columns.update(zip(documents.column_names, documents.columns, strict=True))
         for field in self.schema:
             if field.name not in columns:
                 columns[field.name] = batch.column(field.name)
-        arrays = [_as_type(columns[field.name], field) for field in self.schema]
+        arrays = [as_type(columns[field.name], field) for field in self.schema]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
@@ -195,7 +195,7 @@ def _load_libc():
 _libc = _load_libc()
 
 
-def _parse_documents(text: pa.StringArray, schema: pa.Schema) -> pa.Table:
+def parse_documents(text: pa.StringArray, schema: pa.Schema) -> pa.Table:
     """Newline-delimited JSON objects, one per row, parsed into `schema` without copying the text."""
     if text.null_count:
         raise ValueError("A JSON document row came back null.")
@@ -213,7 +213,7 @@ def _parse_documents(text: pa.StringArray, schema: pa.Schema) -> pa.Table:
     return parsed
 
 
-def _as_type(column: pa.Array | pa.ChunkedArray, field: pa.Field) -> pa.Array:
+def as_type(column: pa.Array | pa.ChunkedArray, field: pa.Field) -> pa.Array:
     # The parsed documents come as a table's one-chunk columns (combining one chunk copies nothing).
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if isinstance(array.type, pa.ExtensionType):

@@ -43,3 +43,30 @@ class Export(models.Model):
 
     def __str__(self) -> str:
         return f"Export {self.pk} {self.kind} ({self.format})"
+
+
+class StoredRow(models.Model):
+    """One row of a stored kind (exports/stored.py), derived once from its source (a finished session, a
+    submitted case, ...) and read by every export of the kind.
+
+    A row belongs to the kind's `version` and to its source's `source_revision` as it was when the row was
+    derived: a version bump or a change of the source in place makes it invisible, and it is derived again.
+    `row` is null for a source that gives no row, so that it is not derived again at each export."""
+
+    id = models.BigAutoField(primary_key=True)
+    kind = models.CharField(max_length=100)
+    version = models.PositiveIntegerField()
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    source_id = models.BigIntegerField()
+    source_revision = models.CharField(max_length=64, blank=True)
+    seq = models.PositiveIntegerField()  # the row's place among its source's rows
+    row = models.JSONField(null=True)
+    built_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "version", "source_id", "source_revision", "seq"],
+                                               name="stored_row_once")]
+        indexes = [models.Index(fields=["project", "kind", "version"], name="stored_row_project_kind")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} v{self.version} row {self.seq} of source {self.source_id}"

@@ -1,15 +1,17 @@
 """Record kinds. An app declares its kinds in `<app>/exporters.py` with `register(ExportKind(...))`."""
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from django.db.models import QuerySet
+from django.db.models import Model, OuterRef, QuerySet
 from django.utils.translation import gettext, gettext_noop
 from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
 from dataplatform.registry import KindRegistry
+
+from .arrow_reads import is_nested
 
 UNKNOWN_FILTER = gettext_noop('"%(name)s" is not a filter of this kind; its filters: %(valid)s.')
 FILTER_IS_AN_OPTION = gettext_noop('"%(name)s" is an option of the export, not a filter: give it beside "filters".')
@@ -119,6 +121,42 @@ TRL_FORMATS = {f.name: f for f in (
 
 
 @dataclass(frozen=True)
+class StoredRows:
+    """How a kind's rows are derived from its sources, for `ExportKind(stored=...)`."""
+
+    # The source rows' model (a session, a case, a label).
+    model: type[Model]
+    # The source rows the export's filters select, bounded by its data version: a queryset of `model`.
+    sources: Callable[[ExportQuery], QuerySet]
+    # The live derivation: for a page of source ids, (source id, row) for each row they give, in the order of a
+    # source's rows; a source may give several rows or none. A row holds every column of the kind's schema but the
+    # live ones.
+    derive: Callable[[Project, list[int]], Iterable[tuple[int, dict]]]
+    # Columns read at export time, not stored: live(query, source) -> {column: SQL expression}, where `source`
+    # stands for the source row's id (an OuterRef). Plain (not nested) columns of the schema.
+    live_columns: tuple[str, ...] = ()
+    live: Callable[[ExportQuery, OuterRef], dict] = lambda query, source: {}
+    # A field of the source that changes whenever the source changes in place; "" for sources that never change
+    # once they give rows.
+    revision: str = ""
+    # Sources derived at a time (one insert transaction each).
+    page: int = 200
+    # notes(query): what the kind records in the export's manifest (query.notes), e.g. the rows' tokenizer.
+    notes: Callable[[ExportQuery], None] | None = None
+
+    def stored_schema(self, schema: pa.Schema) -> pa.Schema:
+        return pa.schema([field for field in schema if field.name not in self.live_columns])
+
+    def check(self, kind: "ExportKind") -> None:
+        """What register() checks of a stored kind."""
+        for name in self.live_columns:
+            if name not in kind.schema.names:
+                raise ValueError(f"Export kind {kind.name!r}: live column {name!r} is not in its schema.")
+            if is_nested(kind.schema.field(name).type):
+                raise ValueError(f"Export kind {kind.name!r}: live column {name!r} must be a plain column.")
+
+
+@dataclass(frozen=True)
 class ExportKind:
     name: str  # e.g. "platform.jobs", "onpanda.sft"
     version: int  # bump when the schema or the meaning of a field changes
@@ -133,15 +171,18 @@ class ExportKind:
     # a trajectory of no known task is a group of its own). Every kind decides (tests/exports/test_groups.py).
     group: str
     group_by: tuple[str, ...]
-    # Where the rows come from: one of the two.
+    # Where the rows come from: one of the three.
     # - values(query) -> a values() QuerySet whose columns are the schema's (names and all; "id", a unique integer,
     #   among them: the keyset),
     #   for rows that are plain columns or JSON documents. On PostgreSQL the engine reads it as Arrow
     #   (arrow_reads.py: no Python object per row); elsewhere through the ORM, in keyset batches.
     # - rows(query) yields batches, for rows computed in Python, reading in keyset-paginated queries (one short
     #   query per batch), never the whole result set at once.
+    # - stored: rows derived in Python once per source, when it settles, and read as stored JSON documents on the
+    #   values() kinds' fast path (stored.py `StoredRows`): for rows that cost Python work (rendering, tokenizing).
     values: Callable[[ExportQuery], QuerySet] | None = None
     rows: Callable[[ExportQuery], Iterator[Batch]] | None = None
+    stored: StoredRows | None = None
     filters: type[ExportFilters] = ExportFilters
     description: str = ""
     # count(query) -> expected rows, for the progress bar (None: unknown).
@@ -168,8 +209,10 @@ _KINDS: KindRegistry[ExportKind] = KindRegistry(gettext_noop("export kind"))
 
 
 def register(kind: ExportKind) -> ExportKind:
-    if (kind.values is None) == (kind.rows is None):
-        raise ValueError(f"Export kind {kind.name!r} needs either values or rows (one, not both).")
+    if [kind.values, kind.rows, kind.stored].count(None) != 2:
+        raise ValueError(f"Export kind {kind.name!r} needs one of values, rows or stored (one only).")
+    if kind.stored is not None:
+        kind.stored.check(kind)
     if kind.values is not None and "id" not in kind.schema.names:
         raise ValueError(f"Export kind {kind.name!r}: values kinds are read in keyset batches on 'id', "
                          "which its schema lacks.")

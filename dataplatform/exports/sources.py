@@ -51,8 +51,13 @@ def read_batches(kind, query) -> tuple[str, Iterator[pa.RecordBatch]]:
 
     - "postgresql-arrow": a values kind on PostgreSQL, read as Arrow (arrow_reads.py);
     - "orm-values": a values kind elsewhere (SQLite, the embedded mode), through the ORM in keyset batches;
-    - "rows": a kind that computes its rows in Python, batch by batch.
+    - "rows": a kind that computes its rows in Python, batch by batch;
+    - "stored-postgresql-arrow" / "stored-orm": a stored kind's documents (stored.py), on either path.
     """
+    if kind.stored is not None:
+        from . import stored
+
+        return stored.read(kind, query)
     if kind.rows is not None:
         return "rows", (as_record_batch(batch, kind) for batch in kind.rows(query))
     queryset = kind.values(query)

@@ -2,6 +2,7 @@
 
 from .core import DATA_DIR
 from .env import env_float, env_int, env_str, env_url
+from .storage import EXPORTS_BUILD_INTERVAL_SECONDS
 
 REDIS_URL = env_url("REDIS_URL", "")
 BROKER_DIR = DATA_DIR / "broker"
@@ -65,6 +66,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "dataplatform.jobs.tasks.reap_jobs",
         "schedule": JOB_REAP_INTERVAL_SECONDS,
         "options": {"expires": JOB_REAP_INTERVAL_SECONDS},  # a reap that waited that long is superseded
+    },
+    "sweep-stored-rows": {
+        "task": "dataplatform.exports.tasks.sweep_stored_rows",
+        "schedule": EXPORTS_BUILD_INTERVAL_SECONDS,
+        "options": {"expires": EXPORTS_BUILD_INTERVAL_SECONDS},
     },
 }
 # The worker makes this file's folder when it starts (dataplatform/celery.py).

@@ -3,7 +3,7 @@
 import os
 
 from .core import BASE_DIR, DATA_DIR
-from .env import env_int, env_path, env_str, env_url
+from .env import env_bool, env_float, env_int, env_path, env_str, env_url
 
 STATIC_URL = "static/"
 # The Docker image collects static files into the image (STATIC_ROOT=/app/staticfiles). Only
@@ -48,6 +48,12 @@ EXPORT_BATCH_ROWS = env_int("EXPORT_BATCH_ROWS", 10000)
 # what a worker holds in memory besides its batches.
 EXPORT_PARQUET_ROW_GROUP_ROWS = env_int("EXPORT_PARQUET_ROW_GROUP_ROWS", 1024 * 1024)
 EXPORT_PARQUET_ROW_GROUP_BYTES = env_int("EXPORT_PARQUET_ROW_GROUP_BYTES", 16 * 1024 * 1024)
+# Stored kinds (exports/stored.py) derive a source's rows when it settles: a worker builds them this many seconds after
+# the first of a burst of settles (EXPORTS_BUILD_AHEAD off: only exports and the sweep derive them), and every worker's
+# beat builds what was missed, and drops the rows no export can read, at this interval.
+EXPORTS_BUILD_AHEAD = env_bool("EXPORTS_BUILD_AHEAD", True)
+EXPORTS_BUILD_DEBOUNCE_SECONDS = env_float("EXPORTS_BUILD_DEBOUNCE_SECONDS", 5.0)
+EXPORTS_BUILD_INTERVAL_SECONDS = env_float("EXPORTS_BUILD_INTERVAL_SECONDS", 300.0)
 # pyarrow's allocator, read when pyarrow is first imported (after the settings). An export worker's
 # reader, parser and writer threads each allocate a batch's worth at a time: mimalloc, pyarrow's default,
 # keeps ~60 MB more of them resident than jemalloc does (bench/export_bench.py), at the same speed.

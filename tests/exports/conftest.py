@@ -3,7 +3,7 @@ import pytest
 from dataplatform.exports import services
 from dataplatform.jobs.services import execute_job
 
-from . import kinds  # noqa: F401  (registers test.synthetic)
+from . import kinds, stored_kind  # noqa: F401  (registers test.synthetic, test.stored_jobs, ...)
 
 
 @pytest.fixture(autouse=True)

@@ -71,7 +71,7 @@ def made_up_rows(kind):
 def test_a_group_never_crosses_the_split(kind, run_export, export_storage_in_tmp, monkeypatch):
     # The kind as registered, its rows made up: schema, group, group_by and partition_field are its own.
     monkeypatch.setitem(registry._KINDS._kinds, kind.name, dataclasses.replace(
-        kind, rows=made_up_rows(kind), values=None, filters=ExportFilters, count=lambda query: None,
+        kind, rows=made_up_rows(kind), values=None, stored=None, filters=ExportFilters, count=lambda query: None,
         data_version=lambda project: "made-up"))
     export = run_export(kind=kind.name, validation_ratio=0.5, shard_rows=25)
     assert export.job.state == "succeeded", export.job.error

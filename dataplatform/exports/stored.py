@@ -1,0 +1,280 @@
+"""Stored kinds: rows derived once, when their source settles, and read by every export on the Arrow path.
+
+A kind whose rows need Python (rendering and tokenizing a conversation, compressing a session's cache) paid that
+at every export, row by row. A stored kind derives a source's rows once and keeps them (`StoredRow`, one JSON
+document per row), so an export reads documents as fast as a values() kind reads its columns:
+
+- `build(kind, query)` derives the rows of the sources the query selects that have none yet at the kind's
+  version and the source's revision. The export runs it first (catch-up: an export is never short of a row),
+  and a worker runs it soon after a source settles (`build_soon`) and every EXPORTS_BUILD_INTERVAL_SECONDS
+  (`sweep`, which also drops rows nobody can read any more). No transaction is open while rows are derived
+  (a derivation may call the tokenizer); each page of rows is inserted in one short transaction, and a page
+  two builders derived at once is inserted once (the rows of a source are the same whoever derives them).
+- `read(kind, query)` reads the stored documents of the selected sources in keyset batches, with the kind's
+  live columns (computed in SQL at read time: what changes in place, or is bounded by the export's data
+  version, such as a latest review), in the kind's schema.
+- `live_rows(kind, query)` gives what a live derivation gives now: the reference the stored rows are checked
+  against (tests/exports/test_stored.py, bench/kinds_bench.py).
+
+A source that changes in place names a `revision` field that changes with it (a version counter, an update
+time): rows derived from an older revision no longer match it, so they are neither read nor kept. The revision
+is read before the derivation reads the source, so a row is never labelled with a revision newer than its data.
+"""
+
+import json
+import math
+from collections.abc import Iterator
+from datetime import date, datetime
+
+import pyarrow as pa
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import CharField, Exists, F, OuterRef, QuerySet, TextField, Value
+from django.db.models.functions import Cast, Concat
+
+from dataplatform.accounts.models import Project
+
+from . import arrow_reads
+from .models import StoredRow
+from .registry import ExportKind, ExportQuery, StoredRows, all_kinds
+
+# The stored document of each row, newline-terminated: one line of newline-delimited JSON.
+DOCUMENT = "stored_document"
+REVISION = "stored_revision"
+
+
+def _live(spec: StoredRows, query: ExportQuery, source: OuterRef) -> dict:
+    """The live columns as annotations, under names of their own (a column may share a name with a model field)."""
+    return {f"live_{name}": expression for name, expression in spec.live(query, source).items()}
+
+
+def _live_names(spec: StoredRows) -> list[str]:
+    return [f"live_{name}" for name in spec.live_columns]
+
+
+class RowEncoder(json.JSONEncoder):
+    """Times in full ISO 8601 with their offset, as pyarrow's JSON reader parses them (Django's encoder keeps
+    milliseconds only)."""
+
+    def default(self, o):
+        if isinstance(o, datetime | date):
+            return o.isoformat()
+        return super().default(o)
+
+
+def _revision(spec: StoredRows):
+    # As text in SQL, both when a row is stored and when it is matched, so that the two always compare alike.
+    return Cast(F(spec.revision), CharField()) if spec.revision else Value("", output_field=CharField())
+
+
+def _current(kind: ExportKind, query: ExportQuery) -> QuerySet:
+    """The selected sources with their revision as text."""
+    return kind.stored.sources(query).annotate(**{REVISION: _revision(kind.stored)})
+
+
+# --- building --------------------------------------------------------------------------------------------------
+def build(kind: ExportKind, query: ExportQuery) -> int:
+    """Derive and store the rows of the sources `query` selects that have none at the kind's version and their
+    revision; returns how many sources it derived."""
+    spec = kind.stored
+    have = StoredRow.objects.filter(kind=kind.name, version=kind.version, source_id=OuterRef("pk"),
+                                    source_revision=OuterRef(REVISION))
+    missing = _current(kind, query).filter(~Exists(have)).order_by("pk")
+    derived, last = 0, None
+    while True:
+        page = missing if last is None else missing.filter(pk__gt=last)
+        revisions = dict(page.values_list("pk", REVISION)[:spec.page])
+        if not revisions:
+            return derived
+        last = max(revisions)
+        _store(kind, query.project, revisions, _derive(kind, query.project, list(revisions)))
+        derived += len(revisions)
+
+
+def _derive(kind: ExportKind, project: Project, source_ids: list[int]) -> dict[int, list[dict]]:
+    """The rows of each source, checked against the kind's stored columns and as pyarrow reads them back."""
+    rows_of: dict[int, list[dict]] = {source_id: [] for source_id in source_ids}
+    order = []
+    for source_id, row in kind.stored.derive(project, source_ids):
+        if source_id not in rows_of:
+            raise ValueError(f"Export kind {kind.name!r} derived a row of source {source_id}, which it was not given.")
+        order.append(source_id)
+        rows_of[source_id].append(row)
+    schema = kind.stored.stored_schema(kind.schema)
+    try:  # a row that does not fit the schema fails here, naming the kind, not in a later export
+        checked = pa.Table.from_pylist([row for source_id in rows_of for row in rows_of[source_id]],
+                                       schema=schema).to_pylist()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+        raise ValueError(f"Export kind {kind.name!r} derived a row that does not fit its schema: {exc}") from exc
+    rows = iter(checked)
+    return {source_id: [next(rows) for _ in rows_of[source_id]] for source_id in rows_of}
+
+
+def _store(kind: ExportKind, project: Project, revisions: dict[int, str], rows_of: dict[int, list[dict]]) -> None:
+    stored = []
+    for source_id, rows in rows_of.items():
+        # A source with no row keeps one empty row, so that it is not derived again at each export.
+        for seq, row in enumerate(rows or [None]):
+            stored.append(StoredRow(kind=kind.name, version=kind.version, project=project, source_id=source_id,
+                                    source_revision=revisions[source_id], seq=seq,
+                                    row=None if row is None else _as_json(kind, row)))
+    with transaction.atomic():
+        StoredRow.objects.bulk_create(stored, batch_size=500, ignore_conflicts=True)
+
+
+def _as_json(kind: ExportKind, row: dict) -> dict:
+    # Through the encoder once, so that the JSONField stores plain JSON; NaN is not JSON (PostgreSQL refuses it).
+    for name, value in row.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"Export kind {kind.name!r}: column {name!r} is {value}, which JSON cannot hold.")
+    return json.loads(json.dumps(row, cls=RowEncoder))
+
+
+def build_project(project: Project) -> dict[str, int]:
+    """Build every stored kind's rows of `project` for the kinds' default filters: what a worker does soon after
+    a source settles. Returns the sources derived per kind."""
+    derived = {}
+    for kind in stored_kinds():
+        filters = kind.filters(data={})
+        if not filters.is_valid():
+            continue  # a kind with required filters has no default selection to build ahead
+        query = ExportQuery(project=project, filters=filters.validated_data, data_version=kind.data_version(project))
+        derived[kind.name] = build(kind, query)
+    return derived
+
+
+def build_soon(project: Project) -> None:
+    """Have a worker derive `project`'s new rows once the current transaction commits: call it where a source
+    settles (a session accepted, a case submitted, a label reviewed). Settles within EXPORTS_BUILD_DEBOUNCE_SECONDS
+    share one build; if the broker cannot be reached, the next sweep or export derives them instead."""
+    if settings.EXPORTS_BUILD_AHEAD:
+        transaction.on_commit(lambda: _send_build(project.pk), robust=True)
+
+
+def _send_build(project_id: int) -> None:
+    from .tasks import build_stored_rows
+
+    delay = settings.EXPORTS_BUILD_DEBOUNCE_SECONDS
+    if cache.add(f"exports:stored-build:{project_id}", True, timeout=delay):
+        build_stored_rows.apply_async(args=[project_id], countdown=delay)
+
+
+def build_started(project_id: int) -> None:
+    """A build of the project starts: a source that settles from now on asks for a build of its own."""
+    cache.delete(f"exports:stored-build:{project_id}")
+
+
+def sweep() -> dict:
+    """Build every project's missing rows and delete the rows no export can read: those of another version or of
+    a kind no longer registered, and those whose source changed or is gone."""
+    current = {kind.name: kind for kind in stored_kinds()}
+    dropped = StoredRow.objects.exclude(kind__in=current).delete()[0]
+    for kind in current.values():
+        alive = kind.stored.model.objects.annotate(**{REVISION: _revision(kind.stored)}).filter(
+            pk=OuterRef("source_id"), **{REVISION: OuterRef("source_revision")})
+        rows = StoredRow.objects.filter(kind=kind.name)
+        dropped += rows.exclude(version=kind.version).delete()[0]
+        dropped += rows.filter(version=kind.version).filter(~Exists(alive)).delete()[0]
+    derived = 0
+    for project in Project.objects.all().iterator():
+        derived += sum(build_project(project).values())
+    return {"derived": derived, "dropped": dropped}
+
+
+def stored_kinds() -> list[ExportKind]:
+    return [kind for kind in all_kinds() if kind.stored is not None]
+
+
+# --- reading ---------------------------------------------------------------------------------------------------
+def read(kind: ExportKind, query: ExportQuery) -> tuple[str, Iterator[pa.RecordBatch]]:
+    """The kind's rows as RecordBatches in its schema, after the catch-up, and the name of their read path."""
+    if kind.stored.notes is not None:
+        kind.stored.notes(query)
+    path = "stored-postgresql-arrow" if arrow_reads.available() else "stored-orm"
+    return path, _read(kind, query)
+
+
+def _read(kind: ExportKind, query: ExportQuery) -> Iterator[pa.RecordBatch]:
+    build(kind, query)
+    rows = _stored_rows(kind, query)
+    if arrow_reads.available():
+        yield from StoredRowsReader(rows, kind, batch_size=query.batch_size).batches()
+        return
+    names = ["id", DOCUMENT, *_live_names(kind.stored)]
+    last = 0
+    while True:
+        page = list(rows.filter(id__gt=last).order_by("id").values_list(*names)[:query.batch_size])
+        if not page:
+            return
+        last = page[-1][0]
+        columns = list(zip(*page, strict=True))
+        yield _shaped(kind, pa.array(columns[1], pa.string()),
+                      {name: pa.array(values) for name, values in zip(kind.stored.live_columns, columns[2:],
+                                                                      strict=True)})
+
+
+def _stored_rows(kind: ExportKind, query: ExportQuery) -> QuerySet:
+    """The stored rows of the selected sources at their current revision, with the document and live columns."""
+    spec = kind.stored
+    selected = _current(kind, query).filter(pk=OuterRef("source_id"), **{REVISION: OuterRef("source_revision")})
+    return (StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False)
+            .filter(Exists(selected))
+            .annotate(**{DOCUMENT: Concat(Cast("row", TextField()), Value("\n"), output_field=TextField())})
+            .annotate(**_live(spec, query, OuterRef("source_id"))))
+
+
+class StoredRowsReader(arrow_reads.ArrowKeysetReader):
+    """The Arrow-native read of stored rows: the keyset is the stored row's id, the documents are parsed by pyarrow
+    in C++ and the live columns arrive in their Arrow types."""
+
+    def __init__(self, rows: QuerySet, kind: ExportKind, *, batch_size: int):
+        self.kind = kind
+        names = ["id", DOCUMENT, *_live_names(kind.stored)]
+        self.schema, self.batch_size, self.key = kind.schema, batch_size, "id"
+        self.rows_sql = (f"({arrow_reads.bound_sql(rows.values(*names).order_by())}) AS q "
+                         f"({', '.join(arrow_reads.quote(name) for name in names)})")
+        self.json_columns = []
+
+    def _json_columns(self, adbc) -> list[str]:
+        return []
+
+    def _select(self) -> str:
+        return ", ".join(f"q.{arrow_reads.quote(name)}" for name in ["id", DOCUMENT, *_live_names(self.kind.stored)])
+
+    def _shaped(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        return _shaped(self.kind, batch.column(DOCUMENT),
+                       {name: batch.column(f"live_{name}") for name in self.kind.stored.live_columns})
+
+
+def _shaped(kind: ExportKind, documents: pa.Array, live: dict[str, pa.Array]) -> pa.RecordBatch:
+    parsed = arrow_reads.parse_documents(documents, kind.stored.stored_schema(kind.schema))
+    columns = {**dict(zip(parsed.column_names, parsed.columns, strict=True)), **live}
+    return pa.RecordBatch.from_arrays([arrow_reads.as_type(columns[field.name], field) for field in kind.schema],
+                                      schema=kind.schema)
+
+
+# --- the reference ---------------------------------------------------------------------------------------------
+def live_rows(kind: ExportKind, query: ExportQuery, *, source_ids: list[int] | None = None) -> list[dict]:
+    """The rows a live derivation gives now for the selected sources (or those of them in `source_ids`), in the
+    order of the sources and of each source's rows, as pyarrow reads them back in the kind's schema."""
+    spec = kind.stored
+    sources = spec.sources(query)
+    if source_ids is not None:
+        sources = sources.filter(pk__in=source_ids)
+    live = {values[0]: dict(zip(spec.live_columns, values[1:], strict=True)) for values in
+            sources.annotate(**_live(spec, query, OuterRef("pk"))).values_list("pk", *_live_names(spec))}
+    ids = sorted(live)
+    rows = []
+    for start in range(0, len(ids), spec.page):
+        for source_id, source_rows in _derive(kind, query.project, ids[start:start + spec.page]).items():
+            rows.extend({**row, **live[source_id]} for row in source_rows)
+    return pa.Table.from_pylist(rows, schema=kind.schema).to_pylist()
+
+
+def stored_read_rows(kind: ExportKind, query: ExportQuery) -> list[dict]:
+    """What an export of the kind reads (stored documents and live columns), in the order of `live_rows`."""
+    _, batches = read(kind, query)
+    table = pa.Table.from_batches(list(batches), schema=kind.schema)
+    keys = _stored_rows(kind, query).order_by("id").values_list("source_id", "seq")
+    return [row for _, row in sorted(zip(keys, table.to_pylist(), strict=True), key=lambda pair: pair[0])]

@@ -1,0 +1,61 @@
+"""A stored kind made for the tests (exports/stored.py): each job of the project gives `params.copies` rows
+(one by default, none with 0), derived in Python; its state is a live column, and progress_done its revision."""
+
+import pyarrow as pa
+from django.db.models import Subquery
+
+from dataplatform.exports.registry import ExportKind, StoredRows, register
+from dataplatform.jobs.models import Job
+
+SCHEMA = pa.schema([
+    ("id", pa.int64()),
+    ("job_id", pa.int64()),
+    ("copy", pa.int64()),
+    ("title", pa.string()),
+    ("created_at", pa.timestamp("us", tz="UTC")),
+    ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+    ("progress_done", pa.int64()),
+    ("state", pa.string()),
+])
+# How many times `derive` was asked for each job: a stored row is derived once.
+DERIVED: list[int] = []
+
+
+def sources(query):
+    return Job.objects.filter(project=query.project).exclude(kind__startswith="exports.")
+
+
+def derive(project, source_ids):
+    for job in Job.objects.filter(id__in=source_ids).order_by("id"):
+        DERIVED.append(job.pk)
+        for copy in range(job.params.get("copies", 1)):
+            yield job.pk, {
+                "id": job.pk * 100 + copy, "job_id": job.pk, "copy": copy, "title": f"{job.kind} #{copy} ünï 🙂",
+                "created_at": job.created_at,
+                "messages": [{"role": "user", "content": f"line one\nline \"two\" of {job.kind}"},
+                             {"role": "assistant", "content": job.params.get("answer", "")}],
+                "progress_done": job.progress_done,
+            }
+
+
+def live(query, source):
+    return {"state": Subquery(Job.objects.filter(pk=source).values("state")[:1])}
+
+
+STORED_JOBS = register(ExportKind(
+    name="test.stored_jobs",
+    version=1,
+    schema=SCHEMA,
+    group="job",
+    group_by=("job_id",),
+    label="Job rows (stored kind)",
+    description="The project's jobs as rows derived once, for the stored-kind tests.",
+    stored=StoredRows(model=Job, sources=sources, derive=derive, live_columns=("state",), live=live,
+                      revision="progress_done", page=3),
+    data_version=lambda project: "stored-jobs-v1",
+    not_append_only="a job's progress changes in place.",
+    field_meanings={"id": "The job's id times 100 plus the copy.", "job_id": "The job.", "copy": "The copy's number.",
+                    "title": "The job's kind and copy.", "created_at": "When the job was created.",
+                    "messages": "A made-up exchange.", "progress_done": "The job's progress when derived.",
+                    "state": "The job's state at export time."},
+))
