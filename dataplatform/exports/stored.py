@@ -101,7 +101,7 @@ def _derive(kind: ExportKind, project: Project, source_ids: list[int]) -> dict[i
             raise ValueError(f"Export kind {kind.name!r} derived a row of source {source_id}, which it was not given.")
         order.append(source_id)
         rows_of[source_id].append(row)
-    schema = kind.stored.stored_schema(kind.schema)
+    schema = _plain(kind.stored.stored_schema(kind.schema))
     try:  # a row that does not fit the schema fails here, naming the kind, not in a later export
         checked = pa.Table.from_pylist([row for source_id in rows_of for row in rows_of[source_id]],
                                        schema=schema).to_pylist()
@@ -248,10 +248,27 @@ class StoredRowsReader(arrow_reads.ArrowKeysetReader):
 
 
 def _shaped(kind: ExportKind, documents: pa.Array, live: dict[str, pa.Array]) -> pa.RecordBatch:
-    parsed = arrow_reads.parse_documents(documents, kind.stored.stored_schema(kind.schema))
+    parsed = arrow_reads.parse_documents(documents, _plain(kind.stored.stored_schema(kind.schema)))
     columns = {**dict(zip(parsed.column_names, parsed.columns, strict=True)), **live}
     return pa.RecordBatch.from_arrays([arrow_reads.as_type(columns[field.name], field) for field in kind.schema],
                                       schema=kind.schema)
+
+
+def _plain(schema: pa.Schema) -> pa.Schema:
+    """`schema` with each extension type (JSON) as its storage type, which pyarrow builds from Python values and
+    reads from JSON documents (it builds neither of an extension type); a cast then gives the kind's type."""
+    return pa.schema([field.with_type(_storage(field.type)) for field in schema])
+
+
+def _storage(type_: pa.DataType) -> pa.DataType:
+    if isinstance(type_, pa.BaseExtensionType):
+        return _storage(type_.storage_type)
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return pa.list_(type_.value_field.with_type(_storage(type_.value_type)))
+    if pa.types.is_struct(type_):
+        return pa.struct([type_.field(index).with_type(_storage(type_.field(index).type))
+                          for index in range(type_.num_fields)])
+    return type_
 
 
 # --- the reference ---------------------------------------------------------------------------------------------
@@ -269,7 +286,7 @@ def live_rows(kind: ExportKind, query: ExportQuery, *, source_ids: list[int] | N
     for start in range(0, len(ids), spec.page):
         for source_id, source_rows in _derive(kind, query.project, ids[start:start + spec.page]).items():
             rows.extend({**row, **live[source_id]} for row in source_rows)
-    return pa.Table.from_pylist(rows, schema=kind.schema).to_pylist()
+    return pa.Table.from_pylist(rows, schema=_plain(kind.schema)).cast(kind.schema).to_pylist()
 
 
 def stored_read_rows(kind: ExportKind, query: ExportQuery) -> list[dict]:

@@ -15,6 +15,7 @@ from corpora.aed.exporters.pairs import STAT_COLUMNS
 from corpora.aed.importers import import_traces
 from corpora.aed.models import Case, Trace
 from dataplatform.exports.registry import ExportQuery, get_kind
+from dataplatform.exports.sources import read_batches
 
 from ... import real_traces as real
 from ...doubles import RecordingProgress
@@ -29,7 +30,8 @@ from .export_corpus import (
     trace_record,
 )
 
-pytestmark = pytest.mark.django_db
+# The stored kinds are read on the Arrow path on PostgreSQL, a connection of its own: it sees committed rows only.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 KINDS = ["aed.diagnosis_sft", "aed.recovery", "aed.preference", "aed.pairs", "aed.repair"]
 
@@ -48,13 +50,13 @@ def run(project, members, export_storage_in_tmp):
 
 
 def read_rows(project, kind_name, data_version, batch_size=10_000, **filters):
-    """A kind's rows() called directly, as the engine would with this data version: a list of rows a batch."""
+    """A kind's rows read as the engine reads them with this data version: a list of rows a batch."""
     kind = get_kind(kind_name)
     form = kind.filters(data=filters)
     form.is_valid(raise_exception=True)
     query = ExportQuery(project=project, filters=form.validated_data, data_version=data_version,
                         batch_size=batch_size)
-    return [batch if isinstance(batch, list) else batch.to_pylist() for batch in kind.rows(query)]
+    return [batch.to_pylist() for batch in read_batches(kind, query)[1]]
 
 
 def flat(batches):
