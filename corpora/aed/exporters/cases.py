@@ -334,8 +334,10 @@ GRADE_COLUMNS = ("grade", "retry_arm")
 
 
 def live_grade_columns(query: ExportQuery, case) -> dict:
-    """The GRADE_COLUMNS of the case `case` (an OuterRef to its id) as SQL, by the project's grading rules."""
-    graded = graded_in_sql(Case.objects.filter(pk=case), selectors.grading_of(query.project)).annotate(
+    """The GRADE_COLUMNS of a case as SQL, by the project's grading rules: `case` is an OuterRef to its id, or a
+    queryset of that one case (found through the source)."""
+    cases = case if isinstance(case, QuerySet) else Case.objects.filter(pk=case)
+    graded = graded_in_sql(cases, selectors.grading_of(query.project)).annotate(
         aed_retry=Subquery(Replay.objects.filter(pk=OuterRef(EVIDENCE_REPLAY)).values("retry")[:1]))
     return {"grade": Subquery(graded.values(GRADE)[:1]), "retry_arm": Subquery(graded.values("aed_retry")[:1])}
 
