@@ -5,8 +5,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+from django.db.models import BooleanField, Count, FloatField, Max, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models import Case as SqlCase
-from django.db.models import Count, FloatField, Max, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.utils.translation import gettext_lazy, gettext_noop
@@ -321,7 +321,10 @@ def note_grades_left_out(query: ExportQuery) -> None:
     record the grading rules, as `graded_pages` does."""
     grading = selectors.grading_of(query.project)
     query.notes["grading"] = grading.describe()
-    graded = graded_in_sql(_cases(query, Case.objects.all()), grading).exclude(_admitted(query.filters))
+    # Not exclude(): a null grade or basis makes the negated condition null, which would drop the ungraded cases.
+    graded = graded_in_sql(_cases(query, Case.objects.all()), grading).annotate(aed_admitted=SqlCase(
+        When(_admitted(query.filters), then=Value(True)), default=Value(False), output_field=BooleanField())
+    ).filter(aed_admitted=False)
     for grade, basis, count in graded.order_by().values_list(GRADE, BASIS).annotate(count=Count("id")):
         reason = _reason_to_leave_out(grade, basis, query.filters)
         left_out = query.notes.setdefault("left_out", {})
