@@ -8,7 +8,7 @@ import pyarrow as pa
 from django.db.models import BooleanField, Count, FloatField, Max, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models import Case as SqlCase
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 from django.utils.translation import gettext_lazy, gettext_noop
 from rest_framework import serializers
 
@@ -258,9 +258,8 @@ def trace_columns(case: Case) -> dict:
 GRADE, BASIS, EVIDENCE_REPLAY = "aed_grade", "aed_basis", "aed_evidence_replay"
 
 
-def _stat(name: str):
-    return Subquery(Replay.objects.filter(pk=OuterRef(EVIDENCE_REPLAY)).annotate(
-        value=Cast(KeyTextTransform(name, "stats"), FloatField())).values("value")[:1])
+def _replay_stat(name: str):
+    return Cast(KeyTextTransform(name, "stats"), FloatField())
 
 
 def _evidence_replay(grading: stats.Grading):
@@ -279,23 +278,24 @@ def _evidence_replay(grading: stats.Grading):
 
 
 def graded_in_sql(cases: QuerySet[Case], grading: stats.Grading) -> QuerySet[Case]:
-    """`cases` with their grade (GRADE), its basis (BASIS) and the replay that grades them (EVIDENCE_REPLAY)."""
-    replayed = Q(aed_pairs__gt=0)
-    return cases.annotate(**{EVIDENCE_REPLAY: _evidence_replay(grading)}).annotate(
-        aed_pairs=_stat("pairs"), aed_gain=_stat("net_gain"), aed_p=_stat("mcnemar_p"),
-        aed_double=_stat("double_pass_share"),
-    ).annotate(**{
+    """`cases` with their grade (GRADE), its basis (BASIS) and the replay that grades them (EVIDENCE_REPLAY: one
+    with pairs, so the case is replayed exactly when it has one). Each subquery is referred to once or twice (an
+    annotation used twice is written out twice in the SQL)."""
+    by_replay = Replay.objects.filter(pk=OuterRef(EVIDENCE_REPLAY)).annotate(
+        stat_pairs=_replay_stat("pairs"), gain=_replay_stat("net_gain"), p=_replay_stat("mcnemar_p"),
+        double=_replay_stat("double_pass_share"),
+    ).annotate(replay_grade=SqlCase(
+        When(gain__lte=0, then=Value("D")),
+        When(stat_pairs__gte=grading.min_pairs, p__lt=grading.alpha, double__lt=stats.DOUBLE_PASS_HIGH, then=Value("A")),
+        default=Value("B"))).values("replay_grade")[:1]
+    return cases.annotate(**{EVIDENCE_REPLAY: _evidence_replay(grading)}).annotate(**{
         GRADE: SqlCase(
             When(evidence_check__in=["unsupported", "contradicted"], then=Value("D")),
-            When(replayed & Q(aed_gain__lte=0), then=Value("D")),
-            When(replayed & Q(aed_pairs__gte=grading.min_pairs, aed_p__lt=grading.alpha,
-                              aed_double__lt=stats.DOUBLE_PASS_HIGH), then=Value("A")),
-            When(replayed, then=Value("B")),
-            When(evidence_check="supported", then=Value("C")),
-            default=Value(None)),
-        BASIS: SqlCase(When(replayed, then=Value(stats.REPLAY)),
-                     When(evidence_check__in=["supported", "unsupported", "contradicted"], then=Value(stats.CHECK)),
-                     default=Value(None)),
+            default=Coalesce(Subquery(by_replay), SqlCase(When(evidence_check="supported", then=Value("C")),
+                                                          default=Value(None)))),
+        BASIS: SqlCase(When(**{f"{EVIDENCE_REPLAY}__isnull": False}, then=Value(stats.REPLAY)),
+                       When(evidence_check__in=["supported", "unsupported", "contradicted"], then=Value(stats.CHECK)),
+                       default=Value(None)),
     })
 
 

@@ -198,11 +198,12 @@ def recovery_notes(query: ExportQuery) -> None:
     bound = Bound.parse(query.data_version)
     runs = ReplayRun.objects.filter(arm="E", replay__mode=ReplayMode.RECOVERY, id__lte=bound.runs,
                                     replay__proposal__case=OuterRef("pk"))
-    rows = StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False,
-                                    source_id__in=runs.values("pk"))
     cases = selected_cases(query)
-    for reason, count in ((NO_RUN, cases.filter(~Exists(runs)).count()),
-                          (NO_PROGRESS, cases.filter(Exists(runs), ~Exists(rows)).count())):
+    with_runs = cases.filter(Exists(runs)).count()
+    rows = StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False)
+    with_rows = (recovery_runs(query).filter(pk__in=rows.values("source_id"))
+                 .values("replay__proposal__case").distinct().count())
+    for reason, count in ((NO_RUN, cases.count() - with_runs), (NO_PROGRESS, with_runs - with_rows)):
         if count:
             query.notes.setdefault("left_out", {})[reason] = count
     selected = StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False,
