@@ -5,8 +5,10 @@ curator's own check, which it never changes: the curator confirms or overrides i
 import json
 
 from django.db import transaction
+from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
+from dataplatform.exports import stored as stored_rows
 from dataplatform.inference import backend_for
 from dataplatform.jobs import services as job_services
 
@@ -84,8 +86,10 @@ def check_evidence(*, case: Case, model_name: str = "") -> dict:
             reason = exc.i18n.as_json()
             continue
         with transaction.atomic():
+            # updated_at too: the revision of the case's stored export rows, which carry the model's check
             Case.objects.filter(pk=case.pk).update(model_evidence_check=verdict, model_evidence_rationale=rationale,
-                                                   model_evidence_model_id=backend.model_id)
+                                                   model_evidence_model_id=backend.model_id, updated_at=timezone.now())
+            stored_rows.build_soon(case.trace.project)
             CaseEvent.objects.create(case=case, kind="model_check", origin="model",
                                      payload={"verdict": verdict, "rationale": rationale, "model_id": backend.model_id,
                                               "prompt_version": EVIDENCE_PROMPT_VERSION})

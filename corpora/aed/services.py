@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext, gettext_noop
 
 from dataplatform.errors import Conflict, Refused
+from dataplatform.exports import stored as stored_rows
 from dataplatform.inference import backend_for
 from dataplatform.jobs import services as job_services
 from dataplatform.status import Status, WordedError
@@ -130,9 +131,11 @@ def update_case(*, case: Case, version: int, actor, changes: dict, origin: str =
             case.diagnosis_prompt_version = DRAFT_PROMPT_VERSION if by_model else ""
         case.model_authored = origin == "model"
         case.version += 1
-        case.save()
+        case.save()  # updated_at moves: the revision of the case's stored export rows
         CaseEvent.objects.create(case=case, kind="edit", origin=origin, actor=actor if origin == "human" else None,
                                  payload=diff)
+        if case.status == CaseStatus.SUBMITTED:  # its export rows are derived again soon (an evidence check, ...)
+            stored_rows.build_soon(trace.project)
     return case
 
 
@@ -149,6 +152,7 @@ def submit_case(*, case: Case, version: int, actor) -> Case:
         case.version += 1
         case.save(update_fields=["status", "version", "updated_at"])
         CaseEvent.objects.create(case=case, kind="submit", actor=actor)
+        stored_rows.build_soon(case.trace.project)  # the case settled: its export rows are derived soon
     return case
 
 
@@ -328,6 +332,7 @@ def run_replay(*, replay: Replay, progress) -> dict:
         progress.report(len(done), message=Status(gettext_noop("%(done)s of %(total)s runs"), done=len(done),
                                                    total=replay.pairs * len(arms)))
     replay = refresh_table(replay, alpha=alpha)
+    stored_rows.build_soon(trace.project)  # the replay finished: a recovery replay's runs give export rows
     return {"replay": replay.pk, "table": [replay.n11, replay.n10, replay.n01, replay.n00], **replay.stats}
 
 

@@ -7,11 +7,14 @@ end of the conversation before it, rendered with the generation prompt, to the e
 it, rendered closed (its end-of-turn marker included, so the model learns to stop). That needs a template whose
 rendering of a conversation's beginning is a prefix of the whole; one that rewrites earlier turns (Qwen3 drops
 the reasoning of past turns) is refused with `NotPrefixStable`, and the caller leaves the token columns empty.
+The conversation is tokenized once, and each bound read off its token offsets (checked on the turn's header
+alone, `_Rendered`): the cost of a row is one tokenization, not one per masked message and prefix.
 
 The identity names the tokenizer and chat template by model and hashes, and what the template renders is checked
 on a probe conversation, not assumed; a row whose ids that template does not render does not name it.
 """
 
+import bisect
 import hashlib
 import json
 
@@ -166,23 +169,81 @@ def _ids(tokenizer, messages: list[dict], tools, *, generation: bool) -> list[in
                                               tokenize=True, return_dict=False))
 
 
+def _text(tokenizer, messages: list[dict], tools, *, generation: bool) -> str:
+    return tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=generation,
+                                         tokenize=False)
+
+
+def _tokens(tokenizer, text: str) -> list[int]:
+    """`text` tokenized as `apply_chat_template` tokenizes what it renders."""
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+class _Rendered:
+    """A conversation rendered and tokenized once, and the token length of any rendering that begins it.
+
+    The length of a prefix's tokens is read off the whole conversation's token offsets, then checked by tokenizing
+    only the prefix's tail: a fast tokenizer splits its input at added tokens (`<|im_start|>`, ...) before anything
+    else, and tokenizes each piece on its own, so the tokens of a text up to such a token are the same whatever
+    follows it. The tail runs from the last added token before the prefix's end (one that matches its own text
+    exactly: no stripping, not normalized), so each check costs a turn's header, not the conversation. Wherever
+    that does not settle it (no added token to start from, a slow tokenizer without offsets, a text that is not
+    a prefix), the prefix is tokenized whole and compared, as before: the result is exactly the ids of
+    `apply_chat_template` on the prefix, compared with the start of the conversation's."""
+
+    def __init__(self, tokenizer, messages: list[dict], tools):
+        self.tokenizer = tokenizer
+        self.text = _text(tokenizer, messages, tools, generation=False)
+        offsets = bool(getattr(tokenizer, "is_fast", False))
+        encoded = tokenizer(self.text, add_special_tokens=False, return_offsets_mapping=offsets)
+        self.ids = list(encoded["input_ids"])
+        self.starts = [start for start, _ in encoded["offset_mapping"]] if offsets else None
+        self.ends = [end for _, end in encoded["offset_mapping"]] if offsets else None
+        self.anchors = _clean_splits(tokenizer) if offsets else {}
+
+    def length(self, prefix: str) -> int:
+        """How many tokens `prefix` (a rendering of the conversation's beginning) tokenizes to, when those tokens
+        begin the conversation's; NotPrefixStable when they do not."""
+        if self.starts is not None and self.text.startswith(prefix):
+            end = bisect.bisect_left(self.starts, len(prefix))  # the tokens that start inside the prefix
+            anchor = next((index for index in range(end - 1, -1, -1) if self.ids[index] in self.anchors), None)
+            if anchor is not None and self.text[self.starts[anchor]:self.ends[anchor]] == self.anchors[
+                    self.ids[anchor]] and _tokens(self.tokenizer, prefix[self.starts[anchor]:]) == self.ids[anchor:end]:
+                return end
+        ids = _tokens(self.tokenizer, prefix)
+        if self.ids[:len(ids)] != ids:
+            raise NotPrefixStable("the chat template's rendering of the conversation's beginning does not tokenize to "
+                                  "the start of the whole")
+        return len(ids)
+
+
+def _clean_splits(tokenizer) -> dict[int, str]:
+    """{id: text} of the tokenizer's added tokens that split its input exactly where their text is."""
+    return {token_id: token.content for token_id, token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items()
+            if not (token.lstrip or token.rstrip or token.single_word or token.normalized)}
+
+
 def completion_mask(tokenizer, messages: list[dict], tools, message_mask: list[int]) -> tuple[list[int], list[int]]:
     """(input_ids, completion_mask) of `messages` (training-shape dicts) under the tokenizer's chat template:
-    1 on the tokens of every assistant message whose `message_mask` entry is 1, 0 elsewhere."""
+    1 on the tokens of every assistant message whose `message_mask` entry is 1, 0 elsewhere.
+
+    The conversation is tokenized once; a masked message's bounds come from renderings of the conversation up to
+    it (`_Rendered.length`), not from tokenizing them again."""
     if len(message_mask) != len(messages):
         raise ValueError(f"{len(message_mask)} mask entries for {len(messages)} messages")
-    full = _ids(tokenizer, messages, tools, generation=False)
-    mask = [0] * len(full)
+    rendered = _Rendered(tokenizer, messages, tools)
+    mask = [0] * len(rendered.ids)
     for index, (message, masked) in enumerate(zip(messages, message_mask, strict=True)):
         if not masked:
             continue
         if message.get("role") != "assistant":
             raise ValueError(f"message {index} is a {message.get('role')} message: only assistant messages "
                              "carry loss")
-        before = _ids(tokenizer, messages[:index], tools, generation=True) if index else []
-        through = _ids(tokenizer, messages[:index + 1], tools, generation=False)
-        if full[:len(before)] != before or full[:len(through)] != through:
+        try:
+            start = rendered.length(_text(tokenizer, messages[:index], tools, generation=True)) if index else 0
+            end = rendered.length(_text(tokenizer, messages[:index + 1], tools, generation=False))
+        except NotPrefixStable:
             raise NotPrefixStable(f"the chat template renders message {index} differently once later messages "
-                                  "follow it")
-        mask[len(before):len(through)] = [1] * (len(through) - len(before))
-    return full, mask
+                                  "follow it") from None
+        mask[start:end] = [1] * (end - start)
+    return rendered.ids, mask

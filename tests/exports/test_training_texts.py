@@ -147,6 +147,8 @@ def test_swe_kinds(project, rows_of):
     assert trajectories["tool_calls"] == trajectories["reasoning"] == 2
 
 
+# The stored AED kinds are read on the Arrow path on PostgreSQL, a connection of its own: committed rows only.
+@pytest.mark.django_db(transaction=True)
 def test_aed_kinds(project, members, use_backend, rows_of):
     """An OpenHands run whose error step is its edit call, fixed by running the tests first: the recovery run makes
     that call; the preference pair sets the fix against the edit call. (No tokenizer: the token columns are null.)"""

@@ -214,6 +214,8 @@ def test_sft_on_token_supervision_trains_the_patch_only(pull, checkpoint, correc
     trained_three_steps(trainer)
 
 
+# The stored AED kinds are read on the Arrow path on PostgreSQL, a connection of its own: committed rows only.
+@pytest.mark.django_db(transaction=True)
 def test_sft_on_aed_recovery_never_trains_the_error(pull, checkpoint, corpus, tmp_path, local_backend):  # noqa: F811
     dataset = pull("aed.recovery")
     trainer = trl.SFTTrainer(**checkpoint, train_dataset=dataset,

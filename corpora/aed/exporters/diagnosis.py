@@ -9,21 +9,24 @@ from collections.abc import Iterator
 import pyarrow as pa
 from django.utils.translation import gettext_lazy
 
-from dataplatform.conversations.training import messages_cell, record_batch
-from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.conversations.training import messages_cell
+from dataplatform.exports.registry import ExportKind, StoredRows, register
 
 from ..models import Case
 from .cases import (
     COMMON,
+    GRADE_COLUMNS,
     RETRY_ARM,
     RETRY_ARM_MEANING,
     TRACE_MEANINGS,
     WHO_COLUMNS,
     WHO_MEANINGS,
     case_meanings,
-    graded_pages,
-    retry_arm,
+    graded_by_ids,
+    live_grade_columns,
+    note_grades_left_out,
     row_key,
+    selected_cases,
     trace_columns,
     who_columns,
 )
@@ -74,15 +77,16 @@ def diagnosis_messages(case: Case) -> list[dict]:
             chat_message("assistant", answer)]
 
 
-def diagnosis_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    for page in graded_pages(query):
-        yield record_batch([{
+def derive_diagnosis(project, case_ids: list[int]) -> Iterator[tuple[int, dict]]:
+    """A row per case, but its GRADE_COLUMNS (read at export time)."""
+    for g in graded_by_ids(project, case_ids):
+        yield g.case.pk, {
             "id": row_key(g.case), **_conversation(diagnosis_messages(g.case)), "case_id": g.case.pk,
             "error_step": g.case.error_step, "category": g.case.category, "diagnosis": g.case.diagnosis,
             "evidence_json": json.dumps(g.case.evidence, sort_keys=True), "evidence_check": g.case.evidence_check,
-            "grade": g.grade, "taxonomy": g.case.taxonomy.name, "taxonomy_version": g.case.taxonomy.version,
-            **trace_columns(g.case), **retry_arm(g), **who_columns(g.case),
-        } for g in page], DIAGNOSIS_SCHEMA)
+            "taxonomy": g.case.taxonomy.name, "taxonomy_version": g.case.taxonomy.version,
+            **trace_columns(g.case), **who_columns(g.case),
+        }
 
 
 def _conversation(messages: list[dict]) -> dict:
@@ -99,4 +103,8 @@ register(ExportKind(
     description="One row per submitted case: the run up to and including the error step, answered with the error "
                 "step, its category and the diagnosis (chat messages, and as prompt / completion), plus the case's "
                 "structured fields.",
-    rows=diagnosis_rows, dedup_ignore=("id", "case_id", "trace_id", "task_id"), field_meanings=DIAGNOSIS_MEANINGS, **COMMON))
+    # Derived once per case and revision (a case's updated_at moves with every change to it or to what grades it);
+    # the grade and the retry arm are read at export time, in SQL, and so are the cases the grade filters admit.
+    stored=StoredRows(model=Case, sources=selected_cases, derive=derive_diagnosis, live_columns=GRADE_COLUMNS,
+                      live=live_grade_columns, revision="updated_at", notes=note_grades_left_out),
+    dedup_ignore=("id", "case_id", "trace_id", "task_id"), field_meanings=DIAGNOSIS_MEANINGS, **COMMON))

@@ -14,6 +14,7 @@ A run whose continuation makes no progress has nothing to train on and is left o
 from collections.abc import Iterator
 
 import pyarrow as pa
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils.translation import gettext_lazy
 
 from dataplatform.conversations.token_masks import (
@@ -25,24 +26,28 @@ from dataplatform.conversations.token_masks import (
     completion_mask,
     identity_columns,
     note_identity,
+    template_identity,
     token_columns,
 )
-from dataplatform.conversations.training import TOOLS, TOOLS_MEANINGS, messages_cell, record_batch, tools_cell
-from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.conversations.training import TOOLS, TOOLS_MEANINGS, messages_cell, tools_cell
+from dataplatform.exports import stored
+from dataplatform.exports.models import StoredRow
+from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, get_kind, register
 from dataplatform.inference import backend_for
 
 from ..models import Case, Replay, ReplayMode, ReplayRun
 from .cases import (
     COMMON,
+    GRADE_COLUMNS,
     RETRY_ARM,
     RETRY_ARM_MEANING,
     TRACE_MEANINGS,
     Bound,
     case_meanings,
-    graded_pages,
-    leave_out,
-    retry_arm,
+    live_grade_columns,
+    note_grades_left_out,
     row_key,
+    selected_cases,
     trace_columns,
 )
 from .rendering import MESSAGES, prefix_messages, step_messages
@@ -98,26 +103,15 @@ RECOVERY_MEANINGS = {
 }
 
 
-def _recovery_runs(cases: list[Case], run_bound: int) -> dict[int, list[tuple[Replay, ReplayRun]]]:
-    """case id -> (replay, run) of its recovery replays' runs up to the bound, in replay and pair order."""
-    replays = {replay.pk: (case.pk, replay) for case in cases for proposal in case.proposals.all()
-               for replay in proposal.replays.all() if replay.mode == ReplayMode.RECOVERY}
-    runs: dict[int, list[tuple[Replay, ReplayRun]]] = {}
-    for run in (ReplayRun.objects.filter(replay_id__in=list(replays), arm="E", id__lte=run_bound)
-                .order_by("replay_id", "pair")):
-        case_id, replay = replays[run.replay_id]
-        runs.setdefault(case_id, []).append((replay, run))
-    return runs
-
-
-def recovery_messages(case: Case, run: ReplayRun, hint: str = "", max_steps: int | None = None
-                      ) -> tuple[list[dict], list[int]]:
-    """(messages, loss_mask): the context and the error with its observation (mask 0), then the continuation,
-    whose assistant messages carry loss where their step made progress. The context states the task as the
-    run's policy saw it: a builtin environment's rules under the replay's step limit `max_steps`."""
-    messages = prefix_messages(case, max_steps=max_steps)
+def recovery_messages(case: Case, steps: list, hint: str = "", max_steps: int | None = None, *,
+                      prefix: list[dict] | None = None) -> tuple[list[dict], list[int]]:
+    """(messages, loss_mask): the context and the error with its observation (mask 0), then the continuation (a
+    run's `steps`), whose assistant messages carry loss where their step made progress. The context states the
+    task as the run's policy saw it: a builtin environment's rules under the replay's step limit `max_steps`
+    (`prefix`: that context, when the caller has it already)."""
+    messages = list(prefix if prefix is not None else prefix_messages(case, max_steps=max_steps))
     mask = [0] * len(messages)
-    for step in run.steps:
+    for step in steps:
         if not isinstance(step, dict) or step.get("origin") == "prefix":
             continue
         rendered = step_messages(step)
@@ -129,12 +123,11 @@ def recovery_messages(case: Case, run: ReplayRun, hint: str = "", max_steps: int
 
 
 class _Tokens:
-    """The platform model's tokenizer for the token columns, looked up once per export."""
+    """The platform model's tokenizer for the token columns, and its identity."""
 
-    def __init__(self, query: ExportQuery):
-        self.query = query
-        self.backend = backend_for(query.project, model="")
-        self.identity = note_identity(query.notes, self.backend)
+    def __init__(self, project):
+        self.backend = backend_for(project, model="")
+        self.identity = template_identity(self.backend)
 
     def columns(self, messages: list[dict], tools, mask: list[int]) -> dict:
         empty = {**token_columns(None, None), **identity_columns(None)}
@@ -143,39 +136,95 @@ class _Tokens:
         try:
             ids, token_mask = completion_mask(self.backend.tokenizer, messages, list(tools) or None, mask)
         except NotPrefixStable:
-            self.query.notes["rows_without_tokens"] = self.query.notes.get("rows_without_tokens", 0) + 1
-            return empty
+            return empty  # counted in the export's notes (rows_without_tokens)
         return {**token_columns(ids, token_mask), **identity_columns(self.identity)}
 
 
-def recovery_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
+# --- stored rows: one source per run of a recovery replay (arm E) ---------------------------------------------
+
+def recovery_runs(query: ExportQuery) -> QuerySet[ReplayRun]:
+    """The runs of the recovery replays of the cases an export holds, up to the data version."""
     bound = Bound.parse(query.data_version)
-    tokens = None
-    for page in graded_pages(query):
-        runs = _recovery_runs([g.case for g in page], bound.runs)
-        rows = []
-        for g in page:
-            made = len(rows)
-            for replay, run in runs.get(g.case.pk, []):
-                hint = str(replay.options.get("hint") or "")
-                messages, mask = recovery_messages(g.case, run, hint, replay.options.get("max_steps"))
-                if not any(mask):  # no decision after the failure made progress: nothing to train on
-                    continue
-                tokens = tokens or _Tokens(query)
-                training = [{key: value for key, value in message.items() if value is not None} for message in messages]
-                rows.append({
-                    # Keyed on the case, as every AED kind: all runs of a case fall in the same split.
-                    "id": row_key(g.case), "run_id": run.pk, "messages": messages_cell(messages), "loss_mask": mask,
-                    **tokens.columns(training, g.case.trace.tools, mask),
-                    "tools": tools_cell(g.case.trace.tools), "case_id": g.case.pk, "error_step": g.case.error_step,
-                    "category": g.case.category, "grade": g.grade, "replay_id": replay.pk, "run_pair": run.pair,
-                    "run_seed": run.seed, "passed": run.passed, "hint": bool(hint), **trace_columns(g.case),
-                    **retry_arm(g),
-                })
-            if len(rows) == made:
-                leave_out(query, "no recovery run in which a decision after the failure made progress"
-                          if runs.get(g.case.pk) else "no run of a recovery replay")
-        yield record_batch(rows, RECOVERY_SCHEMA)
+    return ReplayRun.objects.filter(arm="E", replay__mode=ReplayMode.RECOVERY, id__lte=bound.runs,
+                                    replay__proposal__case__in=selected_cases(query).values("pk"))
+
+
+def derive_recovery(project, run_ids: list[int]) -> Iterator[tuple[int, dict]]:
+    """A row per run whose continuation made progress (none for the others), but its GRADE_COLUMNS. The runs of
+    a case share its context, rendered once."""
+    runs = list(ReplayRun.objects.filter(pk__in=run_ids).order_by("pk")
+                .values("pk", "replay_id", "pair", "seed", "passed", "steps"))
+    replays = {replay.pk: replay for replay in Replay.objects.filter(pk__in={run["replay_id"] for run in runs})
+               .select_related("proposal").only("pk", "options", "proposal__case_id")}
+    cases = {case.pk: case for case in Case.objects.filter(
+        pk__in={replay.proposal.case_id for replay in replays.values()}).select_related("trace")}
+    tokens, prefixes = None, {}
+    for run in runs:
+        replay = replays[run["replay_id"]]
+        case = cases[replay.proposal.case_id]
+        hint, max_steps = str(replay.options.get("hint") or ""), replay.options.get("max_steps")
+        if (case.pk, max_steps) not in prefixes:
+            prefixes[case.pk, max_steps] = prefix_messages(case, max_steps=max_steps)
+        messages, mask = recovery_messages(case, run["steps"], hint, prefix=prefixes[case.pk, max_steps])
+        if not any(mask):  # no decision after the failure made progress: nothing to train on
+            continue
+        tokens = tokens or _Tokens(project)
+        training = [{key: value for key, value in message.items() if value is not None} for message in messages]
+        yield run["pk"], {
+            # Keyed on the case, as every AED kind: all runs of a case fall in the same split.
+            "id": row_key(case), "run_id": run["pk"], "messages": messages_cell(messages), "loss_mask": mask,
+            **tokens.columns(training, case.trace.tools, mask),
+            "tools": tools_cell(case.trace.tools), "case_id": case.pk, "error_step": case.error_step,
+            "category": case.category, "replay_id": replay.pk, "run_pair": run["pair"], "run_seed": run["seed"],
+            "passed": run["passed"], "hint": bool(hint), **trace_columns(case),
+        }
+
+
+def live_recovery_columns(query: ExportQuery, run) -> dict:
+    return live_grade_columns(query, Case.objects.filter(proposals__replays__runs=run))
+
+
+NO_RUN = "no run of a recovery replay"
+NO_PROGRESS = "no recovery run in which a decision after the failure made progress"
+
+
+def recovery_notes(query: ExportQuery) -> None:
+    """The manifest's notes: the cases left out, by grade and for want of a run or of progress, and the rows left
+    without token ids, counted in SQL once every selected run has its rows; the tokenizer, when a row has ids."""
+    kind = get_kind("aed.recovery")
+    _drop_rows_of_another_tokenizer(kind, query.project)
+    note_grades_left_out(query)
+    stored.build(kind, query)
+    bound = Bound.parse(query.data_version)
+    runs = ReplayRun.objects.filter(arm="E", replay__mode=ReplayMode.RECOVERY, id__lte=bound.runs,
+                                    replay__proposal__case=OuterRef("pk"))
+    cases = selected_cases(query)
+    with_runs = cases.filter(Exists(runs)).count()
+    rows = StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False)
+    with_rows = (recovery_runs(query).filter(pk__in=rows.values("source_id"))
+                 .values("replay__proposal__case").distinct().count())
+    for reason, count in ((NO_RUN, cases.count() - with_runs), (NO_PROGRESS, with_runs - with_rows)):
+        if count:
+            query.notes.setdefault("left_out", {})[reason] = count
+    selected = StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False,
+                                        source_id__in=recovery_runs(query).values("pk"))
+    if selected.exists() and note_identity(query.notes, backend_for(query.project, model="")) is not None:
+        if untokenized := selected.filter(row__input_ids=None).count():
+            query.notes["rows_without_tokens"] = untokenized
+
+
+def _drop_rows_of_another_tokenizer(kind, project) -> None:
+    """Rows whose token ids another tokenizer or chat template made are derived again (their source did not
+    change, so nothing else would)."""
+    tokenized = StoredRow.objects.filter(kind=kind.name, project=project, row__isnull=False).exclude(
+        row__tokenizer_sha256=None)
+    if not tokenized.exists():
+        return
+    identity = template_identity(backend_for(project, model=""))
+    if identity is not None:
+        tokenized = tokenized.exclude(row__tokenizer_sha256=identity["tokenizer_sha256"],
+                                      row__template_sha256=identity["chat_template_sha256"])
+    tokenized.delete()
 
 
 register(ExportKind(
@@ -188,4 +237,8 @@ register(ExportKind(
     description="One row per run of a recovery replay: the error and its real observation kept in the prompt, the "
                 "policy's continuation after it; loss only on the decisions that make progress (per message, and "
                 "per token as input_ids + completion_mask under the model's chat template).",
-    rows=recovery_rows, field_meanings=RECOVERY_MEANINGS, **COMMON))
+    # Derived once per run and revision (its case's updated_at); the grade and the retry arm read in SQL at export
+    # time. Runs are bounded by the data version.
+    stored=StoredRows(model=ReplayRun, sources=recovery_runs, derive=derive_recovery, live_columns=GRADE_COLUMNS,
+                      live=live_recovery_columns, revision="replay__proposal__case__updated_at", notes=recovery_notes),
+    field_meanings=RECOVERY_MEANINGS, **COMMON))

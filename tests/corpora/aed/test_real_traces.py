@@ -62,6 +62,8 @@ def real_cases(project, members, use_backend):
     return cases
 
 
+# The stored AED kinds are read on the Arrow path on PostgreSQL, a connection of its own: committed rows only.
+@pytest.mark.django_db(transaction=True)
 def test_the_curated_real_case_never_replayed_exports_with_its_grade_under_the_default_filters(
         real_cases, project, members, export_storage_in_tmp):
     export, rows = export_rows(project, members["curator"], export_storage_in_tmp, "aed.diagnosis_sft",
@@ -86,6 +88,8 @@ def test_the_curated_real_case_never_replayed_exports_with_its_grade_under_the_d
     assert "Parameter `old_str` is required" in user  # the error step's result
 
 
+# The stored AED kinds are read on the Arrow path on PostgreSQL, a connection of its own: committed rows only.
+@pytest.mark.django_db(transaction=True)
 def test_an_export_of_replayed_evidence_only_leaves_the_cases_out_and_says_why(
         real_cases, project, members, export_storage_in_tmp):
     export, rows = export_rows(project, members["curator"], export_storage_in_tmp, "aed.diagnosis_sft",

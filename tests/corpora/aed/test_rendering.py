@@ -37,6 +37,8 @@ def _recovery_replay(project, members, record, corrected: str, options: dict):
                                  publish=False)
 
 
+# The stored AED kinds are read on the Arrow path on PostgreSQL, a connection of its own: committed rows only.
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("record", "continuation", "options", "task"), [
     (make_kv_trace(KV_TASK["initial"], KV_TASK["goal"], KV_ACTIONS, trace_id="t3-kv-2"),
      ["set a 1", "set z 7", "submit"], {"max_steps": 7},
