@@ -61,6 +61,8 @@ def test_copies_keep_their_keys_and_export_the_rows_of_the_live_derivation(user,
     assert kinds_data.compare(kind, rows, changed) == [f"row id {live[0]['id']} differs from the live derivation"]
 
 
+# Committed rows: platform.jobs is read through ADBC on PostgreSQL, on a connection of its own.
+@pytest.mark.django_db(transaction=True)
 def test_the_job_history_grows_by_copies(user, export_storage_in_tmp):
     workflow = kinds_data.WORKFLOWS["jobs"]
     seed = kinds_data.ensure_seed(workflow, user)
