@@ -323,5 +323,5 @@ def finish(*, session: Session, version: int, actor, accept: bool, comment: str 
                              actor=actor, payload={"comment": comment} if comment else {})
         end_claim(claim=session.claim, state=ClaimState.DONE)  # refused: the whole verdict is undone
         # A finished session never changes again: its export rows are derived once, by a worker after commit.
-        stored.build_soon(session.item.project)
+        stored.build_soon(session.item.project_id)
     return session

@@ -195,7 +195,7 @@ def import_panda_json(*, project: Project, data, annotator, file: str = "upload.
         with transaction.atomic():
             _write(project, tree, built, annotator, file, report, live=live)
             if not live:  # a finished session: its export rows are derived once, by a worker after commit
-                stored.build_soon(project)
+                stored.build_soon(project.pk)
     except IntegrityError:
         # The same file imported at the same moment by someone else: the unique source hash caught it.
         if not Item.objects.filter(project=project, source_sha256=report.sha256).exists():

@@ -89,7 +89,7 @@ def check_evidence(*, case: Case, model_name: str = "") -> dict:
             # updated_at too: the revision of the case's stored export rows, which carry the model's check
             Case.objects.filter(pk=case.pk).update(model_evidence_check=verdict, model_evidence_rationale=rationale,
                                                    model_evidence_model_id=backend.model_id, updated_at=timezone.now())
-            stored_rows.build_soon(case.trace.project)
+            stored_rows.build_soon(case.trace.project_id)
             CaseEvent.objects.create(case=case, kind="model_check", origin="model",
                                      payload={"verdict": verdict, "rationale": rationale, "model_id": backend.model_id,
                                               "prompt_version": EVIDENCE_PROMPT_VERSION})

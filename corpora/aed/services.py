@@ -135,7 +135,7 @@ def update_case(*, case: Case, version: int, actor, changes: dict, origin: str =
         CaseEvent.objects.create(case=case, kind="edit", origin=origin, actor=actor if origin == "human" else None,
                                  payload=diff)
         if case.status == CaseStatus.SUBMITTED:  # its export rows are derived again soon (an evidence check, ...)
-            stored_rows.build_soon(trace.project)
+            stored_rows.build_soon(trace.project_id)
     return case
 
 
@@ -152,7 +152,7 @@ def submit_case(*, case: Case, version: int, actor) -> Case:
         case.version += 1
         case.save(update_fields=["status", "version", "updated_at"])
         CaseEvent.objects.create(case=case, kind="submit", actor=actor)
-        stored_rows.build_soon(case.trace.project)  # the case settled: its export rows are derived soon
+        stored_rows.build_soon(case.trace.project_id)  # the case settled: its export rows are derived soon
     return case
 
 
@@ -332,7 +332,7 @@ def run_replay(*, replay: Replay, progress) -> dict:
         progress.report(len(done), message=Status(gettext_noop("%(done)s of %(total)s runs"), done=len(done),
                                                    total=replay.pairs * len(arms)))
     replay = refresh_table(replay, alpha=alpha)
-    stored_rows.build_soon(trace.project)  # the replay finished: a recovery replay's runs give export rows
+    stored_rows.build_soon(trace.project_id)  # the replay finished: a recovery replay's runs give export rows
     return {"replay": replay.pk, "table": [replay.n11, replay.n10, replay.n01, replay.n00], **replay.stats}
 
 

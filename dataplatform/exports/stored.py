@@ -154,12 +154,12 @@ def build_project(project: Project) -> dict[str, int]:
     return derived
 
 
-def build_soon(project: Project) -> None:
-    """Have a worker derive `project`'s new rows once the current transaction commits: call it where a source
+def build_soon(project_id: int) -> None:
+    """Have a worker derive the project's new rows once the current transaction commits: call it where a source
     settles (a session accepted, a case submitted, a label reviewed). Settles within EXPORTS_BUILD_DEBOUNCE_SECONDS
     share one build; if the broker cannot be reached, the next sweep or export derives them instead."""
     if settings.EXPORTS_BUILD_AHEAD:
-        transaction.on_commit(lambda: _send_build(project.pk), robust=True)
+        transaction.on_commit(lambda: _send_build(project_id), robust=True)
 
 
 def _send_build(project_id: int) -> None:

@@ -27,19 +27,19 @@ def sent(settings, monkeypatch):
 def test_settles_in_one_burst_send_one_build_after_commit(project, sent, settings):
     with transaction.atomic():
         for _ in range(3):
-            stored.build_soon(project)
+            stored.build_soon(project.pk)
         assert sent == []  # nothing before the commit: the worker would not see the settled rows
     assert sent == [{"args": [project.pk], "countdown": settings.EXPORTS_BUILD_DEBOUNCE_SECONDS}]
-    stored.build_soon(project)
+    stored.build_soon(project.pk)
     assert len(sent) == 1  # within the debounce: the build already sent covers it
     tasks.build_stored_rows(project.pk)  # the build starts: a settle from now on asks for its own
-    stored.build_soon(project)
+    stored.build_soon(project.pk)
     assert len(sent) == 2
 
 
 def test_no_build_is_sent_when_the_transaction_rolls_back(project, sent):
     with pytest.raises(RuntimeError), transaction.atomic():
-        stored.build_soon(project)
+        stored.build_soon(project.pk)
         raise RuntimeError("the settle failed")
     assert sent == []
 
@@ -56,14 +56,14 @@ def test_a_broker_that_cannot_be_reached_does_not_fail_the_settle(project, setti
     monkeypatch.setattr(tasks.build_stored_rows, "apply_async", unreachable)
     with transaction.atomic():
         job = Job.objects.create(project=project, kind="k", params={})
-        stored.build_soon(project)
+        stored.build_soon(project.pk)
     assert Job.objects.filter(pk=job.pk).exists()  # committed; the sweep or the next export derives the rows
 
 
 def test_build_ahead_off_sends_nothing(project, sent, settings):
     settings.EXPORTS_BUILD_AHEAD = False
     with transaction.atomic():
-        stored.build_soon(project)
+        stored.build_soon(project.pk)
     assert sent == []
 
 
