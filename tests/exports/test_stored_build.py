@@ -85,3 +85,14 @@ def test_the_sweep_builds_every_project_and_drops_rows_of_kinds_gone(project, ot
     assert result["dropped"] == 1
     assert result["derived"] == 2
     assert StoredRow.objects.filter(kind=STORED_JOBS.name).values("project").distinct().count() == 2
+
+
+def test_a_build_while_the_model_backend_is_down_waits_for_the_next_sweep_or_export(project, monkeypatch, caplog):
+    from dataplatform.inference import BackendUnavailable
+
+    def down(project):
+        raise BackendUnavailable("vLLM GET /v1/models: ConnectError")
+
+    monkeypatch.setattr(stored, "build_project", down)
+    assert tasks.build_stored_rows(project.pk) == {}
+    assert "not built now: vLLM GET /v1/models: ConnectError" in caplog.text
