@@ -51,7 +51,8 @@ sys.path.insert(0, str(ROOT))
 import benchlib  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
 SERVER_URL = "postgres://postgres@127.0.0.1:5432"
-BENCH_DB = "dataplatform_kinds_bench"
+# KINDS_BENCH_DB names another database, so two checkouts can bench side by side.
+BENCH_DB = os.environ.get("KINDS_BENCH_DB", "dataplatform_kinds_bench")
 # Set (not setdefault) before django.setup(): the bench never writes into another database or DATA_DIR; the child
 # processes inherit it. No broker (REDIS_URL unset: kombu's filesystem transport under DATA_DIR, which no worker
 # consumes): every job runs here or in a child, by execute_job. Local storage: the figures are the kinds'.
