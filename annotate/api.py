@@ -111,7 +111,10 @@ class MyItemsApi(APIView):
     @extend_schema(responses=ClaimSerializer(many=True))
     def get(self, request, slug: str):
         project, _role = project_for(request.user, slug, CAN_ANNOTATE, token=request_token(request))
-        return Response(ClaimSerializer(selectors.my_claims(request.user, project)[:200], many=True).data)
+        claims = list(selectors.my_claims(request.user, project)[:200])
+        for claim in claims:  # all the requester's own: no query per row for the annotator's name
+            claim.annotator = request.user
+        return Response(ClaimSerializer(claims, many=True).data)
 
 
 class QueueApi(APIView):

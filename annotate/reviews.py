@@ -83,3 +83,15 @@ def first_error_position(session: Session) -> int | None:
     tree = tree_of(Node.objects.filter(session_id=session.pk).values_list(*TREE_FIELDS))
     forks = lineage_forks(tree, row["current_node_id"])
     return forks[0] if forks else None
+
+
+def first_error_positions(sessions: Iterable[Session]) -> dict[int, int | None]:
+    """`first_error_position` of a page of accepted sessions, by session id, read in one query: the review page
+    shows one per row, and a query per row made the page cost grow with its length."""
+    accepted = {session.pk: session.current_node_id for session in sessions
+                if session.status == SessionStatus.ACCEPTED}
+    trees: dict[int, dict] = {session_id: {} for session_id in accepted}
+    for session_id, *node in Node.objects.filter(session_id__in=accepted).values_list("session_id", *TREE_FIELDS):
+        trees[session_id][node[0]] = tuple(node[1:])
+    return {session_id: (forks[0] if (forks := lineage_forks(trees[session_id], node_id)) else None)
+            for session_id, node_id in accepted.items()}

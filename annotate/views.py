@@ -224,8 +224,9 @@ def review_page(request, slug: str):
     if before := parse_id(request.GET.get("before")):
         sessions = sessions.filter(pk__lt=before)
     page = list(sessions[: REVIEW_PAGE_SIZE + 1])
+    first_errors = reviews.first_error_positions(page[:REVIEW_PAGE_SIZE])
     rows = [{"session": s, "review": (list(s.reviews.all()) or [None])[-1],
-             "first_error": reviews.first_error_position(s)} for s in page[:REVIEW_PAGE_SIZE]]
+             "first_error": first_errors.get(s.pk)} for s in page[:REVIEW_PAGE_SIZE]]
     return render(request, "annotate/review.html", {
         "project": project, "rows": rows, "pending": bool(request.GET.get("pending")),
         "older_than": page[REVIEW_PAGE_SIZE - 1].pk if len(page) > REVIEW_PAGE_SIZE else None,

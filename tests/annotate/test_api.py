@@ -4,11 +4,12 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from annotate import corrections, services, streaming
-from annotate.models import Claim, EventKind, Item, Node, Session
+from annotate.models import Claim, ClaimState, EventKind, Item, Node, Session
 from tests.conftest import api_client_for
 from tests.factories import MembershipFactory, UserFactory
 
@@ -298,3 +299,25 @@ def test_a_project_whose_model_is_gone_answers_503_not_500(members, annotator_se
     accepted = annotator.post(f"/api/v1/sessions/{annotator_session.pk}/accept/",
                               {"version": annotator_session.version}, format="json")
     assert accepted.status_code == 503
+
+
+def test_my_items_costs_the_same_queries_for_one_claim_or_many(members, project, make_items,
+                                                              django_assert_max_num_queries):
+    """Each claim names its annotator: the requester, read once, not a query per claim."""
+    make_items(5)
+    annotator = members["annotator"]
+    client = api_client_for(annotator)
+    url = f"/api/v1/projects/{project.slug}/annotate/my-items/"
+
+    def claim_and_skip():
+        claim = services.claim_next(project=project, annotator=annotator)
+        services.end_claim(claim=claim, state=ClaimState.SKIPPED)
+
+    claim_and_skip()
+    with CaptureQueriesContext(connection) as one_claim:
+        assert len(client.get(url).json()) == 1
+    for _ in range(4):
+        claim_and_skip()
+    with django_assert_max_num_queries(len(one_claim.captured_queries)):
+        claims = client.get(url).json()
+    assert len(claims) == 5 and {claim["annotator"] for claim in claims} == {annotator.username}

@@ -3,7 +3,7 @@ from django.core.exceptions import PermissionDenied
 
 from annotate import corrections, services
 from annotate.models import Node, NodeStatus, Review, ReviewDecision, SessionStatus
-from annotate.reviews import first_error_position, lineage_forks, review_session
+from annotate.reviews import first_error_position, first_error_positions, lineage_forks, review_session
 from annotate.serializers import ReviewSerializer
 from annotate.services import AnnotationError
 
@@ -96,16 +96,24 @@ def test_reviews_are_append_only_and_the_latest_is_current(session, members):
 
 # --- first_error_position --------------------------------------------------------------------------
 
+def error_position(session) -> int | None:
+    """The session's first error position, as the review page's one-query batch reads it too: both must agree."""
+    session.refresh_from_db()
+    position = first_error_position(session)
+    assert first_error_positions([session]) == {session.pk: position}
+    return position
+
+
 def test_a_direct_accept_has_no_error_position(session, members):
     accept(session, members["annotator"])
-    assert first_error_position(session) is None
+    assert error_position(session) is None
 
 
 def test_a_stop_is_an_error_at_its_position(session, members):
     corrections.correct(session=session, version=0, node_id=session.current_node.pk, position=4, stop=True,
                      actor=members["annotator"])
     accept(session, members["annotator"])
-    assert first_error_position(session) == 4
+    assert error_position(session) == 4
 
 
 def test_the_first_of_several_corrections_counts(session, members):
@@ -114,7 +122,7 @@ def test_the_first_of_several_corrections_counts(session, members):
     corrections.correct(session=session, version=1, node_id=child.pk, position=4, stop=True,
                      actor=members["annotator"])
     accept(session, members["annotator"])
-    assert first_error_position(session) == 2
+    assert error_position(session) == 2
 
 
 def test_an_undone_correction_does_not_count(session, members):
@@ -127,7 +135,7 @@ def test_an_undone_correction_does_not_count(session, members):
                      actor=annotator)
     accept(session, annotator)
     assert Node.objects.filter(session=session).count() == 3
-    assert first_error_position(session) == 3
+    assert error_position(session) == 3
 
 
 def test_undoing_every_correction_is_a_direct_accept(session, members):
@@ -136,12 +144,13 @@ def test_undoing_every_correction_is_a_direct_accept(session, members):
                      actor=annotator)
     services.undo(session=session, version=1, actor=annotator)
     accept(session, annotator)
-    assert first_error_position(session) is None
+    assert error_position(session) is None
 
 
 def test_an_open_session_has_no_first_error_position_yet(session):
     with pytest.raises(AnnotationError, match="Only an accepted session"):
         first_error_position(session)
+    assert first_error_positions([session]) == {}  # the batch leaves out what is not accepted
 
 
 def test_lineage_forks_walks_root_first_and_survives_bad_data():

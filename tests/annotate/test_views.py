@@ -2,6 +2,8 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotate import services
@@ -315,3 +317,24 @@ def test_a_curator_posting_tool_servers_or_auto_approve_gets_403(client, members
     config = services.config_for(project)
     config.refresh_from_db()
     assert config.tool_servers == [] and config.auto_approve_tools is False
+
+
+def test_review_page_costs_the_same_queries_for_one_row_or_many(client, members, project, make_items,
+                                                                django_assert_max_num_queries):
+    """The page shows each row's first error position: read for the whole page at once, not a query a row."""
+    make_items(6)
+    annotator = members["annotator"]
+
+    def accept_next():
+        session = services.open_session(claim=services.claim_next(project=project, annotator=annotator))
+        services.finish(session=session, version=0, actor=annotator, accept=True)
+
+    client.force_login(members["curator"])
+    url = reverse("annotate-review", args=["alpha"])
+    accept_next()
+    with CaptureQueriesContext(connection) as one_row:
+        assert client.get(url).status_code == 200
+    for _ in range(5):
+        accept_next()
+    with django_assert_max_num_queries(len(one_row.captured_queries)):
+        assert client.get(url).content.decode().count("accepted as generated") == 6
