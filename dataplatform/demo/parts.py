@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from django.apps import apps
 from django.db import transaction
+from django.db.models import Max
 from django.utils.module_loading import autodiscover_modules
 
 from dataplatform.accounts.models import Project
@@ -82,10 +83,9 @@ def seed_job_of(project: Project) -> Job | None:
 def seed_jobs_filling(projects) -> dict[int, Job]:
     """project id -> its latest demo.seed job while that has not succeeded: the home page shows its progress,
     so a newcomer sees the sample data arrive."""
-    latest = {}
-    for job in Job.objects.filter(project__in=projects, kind=SEED_KIND).order_by("id"):
-        latest[job.project_id] = job
-    return {project_id: job for project_id, job in latest.items() if job.state != JobState.SUCCEEDED}
+    latest_ids = (Job.objects.filter(project__in=projects, kind=SEED_KIND).order_by()
+                  .values("project_id").annotate(latest=Max("id")).values("latest"))
+    return {job.project_id: job for job in Job.objects.filter(pk__in=latest_ids).exclude(state=JobState.SUCCEEDED)}
 
 
 def prepare_demo(*, project: Project, user, started_at: float, since: str = "bootstrap_demo") -> Prepared:

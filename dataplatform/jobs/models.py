@@ -54,6 +54,9 @@ class Job(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["project", "-created_at", "-id"], name="job_project_recent"),
                    models.Index(fields=["state", "heartbeat_at"], name="job_state_heartbeat"),
+                   # A project's latest job of a kind (the home page's demo.seed progress) without reading
+                   # the project's whole history.
+                   models.Index(fields=["project", "kind", "-id"], name="job_project_kind_latest"),
                    # Every enqueue counts the project's queued jobs (the cap in services.enqueue_job):
                    # this index holds only those rows, so the count stays small however long the history.
                    models.Index(fields=["project"], condition=models.Q(state=JobState.QUEUED),
