@@ -46,6 +46,7 @@ from django.utils.log import log_response
 from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
 from django.views import defaults
+from psycopg.errors import QueryCanceled
 
 
 class PlatformError(Exception):
@@ -101,6 +102,9 @@ class Transient(Unavailable):
 
 logger = logging.getLogger(__name__)
 
+REQUEST_TOO_SLOW = gettext_lazy("This request took longer than the %(seconds)s seconds a page may take, so it "
+                                "was stopped and nothing from it was saved. Narrow the filter or the search, or "
+                                "try again later.")
 DATABASE_UNAVAILABLE = gettext_lazy("The database is unavailable for a moment, so nothing from this request was "
                                     "saved. Everything saved before is safe; try again in a few seconds.")
 
@@ -278,9 +282,17 @@ def database_unavailable(exc) -> bool:
     return True
 
 
+def statement_timed_out(exc) -> bool:
+    """Whether `exc` is PostgreSQL stopping a statement at the web's statement timeout (settings/database.py)."""
+    return isinstance(exc, OperationalError) and isinstance(exc.__cause__, QueryCanceled)
+
+
 def as_platform_error(exc) -> PlatformError | None:
     """`exc` in the vocabulary above, if it is one (a database that went away is an Unavailable too; a query
     the database refuses is a bug, left to Django as a 500 logged with its traceback)."""
+    if statement_timed_out(exc):
+        logger.warning("Statement stopped at the web's statement timeout: %s", exc)
+        return Unavailable(str(REQUEST_TOO_SLOW) % {"seconds": f"{settings.WEB_STATEMENT_TIMEOUT_SECONDS:g}"})
     if database_unavailable(exc):
         logger.warning("Database unavailable: %s", exc)
         return Unavailable(str(DATABASE_UNAVAILABLE))

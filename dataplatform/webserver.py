@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> None:
     # The settings only, not django.setup(): with several workers this process only supervises them,
     # and each worker loads the apps when it imports the application.
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dataplatform.settings")
+    # Before the settings load, here and in every server process spawned from this one: the web process's
+    # database connections get the web's statement timeout (settings/database.py).
+    os.environ["DATAPLATFORM_PROCESS"] = "web"
     trusted_proxies = settings.TRUSTED_PROXIES
     options = dict(
         host=args.host, port=args.port, workers=args.workers, lifespan=args.lifespan,

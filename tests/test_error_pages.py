@@ -27,7 +27,7 @@ from django.utils import translation
 from rest_framework.views import APIView
 
 from dataplatform import urls as site_urls
-from dataplatform.errors import DATABASE_UNAVAILABLE, database_unavailable, server_error
+from dataplatform.errors import DATABASE_UNAVAILABLE, REQUEST_TOO_SLOW, database_unavailable, server_error
 
 from .factories import UserFactory
 from .net import closed_port
@@ -65,6 +65,25 @@ def broken_page(request):
     run_a_broken_query()
 
 
+def run_a_slow_query():
+    """What PostgreSQL raises at the web process's statement timeout (settings/database.py), set here on this
+    statement's transaction only: the test database has no timeout."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL statement_timeout = '20ms'")
+        cursor.execute("SELECT pg_sleep(2)")
+
+
+def slow_page(request):
+    run_a_slow_query()
+
+
+class SlowApi(APIView):
+    authentication_classes = permission_classes = ()
+
+    def get(self, request):
+        run_a_slow_query()
+
+
 class BrokenApi(APIView):
     authentication_classes = permission_classes = ()
 
@@ -89,6 +108,8 @@ urlpatterns = [
     path("api/v1/broken/", BrokenApi.as_view()),
     path("down/", down_page),
     path("api/v1/down/", DownApi.as_view()),
+    path("slow/", slow_page),
+    path("api/v1/slow/", SlowApi.as_view()),
     *site_urls.urlpatterns,
 ]
 handler500 = site_urls.handler500
@@ -218,3 +239,16 @@ def test_a_database_that_is_down_when_a_middleware_asks_it_is_a_503_too():
         assert database_unavailable(exc)
         response = server_error(request)
     assert response.status_code == 503 and response["Retry-After"] and str(DATABASE_UNAVAILABLE) in response.text
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite has no statement timeout")
+@pytest.mark.parametrize("url, headers", [("/slow/", {}), ("/slow/", {"HX-Request": "true"}), ("/api/v1/slow/", {})],
+                         ids=["page", "htmx", "api"])
+def test_a_statement_stopped_at_the_web_timeout_is_a_503_that_says_so(url, headers, settings, caplog):
+    """A pathological filter answers a clear 503 instead of holding a server thread and a connection."""
+    settings.WEB_STATEMENT_TIMEOUT_SECONDS = 5
+    response = client().get(url, headers=headers)
+    said = str(REQUEST_TOO_SLOW) % {"seconds": "5"}
+    assert response.status_code == 503 and int(response["Retry-After"]) > 0
+    assert (response.json() == {"detail": said}) if url.startswith("/api/") else said in response.text
+    assert not any(record.exc_info for record in error_records(caplog))  # a ceiling reached, not a bug
