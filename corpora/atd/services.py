@@ -262,9 +262,10 @@ def start_teacher(*, selection: Selection, model_name: str = "", base_url: str =
     if not base_url:  # a teacher on another server serves models of its own
         _check_served(model_name)
     with transaction.atomic():
-        run = TeacherRun.objects.create(selection=selection, model_name=model_name, base_url=base_url,
-                                        debias=debias and mode == TeacherMode.LOGPROBS, mode=mode, budget=budget,
-                                        created_by=user)
+        run = TeacherRun(selection=selection, model_name=model_name, base_url=base_url,
+                         debias=debias and mode == TeacherMode.LOGPROBS, mode=mode, budget=budget, created_by=user)
+        run.recipe_json = teacher_recipe_json(run)  # its model_id too, once the job knows it (ask_teacher)
+        run.save()
         job = job_services.enqueue_job(project=selection.project, kind="atd.teacher", params={"run": run.pk},
                                        user=user, publish=publish)
         TeacherRun.objects.filter(pk=run.pk).update(job=job)
