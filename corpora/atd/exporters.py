@@ -154,9 +154,11 @@ def dpo_values(query: ExportQuery):
     selection in the manifest's notes, in the order of their first row."""
     answers = _dpo_answers(query)
     recipes = query.notes.setdefault("recipes", {})
-    for selection in (Selection.objects.filter(project=query.project, teacher_runs__answers__in=answers)
-                      .annotate(first=Min("teacher_runs__answers__id")).order_by("first")):
-        recipes.setdefault(_selection_name(selection), selection.recipe)
+    # Plain values, a chunk at a time (no model objects): a project can hold many selections.
+    for name, version, recipe in (Selection.objects.filter(project=query.project, teacher_runs__answers__in=answers)
+                                  .annotate(first=Min("teacher_runs__answers__id")).order_by("first")
+                                  .values_list("name", "version", "recipe").iterator(chunk_size=2000)):
+        recipes.setdefault(f"{name} v{version}", recipe)
     # The score of the answer's prompt in its selection's scoring run (one per run and prompt, or none).
     answers = answers.annotate(score=FilteredRelation(
         "run__selection__run__scores", condition=Q(run__selection__run__scores__prompt_id=F("prompt_id"))))
@@ -175,9 +177,6 @@ def dpo_values(query: ExportQuery):
         bias_threshold=F("run__selection__bias_threshold"), teacher_mode=F("run__mode"),
         recipe_json=F("run__recipe_json"))
 
-
-def _selection_name(selection) -> str:
-    return f"{selection.name} v{selection.version}"
 
 
 def scored_version(project) -> str:
