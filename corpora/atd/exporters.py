@@ -13,7 +13,6 @@ Both read in keyset pages and are bounded by the highest row id at the start (th
 prompt (`prompt_id`): all rows of one prompt are in the same split.
 """
 
-
 import pyarrow as pa
 from django.db.models import Case, CharField, Exists, F, FilteredRelation, Max, Min, OuterRef, Q, Value, When
 from django.db.models.functions import Cast, Concat, JSONArray, JSONObject
@@ -135,17 +134,15 @@ def _dpo_answers(query: ExportQuery):
     if query.filters.get("selection"):
         answers = answers.filter(run__selection_id=query.filters["selection"])
     if query.filters.get("teacher_run"):
-        # A run answers a prompt once (one_answer_per_teacher_prompt): each of its answers is the first it keeps.
         answers = answers.filter(run_id=query.filters["teacher_run"])
-    elif query.filters.get("all_answers"):
-        pass
-    elif query.filters.get("selection"):
+    if query.filters.get("all_answers") or query.filters.get("teacher_run"):
+        # (A run answers a prompt once, one_answer_per_teacher_prompt: each of its answers is the first it keeps.)
+        return answers
+    if query.filters.get("selection"):
         # One pair per prompt: its first answer in the selection (an earlier one of another teacher run would win).
-        answers = answers.exclude(Exists(answers.filter(prompt_id=OuterRef("prompt_id"), id__lt=OuterRef("id"))))
-    else:
-        # One pair per prompt: its first ok answer, flagged when it was recorded (services.record_answers).
-        answers = answers.filter(first_of_prompt=True)
-    return answers
+        return answers.exclude(Exists(answers.filter(prompt_id=OuterRef("prompt_id"), id__lt=OuterRef("id"))))
+    # One pair per prompt: its first ok answer, flagged when it was recorded (services.record_answers).
+    return answers.filter(first_of_prompt=True)
 
 
 def dpo_values(query: ExportQuery):
@@ -176,7 +173,6 @@ def dpo_values(query: ExportQuery):
         q_ba=F("score__q_ba"), position_bias=F("score__position_bias"),
         bias_threshold=F("run__selection__bias_threshold"), teacher_mode=F("run__mode"),
         recipe_json=F("run__recipe_json"))
-
 
 
 def scored_version(project) -> str:
