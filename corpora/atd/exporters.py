@@ -13,10 +13,8 @@ Both read in keyset pages and are bounded by the highest row id at the start (th
 prompt (`prompt_id`): all rows of one prompt are in the same split.
 """
 
-import json
-
 import pyarrow as pa
-from django.db.models import Case, CharField, Exists, F, Max, Min, OuterRef, Subquery, Value, When
+from django.db.models import Case, CharField, Exists, F, FilteredRelation, Max, Min, OuterRef, Q, Value, When
 from django.db.models.functions import Cast, Concat, JSONArray, JSONObject
 from django.utils.translation import gettext_lazy
 from rest_framework import serializers
@@ -25,7 +23,7 @@ from dataplatform.apiutils import MAX_ID
 from dataplatform.dbfunctions import ChatTurns
 from dataplatform.exports.registry import ExportFilters, ExportKind, ExportQuery, register
 
-from .models import Score, TeacherAnswer, TeacherRun
+from .models import Score, Selection, TeacherAnswer
 from .selectors import tie_distance
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -137,43 +135,44 @@ def _dpo_answers(query: ExportQuery):
         answers = answers.filter(run__selection_id=query.filters["selection"])
     if query.filters.get("teacher_run"):
         answers = answers.filter(run_id=query.filters["teacher_run"])
-    if not query.filters.get("all_answers"):
-        # One pair per prompt: its first answer that the filters keep (an earlier one would win over it).
-        answers = answers.exclude(Exists(answers.filter(prompt_id=OuterRef("prompt_id"), id__lt=OuterRef("id"))))
-    return answers
+    if query.filters.get("all_answers") or query.filters.get("teacher_run"):
+        # (A run answers a prompt once, one_answer_per_teacher_prompt: each of its answers is the first it keeps.)
+        return answers
+    if query.filters.get("selection"):
+        # One pair per prompt: its first answer in the selection (an earlier one of another teacher run would win).
+        return answers.exclude(Exists(answers.filter(prompt_id=OuterRef("prompt_id"), id__lt=OuterRef("id"))))
+    # One pair per prompt: its first ok answer, flagged when it was recorded (services.record_answers).
+    return answers.filter(first_of_prompt=True)
 
 
 def dpo_values(query: ExportQuery):
-    """The pairs in SQL. The recipes (a handful of teacher runs) are written as JSON here, in Python, once each,
-    as the rows and the manifest's notes give them."""
+    """The pairs in SQL: each answer's row joins its prompt, run, selection, scoring run and score by their keys
+    (no correlated subquery, nothing whose cost grows with the number of runs). The recipes are also given once per
+    selection in the manifest's notes, in the order of their first row."""
     answers = _dpo_answers(query)
     recipes = query.notes.setdefault("recipes", {})
-    runs = {}
-    for run in (TeacherRun.objects.filter(selection__project=query.project, answers__in=answers)
-                .select_related("selection").annotate(first=Min("answers__id")).order_by("first")):
-        recipes.setdefault(_selection_name(run.selection), run.selection.recipe)
-        runs[run.pk] = json.dumps({**run.selection.recipe, "teacher_mode": run.mode, "teacher_model": run.model_id},
-                                  sort_keys=True)
-    score = Score.objects.filter(run=OuterRef("run__selection__run"), prompt=OuterRef("prompt"))
+    # Plain values, a chunk at a time (no model objects): a project can hold many selections.
+    for name, version, recipe in (Selection.objects.filter(project=query.project, teacher_runs__answers__in=answers)
+                                  .annotate(first=Min("teacher_runs__answers__id")).order_by("first")
+                                  .values_list("name", "version", "recipe").iterator(chunk_size=2000)):
+        recipes.setdefault(f"{name} v{version}", recipe)
+    # The score of the answer's prompt in its selection's scoring run (one per run and prompt, or none).
+    answers = answers.annotate(score=FilteredRelation(
+        "run__selection__run__scores", condition=Q(run__selection__run__scores__prompt_id=F("prompt_id"))))
     return answers.values(
         "id", row_id=_text_id("answer"), prompt_messages=ChatTurns("prompt__messages"),
         chosen=_assistant(Case(When(bit="A", then="prompt__candidate_a"), default="prompt__candidate_b")),
         rejected=_assistant(Case(When(bit="A", then="prompt__candidate_b"), default="prompt__candidate_a")),
-        prompt_external_id=F("prompt__external_id"), teacher_bit=F("bit"), q=Subquery(score.values("q")),
+        prompt_external_id=F("prompt__external_id"), teacher_bit=F("bit"), q=F("score__q"),
         epsilon=F("run__selection__epsilon"), scoring_method=F("run__selection__run__method"),
         debiased=F("run__selection__run__debias"), template_version=F("run__selection__run__template_version"),
         ancestor_model=F("run__selection__run__model_id"), teacher_model=F("run__model_id"),
         selection=Concat("run__selection__name", Value(" v"), Cast("run__selection__version", CharField()),
                          output_field=CharField()),
-        teacher_logprob_a=F("logprob_a"), teacher_logprob_b=F("logprob_b"), q_ab=Subquery(score.values("q_ab")),
-        q_ba=Subquery(score.values("q_ba")), position_bias=Subquery(score.values("position_bias")),
+        teacher_logprob_a=F("logprob_a"), teacher_logprob_b=F("logprob_b"), q_ab=F("score__q_ab"),
+        q_ba=F("score__q_ba"), position_bias=F("score__position_bias"),
         bias_threshold=F("run__selection__bias_threshold"), teacher_mode=F("run__mode"),
-        recipe_json=Case(*[When(run_id=run_id, then=Value(text)) for run_id, text in runs.items()],
-                         default=Value("{}"), output_field=CharField()))
-
-
-def _selection_name(selection) -> str:
-    return f"{selection.name} v{selection.version}"
+        recipe_json=F("run__recipe_json"))
 
 
 def scored_version(project) -> str:

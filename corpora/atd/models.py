@@ -127,6 +127,10 @@ class TeacherRun(models.Model):
     debias = models.BooleanField(default=True)
     budget = models.PositiveIntegerField(null=True, blank=True)  # stop after this many queries; resume later
     model_id = models.CharField(max_length=200, blank=True)
+    # The selection's recipe with this run's mode and model, as atd.dpo writes it (json.dumps, keys sorted), made
+    # when the job names its model (services.teacher_recipe_json): the export reads it as a column, where a
+    # CASE over every run made each row's cost grow with the number of runs.
+    recipe_json = models.TextField(default="{}")
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -144,6 +148,10 @@ class TeacherAnswer(models.Model):
     logprob_b = models.FloatField(null=True, blank=True)
     swapped = models.JSONField(default=dict, blank=True)  # the B-first order's logprobs, when debiased
     raw = models.TextField(blank=True)
+    # The prompt's first ok answer (the lowest id among its ok answers in every run): atd.dpo's pair for the prompt.
+    # Set by services.ask_teacher in the transaction that records the answer, under a lock on the prompt, so that
+    # a later answer always has a higher id and never changes it; the export reads it instead of an anti-join.
+    first_of_prompt = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

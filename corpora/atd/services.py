@@ -262,9 +262,10 @@ def start_teacher(*, selection: Selection, model_name: str = "", base_url: str =
     if not base_url:  # a teacher on another server serves models of its own
         _check_served(model_name)
     with transaction.atomic():
-        run = TeacherRun.objects.create(selection=selection, model_name=model_name, base_url=base_url,
-                                        debias=debias and mode == TeacherMode.LOGPROBS, mode=mode, budget=budget,
-                                        created_by=user)
+        run = TeacherRun(selection=selection, model_name=model_name, base_url=base_url,
+                         debias=debias and mode == TeacherMode.LOGPROBS, mode=mode, budget=budget, created_by=user)
+        run.recipe_json = teacher_recipe_json(run)  # its model_id too, once the job knows it (ask_teacher)
+        run.save()
         job = job_services.enqueue_job(project=selection.project, kind="atd.teacher", params={"run": run.pk},
                                        user=user, publish=publish)
         TeacherRun.objects.filter(pk=run.pk).update(job=job)
@@ -301,7 +302,8 @@ def ask_teacher(*, run: TeacherRun, progress, batch_size: int = 32) -> dict:
     Ties and invalid answers are recorded, not guessed. Stops after the run's budget of queries in this job;
     a later job resumes with the prompts still unanswered."""
     backend = teacher_backend(run)
-    TeacherRun.objects.filter(pk=run.pk).update(model_id=backend.model_id)
+    run.model_id = backend.model_id
+    TeacherRun.objects.filter(pk=run.pk).update(model_id=run.model_id, recipe_json=teacher_recipe_json(run))
     answered = TeacherAnswer.objects.filter(run=run, prompt=OuterRef("prompt_id"))
     pending = (SelectionItem.objects.filter(selection=run.selection).exclude(Exists(answered))
                .select_related("prompt").order_by("id"))
@@ -316,12 +318,37 @@ def ask_teacher(*, run: TeacherRun, progress, batch_size: int = 32) -> dict:
             break
         last = batch[-1].pk
         prompts = [item.prompt for item in batch]
-        TeacherAnswer.objects.bulk_create([TeacherAnswer(run=run, prompt=prompt, **answer) for prompt, answer
-                                           in zip(prompts, ask(backend, run, prompts), strict=True)],
-                                          ignore_conflicts=True)
+        record_answers(run, prompts, ask(backend, run, prompts))  # the model first, outside the transaction
         done += len(batch)
         progress.report(done, message=Status(gettext_noop("%(done)s of %(total)s teacher queries"), done=done, total=todo))
     return {"asked": done, "remaining": pending.count()}
+
+
+def teacher_recipe_json(run: TeacherRun) -> str:
+    """The run's recipe as atd.dpo writes it: its selection's, with the teacher's mode and model."""
+    return json.dumps({**run.selection.recipe, "teacher_mode": run.mode, "teacher_model": run.model_id},
+                      sort_keys=True)
+
+
+def record_answers(run: TeacherRun, prompts: list[AtdPrompt], answers: list[dict]) -> None:
+    """Stores the teacher's answers to `prompts` (conflicts ignored: a resumed job may repeat a prompt) and flags each
+    prompt's first ok answer (TeacherAnswer.first_of_prompt).
+
+    The prompts stay locked from before the insert to the commit: another run answering one of them (another
+    selection, another teacher) waits, so its answer gets a higher id and sees this one, and a prompt's first ok
+    answer, once flagged, stays its first. (SQLite has no row locks: its transactions are IMMEDIATE here,
+    settings/database.py, which serialises writers the same way.)"""
+    prompt_ids = sorted(prompt.pk for prompt in prompts)
+    with transaction.atomic():
+        list(AtdPrompt.objects.select_for_update().filter(pk__in=prompt_ids).order_by("pk").values_list("pk"))
+        TeacherAnswer.objects.bulk_create([TeacherAnswer(run=run, prompt=prompt, **answer) for prompt, answer
+                                           in zip(prompts, answers, strict=True)], ignore_conflicts=True)
+        ok = TeacherAnswer.objects.filter(prompt_id__in=prompt_ids, status="ok")
+        # No-op for the prompts whose first ok answer is already flagged: it has the lowest id, so every other is
+        # excluded.
+        (ok.filter(first_of_prompt=False).exclude(Exists(ok.filter(prompt_id=OuterRef("prompt_id"),
+                                                                    id__lt=OuterRef("id"))))
+         .update(first_of_prompt=True))
 
 
 def _one_word_answers(backend: Backend, run: TeacherRun, prompts: list[AtdPrompt]) -> list[dict]:
