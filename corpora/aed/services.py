@@ -378,11 +378,14 @@ def update_grading(*, project, evidence: str | None = None, min_pairs: int | Non
     """Change how the project grades its cases (the values bounded by inputs.GradingSerializer); grades are
     computed when read, so every page follows."""
     settings, _ = AedSettings.objects.get_or_create(project=project)
+    before = (settings.evidence, settings.alpha)
     for name, value in (("evidence", evidence), ("min_pairs", min_pairs), ("alpha", alpha)):
         if value is not None:
             setattr(settings, name, value)
     settings.save()
-    # The rules pick the proposal that grades a case and set the significance of its replay (aed.pairs, the
-    # checkpoint kinds): every case's stored rows are derived again.
-    _revise_export_rows(Case.objects.filter(trace__project=project), project.pk)
+    if (settings.evidence, settings.alpha) != before:
+        # They pick the proposal that grades a case and set the significance of its replay, which the stored rows
+        # of aed.pairs and the checkpoint kinds carry: every case's rows are derived again. (min_pairs moves
+        # grades alone, which are read in SQL.)
+        _revise_export_rows(Case.objects.filter(trace__project=project), project.pk)
     return settings

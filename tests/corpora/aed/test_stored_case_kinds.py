@@ -82,9 +82,11 @@ def test_the_rows_equal_the_live_derivation_and_the_old_generators(corpus, repea
 
 def test_an_in_place_change_derives_the_rows_of_that_case_again(corpus, project, members):
     curator = members["curator"]
-    a, b, c = (corpus[name].pk for name in "abc")
+    a, b, c, u = (corpus[name].pk for name in "abcu")
     before = {name: rows_by_case(name, project, min_grade="D") for name in LEGACY}
-    assert before["aed.preference"][c]["proposal_id"] == corpus["c_fix"].pk
+    assert before["aed.preference"][c]["proposal_id"] == corpus["c_fix"].pk and u not in before["aed.repair"]
+    # U: its first proposal (none before: no repair row).
+    u_fix = services.add_proposal(case=corpus["u"], actor=curator, corrected_action="calc 4 * 4")
     # C: a new proposal, accepted; B: an edited diagnosis and two pairs where only the retry passes (graded D).
     accepted = services.add_proposal(case=corpus["c"], actor=curator, corrected_action="calc 5 * 6")
     services.set_proposal_status(proposal=accepted, status="accepted", actor=curator)
@@ -95,12 +97,13 @@ def test_an_in_place_change_derives_the_rows_of_that_case_again(corpus, project,
     after = {name: rows_by_case(name, project, min_grade="D") for name in LEGACY}
     for name in LEGACY:
         assert after[name] == legacy_by_case(name, project, min_grade="D"), name
-        for case_id in set(before[name]) - {b, c}:
+        for case_id in set(before[name]) - {b, c, u}:
             assert after[name][case_id] == before[name][case_id], (name, case_id)
     for name, column in (("aed.preference", "chosen"), ("aed.repair", "completion")):
         row = after[name][c]
         assert (row["proposal_id"], row["proposal_status"], row[column][0]["content"]) == (
             accepted.pk, "accepted", "calc 5 * 6")
+    assert after["aed.repair"][u]["proposal_id"] == after["aed.pairs"][u]["proposal_id"] == u_fix.pk
     pair = after["aed.pairs"][b]
     assert (pair["diagnosis"], pair["n01"], pair["grade"]) == ("It added 8 and 9 twice.", 2, "D")
     assert before["aed.pairs"][b]["n01"] == 0 and after["aed.preference"][b]["grade"] == "D"
