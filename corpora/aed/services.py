@@ -8,6 +8,7 @@ task skips the runs it already has, so nothing is lost or counted twice.
 import json
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
 from dataplatform.errors import Conflict, Refused
@@ -165,6 +166,7 @@ def add_proposal(*, case: Case, actor, corrected_action: str, rationale: str = "
                                            model_authored=origin == "model", model_id=model_id)
         CaseEvent.objects.create(case=case, kind="propose", origin=origin, actor=actor if origin == "human" else None,
                                  payload={"proposal": proposal.pk, "corrected_action": corrected_action})
+        _revise_export_rows(Case.objects.filter(pk=case.pk), case.trace.project_id)
     return proposal
 
 
@@ -177,7 +179,19 @@ def set_proposal_status(*, proposal: Proposal, status: str, actor) -> Proposal:
         proposal.save(update_fields=["status", "updated_at"])
         CaseEvent.objects.create(case=proposal.case, kind="proposal_status", actor=actor,
                                  payload={"proposal": proposal.pk, "status": [old, status]})
+        _revise_export_rows(Case.objects.filter(pk=proposal.case_id), proposal.case.trace.project_id)
     return proposal
+
+
+def _revise_export_rows(cases, project_id: int) -> None:
+    """Move the cases' updated_at, the revision of their stored export rows, where something those rows read
+    changes outside the case itself (its proposals, a paired replay's table, the project's grading rules): the
+    checkpoint kinds (aed.preference, aed.repair) carry the preferred proposal and aed.pairs the replay evidence,
+    so their rows are derived again; and have the submitted ones derived soon. Not `version`: that is the
+    curator's edit counter (a stale form gets 409), and nobody edited the case."""
+    cases.update(updated_at=timezone.now())
+    if cases.filter(status=CaseStatus.SUBMITTED).exists():
+        stored_rows.build_soon(project_id)
 
 
 # --- model drafts ---------------------------------------------------------------------------------
@@ -351,6 +365,9 @@ def refresh_table(replay: Replay, *, alpha: float | None = None) -> Replay:
     replay.n11, replay.n10, replay.n01, replay.n00 = stats.table_from_runs(runs)
     replay.stats = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00, alpha=alpha)
     replay.save(update_fields=["n11", "n10", "n01", "n00", "stats"])
+    # Which proposal grades the case and its evidence (aed.pairs, the checkpoint kinds) follow the paired table.
+    # (A recovery replay's runs are export rows of their own: its case's rows need no new revision.)
+    Case.objects.filter(pk=replay.proposal.case_id).update(updated_at=timezone.now())
     return replay
 
 
@@ -361,8 +378,14 @@ def update_grading(*, project, evidence: str | None = None, min_pairs: int | Non
     """Change how the project grades its cases (the values bounded by inputs.GradingSerializer); grades are
     computed when read, so every page follows."""
     settings, _ = AedSettings.objects.get_or_create(project=project)
+    before = (settings.evidence, settings.alpha)
     for name, value in (("evidence", evidence), ("min_pairs", min_pairs), ("alpha", alpha)):
         if value is not None:
             setattr(settings, name, value)
     settings.save()
+    if (settings.evidence, settings.alpha) != before:
+        # They pick the proposal that grades a case and set the significance of its replay, which the stored rows
+        # of aed.pairs and the checkpoint kinds carry: every case's rows are derived again. (min_pairs moves
+        # grades alone, which are read in SQL.)
+        _revise_export_rows(Case.objects.filter(trace__project=project), project.pk)
     return settings

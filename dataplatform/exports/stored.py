@@ -278,6 +278,14 @@ def _stored_rows(kind: ExportKind, query: ExportQuery) -> QuerySet:
             .annotate(**_live(spec, query, OuterRef("source_id"))))
 
 
+def sources_without_rows(kind: ExportKind, query: ExportQuery) -> QuerySet:
+    """The selected sources whose derivation, at their current revision, gave no row (once `build` ran): what a
+    kind's notes count as left out where the reason lies in the derivation itself."""
+    empty = StoredRow.objects.filter(kind=kind.name, version=kind.version, source_id=OuterRef("pk"),
+                                     source_revision=OuterRef(REVISION), row__isnull=True)
+    return _current(kind, query).filter(Exists(empty))
+
+
 def _kept(kind: ExportKind, query: ExportQuery, rows: QuerySet) -> QuerySet:
     """The stored rows whose `keep` columns hold a kept value."""
     for number, (column, kept) in enumerate(kind.stored.keep(query).items()):

@@ -34,18 +34,20 @@ task, `runners.ENVIRONMENTS`); a conversation starts with its own prompt; any ot
 recorded (`meta["task"]`, as text or JSON; else the task id).
 
 The data version is "<highest case id>:<highest replay-run id>" of the project. Rows come from cases up to
-the first bound, and recovery rows from the runs up to the second. `aed.diagnosis_sft` and `aed.recovery` are
-stored kinds (`dataplatform.exports.stored`): a case's diagnosis row, and a recovery run's row (rendered and
-tokenized once), are derived once per revision of the case (its `updated_at`, which every edit moves, and so does
-a model's evidence check) soon after the case is submitted or the replay finishes, and every export reads them on
-the fast path; their grade and retry arm are read in SQL at export time (`cases.graded_in_sql`, by the rules of
-`stats.grade` on the replays' tables as they stand), and so are the grade filters and the left-out counts. The
-other kinds grade each case from the runs up to the second bound, recomputed from those runs rather than read
-from `Replay.stats`, so a rerun of an export writes the same evidence however many runs were recorded since. The
-case's own fields (diagnosis, status, proposals) are read as they are when the rows are read.
+the first bound, and recovery rows from the runs up to the second. Every AED kind is a stored kind
+(`dataplatform.exports.stored`): a case's row (diagnosis, preference, repair, pairs), and a recovery run's row
+(rendered and tokenized once), are derived once per revision of the case (its `updated_at`) soon after the case
+is submitted or the replay finishes, and every export reads them on the fast path. The revision moves with every
+edit of the case and a model's evidence check, and with what the preference, repair and pairs rows read beside
+the case: a proposal added, accepted or rejected, a run of a paired replay (its table), the project's grading
+rules (which pick the proposal that grades a case, and the significance level) (`services._revise_export_rows`).
+The grade and retry arm are read in SQL at export time (`cases.graded_in_sql`, by the rules of `stats.grade` on
+the replays' tables as they stand), and so are the grade filters and the left-out counts, and aed.pairs' curator.
+A case is graded as it stands, not bounded by the data version's runs; so is aed.pairs' replay evidence.
 
-Cases are read a page at a time (keyset on the case id, `cases.graded_pages`), with their proposals and
-replays; a page's runs are read in one query (pair, arm and outcome only; the recovery runs with their steps).
+A derivation reads a page of cases at a time (`cases.graded_by_ids`), with their proposals and replays; a page's
+runs are read in one query (pair, arm and outcome only; the recovery runs with their steps). `cases.graded_pages`,
+which graded the cases of an export as of its data version, is the old generators' (the tests' oracle).
 """
 
 from . import diagnosis, pairs, preference, recovery, repair  # noqa: F401  (importing a kind's module registers it)

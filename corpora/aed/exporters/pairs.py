@@ -5,21 +5,26 @@ import json
 from collections.abc import Iterator
 
 import pyarrow as pa
+from django.db.models import Subquery
 from django.utils.translation import gettext_lazy
 
-from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, register
 
+from ..models import Case
 from .cases import (
     COMMON,
+    GRADE_COLUMNS,
     RETRY_ARM,
     RETRY_ARM_MEANING,
     TRACE_MEANINGS,
     WHO_COLUMNS,
     WHO_MEANINGS,
     case_meanings,
-    graded_pages,
-    retry_arm,
+    graded_by_ids,
+    live_grade_columns,
+    note_grades_left_out,
     row_key,
+    selected_cases,
     trace_columns,
     who_columns,
 )
@@ -77,7 +82,7 @@ PAIRS_MEANINGS = {
     "proposal_model_authored": "That proposal came from a model; null without a proposal.",
     "replay_id": "That proposal's latest replay with a complete pair, whose runs grade the case; null when it was "
                  "not replayed.",
-    "replay_pairs": "Complete pairs (both arms run) of that replay up to the data version; null when not replayed.",
+    "replay_pairs": "Complete pairs (both arms run) of that replay as it stands; null when not replayed.",
     "n11": "Pairs where both arms passed: the correction (arm C) and the retry (arm R); null when not replayed.",
     "n10": "Pairs where only the correction (arm C) passed; null when not replayed.",
     "n01": "Pairs where only the retry (arm R) passed; null when not replayed.",
@@ -97,35 +102,47 @@ STAT_COLUMNS = ("pass_rate_c", "pass_rate_r", "net_gain", "double_pass_share", "
                 "significant")
 
 
-def pair_rows(query: ExportQuery) -> Iterator[list[dict]]:
-    for page in graded_pages(query, with_steps=False):
-        rows = []
-        for g in page:
-            case, proposal, replay = g.case, g.proposal, g.replay
-            evidence = replay.stats if replay else {}
-            rows.append({
-                "id": row_key(case), "case_id": case.pk, **trace_columns(case),
-                "curator": case.curator.username if case.curator else None,
-                "taxonomy": case.taxonomy.name, "taxonomy_version": case.taxonomy.version,
-                "error_step": case.error_step, "category": case.category, "diagnosis": case.diagnosis,
-                "evidence_json": json.dumps(case.evidence, sort_keys=True), "evidence_check": case.evidence_check,
-                "model_authored": case.model_authored,
-                "proposal_id": proposal.pk if proposal else None,
-                "corrected_action": proposal.corrected_action if proposal else None,
-                "proposal_status": proposal.status if proposal else None,
-                "proposal_model_authored": proposal.model_authored if proposal else None,
-                "replay_id": replay.pk if replay else None, "replay_pairs": evidence.get("pairs"),
-                **{cell: getattr(replay, cell) if replay else None for cell in ("n11", "n10", "n01", "n00")},
-                **{column: evidence.get(column) for column in STAT_COLUMNS},
-                "grade": g.grade, **retry_arm(g), **who_columns(case),
-            })
-        yield rows
+def derive_pairs(project, case_ids: list[int]) -> Iterator[tuple[int, dict]]:
+    """A row per case, but its LIVE_COLUMNS: the case's record, and the proposal and replay that grade it with the
+    replay's table and statistics as they stand (by the project's significance level)."""
+    for g in graded_by_ids(project, case_ids, with_steps=False):
+        case, proposal, replay = g.case, g.proposal, g.replay
+        evidence = replay.stats if replay else {}
+        yield case.pk, {
+            "id": row_key(case), "case_id": case.pk, **trace_columns(case),
+            "taxonomy": case.taxonomy.name, "taxonomy_version": case.taxonomy.version,
+            "error_step": case.error_step, "category": case.category, "diagnosis": case.diagnosis,
+            "evidence_json": json.dumps(case.evidence, sort_keys=True), "evidence_check": case.evidence_check,
+            "model_authored": case.model_authored,
+            "proposal_id": proposal.pk if proposal else None,
+            "corrected_action": proposal.corrected_action if proposal else None,
+            "proposal_status": proposal.status if proposal else None,
+            "proposal_model_authored": proposal.model_authored if proposal else None,
+            "replay_id": replay.pk if replay else None, "replay_pairs": evidence.get("pairs"),
+            **{cell: getattr(replay, cell) if replay else None for cell in ("n11", "n10", "n01", "n00")},
+            **{column: evidence.get(column) for column in STAT_COLUMNS},
+            **who_columns(case),
+        }
+
+
+# The grade and the retry arm, and the curator's name (an account renamed or deleted moves no case).
+LIVE_COLUMNS = (*GRADE_COLUMNS, "curator")
+
+
+def live_pair_columns(query: ExportQuery, case) -> dict:
+    curator = Case.objects.filter(pk=case).values("curator__username")[:1]
+    return {**live_grade_columns(query, case), "curator": Subquery(curator)}
 
 
 register(ExportKind(
     # 3: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
-    name="aed.pairs", version=3, schema=PAIRS_SCHEMA, label=gettext_lazy("AED error-diagnosis pairs"),
+    # 4: the replay evidence as it stands (stored rows), no longer bounded by the data version's runs.
+    name="aed.pairs", version=4, schema=PAIRS_SCHEMA, label=gettext_lazy("AED error-diagnosis pairs"),
     description="The full error-diagnosis record of each submitted case with its proposal and replay evidence "
                 "(2x2 table, pass rates, net gain with Newcombe's 95% CI, McNemar p, grade).",
-    rows=pair_rows, dedup_ignore=("id", "case_id", "trace_id", "curator", "proposal_id", "replay_id"),
+    # Derived once per case and revision (its updated_at moves with its proposals, a paired replay's table and the
+    # project's grading rules); the grade, the retry arm and the curator read in SQL at export time.
+    stored=StoredRows(model=Case, sources=selected_cases, derive=derive_pairs, live_columns=LIVE_COLUMNS,
+                      live=live_pair_columns, revision="updated_at", notes=note_grades_left_out),
+    dedup_ignore=("id", "case_id", "trace_id", "curator", "proposal_id", "replay_id"),
     field_meanings=PAIRS_MEANINGS, **COMMON))

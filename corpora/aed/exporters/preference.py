@@ -4,13 +4,26 @@
 from collections.abc import Iterator
 
 import pyarrow as pa
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils.translation import gettext_lazy
 
-from dataplatform.conversations.training import TOOLS, TOOLS_MEANINGS, messages_cell, record_batch, tools_cell
-from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.conversations.training import TOOLS, TOOLS_MEANINGS, messages_cell, tools_cell
+from dataplatform.exports import stored
+from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, get_kind, register
 
 from ..models import Case, Proposal, ProposalStatus
-from .cases import COMMON, RETRY_ARM, RETRY_ARM_MEANING, case_meanings, graded_pages, leave_out, retry_arm, row_key
+from .cases import (
+    COMMON,
+    GRADE_COLUMNS,
+    RETRY_ARM,
+    RETRY_ARM_MEANING,
+    case_meanings,
+    graded_by_ids,
+    live_grade_columns,
+    note_grades_left_out,
+    row_key,
+    selected_cases,
+)
 from .rendering import MESSAGES, chat_message, prefix_messages, step_messages
 
 PREFERENCE_SCHEMA = pa.schema([
@@ -62,29 +75,50 @@ def preferred_proposal(case: Case, evidence: Proposal | None) -> Proposal | None
     return accepted[0] if accepted else evidence
 
 
-def preference_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    for page in graded_pages(query):
-        rows = []
-        for g in page:
-            proposal = preferred_proposal(g.case, g.proposal)
-            if proposal is None:
-                leave_out(query, NO_PROPOSAL)
-                continue
-            [rejected] = step_messages(g.case.trace.steps[g.case.error_step], observation=False)
-            chosen = chat_message("assistant", proposal.corrected_action)
-            same = not rejected.get("tool_calls") and rejected["content"].strip() == chosen["content"].strip()
-            if rejected["role"] != "assistant" or same:
-                leave_out(query, NOTHING_TO_PREFER)
-                continue
-            rows.append({
-                "id": row_key(g.case), "prompt": messages_cell(prefix_messages(g.case)), "chosen": [chosen],
-                "rejected": messages_cell([rejected]), "tools": tools_cell(g.case.trace.tools), "case_id": g.case.pk,
-                "trace_id": g.case.trace.trace_id, "task_id": g.case.trace.task_id,
-                "error_step": g.case.error_step,
-                "proposal_id": proposal.pk, "proposal_status": proposal.status, "grade": g.grade,
-                "category": g.case.category, **retry_arm(g),
-            })
-        yield record_batch(rows, PREFERENCE_SCHEMA)
+def preferred_row(case: Case, proposal: Proposal) -> dict | None:
+    """The preference row of a case and its preferred proposal, but its GRADE_COLUMNS; None when the error step
+    is not the agent's, or the proposal repeats it."""
+    [rejected] = step_messages(case.trace.steps[case.error_step], observation=False)
+    chosen = chat_message("assistant", proposal.corrected_action)
+    same = not rejected.get("tool_calls") and rejected["content"].strip() == chosen["content"].strip()
+    if rejected["role"] != "assistant" or same:
+        return None
+    return {"id": row_key(case), "prompt": messages_cell(prefix_messages(case)), "chosen": [chosen],
+            "rejected": messages_cell([rejected]), **checkpoint_columns(case, proposal)}
+
+
+def checkpoint_columns(case: Case, proposal: Proposal) -> dict:
+    """The columns aed.preference and aed.repair share but the conversation and the GRADE_COLUMNS."""
+    return {"tools": tools_cell(case.trace.tools), "case_id": case.pk, "trace_id": case.trace.trace_id,
+            "task_id": case.trace.task_id, "error_step": case.error_step, "proposal_id": proposal.pk,
+            "proposal_status": proposal.status, "category": case.category}
+
+
+def derive_preference(project, case_ids: list[int]) -> Iterator[tuple[int, dict]]:
+    """A row per case with a proposal to prefer; none for the others (counted by `preference_notes`)."""
+    for g in graded_by_ids(project, case_ids):
+        proposal = preferred_proposal(g.case, g.proposal)
+        if proposal is not None and (row := preferred_row(g.case, proposal)) is not None:
+            yield g.case.pk, row
+
+
+def without_proposal(query: ExportQuery) -> QuerySet[Case]:
+    """The selected cases with no proposal that is not rejected: none to prefer or to train a repair on."""
+    standing = Proposal.objects.filter(case=OuterRef("pk")).exclude(status=ProposalStatus.REJECTED)
+    return selected_cases(query).filter(~Exists(standing))
+
+
+def preference_notes(query: ExportQuery) -> None:
+    """The cases left out: by grade, for want of a proposal, and where nothing is to be preferred, counted in SQL
+    once every selected case has its rows."""
+    kind = get_kind("aed.preference")
+    note_grades_left_out(query)
+    stored.build(kind, query)
+    no_proposal = without_proposal(query).count()
+    nothing = stored.sources_without_rows(kind, query).count() - no_proposal
+    for reason, count in ((NO_PROPOSAL, no_proposal), (NOTHING_TO_PREFER, nothing)):
+        if count:
+            query.notes.setdefault("left_out", {})[reason] = count
 
 
 register(ExportKind(
@@ -94,5 +128,9 @@ register(ExportKind(
     label=gettext_lazy("AED preference pairs"),
     description="TRL preference rows at the checkpoint before the error step: the corrected action (chosen) "
                 "against the original error step (rejected), with the shared prompt.",
-    rows=preference_rows, dedup_ignore=("id", "case_id", "trace_id", "task_id", "proposal_id", "proposal_status"),
+    # Derived once per case and revision (its updated_at moves with its proposals, a paired replay's table and the
+    # project's grading rules, which pick the preferred proposal); the grade and the retry arm read in SQL.
+    stored=StoredRows(model=Case, sources=selected_cases, derive=derive_preference, live_columns=GRADE_COLUMNS,
+                      live=live_grade_columns, revision="updated_at", notes=preference_notes),
+    dedup_ignore=("id", "case_id", "trace_id", "task_id", "proposal_id", "proposal_status"),
     field_meanings=PREFERENCE_MEANINGS, **COMMON))

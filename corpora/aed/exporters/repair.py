@@ -7,11 +7,21 @@ from collections.abc import Iterator
 import pyarrow as pa
 from django.utils.translation import gettext_lazy
 
-from dataplatform.conversations.training import TOOLS, messages_cell, record_batch, tools_cell
-from dataplatform.exports.registry import ExportKind, ExportQuery, register
+from dataplatform.conversations.training import TOOLS, messages_cell
+from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, register
 
-from .cases import COMMON, RETRY_ARM, graded_pages, leave_out, retry_arm, row_key
-from .preference import CHECKPOINT_MEANINGS, NO_PROPOSAL, preferred_proposal
+from ..models import Case
+from .cases import (
+    COMMON,
+    GRADE_COLUMNS,
+    RETRY_ARM,
+    graded_by_ids,
+    live_grade_columns,
+    note_grades_left_out,
+    row_key,
+    selected_cases,
+)
+from .preference import CHECKPOINT_MEANINGS, NO_PROPOSAL, checkpoint_columns, preferred_proposal, without_proposal
 from .rendering import MESSAGES, chat_message, prefix_messages
 
 REPAIR_SCHEMA = pa.schema([
@@ -35,23 +45,20 @@ REPAIR_MEANINGS = {
 }
 
 
-def repair_rows(query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    for page in graded_pages(query):
-        rows = []
-        for g in page:
-            proposal = preferred_proposal(g.case, g.proposal)
-            if proposal is None:
-                leave_out(query, NO_PROPOSAL)
-                continue
-            rows.append({
-                "id": row_key(g.case), "prompt": messages_cell(prefix_messages(g.case)),
-                "completion": [chat_message("assistant", proposal.corrected_action)],
-                "tools": tools_cell(g.case.trace.tools), "case_id": g.case.pk, "trace_id": g.case.trace.trace_id,
-                "task_id": g.case.trace.task_id,
-                "error_step": g.case.error_step, "proposal_id": proposal.pk, "proposal_status": proposal.status,
-                "grade": g.grade, "category": g.case.category, **retry_arm(g),
-            })
-        yield record_batch(rows, REPAIR_SCHEMA)
+def derive_repair(project, case_ids: list[int]) -> Iterator[tuple[int, dict]]:
+    """A row per case with a proposal, but its GRADE_COLUMNS."""
+    for g in graded_by_ids(project, case_ids):
+        if (proposal := preferred_proposal(g.case, g.proposal)) is not None:
+            yield g.case.pk, {"id": row_key(g.case), "prompt": messages_cell(prefix_messages(g.case)),
+                              "completion": [chat_message("assistant", proposal.corrected_action)],
+                              **checkpoint_columns(g.case, proposal)}
+
+
+def repair_notes(query: ExportQuery) -> None:
+    """The cases left out: by grade, and for want of a proposal, counted in SQL."""
+    note_grades_left_out(query)
+    if no_proposal := without_proposal(query).count():
+        query.notes.setdefault("left_out", {})[NO_PROPOSAL] = no_proposal
 
 
 register(ExportKind(
@@ -61,5 +68,8 @@ register(ExportKind(
     label=gettext_lazy("AED repair (context to the corrected action)"),
     description="TRL prompt/completion rows: the run up to the error step, completed by the corrected action "
                 "alone (the accepted proposal, else the one that grades the case).",
-    rows=repair_rows, dedup_ignore=("id", "case_id", "trace_id", "task_id", "proposal_id", "proposal_status"),
+    # Derived once per case and revision, as aed.preference; the grade and the retry arm read in SQL.
+    stored=StoredRows(model=Case, sources=selected_cases, derive=derive_repair, live_columns=GRADE_COLUMNS,
+                      live=live_grade_columns, revision="updated_at", notes=repair_notes),
+    dedup_ignore=("id", "case_id", "trace_id", "task_id", "proposal_id", "proposal_status"),
     field_meanings=REPAIR_MEANINGS, **COMMON))
