@@ -209,7 +209,8 @@ def recovery_notes(query: ExportQuery) -> None:
     selected = StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False,
                                         source_id__in=recovery_runs(query).values("pk"))
     if selected.exists() and note_identity(query.notes, backend_for(query.project, model="")) is not None:
-        if untokenized := selected.filter(row__input_ids=None).count():
+        # A row has token ids exactly when it names their tokenizer (the ids themselves are kept out of the document).
+        if untokenized := selected.filter(row__tokenizer_sha256=None).count():
             query.notes["rows_without_tokens"] = untokenized
 
 
@@ -231,8 +232,8 @@ register(ExportKind(
     # 4: labels beside completion_mask; the tokenizer's hash beside the template's; the identity in the manifest.
     # 5: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
     # 6: the task as the policy saw it (a builtin environment's rules and task, under the replay's step limit);
-    # task_id, the split's group.
-    name="aed.recovery", version=6, trl_format="tokenized", schema=RECOVERY_SCHEMA,
+    # task_id, the split's group. 7: the token columns stored as binary (same columns and values).
+    name="aed.recovery", version=7, trl_format="tokenized", schema=RECOVERY_SCHEMA,
     label=gettext_lazy("AED recovery in context (AREX-2)"),
     description="One row per run of a recovery replay: the error and its real observation kept in the prompt, the "
                 "policy's continuation after it; loss only on the decisions that make progress (per message, and "
@@ -240,5 +241,6 @@ register(ExportKind(
     # Derived once per run and revision (its case's updated_at); the grade and the retry arm read in SQL at export
     # time. Runs are bounded by the data version.
     stored=StoredRows(model=ReplayRun, sources=recovery_runs, derive=derive_recovery, live_columns=GRADE_COLUMNS,
-                      live=live_recovery_columns, revision="replay__proposal__case__updated_at", notes=recovery_notes),
+                      live=live_recovery_columns, revision="replay__proposal__case__updated_at", notes=recovery_notes,
+                      binary_lists=tuple(field.name for field in TOKEN_COLUMNS)),
     field_meanings=RECOVERY_MEANINGS, **COMMON))
