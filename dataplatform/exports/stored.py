@@ -202,7 +202,9 @@ def stored_kinds() -> list[ExportKind]:
 
 # --- reading ---------------------------------------------------------------------------------------------------
 def read(kind: ExportKind, query: ExportQuery) -> tuple[str, Iterator[pa.RecordBatch]]:
-    """The kind's rows as RecordBatches in its schema, after the catch-up, and the name of their read path."""
+    """The kind's rows as RecordBatches in its schema, after the catch-up, and the name of their read path. The
+    catch-up runs first, so that the kind's notes count the rows of every selected source."""
+    build(kind, query)
     if kind.stored.notes is not None:
         kind.stored.notes(query)
     path = "stored-postgresql-arrow" if _arrow() else "stored-orm"
@@ -216,7 +218,6 @@ def _arrow() -> bool:
 
 
 def _read(kind: ExportKind, query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    build(kind, query)
     rows = _stored_rows(kind, query)
     binary = kind.stored.binary_lists
     names = ["id", DOCUMENT, *_live_names(kind.stored), *([ARRAYS] if binary else [])]

@@ -63,6 +63,16 @@ class LocalBackend:
         """The model's tokenizer, read from the converted folder without the model (tokenizer_files.py)."""
         return self._once("_tokenizer", self._read_tokenizer)
 
+    @property
+    def tokenizer_loaded(self) -> bool:
+        return self._tokenizer is not None
+
+    @property
+    def tokenizer_folder(self) -> Path:
+        """Where the tokenizer and chat templates are read from: what names them without loading them
+        (token_masks.remembered_note)."""
+        return self.folder
+
     def load_tokenizer(self) -> None:  # now, rather than in the first request that needs it (as vLLM's)
         _ = self.tokenizer
 
