@@ -54,24 +54,14 @@ class LocalBackend:
     def model(self):
         return self._once("_model", self._read_checkpoint)
 
-    @property
-    def model_loaded(self) -> bool:
-        return self._model is not None
+    model_loaded = property(lambda self: self._model is not None)
+    tokenizer_loaded = property(lambda self: self._tokenizer is not None)
+    tokenizer_folder = property(lambda self: self.folder)  # names the tokenizer unloaded (token_masks.remembered_note)
 
     @property
     def tokenizer(self):
         """The model's tokenizer, read from the converted folder without the model (tokenizer_files.py)."""
         return self._once("_tokenizer", self._read_tokenizer)
-
-    @property
-    def tokenizer_loaded(self) -> bool:
-        return self._tokenizer is not None
-
-    @property
-    def tokenizer_folder(self) -> Path:
-        """Where the tokenizer and chat templates are read from: what names them without loading them
-        (token_masks.remembered_note)."""
-        return self.folder
 
     def load_tokenizer(self) -> None:  # now, rather than in the first request that needs it (as vLLM's)
         _ = self.tokenizer

@@ -21,7 +21,7 @@ reads = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def jobs(project):
     params = [{}, {"copies": 0}, {}, {}, {}]
-    return [Job.objects.create(project=project, kind=f"t{i}", params=params[i % len(params)]) for i in range(11)]
+    return [Job.objects.create(project=project, kind=f"tok-{i}", params=params[i % len(params)]) for i in range(11)]
 
 
 def query_of(project, batch_size=4) -> ExportQuery:
@@ -54,7 +54,7 @@ def test_binary_lists_are_kept_out_of_the_document(project, jobs):
     kept = StoredRow.objects.filter(kind=STORED_TOKENS.name, row__isnull=False)
     assert kept.count() == len(jobs)
     for document, arrays in kept.values_list("row", "arrays"):
-        assert "input_ids" not in document and "labels" not in document and document["title"].startswith("t")
+        assert "input_ids" not in document and "labels" not in document and document["title"].startswith("tok-")
         assert len(bytes(arrays)) % 4 == 0
 
 
