@@ -204,7 +204,8 @@ register(ExportKind(
     # 2: the prompt carries reasoning_content, tool_calls and tool results; the tools column. 3: the fork's
     # channel; forks inside reasoning and tool-call arguments; the prompt is the turn's whole conversation. 4: the
     # chosen side pre-tokenized (input_ids, completion_mask, labels) and as a completion; the tokenizer identity.
-    version=4,
+    # 5: the token-id lists stored as binary (same columns and values).
+    version=5,
     schema=TOKEN_SUPERVISION_SCHEMA,
     group="prompt",  # every session, pair and patch of one item stay in one split
     group_by=("item_id",),
@@ -215,7 +216,8 @@ register(ExportKind(
                 "also pre-tokenized (input_ids, completion_mask, labels: loss on the patch only) and conversational "
                 "(prompt, completion), for TRL's SFT trainer as is.",
     # Fork pairs are made within one accepted session, which never changes: derived once, when it is accepted.
-    stored=StoredRows(model=Session, sources=accepted_sessions, derive=derive, notes=note_tokenizer, page=TREE_PAGE),
+    stored=StoredRows(model=Session, sources=accepted_sessions, derive=derive, notes=note_tokenizer, page=TREE_PAGE,
+                      binary_lists=("prompt_token_ids", "input_ids", "completion_mask", "labels")),
     data_version=data_version,
     append_only=True,  # sessions end once (accepted or rejected); events and reviews are only added
     filters=SessionFilters,

@@ -17,8 +17,10 @@ on a probe conversation, not assumed; a row whose ids that template does not ren
 import bisect
 import hashlib
 import json
+from pathlib import Path
 
 import pyarrow as pa
+from django.core.cache import cache
 
 from .templates.chat_template import chat_template
 
@@ -131,11 +133,43 @@ def token_columns(input_ids: list[int] | None, mask: list[int] | None) -> dict:
 def note_identity(notes: dict, backend) -> dict | None:
     """The backend's template identity, recorded in an export's notes under "tokenizer" (the export engine
     puts it in the manifest) with what its chat template renders, or why its rows have no token ids."""
-    identity = template_identity(backend)
-    notes["tokenizer"] = (identity or {"model_id": backend.model_id,
-                                       "note": "no tokenizer here: the token columns are null"}
-                          ) | {"chat_template": describe_chat_template(backend)}
+    identity, notes["tokenizer"] = remembered_note(backend)
     return identity
+
+
+# The files a tokenizer and its chat templates are read from (never the weights), and the version of the note
+# made of them (bump it when describe_chat_template or template_identity says something new).
+TOKENIZER_FILES = ("tokenizer", "chat_template", "special_tokens_map", "added_tokens", "vocab", "merges")
+NOTE_VERSION = 1
+
+
+def remembered_note(backend) -> tuple[dict | None, dict]:
+    """(template_identity(backend), the manifest's "tokenizer" note), remembered in the cache by the content of
+    the tokenizer's files where the backend names their folder (`tokenizer_folder`: the local backend), so that an
+    export that only names the tokenizer of stored rows neither loads it (~120 MB, 0.6 s) nor renders the probe.
+
+    Remembered only from a tokenizer loaded here for the note (one loaded before may have been changed in
+    memory). A backend without such a folder (a vLLM server renders the probe itself) is asked each time."""
+    folder = getattr(backend, "tokenizer_folder", None)
+    fresh = folder is not None and not getattr(backend, "tokenizer_loaded", True)
+    key = _files_key(backend.model_id, Path(folder)) if fresh else None
+    if key is not None and (known := cache.get(key)) is not None:
+        return known["identity"], known["note"]
+    identity = template_identity(backend)
+    note = (identity or {"model_id": backend.model_id, "note": "no tokenizer here: the token columns are null"}
+            ) | {"chat_template": describe_chat_template(backend)}
+    if key is not None:
+        cache.set(key, {"identity": identity, "note": note}, timeout=None)
+    return identity, note
+
+
+def _files_key(model_id: str, folder: Path) -> str:
+    digest = hashlib.sha256(model_id.encode())
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.name.startswith(TOKENIZER_FILES):
+            digest.update(f"\0{path.name}\0{path.stat().st_size}\0".encode())
+            digest.update(path.read_bytes())
+    return f"tokenizer-note:{NOTE_VERSION}:{digest.hexdigest()}"
 
 
 def identity_columns(identity: dict | None, *, rendered: bool = True) -> dict:

@@ -53,7 +53,9 @@ class StoredRow(models.Model):
 
     A row belongs to the kind's `version` and to its source's `source_revision` as it was when the row was
     derived: a version bump or a change of the source in place makes it invisible, and it is derived again.
-    `row` is null for a source that gives no row, so that it is not derived again at each export."""
+    `row` is null for a source that gives no row, so that it is not derived again at each export. `arrays` holds
+    the row's integer-list columns the kind keeps as typed binary (`StoredRows.binary_lists`: long token-id lists,
+    which cost an export more to parse as JSON than everything else in the row), out of the document."""
 
     id = models.BigAutoField(primary_key=True)
     kind = models.CharField(max_length=100)
@@ -63,6 +65,7 @@ class StoredRow(models.Model):
     source_revision = models.CharField(max_length=64, blank=True)
     seq = models.PositiveIntegerField()  # the row's place among its source's rows
     row = models.JSONField(null=True)
+    arrays = models.BinaryField(null=True)
     built_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -147,6 +147,10 @@ class StoredRows:
     # it (a pair whose other side the filters leave out, a pair type not asked for). A list, or a values_list
     # queryset; plain integer or string columns of the stored rows. Empty: every row of a selected source.
     keep: Callable[[ExportQuery], dict] = lambda query: {}
+    # Integer-list columns kept as typed binary beside the JSON document (StoredRow.arrays, 32-bit integers), not
+    # in it: long token-id lists cost an export more to parse as JSON than the rest of the row. A value is a list
+    # of integers (no null among them) or null.
+    binary_lists: tuple[str, ...] = ()
 
     def stored_schema(self, schema: pa.Schema) -> pa.Schema:
         return pa.schema([field for field in schema if field.name not in self.live_columns])
@@ -158,6 +162,12 @@ class StoredRows:
                 raise ValueError(f"Export kind {kind.name!r}: live column {name!r} is not in its schema.")
             if is_nested(kind.schema.field(name).type):
                 raise ValueError(f"Export kind {kind.name!r}: live column {name!r} must be a plain column.")
+        for name in self.binary_lists:
+            field_type = kind.schema.field(name).type if name in kind.schema.names else None
+            if field_type is None or name in self.live_columns or not (
+                    pa.types.is_list(field_type) and pa.types.is_integer(field_type.value_type)):
+                raise ValueError(f"Export kind {kind.name!r}: binary list column {name!r} must be a stored "
+                                 "list-of-integers column of its schema.")
 
 
 @dataclass(frozen=True)

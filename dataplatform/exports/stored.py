@@ -32,17 +32,18 @@ from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import BigIntegerField, CharField, Exists, F, OuterRef, QuerySet, TextField, Value
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Concat, Length
+from django.db.models.functions import Cast, Coalesce, Concat, Length
 
 from dataplatform.accounts.models import Project
 from dataplatform.conversations.training import text_schema
 
-from . import arrow_reads
+from . import arrow_reads, stored_arrays
 from .models import StoredRow
 from .registry import ExportKind, ExportQuery, StoredRows, all_kinds
 
 # The stored document of each row, newline-terminated: one line of newline-delimited JSON.
 DOCUMENT = "stored_document"
+ARRAYS = "arrays"  # StoredRow.arrays: the binary list columns (stored_arrays.py)
 REVISION = "stored_revision"
 SIZE_SAMPLE = 200  # stored rows whose size sets the rows of a batch (_rows_per_batch)
 # A build that derived this many sources refreshes the table's planner statistics: right after a large build
@@ -122,13 +123,16 @@ def _derive(kind: ExportKind, project: Project, source_ids: list[int]) -> dict[i
 
 
 def _store(kind: ExportKind, project: Project, revisions: dict[int, str], rows_of: dict[int, list[dict]]) -> None:
-    stored = []
+    stored, binary = [], kind.stored.binary_lists
     for source_id, rows in rows_of.items():
         # A source with no row keeps one empty row, so that it is not derived again at each export.
         for seq, row in enumerate(rows or [None]):
+            arrays = None
+            if row is not None and binary:
+                row, arrays = stored_arrays.pack(kind.name, binary, row)
             stored.append(StoredRow(kind=kind.name, version=kind.version, project=project, source_id=source_id,
                                     source_revision=revisions[source_id], seq=seq,
-                                    row=None if row is None else _as_json(kind, row)))
+                                    row=None if row is None else _as_json(kind, row), arrays=arrays))
     with transaction.atomic():
         StoredRow.objects.bulk_create(stored, batch_size=500, ignore_conflicts=True)
 
@@ -198,7 +202,9 @@ def stored_kinds() -> list[ExportKind]:
 
 # --- reading ---------------------------------------------------------------------------------------------------
 def read(kind: ExportKind, query: ExportQuery) -> tuple[str, Iterator[pa.RecordBatch]]:
-    """The kind's rows as RecordBatches in its schema, after the catch-up, and the name of their read path."""
+    """The kind's rows as RecordBatches in its schema, after the catch-up, and the name of their read path. The
+    catch-up runs first, so that the kind's notes count the rows of every selected source."""
+    build(kind, query)
     if kind.stored.notes is not None:
         kind.stored.notes(query)
     path = "stored-postgresql-arrow" if _arrow() else "stored-orm"
@@ -212,9 +218,9 @@ def _arrow() -> bool:
 
 
 def _read(kind: ExportKind, query: ExportQuery) -> Iterator[pa.RecordBatch]:
-    build(kind, query)
     rows = _stored_rows(kind, query)
-    names = ["id", DOCUMENT, *_live_names(kind.stored)]
+    binary = kind.stored.binary_lists
+    names = ["id", DOCUMENT, *_live_names(kind.stored), *([ARRAYS] if binary else [])]
     adbc = arrow_reads.Connection() if _arrow() else None
     try:
         for after, upto in _windows(kind, query):
@@ -223,13 +229,18 @@ def _read(kind: ExportKind, query: ExportQuery) -> Iterator[pa.RecordBatch]:
                 table = adbc.query(arrow_reads.bound_sql(window.values(*names))).combine_chunks()
                 documents, live = table.column(DOCUMENT), {name: table.column(f"live_{name}")
                                                            for name in kind.stored.live_columns}
+                blobs = table.column(ARRAYS).combine_chunks() if binary else None
             else:
                 columns = list(zip(*window.values_list(*names), strict=True)) or [[] for _ in names]
                 documents, live = pa.array(columns[1], pa.string()), {
-                    name: pa.array(values) for name, values in zip(kind.stored.live_columns, columns[2:], strict=True)}
+                    name: pa.array(values) for name, values in zip(kind.stored.live_columns,
+                                                                   columns[2:2 + len(kind.stored.live_columns)],
+                                                                   strict=True)}
+                # bytes on SQLite, a memoryview from psycopg
+                blobs = pa.array([bytes(blob) for blob in columns[-1]], pa.binary()) if binary else None
             if len(documents):
-                yield _shaped(kind, documents, live)
-            del documents, live
+                yield _shaped(kind, documents, live, blobs)
+            del documents, live, blobs
             arrow_reads.give_back_freed_memory()
     finally:
         if adbc is not None:
@@ -257,10 +268,14 @@ def _windows(kind: ExportKind, query: ExportQuery) -> Iterator[tuple[int, int | 
 def _rows_per_batch(kind: ExportKind, query: ExportQuery) -> int:
     """The export's batch size, or fewer rows where the kind's documents are large: about EXPORT_STORED_BATCH_BYTES
     of JSON text a batch (the newest rows' average size), which the reader holds as text and as parsed columns.
-    (Ten thousand .panda.json documents of ~7 KB each took a worker to 406 MB.)"""
+    (Ten thousand .panda.json documents of ~7 KB each took a worker to 406 MB.) Binary lists count twice their
+    bytes: their 32-bit values are read as 64-bit ones."""
+    size = Length(Cast("row", TextField()))
+    if kind.stored.binary_lists:
+        size = size + 2 * Coalesce(Length(ARRAYS), 0)
     sizes = list(StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project,
                                           row__isnull=False).order_by("-id")
-                 .annotate(size=Length(Cast("row", TextField()))).values_list("size", flat=True)[:SIZE_SAMPLE])
+                 .annotate(size=size).values_list("size", flat=True)[:SIZE_SAMPLE])
     if not sizes:
         return query.batch_size
     average = sum(sizes) / len(sizes)
@@ -301,11 +316,17 @@ def _keeps(kind: ExportKind, query: ExportQuery):
     return lambda row: all(row[column] in values for column, values in kept.items())
 
 
-def _shaped(kind: ExportKind, documents: pa.Array | pa.ChunkedArray, live: dict[str, pa.Array]) -> pa.RecordBatch:
+def _shaped(kind: ExportKind, documents: pa.Array | pa.ChunkedArray, live: dict[str, pa.Array],
+            blobs: pa.Array | None = None) -> pa.RecordBatch:
     if isinstance(documents, pa.ChunkedArray):  # one chunk (a combined table's column): combining copies nothing
         documents = documents.combine_chunks()
-    parsed = arrow_reads.parse_documents(documents, text_schema(kind.stored.stored_schema(kind.schema)))
+    spec = kind.stored
+    document_schema = pa.schema([field for field in spec.stored_schema(kind.schema)
+                                 if field.name not in spec.binary_lists])
+    parsed = arrow_reads.parse_documents(documents, text_schema(document_schema))
     columns = {**dict(zip(parsed.column_names, parsed.columns, strict=True)), **live}
+    if spec.binary_lists:
+        columns.update(stored_arrays.unpack(blobs, spec.binary_lists))
     return pa.RecordBatch.from_arrays([arrow_reads.as_type(columns[field.name], field) for field in kind.schema],
                                       schema=kind.schema)
 

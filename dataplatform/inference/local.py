@@ -54,9 +54,9 @@ class LocalBackend:
     def model(self):
         return self._once("_model", self._read_checkpoint)
 
-    @property
-    def model_loaded(self) -> bool:
-        return self._model is not None
+    model_loaded = property(lambda self: self._model is not None)
+    tokenizer_loaded = property(lambda self: self._tokenizer is not None)
+    tokenizer_folder = property(lambda self: self.folder)  # names the tokenizer unloaded (token_masks.remembered_note)
 
     @property
     def tokenizer(self):

@@ -7,6 +7,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from django.core.cache import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,9 +16,11 @@ from dataplatform.conversations.templates.chat_template import chat_template
 from dataplatform.conversations.token_masks import (
     IGNORE_INDEX,
     NotPrefixStable,
+    _files_key,
     completion_mask,
     identity_columns,
     note_identity,
+    remembered_note,
     template_identity,
     token_columns,
 )
@@ -192,3 +195,29 @@ def test_the_conversation_is_tokenized_once_and_each_bound_checked_on_its_turn_h
     assert max(seen[1:]) < 40  # each bound's check tokenizes a turn's header ("<|im_start|>assistant\n"), no more
     trained = local_backend.detokenize([token for token, bit in zip(ids, mask, strict=True) if bit])
     assert trained.count("<|im_end|>") == 3 and "Step 4." in trained and "Step 1." not in trained
+
+
+def test_the_note_is_remembered_and_named_again_without_loading_the_tokenizer(local_backend):
+    from dataplatform.inference.local import LocalBackend
+
+    cache.delete(_files_key(local_backend.model_id, local_backend.tokenizer_folder))
+    first = LocalBackend(local_backend.data_dir)
+    identity, note = remembered_note(first)
+    assert first.tokenizer_loaded  # nothing remembered yet: the tokenizer was read for the note
+    notes = {}  # the same as the note of a tokenizer loaded before (which is never remembered)
+    assert note_identity(notes, local_backend) == identity == template_identity(local_backend)
+    assert notes["tokenizer"] == note and note["chat_template"]["renders_tools"] in (True, False)
+    second = LocalBackend(local_backend.data_dir)
+    assert remembered_note(second) == (identity, note)
+    assert not second.tokenizer_loaded
+
+
+def test_the_remembered_note_changes_with_the_tokenizer_files_not_the_weights(tmp_path):
+    for name, text in (("tokenizer.json", "{}"), ("chat_template.jinja", "{{ messages }}"), ("model.safetensors", "w")):
+        (tmp_path / name).write_text(text)
+    key = _files_key("model", tmp_path)
+    (tmp_path / "model.safetensors").write_text("other weights")
+    assert _files_key("model", tmp_path) == key
+    assert _files_key("another model", tmp_path) != key
+    (tmp_path / "chat_template.jinja").write_text("{{ messages | length }}")
+    assert _files_key("model", tmp_path) != key

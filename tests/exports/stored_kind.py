@@ -59,3 +59,48 @@ STORED_JOBS = register(ExportKind(
                     "messages": "A made-up exchange.", "progress_done": "The job's progress when derived.",
                     "state": "The job's state at export time."},
 ))
+
+
+TOKENS_SCHEMA = pa.schema([
+    ("id", pa.int64()),
+    ("job_id", pa.int64()),
+    ("input_ids", pa.list_(pa.int64())),
+    ("labels", pa.list_(pa.int64())),
+    ("title", pa.string()),
+    ("state", pa.string()),
+])
+
+
+def token_sources(query):
+    # Jobs of their own (kind "tok-..."): the other stored-kind tests count what is derived from theirs.
+    return Job.objects.filter(project=query.project, kind__startswith="tok-")
+
+
+def derive_tokens(project, source_ids):
+    """Lists of every shape a token column takes: long, empty, null, with negative values (-100) and large ids."""
+    for job in Job.objects.filter(id__in=source_ids).order_by("id"):
+        length = (job.pk * 37) % 300
+        ids = [(job.pk * 7919 + n * 104_729) % 2_000_000_000 for n in range(length)]
+        yield job.pk, {
+            "id": job.pk, "job_id": job.pk, "title": job.kind,
+            "input_ids": None if job.params.get("copies") == 0 else ids,
+            "labels": [-100 if n % 3 else value for n, value in enumerate(ids)],
+        }
+
+
+STORED_TOKENS = register(ExportKind(
+    name="test.stored_tokens",
+    version=1,
+    schema=TOKENS_SCHEMA,
+    group="job",
+    group_by=("job_id",),
+    label="Job token rows (stored kind, binary lists)",
+    description="The project's jobs as rows with token-id lists kept as binary, for the stored-kind tests.",
+    stored=StoredRows(model=Job, sources=token_sources, derive=derive_tokens, live_columns=("state",), live=live, page=4,
+                      binary_lists=("input_ids", "labels")),
+    data_version=lambda project: "stored-tokens-v1",
+    append_only=True,
+    field_meanings={"id": "The job.", "job_id": "The job.", "input_ids": "Made-up token ids.",
+                    "labels": "input_ids with -100 on two of three.", "title": "The job's kind.",
+                    "state": "The job's state at export time."},
+))

@@ -316,19 +316,26 @@ def selected_cases(query: ExportQuery) -> QuerySet[Case]:
     return graded.filter(_admitted(query.filters))
 
 
-def note_grades_left_out(query: ExportQuery) -> None:
+def note_grades_left_out(query: ExportQuery, **admitted_by) -> dict[tuple, int]:
     """Count the cases the filters match but the grade filters leave out, by reason (`leave_out`), in SQL; and
-    record the grading rules, as `graded_pages` does."""
+    record the grading rules, as `graded_pages` does. Returns the cases let through, counted by the values of the
+    `admitted_by` annotations (a tuple of them; () without any), in the same query: the cases are graded once."""
     grading = selectors.grading_of(query.project)
     query.notes["grading"] = grading.describe()
-    # Not exclude(): a null grade or basis makes the negated condition null, which would drop the ungraded cases.
+    # A CASE, not exclude(): a null grade or basis makes the negated condition null, which would drop the ungraded cases.
     graded = graded_in_sql(_cases(query, Case.objects.all()), grading).annotate(aed_admitted=SqlCase(
-        When(_admitted(query.filters), then=Value(True)), default=Value(False), output_field=BooleanField())
-    ).filter(aed_admitted=False)
-    for grade, basis, count in graded.order_by().values_list(GRADE, BASIS).annotate(count=Count("id")):
+        When(_admitted(query.filters), then=Value(True)), default=Value(False), output_field=BooleanField()),
+        **admitted_by)
+    admitted: dict[tuple, int] = {}
+    for grade, basis, let_through, *by, count in graded.order_by().values_list(
+            GRADE, BASIS, "aed_admitted", *admitted_by).annotate(count=Count("id")):
+        if let_through:
+            admitted[tuple(by)] = admitted.get(tuple(by), 0) + count
+            continue
         reason = _reason_to_leave_out(grade, basis, query.filters)
         left_out = query.notes.setdefault("left_out", {})
         left_out[reason] = left_out.get(reason, 0) + count
+    return admitted
 
 
 # The columns of a stored kind read at export time: what grades the case changes in place (a replay's new runs, a

@@ -14,7 +14,8 @@ A run whose continuation makes no progress has nothing to train on and is left o
 from collections.abc import Iterator
 
 import pyarrow as pa
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
 from django.utils.translation import gettext_lazy
 
 from dataplatform.conversations.token_masks import (
@@ -26,6 +27,7 @@ from dataplatform.conversations.token_masks import (
     completion_mask,
     identity_columns,
     note_identity,
+    remembered_note,
     template_identity,
     token_columns,
 )
@@ -190,49 +192,49 @@ NO_PROGRESS = "no recovery run in which a decision after the failure made progre
 
 def recovery_notes(query: ExportQuery) -> None:
     """The manifest's notes: the cases left out, by grade and for want of a run or of progress, and the rows left
-    without token ids, counted in SQL once every selected run has its rows; the tokenizer, when a row has ids."""
+    without token ids, counted in SQL once every selected run has its rows (the engine built them before); the
+    tokenizer, when a row has ids. Two queries: the cases are graded in SQL, which costs, once in each."""
     kind = get_kind("aed.recovery")
-    _drop_rows_of_another_tokenizer(kind, query.project)
-    note_grades_left_out(query)
-    stored.build(kind, query)
+    if _drop_rows_of_another_tokenizer(kind, query.project):
+        stored.build(kind, query)
     bound = Bound.parse(query.data_version)
     runs = ReplayRun.objects.filter(arm="E", replay__mode=ReplayMode.RECOVERY, id__lte=bound.runs,
                                     replay__proposal__case=OuterRef("pk"))
-    cases = selected_cases(query)
-    with_runs = cases.filter(Exists(runs)).count()
-    rows = StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False)
-    with_rows = (recovery_runs(query).filter(pk__in=rows.values("source_id"))
-                 .values("replay__proposal__case").distinct().count())
-    for reason, count in ((NO_RUN, cases.count() - with_runs), (NO_PROGRESS, with_runs - with_rows)):
+    admitted = note_grades_left_out(query, aed_has_runs=Exists(runs))
+    with_runs, cases = admitted.get((True,), 0), sum(admitted.values())
+    selected = StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project,
+                                        row__isnull=False, source_id__in=recovery_runs(query).values("pk"))
+    # A row has token ids exactly when it names their tokenizer (the ids themselves are kept out of the document).
+    counted = selected.aggregate(rows=Count("id"), untokenized=Count("id", filter=Q(row__tokenizer_sha256=None)),
+                                 cases=Count(KeyTextTransform("case_id", "row"), distinct=True))
+    for reason, count in ((NO_RUN, cases - with_runs), (NO_PROGRESS, with_runs - counted["cases"])):
         if count:
             query.notes.setdefault("left_out", {})[reason] = count
-    selected = StoredRow.objects.filter(kind=kind.name, version=kind.version, row__isnull=False,
-                                        source_id__in=recovery_runs(query).values("pk"))
-    if selected.exists() and note_identity(query.notes, backend_for(query.project, model="")) is not None:
-        if untokenized := selected.filter(row__input_ids=None).count():
-            query.notes["rows_without_tokens"] = untokenized
+    if counted["rows"] and note_identity(query.notes, backend_for(query.project, model="")) is not None:
+        if counted["untokenized"]:
+            query.notes["rows_without_tokens"] = counted["untokenized"]
 
 
-def _drop_rows_of_another_tokenizer(kind, project) -> None:
+def _drop_rows_of_another_tokenizer(kind, project) -> int:
     """Rows whose token ids another tokenizer or chat template made are derived again (their source did not
-    change, so nothing else would)."""
+    change, so nothing else would); returns how many it dropped."""
     tokenized = StoredRow.objects.filter(kind=kind.name, project=project, row__isnull=False).exclude(
         row__tokenizer_sha256=None)
     if not tokenized.exists():
-        return
-    identity = template_identity(backend_for(project, model=""))
+        return 0
+    identity, _ = remembered_note(backend_for(project, model=""))  # without loading the tokenizer, once named
     if identity is not None:
         tokenized = tokenized.exclude(row__tokenizer_sha256=identity["tokenizer_sha256"],
                                       row__template_sha256=identity["chat_template_sha256"])
-    tokenized.delete()
+    return tokenized.delete()[0]
 
 
 register(ExportKind(
     # 4: labels beside completion_mask; the tokenizer's hash beside the template's; the identity in the manifest.
     # 5: cases neither replayed nor evidence-checked too (grade null), by the evidence filter's default.
     # 6: the task as the policy saw it (a builtin environment's rules and task, under the replay's step limit);
-    # task_id, the split's group.
-    name="aed.recovery", version=6, trl_format="tokenized", schema=RECOVERY_SCHEMA,
+    # task_id, the split's group. 7: the token columns stored as binary (same columns and values).
+    name="aed.recovery", version=7, trl_format="tokenized", schema=RECOVERY_SCHEMA,
     label=gettext_lazy("AED recovery in context (AREX-2)"),
     description="One row per run of a recovery replay: the error and its real observation kept in the prompt, the "
                 "policy's continuation after it; loss only on the decisions that make progress (per message, and "
@@ -240,5 +242,6 @@ register(ExportKind(
     # Derived once per run and revision (its case's updated_at); the grade and the retry arm read in SQL at export
     # time. Runs are bounded by the data version.
     stored=StoredRows(model=ReplayRun, sources=recovery_runs, derive=derive_recovery, live_columns=GRADE_COLUMNS,
-                      live=live_recovery_columns, revision="replay__proposal__case__updated_at", notes=recovery_notes),
+                      live=live_recovery_columns, revision="replay__proposal__case__updated_at", notes=recovery_notes,
+                      binary_lists=tuple(field.name for field in TOKEN_COLUMNS)),
     field_meanings=RECOVERY_MEANINGS, **COMMON))

@@ -53,7 +53,7 @@ def test_a_chosen_stop_at_the_fork_puts_the_loss_on_the_end_of_turn_token():
 
 def test_an_agentic_prompt_and_its_tools_go_with_each_row(run_export, agentic_session, chars):
     export, rows = run_export("onpanda.token_supervision")
-    assert export.manifest["kind_version"] == 4 and len(rows) == 1
+    assert export.manifest["kind_version"] == 5 and len(rows) == 1
     row = rows[0]
     assert trained(row["prompt"]) == agentic.TRAINING_MESSAGES and tools_of(row["tools"]) == agentic.STORED_TOOLS
     # The ids the rollout continued: the model's template applied to the same messages and tools.
