@@ -4,7 +4,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from django.db.models import Model, OuterRef, QuerySet
+from django.db.models import Expression, Model, OuterRef, QuerySet
 from django.utils.translation import gettext, gettext_noop
 from rest_framework import serializers
 
@@ -136,6 +136,10 @@ class StoredRows:
     # stands for the source row's id (an OuterRef). Plain (not nested) columns of the schema.
     live_columns: tuple[str, ...] = ()
     live: Callable[[ExportQuery, OuterRef], dict] = lambda query, source: {}
+    # Or, for live columns that are nested (a label's lists) or many (one subquery for them all instead of one
+    # each): live_document(query, source) -> one SQL expression of a JSON object holding every live column, parsed
+    # beside the stored document (`live` is then unused).
+    live_document: Callable[[ExportQuery, OuterRef], Expression] | None = None
     # A field of the source that changes whenever the source changes in place; "" for sources that never change
     # once they give rows.
     revision: str = ""
@@ -156,8 +160,9 @@ class StoredRows:
         for name in self.live_columns:
             if name not in kind.schema.names:
                 raise ValueError(f"Export kind {kind.name!r}: live column {name!r} is not in its schema.")
-            if is_nested(kind.schema.field(name).type):
-                raise ValueError(f"Export kind {kind.name!r}: live column {name!r} must be a plain column.")
+            if is_nested(kind.schema.field(name).type) and self.live_document is None:
+                raise ValueError(f"Export kind {kind.name!r}: live column {name!r} must be a plain column "
+                                 "(or given by live_document).")
 
 
 @dataclass(frozen=True)
