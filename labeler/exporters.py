@@ -33,7 +33,7 @@ from django.utils.translation import gettext_lazy, gettext_noop
 from dataplatform.accounts.models import Project
 from dataplatform.conversations.reading import read_conversation
 from dataplatform.conversations.training import MESSAGES, TOOLS, messages_cell, tools_cell
-from dataplatform.dbfunctions import JSONArrayContains, JSONStringOrNull, JSONTextList
+from dataplatform.dbfunctions import JSONArrayContains, JSONStringOrNull, JSONTextList, JSONValue
 from dataplatform.exports import stored
 from dataplatform.exports.models import StoredRow
 from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, register
@@ -374,7 +374,7 @@ def derive_trajectories(project: Project, trajectory_ids: list[int]) -> Iterator
 
 
 def trajectory_live(query: ExportQuery, trajectory: OuterRef) -> Subquery:
-    live = {name: F(name) for name in LIVE_COLUMNS}
+    live = {name: JSONValue(F(name)) if name in MULTI else F(name) for name in LIVE_COLUMNS}
     return Subquery(_trajectories(query).filter(pk=trajectory).values(live=JSONObject(**live))[:1])
 
 
