@@ -124,7 +124,9 @@ def _bounded(model, query: ExportQuery):
 
 def _matching(rows, query: ExportQuery, default_statuses: list[str]):
     """`rows` (annotated with the label columns) that pass the filters: review status, category, label conditions."""
-    rows = rows.filter(review_status__in=query.filters.get("review_status") or default_statuses)
+    statuses = query.filters.get("review_status") or default_statuses
+    if not set(STATUSES) <= set(statuses):  # every status: no condition (the planner took it for 1 row in 250)
+        rows = rows.filter(review_status__in=statuses)
     if query.filters.get("category"):
         rows = rows.filter(category__in=query.filters["category"])
     for condition in query.filters.get("where", []):
@@ -270,7 +272,11 @@ def _count(query: ExportQuery) -> int:
 # A final label is read as of the data version, but not all of a row is (hence no pinned exports of these kinds).
 NOT_APPEND_ONLY = gettext_noop("a reviewer's name is read as it is now (an account renamed or deleted since changes "
                                "it), and without a taxonomy filter the project's current taxonomy is read.")
-COMMON = {"schema": SCHEMA, "renamed": {"id": "task_id"}, "data_version": data_version, "group": "task",
+def _task_keys(query: ExportQuery):
+    return _bounded(SweTask, query)
+
+
+COMMON = {"schema": SCHEMA, "renamed": {"id": "task_id"}, "keys": _task_keys, "data_version": data_version, "group": "task",
           "group_by": ("instance_id",), "count": _count, "dedup_ignore": ("task_id",), "field_meanings": TASK_LABEL_MEANINGS,
           "not_append_only": NOT_APPEND_ONLY}
 
@@ -288,7 +294,8 @@ register(ExportKind(name="swe.routed", version=1, label=gettext_lazy("SWE labels
                     **COMMON))
 register(ExportKind(name="swe.upstream", version=1,
                     label=gettext_lazy("SWE labels, in the published labeler's output shape"),
-                    values=upstream_values, filters=LabelFilters, schema=UPSTREAM_SCHEMA, data_version=data_version,
+                    values=upstream_values, keys=_task_keys, filters=LabelFilters, schema=UPSTREAM_SCHEMA,
+                    data_version=data_version,
                     renamed={"id": "task_id", "upstream_labels": "labels",
                              **{name: row_name for row_name, name in UPSTREAM_RENAMED.items()}},
                     not_append_only=NOT_APPEND_ONLY,
@@ -322,8 +329,9 @@ def trajectory_data_version(project: Project) -> str:
     """"<highest trajectory id>:<highest label event id>": the trajectories, and their labels and their tasks'
     labels as of then."""
     trajectories = Trajectory.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0
-    events = LabelEvent.objects.filter(Q(label__task__project=project) | Q(label__trajectory__project=project)
-                                       ).aggregate(top=Max("id"))["top"] or 0
+    # Two maxima: one over the OR of the two joins read every task and label of the table (0.45 s at 10k rows).
+    events = max(LabelEvent.objects.filter(label__task__project=project).aggregate(top=Max("id"))["top"] or 0,
+                 LabelEvent.objects.filter(label__trajectory__project=project).aggregate(top=Max("id"))["top"] or 0)
     return f"{trajectories}:{events}"
 
 

@@ -195,6 +195,10 @@ class ExportKind:
     # annotation named like a field), e.g. {"row_id": "id"} for a text `id`: the values() "id" (the model's own,
     # the keyset) is then read and not written; or {"id": "task_id"}: the keyset written under another name.
     renamed: Mapping[str, str] = field(default_factory=dict)
+    # values kinds on the Arrow path: keys(query) -> the values() model's rows whose ids cut the batches (each
+    # reads the rows between two of them), e.g. the project's; by default the whole table, whose other projects'
+    # ids cost a query per empty batch. Any subset gives every row (the first and last batches are open-ended).
+    keys: Callable[[ExportQuery], QuerySet] | None = None
     stored: StoredRows | None = None
     filters: type[ExportFilters] = ExportFilters
     description: str = ""
