@@ -13,7 +13,9 @@ A task's (trajectory's) final label is its newest submitted reviewer label, else
 Labels change as reviewers edit them, so an export does not read their current state: it reads the final label
 as of the export's data version (the highest event id when it started), which labeler/final_labels.py records
 with every label event (`FinalLabel`, valid from its event to the next). A rerun of the same export therefore
-writes the same rows, whatever happened since. The rows are values() kinds: on PostgreSQL they are read as Arrow.
+writes the same rows, whatever happened since. The task kinds are values() kinds (on PostgreSQL read as Arrow);
+swe.trajectories is a stored kind (exports/stored.py): each trajectory's messages are made once, its label is
+read live.
 """
 
 import dataclasses
