@@ -386,7 +386,7 @@ def _ratio(result: dict) -> tuple[float, str]:
     against the baseline's over the rows the project gives (its copies x the kind's rows per copy): "(est.)"."""
     rate = result["rows"] / result["seconds"] if result["seconds"] else 0.0
     base_rate = result["expected_rows" if result["capped"] else "rows"] / result["baseline"]["seconds"]
-    return rate / base_rate, " (est.)" if result["capped"] else ""
+    return (rate / base_rate if base_rate else 0.0), " (est.)" if result["capped"] else ""
 
 
 def print_tables(kinds, sizes: list[int], results: dict) -> None:

@@ -14,6 +14,7 @@ replicated key (a task's instance_id in its project) given a suffix "~c".
 """
 
 import dataclasses
+import itertools
 import json
 import math
 import time
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.db import connection, models, transaction
 from kinds_seeds import seed_aed, seed_atd, seed_jobs, seed_onpanda, seed_swe, submit_cases, submit_reviews
@@ -40,6 +42,8 @@ TARGET_SLUG = "kb-{workflow}-{copies}"
 class Table:
     model: str  # "app_label.Model"
     project_paths: tuple[str, ...]  # the lookups from the model to its project (a row belongs by any of them)
+    # (column, "app_label.Model"): integer columns holding ids of a replicated table, mapped to the copy's as keys are
+    ids_of: tuple[tuple[str, str], ...] = ()
 
     def model_class(self) -> type[models.Model]:
         from django.apps import apps
@@ -121,6 +125,8 @@ WORKFLOWS = {workflow.name: workflow for workflow in (
         Table("labeler.SweTask", ("project",)), Table("labeler.Trajectory", ("project",)),
         Table("labeler.Label", ("task__project", "trajectory__project")),
         Table("labeler.LabelEvent", ("label__task__project", "label__trajectory__project")),
+        Table("labeler.FinalLabel", ("task__project", "trajectory__project"),
+              ids_of=(("since_event", "labeler.LabelEvent"), ("until_event", "labeler.LabelEvent"))),
     ), SWE_BASELINE, settings=("labeler.LabelerSettings",), settles=("review a label (submit_label)", submit_reviews),
              baselines={"swe.trajectories": SWE_TRAJECTORIES_BASELINE}),
     Workflow("aed", ("aed.",), seed_aed, (
@@ -205,7 +211,8 @@ def ensure_target(workflow: Workflow, seed: Project, copies: int, user, *, slug:
             f"in {time.perf_counter() - started:.0f} s")
 
     return kept_project(slug or TARGET_SLUG.format(workflow=workflow.name, copies=copies),
-                        f"{copies} copies of {seed.slug} (seed project id {seed.pk}), complete", user, fill)
+                        f"{copies} copies of {seed.slug} (seed project id {seed.pk}; "
+                        f"{', '.join(table.model for table in workflow.tables)}), complete", user, fill)
 
 
 # --- replication ----------------------------------------------------------------------------------------------
@@ -251,7 +258,8 @@ def _plans(workflow: Workflow, seed: Project) -> list[_Plan]:
             base = cursor.fetchone()[0]
             found[model] = (ids, ids[0] if ids else 0, (ids[-1] - ids[0] + 1) if ids else 0, base)
     plans = []
-    for model in models_:
+    for table, model in zip(workflow.tables, models_, strict=True):
+        ids_of = {column: apps.get_model(label) for column, label in table.ids_of}
         ids, low, span, base = found[model]
         suffixed = _suffixed_columns(model, replicated)
         columns, expressions = [], []
@@ -261,8 +269,8 @@ def _plans(workflow: Workflow, seed: Project) -> list[_Plan]:
                 expression = f"{base} + copy * {span} + ({column} - {low}) + 1"
             elif field.is_relation and field.related_model is Project:
                 expression = "%(target)s"
-            elif field.is_relation and field.related_model in replicated:
-                _, r_low, r_span, r_base = found[field.related_model]
+            elif (field.is_relation and field.related_model in replicated) or field.column in ids_of:
+                _, r_low, r_span, r_base = found[ids_of.get(field.column) or field.related_model]
                 expression = f"{r_base} + copy * {r_span} + ({column} - {r_low}) + 1"
             elif field.column in suffixed:
                 keep = (suffixed[field.column] or 10_000) - 8
@@ -276,8 +284,6 @@ def _plans(workflow: Workflow, seed: Project) -> list[_Plan]:
 
 
 def _copy_settings(workflow: Workflow, seed: Project, target: Project) -> None:
-    from django.apps import apps
-
     for label in workflow.settings:
         model = apps.get_model(label)
         model.objects.filter(project=target).delete()  # made with defaults when the project was created
@@ -391,12 +397,7 @@ def compare(kind: ExportKind, exported: list[dict], live: list[dict], *, missing
 
 
 def first_live_rows(kind: ExportKind, query: ExportQuery, limit: int) -> list[dict]:
-    rows = []
-    for row in live_rows(kind, query, sources=limit):
-        rows.append(row)
-        if len(rows) >= limit:
-            break
-    return rows
+    return list(itertools.islice(live_rows(kind, query, sources=limit), limit))
 
 
 def rows_per_copy(kind: ExportKind, seed: Project) -> int:

@@ -19,6 +19,18 @@ class JSONArrayLength(Func):
         return self.as_sql(compiler, connection, function="json_array_length", **extra_context)
 
 
+class JSONValue(Func):
+    """A JSON value (a key's value, a COALESCE of one) as JSON inside a JSON object built in SQL (JSONObject): as it
+    is on PostgreSQL (jsonb); wrapped in json() on SQLite, whose json_object embeds text as a JSON string unless it
+    comes straight from a JSON function (a list would become the text of a list)."""
+
+    template = "%(expressions)s"
+    output_field = JSONField()
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, template="json(%(expressions)s)", **extra_context)
+
+
 class JSONArrayContains(Expression):
     """True where the JSON column's `key` is an array holding the string `item` as one of its own items.
 

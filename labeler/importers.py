@@ -40,6 +40,7 @@ from django.utils.translation import gettext
 
 from dataplatform.accounts.models import Project
 from dataplatform.conversations.readers import Read, read_trace, trace_records
+from dataplatform.exports import stored
 from dataplatform.imports import (
     HashingLines,
     ImportReport,
@@ -279,6 +280,8 @@ def _write(spec: _Spec, project: Project, records: list[_Record], report: Import
                 [spec.model(project=project, source=source, source_sha256=r.sha256, **r.fields) for r in records],
                 batch_size=BATCH_SIZE)
             spec.written(rows)
+            if spec.model is Trajectory:  # a trajectory never changes: its export row is derived once, after commit
+                stored.build_soon(project.pk)
     except IntegrityError:
         report.errors.append(LineError(report.file, 0, "(file)", gettext(
             "another import added this file or some of its records at the same time; nothing was written, import it "

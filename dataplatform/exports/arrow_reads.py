@@ -51,7 +51,11 @@ class Connection:
 
         params = connection.get_connection_params()
         # Only libpq's own keywords: Django adds psycopg objects (cursor_factory, context) beside them.
-        conninfo = make_conninfo(**{key: value for key, value in params.items() if isinstance(value, str | int)})
+        libpq = {key: value for key, value in params.items() if isinstance(value, str | int)}
+        # No JIT: an export's read costs over jit_above_cost, and compiling it took 205 ms of an 806 ms batch
+        # (swe.trajectories, 10k rows), for every batch, to speed up row work that is mostly index lookups.
+        libpq["options"] = f"{libpq.get('options', '')} -c jit=off".strip()
+        conninfo = make_conninfo(**libpq)
         self._database = adbc_driver_postgresql.connect(conninfo)
         self._connection = adbc_driver_manager.AdbcConnection(self._database)
         self._statement = adbc_driver_manager.AdbcStatement(self._connection)
@@ -103,9 +107,10 @@ class ArrowKeysetReader:
     the model's own id), each batch a RecordBatch in `schema`."""
 
     def __init__(self, queryset: QuerySet, schema: pa.Schema, *, batch_size: int, key: str = "id",
-                 renamed: dict[str, str] | None = None):
+                 renamed: dict[str, str] | None = None, keys: QuerySet | None = None):
         """`renamed`: {values() column: schema column} (ExportKind.renamed); a key it renames over is read under
-        KEY_COLUMN and not written."""
+        KEY_COLUMN and not written. `keys`: the rows of the queryset's model whose ids cut the batches
+        (ExportKind.keys); by default every row of its table."""
         renamed = renamed or {}
         names = [renamed.get(name, name) for name in values_names(queryset)]
         if key in renamed:  # read under the schema's name for it
@@ -120,7 +125,10 @@ class ArrowKeysetReader:
         self.rows_sql = f"({bound_sql(queryset.order_by())}) AS q ({', '.join(quote(name) for name in names)})"
         self.json_columns: list[str] = []  # found from the database's column types when reading starts
         # The key is the id of the queryset's model (keyset_values' rule): the batches' windows are ranges of it.
-        self.ids = queryset.model._base_manager.order_by("pk").values_list("pk", flat=True)
+        if keys is not None and keys.model is not queryset.model:
+            raise ValueError(f"The keys are {keys.model.__name__} rows, the values() rows {queryset.model.__name__}'s.")
+        keys = queryset.model._base_manager.all() if keys is None else keys
+        self.ids = keys.order_by("pk").values_list("pk", flat=True)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         with Connection() as adbc, ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-reader") as fetcher:

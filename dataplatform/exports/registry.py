@@ -4,7 +4,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from django.db.models import Model, OuterRef, QuerySet
+from django.db.models import Expression, Model, OuterRef, QuerySet
 from django.utils.translation import gettext, gettext_noop
 from rest_framework import serializers
 
@@ -136,6 +136,10 @@ class StoredRows:
     # stands for the source row's id (an OuterRef). Plain (not nested) columns of the schema.
     live_columns: tuple[str, ...] = ()
     live: Callable[[ExportQuery, OuterRef], dict] = lambda query, source: {}
+    # Or, for live columns that are nested (a label's lists) or many (one subquery for them all instead of one
+    # each): live_document(query, source) -> one SQL expression of a JSON object holding every live column, parsed
+    # beside the stored document (`live` is then unused).
+    live_document: Callable[[ExportQuery, OuterRef], Expression] | None = None
     # A field of the source that changes whenever the source changes in place; "" for sources that never change
     # once they give rows.
     revision: str = ""
@@ -160,8 +164,9 @@ class StoredRows:
         for name in self.live_columns:
             if name not in kind.schema.names:
                 raise ValueError(f"Export kind {kind.name!r}: live column {name!r} is not in its schema.")
-            if is_nested(kind.schema.field(name).type):
-                raise ValueError(f"Export kind {kind.name!r}: live column {name!r} must be a plain column.")
+            if is_nested(kind.schema.field(name).type) and self.live_document is None:
+                raise ValueError(f"Export kind {kind.name!r}: live column {name!r} must be a plain column "
+                                 "(or given by live_document).")
         for name in self.binary_lists:
             field_type = kind.schema.field(name).type if name in kind.schema.names else None
             if field_type is None or name in self.live_columns or not (
@@ -200,6 +205,10 @@ class ExportKind:
     # annotation named like a field), e.g. {"row_id": "id"} for a text `id`: the values() "id" (the model's own,
     # the keyset) is then read and not written; or {"id": "task_id"}: the keyset written under another name.
     renamed: Mapping[str, str] = field(default_factory=dict)
+    # values kinds on the Arrow path: keys(query) -> the values() model's rows whose ids cut the batches (each
+    # reads the rows between two of them), e.g. the project's; by default the whole table, whose other projects'
+    # ids cost a query per empty batch. Any subset gives every row (the first and last batches are open-ended).
+    keys: Callable[[ExportQuery], QuerySet] | None = None
     stored: StoredRows | None = None
     filters: type[ExportFilters] = ExportFilters
     description: str = ""

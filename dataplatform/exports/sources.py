@@ -63,7 +63,7 @@ def read_batches(kind, query) -> tuple[str, Iterator[pa.RecordBatch]]:
     queryset = kind.values(query)
     if arrow_reads.available():
         reader = arrow_reads.ArrowKeysetReader(queryset, kind.schema, batch_size=query.batch_size,
-                                               renamed=kind.renamed)
+                                               renamed=kind.renamed, keys=kind.keys(query) if kind.keys else None)
         return "postgresql-arrow", reader.batches()
     pages = keyset_values(queryset, arrow_reads.values_names(queryset), batch_size=query.batch_size,
                           transform=_renaming(kind.renamed))

@@ -51,13 +51,39 @@ SIZE_SAMPLE = 200  # stored rows whose size sets the rows of a batch (_rows_per_
 ANALYZE_AFTER = 2000
 
 
+LIVE_DOCUMENT = "live_document"
+
+
 def _live(spec: StoredRows, query: ExportQuery, source: OuterRef) -> dict:
-    """The live columns as annotations, under names of their own (a column may share a name with a model field)."""
+    """The live columns as annotations, under names of their own (a column may share a name with a model field);
+    or the kind's live document, as one newline-terminated line of JSON text (its columns parsed as the stored
+    document's are)."""
+    if spec.live_document is not None:
+        text = Coalesce(Cast(spec.live_document(query, source), TextField()), Value("{}"), output_field=TextField())
+        return {LIVE_DOCUMENT: Concat(text, Value("\n"), output_field=TextField())}
     return {f"live_{name}": expression for name, expression in spec.live(query, source).items()}
 
 
 def _live_names(spec: StoredRows) -> list[str]:
-    return [f"live_{name}" for name in spec.live_columns]
+    return [LIVE_DOCUMENT] if spec.live_document is not None else [f"live_{name}" for name in spec.live_columns]
+
+
+def _live_arrays(kind: ExportKind, read: dict[str, pa.Array]) -> dict[str, pa.Array]:
+    """The live columns of a batch from what was read under `_live_names`."""
+    spec = kind.stored
+    if spec.live_document is None:
+        return {name: read[f"live_{name}"] for name in spec.live_columns}
+    document = read[LIVE_DOCUMENT]
+    parsed = arrow_reads.parse_documents(document.combine_chunks() if isinstance(document, pa.ChunkedArray) else document,
+                                         text_schema(pa.schema([kind.schema.field(name) for name in spec.live_columns])))
+    return dict(zip(parsed.column_names, parsed.columns, strict=True))
+
+
+def _live_values(spec: StoredRows, values: tuple) -> dict:
+    """A source's live columns as Python values, from what was read under `_live_names`."""
+    if spec.live_document is not None:
+        return json.loads(values[0])
+    return dict(zip(spec.live_columns, values, strict=True))
 
 
 class RowEncoder(json.JSONEncoder):
@@ -220,26 +246,25 @@ def _arrow() -> bool:
 def _read(kind: ExportKind, query: ExportQuery) -> Iterator[pa.RecordBatch]:
     rows = _stored_rows(kind, query)
     binary = kind.stored.binary_lists
-    names = ["id", DOCUMENT, *_live_names(kind.stored), *([ARRAYS] if binary else [])]
+    live_names = _live_names(kind.stored)
+    names = ["id", DOCUMENT, *live_names, *([ARRAYS] if binary else [])]
     adbc = arrow_reads.Connection() if _arrow() else None
     try:
         for after, upto in _windows(kind, query):
             window = rows.filter(id__gt=after, **({} if upto is None else {"id__lte": upto})).order_by("id")
             if adbc is not None:  # PostgreSQL: the documents arrive as one Arrow text column, parsed in C++
                 table = adbc.query(arrow_reads.bound_sql(window.values(*names))).combine_chunks()
-                documents, live = table.column(DOCUMENT), {name: table.column(f"live_{name}")
-                                                           for name in kind.stored.live_columns}
+                documents, live = table.column(DOCUMENT), {name: table.column(name) for name in live_names}
                 blobs = table.column(ARRAYS).combine_chunks() if binary else None
             else:
                 columns = list(zip(*window.values_list(*names), strict=True)) or [[] for _ in names]
                 documents, live = pa.array(columns[1], pa.string()), {
-                    name: pa.array(values) for name, values in zip(kind.stored.live_columns,
-                                                                   columns[2:2 + len(kind.stored.live_columns)],
+                    name: pa.array(values) for name, values in zip(live_names, columns[2:2 + len(live_names)],
                                                                    strict=True)}
                 # bytes on SQLite, a memoryview from psycopg
                 blobs = pa.array([bytes(blob) for blob in columns[-1]], pa.binary()) if binary else None
             if len(documents):
-                yield _shaped(kind, documents, live, blobs)
+                yield _shaped(kind, documents, _live_arrays(kind, live), blobs)
             del documents, live, blobs
             arrow_reads.give_back_freed_memory()
     finally:
@@ -339,7 +364,7 @@ def live_rows(kind: ExportKind, query: ExportQuery, *, source_ids: list[int] | N
     sources = spec.sources(query)
     if source_ids is not None:
         sources = sources.filter(pk__in=source_ids)
-    live = {values[0]: dict(zip(spec.live_columns, values[1:], strict=True)) for values in
+    live = {values[0]: _live_values(spec, values[1:]) for values in
             sources.annotate(**_live(spec, query, OuterRef("pk"))).values_list("pk", *_live_names(spec))}
     ids, keeps = sorted(live), _keeps(kind, query)
     rows = []

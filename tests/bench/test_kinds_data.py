@@ -10,6 +10,7 @@ import pytest
 from corpora.aed.models import Case, Proposal, Replay, ReplayRun, Trace
 from dataplatform.exports.registry import get_kind
 from dataplatform.jobs.models import Job
+from labeler.models import FinalLabel, LabelEvent
 
 from ..exporting import export_rows
 
@@ -105,3 +106,20 @@ def test_rows_that_share_an_id_are_each_found_among_the_exported_rows_of_that_id
     assert kinds_data.compare(kind, exported, [{"id": "case-1", "run": 1}, {"id": "case-1", "run": 2}]) == []
     assert kinds_data.compare(kind, exported, [{"id": "case-1", "run": 3}]) == [
         "row id case-1 differs from the live derivation"]
+
+
+def test_swe_copies_hold_their_final_labels_on_their_own_events(user):
+    """A final label holds from a label event (an id, not a key): a copy's must name the copy's events, or a copy's
+    tasks read as unlabeled at its data version."""
+    workflow = kinds_data.WORKFLOWS["swe"]
+    seed = kinds_data.ensure_seed(workflow, user, with_model=False)
+    kind = get_kind("swe.pooled")  # the labeled tasks only
+    per_copy = kinds_data.rows_per_copy(kind, seed)
+    assert per_copy > 0
+    target, _ = kinds_data.project_for("kb-swe-test", user)
+    written = kinds_data.replicate(workflow, seed, target, COPIES)
+    assert written["labeler_finallabel"] == COPIES * FinalLabel.objects.filter(task__project=seed).count()
+    events = set(LabelEvent.objects.filter(label__task__project=target).values_list("id", flat=True))
+    assert set(FinalLabel.objects.filter(task__project=target).values_list("since_event", flat=True)) <= events
+    rows = list(kinds_data.live_rows(kind, kinds_data.query_for(kind, target)))
+    assert len(rows) == COPIES * per_copy

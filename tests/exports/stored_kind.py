@@ -1,9 +1,13 @@
-"""A stored kind made for the tests (exports/stored.py): each job of the project gives `params.copies` rows
-(one by default, none with 0), derived in Python; its state is a live column, and progress_done its revision."""
+"""Stored kinds made for the tests (exports/stored.py): each job of the project gives `params.copies` rows
+(one by default, none with 0), derived in Python; its state is a live column, and progress_done its revision. The
+second kind reads its live columns (nested ones too) as one JSON document."""
 
 import pyarrow as pa
-from django.db.models import Subquery
+from django.db.models import F, Subquery
+from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import JSONObject
 
+from dataplatform.dbfunctions import JSONValue
 from dataplatform.exports.registry import ExportKind, StoredRows, register
 from dataplatform.jobs.models import Job
 
@@ -103,4 +107,42 @@ STORED_TOKENS = register(ExportKind(
     field_meanings={"id": "The job.", "job_id": "The job.", "input_ids": "Made-up token ids.",
                     "labels": "input_ids with -100 on two of three.", "title": "The job's kind.",
                     "state": "The job's state at export time."},
+))
+
+
+# The same rows with their live columns given as one JSON document (StoredRows.live_document), nested ones among them.
+DOCUMENT_SCHEMA = pa.schema([
+    ("id", pa.int64()), ("job_id", pa.int64()), ("title", pa.string()),
+    ("state", pa.string()), ("tags", pa.list_(pa.string())),
+    ("progress", pa.struct([("done", pa.int64()), ("total", pa.int64())])),
+])
+DOCUMENT_LIVE = ("state", "tags", "progress")
+
+
+def derive_plain(project, source_ids):
+    for source_id, row in derive(project, source_ids):
+        yield source_id, {name: row[name] for name in ("id", "job_id", "title")}
+
+
+def live_document(query, source):
+    return Subquery(Job.objects.filter(pk=source).values(live=JSONObject(
+        state=F("state"), tags=JSONValue(KeyTransform("tags", "params")),
+        progress=JSONObject(done=F("progress_done"), total=F("progress_total"))))[:1])
+
+
+STORED_JOBS_DOCUMENT = register(ExportKind(
+    name="test.stored_jobs_document",
+    version=1,
+    schema=DOCUMENT_SCHEMA,
+    group="job",
+    group_by=("job_id",),
+    label="Job rows (stored kind, live document)",
+    description="The project's jobs as rows derived once, their state, tags and progress read live in one document.",
+    stored=StoredRows(model=Job, sources=sources, derive=derive_plain, live_columns=DOCUMENT_LIVE,
+                      live_document=live_document, page=3),
+    data_version=lambda project: "stored-jobs-v1",
+    not_append_only="a job's state, tags and progress change in place.",
+    field_meanings={"id": "The job's id times 100 plus the copy.", "job_id": "The job.", "title": "The job's kind and copy.",
+                    "state": "The job's state at export time.", "tags": "The job's params' tags at export time.",
+                    "progress": "The job's progress at export time."},
 ))

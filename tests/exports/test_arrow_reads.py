@@ -4,6 +4,7 @@ import pyarrow as pa
 import pytest
 from django.db import connection
 from django.db.models import F
+from django.test.utils import CaptureQueriesContext
 
 from dataplatform.exports import arrow_reads
 from dataplatform.exports.sources import keyset_values
@@ -101,3 +102,30 @@ def test_an_export_on_the_arrow_path_equals_the_orm_path(run_export, export_stor
     assert shard_rows(arrow, export_storage_in_tmp) == shard_rows(orm, export_storage_in_tmp)
     assert arrow.manifest["dedup"]["removed_rows"] == 11 and arrow.manifest["totals"]["rows"] == 12
     assert arrow.manifest["totals"]["by_split"]["validation"]["rows"] > 0
+
+
+def test_keys_cut_the_batches_and_any_subset_of_them_reads_every_row(project, other_project, jobs):
+    Job.objects.bulk_create([Job(project=other_project, kind="o") for _ in range(30)])  # ids after the project's
+    queryset = job_values(project)
+
+    def windows(reader) -> tuple[int, list[int]]:
+        """(queries of Django's connection, the batches' sizes): each window's end is one query."""
+        with CaptureQueriesContext(connection) as queries:
+            sizes = [batch.num_rows for batch in reader.batches()]
+        return len(queries), sizes
+
+    # The whole table's ids: the other project's cut four more windows, each a query for nothing.
+    assert windows(arrow_reads.ArrowKeysetReader(queryset, JOB_SCHEMA, batch_size=8)) == (7, [8, 8, 7])
+    own = arrow_reads.ArrowKeysetReader(queryset, JOB_SCHEMA, batch_size=8, keys=Job.objects.filter(project=project))
+    assert windows(own) == (3, [8, 8, 7])
+    some = arrow_reads.ArrowKeysetReader(queryset, JOB_SCHEMA, batch_size=8,
+                                         keys=Job.objects.filter(pk__in=[jobs[3].pk, jobs[20].pk]))
+    assert pa.Table.from_batches(list(some.batches())).to_pylist() == orm_rows(queryset, JOB_SCHEMA)
+    with pytest.raises(ValueError, match="keys are Project rows"):
+        arrow_reads.ArrowKeysetReader(queryset, JOB_SCHEMA, batch_size=8, keys=type(project).objects.all())
+
+
+def test_the_reads_run_without_jit():
+    # An export's read costs over jit_above_cost: compiling it took a quarter of each batch's time.
+    with arrow_reads.Connection() as adbc:
+        assert adbc.query("SELECT current_setting('jit') AS jit").column("jit").to_pylist() == ["off"]

@@ -17,7 +17,6 @@ from labeler.export_filters import MULTI, SINGLE, STATUSES
 from labeler.exporters import (
     MAX_BALANCED,
     TRAINING_STATUSES,
-    TRAJECTORY_PAGE,
     TRAJECTORY_SCHEMA,
     UPSTREAM_LABEL,
     UPSTREAM_TEXT,
@@ -29,6 +28,8 @@ from labeler.exporters import (
 from labeler.final_labels import UPSTREAM_RATIONALE_OF
 from labeler.models import Label, LabelEvent, LabelEventKind, LabelOrigin, SweTask, Taxonomy, Trajectory
 from labeler.taxonomy import UNASSIGNED
+
+TRAJECTORY_PAGE = 200  # the old generator read a few hundred trajectories at a time
 
 
 def _replay(events: list[dict]) -> dict:

@@ -3,9 +3,12 @@ import io
 import json
 
 import pytest
+from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from dataplatform.conversations.readers import read_trace
+from dataplatform.exports import stored, tasks
+from dataplatform.exports.models import StoredRow
 from dataplatform.imports import canonical_sha256
 from labeler.importers import import_tasks, import_trajectories
 from labeler.models import Source, SourceKind, SweTask, Trajectory
@@ -300,3 +303,21 @@ def test_every_real_file_imports_message_by_message(project, name):
     trajectory = Trajectory.objects.get(project=project)
     assert (trajectory.source_format, trajectory.instance_id) == real.IMPORTS[name]
     assert real.view(trajectory.messages) == real.expected(name)
+
+
+def test_imported_trajectories_have_a_worker_derive_their_export_rows(project, settings, monkeypatch,
+                                                                      django_capture_on_commit_callbacks):
+    settings.EXPORTS_BUILD_AHEAD = True
+    cache.clear()
+    sent = []
+    monkeypatch.setattr(tasks.build_stored_rows, "apply_async", lambda **kwargs: sent.append(kwargs))
+    with django_capture_on_commit_callbacks(execute=True):
+        import_tasks(project=project, lines=lines(task()))
+    assert sent == []  # tasks give no stored rows
+    with django_capture_on_commit_callbacks(execute=True):
+        import_trajectories(project=project, lines=lines(trajectory(), trajectory("t2")))
+    assert [call["args"] for call in sent] == [[project.pk]]
+    assert tasks.build_stored_rows(project.pk)["swe.trajectories"] == 2  # what the worker runs
+    rows = StoredRow.objects.filter(kind="swe.trajectories", project=project).order_by("source_id")
+    assert [row.row["trajectory_id"] for row in rows] == ["t1", "t2"]
+    assert stored.build_project(project)["swe.trajectories"] == 0  # derived once

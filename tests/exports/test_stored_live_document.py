@@ -1,0 +1,68 @@
+"""A stored kind's live columns read as one JSON document (StoredRows.live_document): nested columns (a list, a
+struct) and many columns in one subquery, read at export time beside the stored document."""
+
+import dataclasses
+
+import pytest
+from django.db import connection
+
+from dataplatform.exports import stored
+from dataplatform.exports.registry import ExportQuery
+from dataplatform.jobs.models import Job, JobState
+from tests.exporting import export_rows
+
+from .stored_kind import DERIVED, STORED_JOBS_DOCUMENT
+
+# The Arrow-native read (ADBC) is a connection of its own: it sees committed rows only.
+pytestmark = pytest.mark.django_db(transaction=True)
+KIND = STORED_JOBS_DOCUMENT
+
+
+@pytest.fixture
+def jobs(project):
+    DERIVED.clear()
+    params = [{"copies": 2, "tags": ["a", "ünï 🙂", "with \"quotes\"\n"]}, {"tags": []}, {"copies": 0}, {}]
+    return [Job.objects.create(project=project, kind=f"k{i}", params=params[i % len(params)], progress_done=i,
+                               progress_total=10) for i in range(6)]
+
+
+def query_of(project) -> ExportQuery:
+    return ExportQuery(project=project, filters={}, data_version="stored-jobs-v1", batch_size=2)
+
+
+def test_nested_live_columns_read_back_as_the_live_derivation_gives_them(project, jobs):
+    query = query_of(project)
+    live = stored.live_rows(KIND, query)
+    assert stored.stored_read_rows(KIND, query) == live
+    first = [row for row in live if row["job_id"] == jobs[0].pk]
+    assert [row["tags"] for row in first] == [["a", "ünï 🙂", "with \"quotes\"\n"]] * 2
+    assert first[0]["progress"] == {"done": 0, "total": 10} and first[0]["state"] == JobState.QUEUED
+    assert {row["job_id"]: row["tags"] for row in live}[jobs[1].pk] == []
+    assert {row["job_id"]: row["tags"] for row in live}[jobs[3].pk] is None  # no tags: null
+
+
+def test_the_live_document_is_read_at_export_time_without_deriving_again(project, jobs):
+    query = query_of(project)
+    stored.build(KIND, query)
+    Job.objects.filter(pk=jobs[1].pk).update(state=JobState.SUCCEEDED, params={"tags": ["new"]}, progress_total=99)
+    DERIVED.clear()
+    rows = [row for row in stored.stored_read_rows(KIND, query) if row["job_id"] == jobs[1].pk]
+    assert [(row["state"], row["tags"], row["progress"]["total"]) for row in rows] == [
+        (JobState.SUCCEEDED, ["new"], 99)]
+    assert DERIVED == []
+
+
+def test_an_export_reads_the_live_document_on_the_fast_path(project, members, jobs, export_storage_in_tmp):
+    export, rows = export_rows(project, members["curator"], export_storage_in_tmp, KIND.name)
+    assert export.manifest["read_path"] == ("stored-postgresql-arrow" if connection.vendor == "postgresql"
+                                            else "stored-orm")
+    live = stored.live_rows(KIND, query_of(project))
+    assert sorted(rows, key=lambda row: row["id"]) == sorted(live, key=lambda row: row["id"])
+
+
+def test_a_nested_live_column_needs_the_live_document():
+    spec = dataclasses.replace(KIND.stored, live_document=None)
+    kind = dataclasses.replace(KIND, name="test.nested_live", stored=spec)
+    with pytest.raises(ValueError, match="live column 'tags' must be a plain column"):
+        spec.check(kind)
+    assert KIND.stored.stored_schema(KIND.schema).names == ["id", "job_id", "title"]
