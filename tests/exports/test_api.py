@@ -36,6 +36,8 @@ MATRIX = [
      {"admin": 200, "curator": 200, "annotator": 403, "trainer": 200, "outsider": 404, "anonymous": 401}),
     ("get", BASE + "{id}/shards/{shard}",
      {"admin": 200, "curator": 200, "annotator": 403, "trainer": 200, "outsider": 404, "anonymous": 401}),
+    ("head", BASE + "{id}/shards/{shard}",
+     {"admin": 200, "curator": 200, "annotator": 403, "trainer": 200, "outsider": 404, "anonymous": 401}),
     ("delete", BASE + "{id}/",
      {"admin": 204, "curator": 403, "annotator": 403, "trainer": 403, "outsider": 404, "anonymous": 401}),
     ("get", "/api/v1/export-kinds/",
