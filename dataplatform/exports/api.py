@@ -176,15 +176,10 @@ class ExportShardApi(APIView):
     def head(self, request, slug: str, export_id: int, name: str):
         """The file's size, ETag (its sha256), type and name, answered by the platform: never a redirect."""
         export = _downloadable(request, slug, export_id, name)
-        listed = _listed(export, name)
-        if listed is None or not is_local(storage_of(export)):
-            # The manifest.json itself (not listed in it), or a file on a store: its size from the storage, which
-            # also says whether the object is still there.
-            return self._head_from_storage(export, name, listed)
-        return _local_file(request, export, storage_of(export), f"{export.location}/{name}", name)
-
-    def _head_from_storage(self, export: Export, name: str, listed: dict | None):
+        listed = _listed(export, name)  # None for the manifest.json itself
         storage, path = storage_of(export), f"{export.location}/{name}"
+        # The storage is asked for the size (one HEAD to a store), which also says whether the file is still there:
+        # a file gone is a 410 here as for GET. No file is opened.
         with store_errors(export.storage):
             try:
                 size = storage.size(path)

@@ -149,6 +149,15 @@ def test_full_download_has_etag_and_length(members, export, shard, export_storag
     assert body == (export_storage_in_tmp / export.location / shard["name"]).read_bytes()
 
 
+def test_head_answers_the_headers_a_download_has_without_the_file(members, export, shard):
+    client = api_client_for(members["trainer"])
+    url = f"{BASE}{export.pk}/shards/{shard['name']}"
+    head, get = client.head(url), client.get(url)
+    assert head.status_code == 200 and head.content == b""
+    for header in ("ETag", "Content-Length", "Content-Type", "Content-Disposition", "Accept-Ranges"):
+        assert head[header] == get[header], header
+
+
 @pytest.mark.parametrize("header, expected_slice", [
     ("bytes=0-99", slice(0, 100)),
     ("bytes=100-199", slice(100, 200)),
