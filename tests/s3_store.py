@@ -5,7 +5,8 @@ moto checks header signatures only: a presigned URL (the shard API's redirect) r
 Authorization header and fails there. So the server runs behind a gate (`presigned_gate`) that applies S3's
 documented rules for query-string authentication (SigV4 only, the signature over method, path, query and signed
 headers, the expiry, one auth mechanism per request), and If-Range, which moto ignores, and hands a request that
-passes them on to moto signed in the header with the same user's key: the policy is then checked by moto as for any other request.
+passes them on to moto signed in the header with the same user's key: the policy is then checked by moto as for any
+other request.
 
 `s3_store` starts one server per test session (per test process) with one bucket and one IAM user whose policy
 allows that bucket only; `exports_on_s3` points the platform's exports storage at it for one test, under a key
@@ -130,8 +131,12 @@ def _apply_if_range(app, environ, credentials: Credentials, region: str) -> None
     head.pop("HTTP_IF_RANGE", None)
     _sign_in_header(head, "HEAD", credentials, region)
     answered = {}
-    for _ in app(head, lambda status, headers, exc_info=None: answered.update(headers)):
-        pass
+    body = app(head, lambda status, headers, exc_info=None: answered.update(headers))
+    try:
+        for _ in body:
+            pass
+    finally:
+        getattr(body, "close", lambda: None)()
     if environ["HTTP_IF_RANGE"].strip() != answered.get("ETag", answered.get("etag")):
         del environ["HTTP_RANGE"]
 

@@ -39,8 +39,8 @@ def object_key(location: str, export, name: str) -> str:
 @pytest.mark.django_db
 @pytest.mark.parametrize("style, host, path_prefix", [("path", PUBLIC_HOST, "/{bucket}/"),
                                                       ("virtual", "{bucket}." + PUBLIC_HOST, "/")])
-def test_a_shard_redirects_to_a_sigv4_url_for_get_at_the_public_endpoint(settings, run_export, members, s3_store,  # noqa: F811
-                                                                         exports_on_s3, style, host, path_prefix):  # noqa: F811
+def test_a_shard_redirects_to_a_sigv4_url_for_get_at_the_public_endpoint(
+        settings, run_export, members, s3_store, exports_on_s3, style, host, path_prefix):  # noqa: F811
     use_s3(settings, s3_store, exports_on_s3, public_endpoint_url=f"http://{PUBLIC_HOST}", addressing_style=style)
     export = run_export(filters={"n": 30})
     shard = export.manifest["shards"][0]

@@ -9,11 +9,12 @@ DATAPLATFORM_TOKEN only, sent only in the Authorization header (never to another
 redirected to, such as an object store's signed URL), and never printed.
 
 Each file is downloaded to NAME.part, resumed with an HTTP Range request when a .part is already there
-(also from an object store a download is redirected to: see _ResumingRedirects), checked against the manifest's sha256 and only then renamed to NAME; a file that fails the check is
-downloaded again, once. Files already present with the right checksum are skipped. Connection errors,
-timeouts, 5xx and 429 (honouring Retry-After) are retried with exponential backoff. manifest.json is
-written last: its presence says the folder is complete and verified. Progress goes to stderr; the exit
-status is 0 on success, 1 on failure (the message names the file), 2 on a usage error.
+(also from an object store a download is redirected to: see _ResumingRedirects), checked against the
+manifest's sha256 and only then renamed to NAME; a file that fails the check is downloaded again, once.
+Files already present with the right checksum are skipped. Connection errors, timeouts, 5xx and 429
+(honouring Retry-After) are retried with exponential backoff. manifest.json is written last: its presence
+says the folder is complete and verified. Progress goes to stderr; the exit status is 0 on success, 1 on
+failure (the message names the file), 2 on a usage error.
 
 The folder holds one export, the one pulled last, and nothing else a loader could read with it (`train-*`
 globs and `load_dataset(folder)` read every file whose name fits). Before downloading, the script removes
