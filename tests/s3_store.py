@@ -4,8 +4,9 @@ its IAM authentication on, as an operator's bucket is (every request SigV4-check
 moto checks header signatures only: a presigned URL (the shard API's redirect) reaches its IAM check without an
 Authorization header and fails there. So the server runs behind a gate (`presigned_gate`) that applies S3's
 documented rules for query-string authentication (SigV4 only, the signature over method, path, query and signed
-headers, the expiry, one auth mechanism per request) and hands a request that passes them on to moto signed in the
-header with the same user's key: the policy is then checked by moto as for any other request.
+headers, the expiry, one auth mechanism per request), and If-Range, which moto ignores, and hands a request that
+passes them on to moto signed in the header with the same user's key: the policy is then checked by moto as for any
+other request.
 
 `s3_store` starts one server per test session (per test process) with one bucket and one IAM user whose policy
 allows that bucket only; `exports_on_s3` points the platform's exports storage at it for one test, under a key
@@ -61,7 +62,7 @@ class S3Store:
     def storage_settings(self, location: str, **options) -> dict:
         """A STORAGES entry for this store, as settings/storage.py makes one from EXPORTS_S3_*, with this user's
         keys (in production they come from AWS_* or the machine's role)."""
-        return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {
+        return {"BACKEND": "dataplatform.exports.s3.ExportS3Storage", "OPTIONS": {
             "bucket_name": self.bucket, "location": location, "endpoint_url": self.endpoint, "region_name": REGION,
             "access_key": self.access_key, "secret_key": self.secret_key, "file_overwrite": True,
             "querystring_expire": 3600, "signature_version": "s3v4", **options}}
@@ -114,6 +115,32 @@ def _presigned_problem(environ, query: list[tuple[str, str]], secrets: dict[str,
     return None
 
 
+def _sign_in_header(environ, method: str, credentials: Credentials, region: str) -> None:
+    host = environ["HTTP_HOST"]
+    request = AWSRequest(method=method, url=f"http://{host}{environ['RAW_URI']}", headers={"Host": host})
+    S3SigV4Auth(credentials, "s3", region).add_auth(request)
+    for name, value in request.headers.items():
+        environ["HTTP_" + name.upper().replace("-", "_")] = value
+
+
+def _apply_if_range(app, environ, credentials: Credentials, region: str) -> None:
+    """S3 honours If-Range (RFC 9110 13.1.5), moto ignores it: a Range whose If-Range is not the object's own ETag
+    (S3's, an MD5 or "<md5 of parts>-<parts>") gets the whole object. So the Range is dropped here in that case."""
+    head = {**environ, "REQUEST_METHOD": "HEAD"}
+    head.pop("HTTP_RANGE", None)
+    head.pop("HTTP_IF_RANGE", None)
+    _sign_in_header(head, "HEAD", credentials, region)
+    answered = {}
+    body = app(head, lambda status, headers, exc_info=None: answered.update(headers))
+    try:
+        for _ in body:
+            pass
+    finally:
+        getattr(body, "close", lambda: None)()
+    if environ["HTTP_IF_RANGE"].strip() != answered.get("ETag", answered.get("etag")):
+        del environ["HTTP_RANGE"]
+
+
 def presigned_gate(app, secrets: dict[str, str], region: str = REGION):
     """WSGI middleware in front of moto: checks query-signed requests as S3 does, then passes them on signed in the
     header (what moto checks) with the same key. Records each query-signed request's method and headers."""
@@ -133,14 +160,12 @@ def presigned_gate(app, secrets: dict[str, str], region: str = REGION):
         access_key = dict(query)["X-Amz-Credential"].split("/")[0]
         rest = [(k, v) for k, v in query if not k.startswith("X-Amz-")]
         environ["QUERY_STRING"] = urlencode(rest)
-        host = environ["HTTP_HOST"]
         path = environ.get("RAW_URI", environ["PATH_INFO"]).split("?", 1)[0]
         environ["RAW_URI"] = environ["REQUEST_URI"] = f"{path}?{environ['QUERY_STRING']}" if rest else path
-        request = AWSRequest(method=environ["REQUEST_METHOD"], url=f"http://{host}{environ['RAW_URI']}",
-                             headers={"Host": host})
-        S3SigV4Auth(Credentials(access_key, secrets[access_key]), "s3", region).add_auth(request)
-        for name, value in request.headers.items():
-            environ["HTTP_" + name.upper().replace("-", "_")] = value
+        credentials = Credentials(access_key, secrets[access_key])
+        if environ.get("HTTP_IF_RANGE") and environ.get("HTTP_RANGE"):
+            _apply_if_range(app, environ, credentials, region)
+        _sign_in_header(environ, environ["REQUEST_METHOD"], credentials, region)
         return app(environ, start_response)
 
     gate.seen = seen

@@ -2,7 +2,7 @@
 
 import logging
 
-from django.http import HttpResponseRedirect
+from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
@@ -27,21 +27,14 @@ from dataplatform.jobs.models import JobState
 from dataplatform.openapi import VALIDATION_ERROR, error_response
 
 from . import selectors, services
+from .file_types import FILE_MEDIA_TYPES, attachment, content_type_of, download_name
 from .models import Export
 from .options import ExportOptions
 from .ranges import file_response
 from .registry import TRL_FORMATS, all_kinds, describe_filters
 from .storage import file_gone, is_local, storage_of, store_errors
 
-CONTENT_TYPES = {
-    "parquet": "application/vnd.apache.parquet",
-    "jsonl": "application/x-ndjson",
-    "gz": "application/gzip",
-    "json": "application/json",
-    "md": "text/markdown; charset=utf-8",
-}
 logger = logging.getLogger(__name__)
-FILE_MEDIA_TYPES = sorted({content_type.split(";")[0] for content_type in CONTENT_TYPES.values()})
 
 
 class ExportSerializer(serializers.ModelSerializer):
@@ -143,7 +136,8 @@ class ExportManifestApi(APIView):
 
 
 class ExportShardApi(APIView):
-    """Download one file of a succeeded export, resumable with HTTP Range."""
+    """Download one file of a succeeded export, resumable with HTTP Range. On an object store, GET redirects to a URL
+    signed for GET; HEAD is answered here (a signed GET URL refuses HEAD), from the manifest."""
 
     @extend_schema(
         parameters=[OpenApiParameter("Range", OpenApiTypes.STR, OpenApiParameter.HEADER,
@@ -157,9 +151,7 @@ class ExportShardApi(APIView):
                                        "there): export the data again.")},
     )
     def get(self, request, slug: str, export_id: int, name: str):
-        export = _export(request, slug, export_id)
-        if export.job.state != JobState.SUCCEEDED or name not in selectors.downloadable_names(export):
-            raise NotFound(gettext("No such file in this export."))
+        export = _downloadable(request, slug, export_id, name)
         storage = storage_of(export)
         path = f"{export.location}/{name}"
         with store_errors(export.storage):
@@ -168,7 +160,11 @@ class ExportShardApi(APIView):
                 # the store's own NoSuchKey, after the redirect, where the client cannot tell why.
                 if not storage.exists(path):
                     raise _missing(export, path, name)
-                response = HttpResponseRedirect(storage.url(path))
+                # The store answers with the headers a local download has (S3's response-content-* overrides), so
+                # a browser saves the file under the same name, and a client does not guess from the key.
+                response = HttpResponseRedirect(storage.url(path, parameters={
+                    "ResponseContentDisposition": attachment(export.pk, name),
+                    "ResponseContentType": content_type_of(name)}))
             else:
                 response = _local_file(request, export, storage, path, name)
         if _starts_a_download(request):  # only once the file was found: a deleted export's is not a download
@@ -176,18 +172,55 @@ class ExportShardApi(APIView):
                                  target=export, detail={"file": name})
         return response
 
+    @extend_schema(responses={200: None, 410: error_response("As for GET.")})
+    def head(self, request, slug: str, export_id: int, name: str):
+        """The file's size, ETag (its sha256), type and name, answered by the platform: never a redirect."""
+        export = _downloadable(request, slug, export_id, name)
+        listed = _listed(export, name)  # None for the manifest.json itself
+        storage, path = storage_of(export), f"{export.location}/{name}"
+        # The storage is asked for the size (one HEAD to a store), which also says whether the file is still there:
+        # a file gone is a 410 here as for GET. No file is opened.
+        with store_errors(export.storage):
+            try:
+                size = storage.size(path)
+            except FileNotFoundError:
+                raise _missing(export, path, name) from None
+        response = HttpResponse(content_type=content_type_of(name))
+        response["Content-Length"] = str(listed["bytes"] if listed else size)
+        response["ETag"] = f'"{listed["sha256"] if listed else _unlisted_etag(export, name, size)}"'
+        response["Accept-Ranges"] = "bytes"
+        response["Content-Disposition"] = attachment(export.pk, name)
+        response["Cache-Control"] = "private, max-age=31536000, immutable"
+        return response
+
+
+def _downloadable(request, slug: str, export_id: int, name: str) -> Export:
+    export = _export(request, slug, export_id)
+    if export.job.state != JobState.SUCCEEDED or name not in selectors.downloadable_names(export):
+        raise NotFound(gettext("No such file in this export."))
+    return export
+
+
+def _listed(export: Export, name: str) -> dict | None:
+    """The manifest's entry (name, bytes, sha256) for a shard or the card; None for the manifest itself."""
+    return next((f for f in [*export.manifest["shards"], export.manifest.get("card") or {}]
+                 if f.get("name") == name), None)
+
+
+def _unlisted_etag(export: Export, name: str, size: int) -> str:
+    return f"{export.pk}-{name}-{size}"
+
 
 def _local_file(request, export: Export, storage, path: str, name: str):
     # A shard's or the card's sha256 (from the manifest) is its ETag, so If-Range resumes it.
-    listed = next((f for f in [*export.manifest["shards"], export.manifest.get("card") or {}]
-                   if f.get("name") == name), None)
+    listed = _listed(export, name)
     try:
         size = storage.size(path)
-        etag = listed["sha256"] if listed else f"{export.pk}-{name}-{size}"
+        etag = listed["sha256"] if listed else _unlisted_etag(export, name, size)
         # Opens the file before answering: once open, a delete no longer takes it from this download.
         return file_response(
             request, open_file=lambda: storage.open(path, "rb"), size=size, etag=etag,
-            content_type=CONTENT_TYPES[name.rsplit(".", 1)[-1]], filename=f"export-{export.pk}-{name}",
+            content_type=content_type_of(name), filename=download_name(export.pk, name),
         )
     except FileNotFoundError:
         raise _missing(export, path, name) from None

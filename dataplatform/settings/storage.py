@@ -26,12 +26,24 @@ EXPORTS_FILES_STORAGE = {
     "BACKEND": "django.core.files.storage.FileSystemStorage",
     "OPTIONS": {"location": str(DATA_DIR / "files"), "base_url": None},
 }
+# The endpoint signed download URLs name, when trainers reach the store at another address than the platform does
+# (a store inside compose, `http://minio:9000`, published as `https://s3.example.org`); only signing uses it.
+EXPORTS_S3_PUBLIC_ENDPOINT_URL = env_url("EXPORTS_S3_PUBLIC_ENDPOINT_URL", None)
+# "path" (https://host/bucket/key: MinIO, Ceph RGW, SeaweedFS, a store behind one host name), "virtual"
+# (https://bucket.host/key) or "auto" (botocore's choice: virtual where the bucket name allows it, on AWS).
+EXPORTS_S3_ADDRESSING_STYLE = env_str("EXPORTS_S3_ADDRESSING_STYLE", "auto")
+if EXPORTS_S3_ADDRESSING_STYLE not in ("auto", "path", "virtual"):
+    raise ImproperlyConfigured("EXPORTS_S3_ADDRESSING_STYLE is auto, path or virtual.")
 EXPORTS_S3_STORAGE = {
-    "BACKEND": "storages.backends.s3.S3Storage",
+    # django-storages' S3Storage that writes each object's content type (and no Content-Encoding) and signs with
+    # the public endpoint.
+    "BACKEND": "dataplatform.exports.s3.ExportS3Storage",
     "OPTIONS": {
         "bucket_name": EXPORTS_S3_BUCKET,
         "location": env_str("EXPORTS_S3_PREFIX"),
         "endpoint_url": env_url("EXPORTS_S3_ENDPOINT_URL", None),
+        "public_endpoint_url": EXPORTS_S3_PUBLIC_ENDPOINT_URL,
+        "addressing_style": None if EXPORTS_S3_ADDRESSING_STYLE == "auto" else EXPORTS_S3_ADDRESSING_STYLE,
         "region_name": env_str("EXPORTS_S3_REGION") or None,
         "file_overwrite": True,
         "querystring_expire": 3600,  # shard downloads redirect to URLs signed for an hour

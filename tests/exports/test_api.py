@@ -36,6 +36,8 @@ MATRIX = [
      {"admin": 200, "curator": 200, "annotator": 403, "trainer": 200, "outsider": 404, "anonymous": 401}),
     ("get", BASE + "{id}/shards/{shard}",
      {"admin": 200, "curator": 200, "annotator": 403, "trainer": 200, "outsider": 404, "anonymous": 401}),
+    ("head", BASE + "{id}/shards/{shard}",
+     {"admin": 200, "curator": 200, "annotator": 403, "trainer": 200, "outsider": 404, "anonymous": 401}),
     ("delete", BASE + "{id}/",
      {"admin": 204, "curator": 403, "annotator": 403, "trainer": 403, "outsider": 404, "anonymous": 401}),
     ("get", "/api/v1/export-kinds/",
@@ -145,6 +147,15 @@ def test_full_download_has_etag_and_length(members, export, shard, export_storag
     assert response["ETag"] == f'"{shard["sha256"]}"' and response["Accept-Ranges"] == "bytes"
     assert int(response["Content-Length"]) == shard["bytes"] == len(body)
     assert body == (export_storage_in_tmp / export.location / shard["name"]).read_bytes()
+
+
+def test_head_answers_the_headers_a_download_has_without_the_file(members, export, shard):
+    client = api_client_for(members["trainer"])
+    url = f"{BASE}{export.pk}/shards/{shard['name']}"
+    head, get = client.head(url), client.get(url)
+    assert head.status_code == 200 and head.content == b""
+    for header in ("ETag", "Content-Length", "Content-Type", "Content-Disposition", "Accept-Ranges"):
+        assert head[header] == get[header], header
 
 
 @pytest.mark.parametrize("header, expected_slice", [

@@ -348,6 +348,9 @@ def test_the_token_is_not_sent_on_to_where_a_download_is_redirected(httpserver, 
     assert "Authorization" not in requests["/store/train-00000.parquet"]
     assert "Authorization" not in requests["/store/README.md"]
     assert requests["/store/train-00000.parquet"]["Range"] == "bytes=1000-"
+    # If-Range holds the platform's ETag (the sha256): a store compares it with its own and would send the whole file.
+    assert requests["/e/shards/train-00000.parquet"]["If-Range"] == f'"{entry["sha256"]}"'
+    assert "If-Range" not in requests["/store/train-00000.parquet"]
 
 
 # After the export page's own load_dataset-over-HTTP snippet (run as a trainer runs it: in a fresh Python

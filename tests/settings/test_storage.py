@@ -37,3 +37,18 @@ def test_writing_to_s3_without_a_bucket_stops_the_settings():
     result = settings_with(EXPORTS_WRITE_TO="s3")
     assert result.returncode != 0
     assert "EXPORTS_WRITE_TO is files or s3 (s3 needs EXPORTS_S3_BUCKET)." in result.stderr
+
+
+def test_the_s3_storage_signs_at_the_public_endpoint_in_the_addressing_style_named():
+    show = ("import json, dataplatform.settings as s; o = s.STORAGES['exports-s3']; print(json.dumps([o['BACKEND'], "
+            "o['OPTIONS']['endpoint_url'], o['OPTIONS']['public_endpoint_url'], o['OPTIONS']['addressing_style']]))")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("EXPORTS_")}
+    env = clean | {"EXPORTS_S3_BUCKET": "b", "EXPORTS_S3_ENDPOINT_URL": "http://minio:9000",
+                   "EXPORTS_S3_PUBLIC_ENDPOINT_URL": "https://s3.example.org", "EXPORTS_S3_ADDRESSING_STYLE": "path"}
+    result = subprocess.run([sys.executable, "-c", show], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [
+        "dataplatform.exports.s3.ExportS3Storage", "http://minio:9000", "https://s3.example.org", "path"]
+    wrong = settings_with(EXPORTS_S3_BUCKET="b", EXPORTS_S3_ADDRESSING_STYLE="host")
+    assert wrong.returncode != 0 and "EXPORTS_S3_ADDRESSING_STYLE is auto, path or virtual." in wrong.stderr

@@ -8,12 +8,13 @@ The URL is the export's (.../exports/7/) or its manifest's (.../exports/7/manife
 DATAPLATFORM_TOKEN only, sent only in the Authorization header (never to another host a download is
 redirected to, such as an object store's signed URL), and never printed.
 
-Each file is downloaded to NAME.part, resumed with an HTTP Range request when a .part is already there,
-checked against the manifest's sha256 and only then renamed to NAME; a file that fails the check is
-downloaded again, once. Files already present with the right checksum are skipped. Connection errors,
-timeouts, 5xx and 429 (honouring Retry-After) are retried with exponential backoff. manifest.json is
-written last: its presence says the folder is complete and verified. Progress goes to stderr; the exit
-status is 0 on success, 1 on failure (the message names the file), 2 on a usage error.
+Each file is downloaded to NAME.part, resumed with an HTTP Range request when a .part is already there
+(also from an object store a download is redirected to: see _ResumingRedirects), checked against the
+manifest's sha256 and only then renamed to NAME; a file that fails the check is downloaded again, once.
+Files already present with the right checksum are skipped. Connection errors, timeouts, 5xx and 429
+(honouring Retry-After) are retried with exponential backoff. manifest.json is written last: its presence
+says the folder is complete and verified. Progress goes to stderr; the exit status is 0 on success, 1 on
+failure (the message names the file), 2 on a usage error.
 
 The folder holds one export, the one pulled last, and nothing else a loader could read with it (`train-*`
 globs and `load_dataset(folder)` read every file whose name fits). Before downloading, the script removes
@@ -90,6 +91,23 @@ def _retry_after(value: str | None) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
+class _ResumingRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects as urllib does, but without If-Range. Its value is the platform's ETag (the file's sha256);
+    an object store a download is redirected to compares it with an ETag of its own (an MD5, or "...-3" for a
+    multipart upload) and, finding them different, answers the resumed download with the whole file again. Range
+    alone is safe there: an export's files never change under its id, and every file is checked against the
+    manifest's sha256 before it is kept (a copy that does not match is downloaded again)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        redirected = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if redirected is not None:
+            redirected.remove_header("If-range")  # urllib keeps header names str.capitalize()d
+        return redirected
+
+
+_OPENER = urllib.request.build_opener(_ResumingRedirects)
+
+
 class Client:
     """GET requests with the token, a timeout, and retries with exponential backoff."""
 
@@ -103,7 +121,7 @@ class Client:
         request = urllib.request.Request(url, headers=headers)
         request.add_unredirected_header("Authorization", f"Bearer {self.token}")  # not sent on after a redirect
         try:
-            response = urllib.request.urlopen(request, timeout=self.timeout)
+            response = _OPENER.open(request, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
             logger.debug("GET %s -> %s", url, exc.code)
             detail = _detail(exc)
@@ -166,7 +184,8 @@ def _download(client: Client, url: str, part: Path, entry: dict | None) -> None:
         return  # whole already: the checksum decides
     headers = {}
     if entry and 0 < have < entry["bytes"]:
-        # If-Range: a partial copy of another version of the file gets the whole file (200), not a range.
+        # If-Range: a partial copy of another version of the file gets the whole file (200), not a range. The
+        # platform answers it; where it redirects to a store, Range goes on alone (_ResumingRedirects).
         headers = {"Range": f"bytes={have}-", "If-Range": f'"{entry["sha256"]}"'}
     try:
         response = client.open(url, headers)
