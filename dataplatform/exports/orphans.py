@@ -17,15 +17,11 @@ from django.utils import timezone
 from dataplatform.jobs.models import JobState
 
 from .models import Export
-from .storage import as_store_error, delete_prefix, storage_named
+from .storage import as_store_error, delete_prefix, export_storage_aliases, storage_named
 
 logger = logging.getLogger(__name__)
 ROOT = "exports"
 GIVEN_UP = (JobState.FAILED, JobState.CANCELLED)
-
-
-def export_storage_aliases() -> list[str]:
-    return [alias for alias in ("exports-files", "exports-s3") if settings.STORAGES.get(alias)]
 
 
 def sweep_orphans() -> dict:

@@ -154,3 +154,8 @@ def delete_prefix(storage: Storage, prefix: str) -> int:
     for name in files:
         storage.delete(f"{prefix}/{name}")
     return len(files)
+
+
+def export_storage_aliases() -> list[str]:
+    """The export storages this server is configured for (the filesystem always; S3 when EXPORTS_S3_BUCKET is set)."""
+    return [alias for alias in ("exports-files", "exports-s3") if settings.STORAGES.get(alias)]
