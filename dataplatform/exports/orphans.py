@@ -49,8 +49,8 @@ def _sweep(alias: str) -> list[str]:
              for folder in _folders(storage, f"{ROOT}/{project}") if folder.isdigit()]
     removed = []
     for location in found:
-        if _is_orphan(location, alias):
-            delete_prefix(storage, location)
+        # An emptied folder stays on the filesystem: it is only counted when it held files.
+        if _is_orphan(location, alias) and delete_prefix(storage, location):
             removed.append(location)
     return removed
 

@@ -116,3 +116,12 @@ def test_an_outage_that_outlasts_the_retries_fails_the_job_and_the_sweep_removes
     assert orphans.sweep_orphans() == {"removed": {"exports-s3": [export.location]}, "unreachable": []}
     assert store.keys("mid/") == []
     assert Export.objects.filter(pk=export.pk).exists()  # the record stays, for a person to retry or delete
+
+
+def test_a_store_that_refuses_the_platform_fails_the_export_at_once_naming_its_code(settings, run_export, store):
+    use_s3(settings, store, "mid", client_config=ONE_TRY, bucket_name="not-the-bucket")
+    export = run_export(filters={"n": 20})
+    assert (export.job.state, export.job.attempts) == ("failed", 1)  # waiting would not help: not retried
+    assert export.job.error.startswith("StoreRefused: The export storage exports-s3 refuses the platform's requests "
+                                       "(AccessDenied)")
+    assert store.keys() == [] and not export.manifest
