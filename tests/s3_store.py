@@ -252,3 +252,12 @@ def stop_s3_store(store: S3Store) -> None:
     """Stop the server and close its socket: connections to it are refused, as to a store that is down."""
     store.server.stop()
     store.server._server.server_close()
+
+
+def restart_s3_store(store: S3Store) -> None:
+    """Start a stopped store again on its port. moto's state (the bucket, its objects, the user) is the process's, so
+    the store comes back as it was, as a real one does after an outage."""
+    secrets = dict(store.server.secrets)
+    store.server._port = int(store.endpoint.rsplit(":", 1)[1])
+    store.server.start()
+    store.server.secrets.update(secrets)

@@ -3,6 +3,7 @@
 import base64
 import hashlib
 import json
+import logging
 import shutil
 import tempfile
 from collections import deque
@@ -32,6 +33,7 @@ from .sources import read_batches
 from .storage import delete_prefix, publish, storage_named, storage_of, store_errors
 from .writers import SPLITS, Deduplicator, RowGroups, SplitWriter, partition_batch, split_batch
 
+logger = logging.getLogger(__name__)
 WRITE_JOB_KIND = "exports.write"
 MANIFEST_NAME = "manifest.json"
 CARD_NAME = "README.md"
@@ -73,6 +75,9 @@ def write_export(*, export: Export, progress) -> dict:
 
     Any failure or cancellation removes every file this run wrote; a rerun of the
     same export first removes what an earlier attempt left, so it replaces, never adds.
+    A store fault is raised as the store's error (StoreDown, a Transient: the job is retried; StoreRefused: it
+    fails and says what to fix), never as the cleanup's: a store that is down fails that too, which is logged,
+    and the retry or exports.orphans.sweep_orphans removes the files left.
     """
     kind = get_kind(export.kind)
     if kind.version != export.kind_version:
@@ -81,7 +86,8 @@ def write_export(*, export: Export, progress) -> dict:
     filters = kind.filters(data=export.filters)
     filters.is_valid(raise_exception=True)
     storage = storage_of(export)
-    delete_prefix(storage, export.location)
+    with store_errors(export.storage):
+        delete_prefix(storage, export.location)
     if not export.data_version:
         export.data_version = kind.data_version(export.project)
         export.save(update_fields=["data_version"])
@@ -98,7 +104,7 @@ def write_export(*, export: Export, progress) -> dict:
             writers[partition, split] = SplitWriter(
                 split=split, fmt=export.format, schema=kind.schema, work_dir=work_dir, shard_rows=export.shard_rows,
                 shard_bytes=export.shard_bytes, partition=partition, row_groups=row_groups,
-                on_complete=lambda path, info: publish(storage, path, f"{export.location}/{info.name}"),
+                on_complete=lambda path, info: _publish_file(export, storage, path, info.name),
             )
         return writers[partition, split]
 
@@ -146,13 +152,13 @@ def write_export(*, export: Export, progress) -> dict:
                 manifest["notes"] = query.notes
             card = cards.dataset_card(export, kind, manifest).encode("utf-8")
         manifest["card"] = {"name": CARD_NAME, "bytes": len(card), "sha256": hashlib.sha256(card).hexdigest()}
-        _publish_text(storage, work_dir, f"{export.location}/{CARD_NAME}", card.decode("utf-8"))
-        _publish_text(storage, work_dir, f"{export.location}/{MANIFEST_NAME}", json.dumps(manifest, indent=2))
-    except BaseException:
+        _publish_text(export, storage, work_dir, CARD_NAME, card.decode("utf-8"))
+        _publish_text(export, storage, work_dir, MANIFEST_NAME, json.dumps(manifest, indent=2))
+    except BaseException as failure:
         background.shutdown(cancel_futures=True)  # the writer thread is done before its files are removed
         for writer in writers.values():
             writer.abort()
-        delete_prefix(storage, export.location)
+        _remove_attempt(export, storage, failure)
         raise
     finally:
         batches.close()  # ends the read (and its database connection) if it stopped early
@@ -279,10 +285,27 @@ def _ipc_base64(schema: pa.Schema) -> str:
     return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
 
 
-def _publish_text(storage, work_dir: Path, name: str, text: str) -> None:
-    path = work_dir / f".{Path(name).name}.partial"
+def _publish_file(export: Export, storage, path: Path, name: str) -> None:
+    with store_errors(export.storage):
+        publish(storage, path, f"{export.location}/{name}")
+
+
+def _publish_text(export: Export, storage, work_dir: Path, name: str, text: str) -> None:
+    path = work_dir / f".{name}.partial"
     path.write_text(text, encoding="utf-8")
-    publish(storage, path, name)
+    _publish_file(export, storage, path, name)
+
+
+def _remove_attempt(export: Export, storage, failure: BaseException) -> None:
+    """Remove what a failed or cancelled run published. Never raises: the run's own error is the one to record (the
+    job retries a StoreDown); a removal that fails too (the store is down) is logged beside it, and the files are
+    removed by the retry, or by the sweep (exports.orphans) once the job has failed for good."""
+    try:
+        delete_prefix(storage, export.location)
+    except Exception as exc:
+        logger.warning("Export %s failed (%s: %s) and the files of its failed attempt were not removed (%s: %s); "
+                       "its retry or the orphan sweep removes them.", export.pk, type(failure).__name__, failure,
+                       type(exc).__name__, exc)
 
 
 def _scratch_dir() -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage, Storage, storages
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from dataplatform.errors import Missing, PlatformError, Transient, Unavailable
 
@@ -42,6 +42,9 @@ class StoreDown(Transient):
     """The export storage did not answer (refused connection, timeout, a 5xx): try again in a moment."""
 
     retry_after = 30
+    # What an export job shows while it waits to retry (jobs.tasks.run_job): the job system's usual backoff.
+    retrying_message = gettext_noop("Export storage unavailable (attempt %(attempt)s of %(max_attempts)s); retrying "
+                                    "in %(seconds)s s.")
 
 
 class StoreRefused(Unavailable):
@@ -151,3 +154,8 @@ def delete_prefix(storage: Storage, prefix: str) -> int:
     for name in files:
         storage.delete(f"{prefix}/{name}")
     return len(files)
+
+
+def export_storage_aliases() -> list[str]:
+    """The export storages this server is configured for (the filesystem always; S3 when EXPORTS_S3_BUCKET is set)."""
+    return [alias for alias in ("exports-files", "exports-s3") if settings.STORAGES.get(alias)]

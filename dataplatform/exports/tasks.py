@@ -1,4 +1,5 @@
-"""Celery tasks of the export engine: they only call stored.py (building stored kinds' rows ahead of exports)."""
+"""Celery tasks of the export engine: they only call stored.py (building stored kinds' rows ahead of exports) and
+orphans.py (the sweep of export files no export can serve)."""
 
 import logging
 
@@ -7,7 +8,7 @@ from celery import shared_task
 from dataplatform.accounts.models import Project
 from dataplatform.errors import Transient
 
-from . import stored
+from . import orphans, stored
 
 logger = logging.getLogger(__name__)
 
@@ -34,3 +35,9 @@ def sweep_stored_rows() -> dict:
     except Transient as exc:
         logger.warning("Stored export rows not swept now: %s", exc)
         return {}
+
+
+@shared_task(ignore_result=True)
+def sweep_export_orphans() -> dict:
+    """Remove export files no export can serve (every worker's beat; exports/orphans.py)."""
+    return orphans.sweep_orphans()

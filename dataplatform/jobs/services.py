@@ -218,8 +218,8 @@ def execute_job(*, job_id: int, listener=None) -> None:
         logger.exception("Job %s (%s) failed", job_id, job.kind)
         _finish_by_id(job_id, JobState.FAILED, worker=job.worker, error=_exception_error(exc),
                       status=Status(gettext_noop("Failed.")))
-    else:
-        _finish_by_id(job_id, JobState.SUCCEEDED, worker=job.worker, result=result,
+    else:  # error="": a retried job's success clears the outage its earlier attempt recorded
+        _finish_by_id(job_id, JobState.SUCCEEDED, worker=job.worker, result=result, error="",
                       progress_done=job.progress_total or job.progress_done, status=Status(gettext_noop("Done.")))
 
 
@@ -347,9 +347,15 @@ def reap_stale_jobs() -> dict:
     return {"requeued": requeued, "failed": failed, "resent": resent}
 
 
-def mark_retrying(*, job_id: int, error: str, retry_in: float, attempt: int, max_attempts: int) -> None:
-    status = Status(gettext_noop("Model backend unavailable (attempt %(attempt)s of %(max_attempts)s); retrying in "
-                                 "%(seconds)s s."), attempt=attempt, max_attempts=max_attempts, seconds=round(retry_in))
+BACKEND_RETRYING = gettext_noop("Model backend unavailable (attempt %(attempt)s of %(max_attempts)s); retrying in "
+                                "%(seconds)s s.")
+
+
+def mark_retrying(*, job_id: int, error: str, retry_in: float, attempt: int, max_attempts: int,
+                  message: str = BACKEND_RETRYING) -> None:
+    """Queue the job again for its retry; `message` (a msgid with the same placeholders) names what is down: a
+    Transient's `retrying_message` when it has one (the export storage's), else the model backend."""
+    status = Status(message, attempt=attempt, max_attempts=max_attempts, seconds=round(retry_in))
     Job.objects.filter(pk=job_id).exclude(state__in=TERMINAL_STATES).update(
         state=JobState.QUEUED,
         status_message=status.english(),

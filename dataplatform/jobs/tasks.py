@@ -17,8 +17,8 @@ from . import services
 @shared_task(bind=True, max_retries=None, acks_late=True,
              soft_time_limit=settings.JOB_SOFT_TIME_LIMIT_SECONDS, time_limit=settings.JOB_HARD_TIME_LIMIT_SECONDS)
 def run_job(self, job_id: int) -> None:
-    """Run one job. Only a transient outage (the model backend, a replay webhook) is retried, with
-    exponential backoff."""
+    """Run one job. Only a transient outage (the model backend, a replay webhook, the export storage) is retried,
+    with exponential backoff."""
     try:
         services.execute_job(job_id=job_id)
     except Transient as exc:
@@ -33,7 +33,8 @@ def run_job(self, job_id: int) -> None:
             return
         retry_in = settings.JOB_RETRY_BACKOFF_SECONDS * 2 ** self.request.retries
         services.mark_retrying(
-            job_id=job_id, error=str(exc), retry_in=retry_in, attempt=attempt, max_attempts=max_attempts
+            job_id=job_id, error=str(exc), retry_in=retry_in, attempt=attempt, max_attempts=max_attempts,
+            **({"message": exc.retrying_message} if getattr(exc, "retrying_message", None) else {}),
         )
         raise self.retry(exc=exc, countdown=retry_in) from exc
 

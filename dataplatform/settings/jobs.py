@@ -59,6 +59,11 @@ JOB_REPUBLISH_QUEUED_AFTER_SECONDS = env_float("JOB_REPUBLISH_QUEUED_AFTER_SECON
 # `threads` ignores both, and `manage.py export` runs in-process without a limit.
 JOB_SOFT_TIME_LIMIT_SECONDS = env_float("JOB_SOFT_TIME_LIMIT_SECONDS", 6 * 3600.0)
 JOB_HARD_TIME_LIMIT_SECONDS = env_float("JOB_HARD_TIME_LIMIT_SECONDS", JOB_SOFT_TIME_LIMIT_SECONDS + 600)
+# Export files no export can serve (a job that failed for good while the store was down, a delete whose file removal
+# failed) are removed this often by every worker's beat (exports/orphans.py); a failed export's only once it failed
+# EXPORTS_ORPHAN_GRACE_SECONDS ago, so a person retrying it at once is not raced. A retry removes its own leftovers.
+EXPORTS_ORPHAN_SWEEP_SECONDS = env_float("EXPORTS_ORPHAN_SWEEP_SECONDS", 3600.0)
+EXPORTS_ORPHAN_GRACE_SECONDS = env_float("EXPORTS_ORPHAN_GRACE_SECONDS", 600.0)
 # Every worker runs the reaper this often (embedded `celery beat`, `-B`) and once when it starts.
 JOB_REAP_INTERVAL_SECONDS = env_float("JOB_REAP_INTERVAL_SECONDS", 30.0)
 CELERY_BEAT_SCHEDULE = {
@@ -71,6 +76,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "dataplatform.exports.tasks.sweep_stored_rows",
         "schedule": EXPORTS_BUILD_INTERVAL_SECONDS,
         "options": {"expires": EXPORTS_BUILD_INTERVAL_SECONDS},
+    },
+    "sweep-export-orphans": {
+        "task": "dataplatform.exports.tasks.sweep_export_orphans",
+        "schedule": EXPORTS_ORPHAN_SWEEP_SECONDS,
+        "options": {"expires": EXPORTS_ORPHAN_SWEEP_SECONDS},
     },
 }
 # The worker makes this file's folder when it starts (dataplatform/celery.py).

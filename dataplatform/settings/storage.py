@@ -69,6 +69,9 @@ STORAGES = {
     "exports-files": EXPORTS_FILES_STORAGE,
     **({"exports-s3": EXPORTS_S3_STORAGE} if EXPORTS_S3_STORAGE else {}),
 }
+# The system page and its API probe each export storage (write, list and delete a tiny object: exports/health.py) at
+# most this often; the page polls every few seconds, and a probe is a few requests to the store.
+EXPORTS_HEALTH_CACHE_SECONDS = env_float("EXPORTS_HEALTH_CACHE_SECONDS", 30.0)
 EXPORT_DEFAULT_SHARD_ROWS = env_int("EXPORT_DEFAULT_SHARD_ROWS", 100000)
 EXPORT_BATCH_ROWS = env_int("EXPORT_BATCH_ROWS", 10000)
 # Parquet row groups: at most this many rows (pyarrow's write_table default), and an export's shards hold back at most

@@ -11,7 +11,7 @@ from .selectors import last_capability_report, platform_status
 
 class SystemStatusApi(APIView):
     @extend_schema(
-        summary="Health of database, broker, workers and model backend",
+        summary="Health of database, broker, workers, model backend and export storage",
         responses=inline_serializer("SystemStatus", {
             "ok": serializers.BooleanField(),
             "services": serializers.ListField(child=serializers.DictField()),

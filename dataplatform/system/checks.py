@@ -1,6 +1,8 @@
 """Start-up checks: a configured database or broker that cannot be reached stops
 `runserver`, `migrate` and the other commands with a clear message, instead of
-failing later or, worse, silently."""
+failing later or, worse, silently. An export storage that refuses the platform (no
+such bucket, wrong credentials) stops them too; one that does not answer is a warning
+(the rest of the platform works meanwhile, and exports retry)."""
 
 from django.conf import settings
 from django.core import checks
@@ -26,3 +28,21 @@ def services_reachable(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
         except BrokerUnavailable as exc:
             errors.append(checks.Error(str(exc), id="system.E002"))
     return errors
+
+
+@checks.register("services")
+def export_storages_usable(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    from dataplatform.exports.health import probe_storage
+    from dataplatform.exports.storage import export_storage_aliases
+
+    messages = []
+    for alias in export_storage_aliases():
+        probe = probe_storage(alias)
+        if probe.problem == "refused":
+            messages.append(checks.Error(f"{probe.detail} ({probe.where})", id="system.E003",
+                                         hint="Fix EXPORTS_S3_BUCKET, EXPORTS_S3_ENDPOINT_URL and the AWS_* "
+                                              "credentials, or unset EXPORTS_S3_BUCKET to export to the filesystem."))
+        elif probe.problem == "down":
+            messages.append(checks.Warning(f"{probe.detail} ({probe.where})", id="system.W001",
+                                           hint="Exports and deletes wait for it (503, retried jobs) until it is back."))
+    return messages

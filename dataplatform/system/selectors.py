@@ -11,12 +11,14 @@ from django.utils.translation import gettext_lazy
 
 from dataplatform.broker import BrokerUnavailable, check_broker, ping_workers, redacted_url
 from dataplatform.celery import app as celery_app
+from dataplatform.exports.health import storage_health
 from dataplatform.inference import get_backend
 from dataplatform.inference.capabilities import CapabilityReport
 
 # The services' names as the system page shows them (the API keeps `name` as it is: a client may key on it).
 SERVICE_LABELS = {"Database": gettext_lazy("Database"), "Broker": gettext_lazy("Broker"),
-                  "Workers": gettext_lazy("Workers"), "Model backend": gettext_lazy("Model backend")}
+                  "Workers": gettext_lazy("Workers"), "Model backend": gettext_lazy("Model backend"),
+                  "Export storage": gettext_lazy("Export storage")}
 DATABASE_NAMES = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
 # Where services.run_capability_check keeps the last capability report (the cache every web process shares).
 REPORT_KEY = "system:capabilities:last"
@@ -84,11 +86,18 @@ def backend_status() -> ServiceStatus:
     return ServiceStatus("Model backend", health.ok, health.detail, facts)
 
 
+def export_storage_status() -> ServiceStatus:
+    """Each export storage's probe (write, list and delete a tiny object), cached briefly (exports/health.py)."""
+    probes = storage_health()
+    return ServiceStatus("Export storage", all(probe.ok for probe in probes), "; ".join(p.detail for p in probes),
+                         {probe.alias: probe.where for probe in probes})
+
+
 def platform_status() -> list[ServiceStatus]:
     database = database_status()
     broker = broker_status()
     workers = worker_status() if broker.ok else ServiceStatus("Workers", False, _("broker unreachable"))
-    return [database, broker, workers, backend_status()]
+    return [database, broker, workers, backend_status(), export_storage_status()]
 
 
 def last_capability_report() -> CapabilityReport | None:

@@ -1,6 +1,7 @@
 """Exports on object storage, end to end against an S3 protocol server with IAM authentication on (tests/s3_store.py):
 the engine writes the shards there, the shard API redirects to them, a trainer's clients follow the redirect without
-taking their token along, the pull script verifies them, and a delete removes every object."""
+taking their token along, the pull script verifies them, `datasets` loads the pulled folder, and a delete removes
+every object."""
 
 import hashlib
 import os
@@ -12,6 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import requests
 from botocore.exceptions import ClientError
+from datasets import load_dataset
 from django.core.files.base import ContentFile
 from storages.backends.s3 import S3Storage
 
@@ -82,6 +84,25 @@ def test_an_export_on_s3_is_listed_downloaded_pulled_and_deleted(run_export, mem
     # Every file came from the store through a signed URL, none of them with the token.
     assert len(s3_store.server.gate.seen) >= len(export.manifest["shards"]) + 2
     assert {seen["authorization"] for seen in s3_store.server.gate.seen} == {None}
+    # The pulled folder loads as its card says: every row of each split, from the files the manifest lists.
+    dataset = load_dataset(str(out), cache_dir=str(tmp_path / "cache"))
+    by_split = export.manifest["totals"]["by_split"]
+    assert {split: rows.num_rows for split, rows in dataset.items()} == {
+        split: totals["rows"] for split, totals in by_split.items() if totals["shards"]}
+
+    # The README's clients, as a trainer runs them: `curl -L` drops the token at the redirect (another port is another
+    # origin), `curl --location-trusted` and `wget --header` send it on, and S3 refuses the request ("Only one auth
+    # mechanism allowed", applied by the gate) after the token has left.
+    url, header = f"{api}shards/{shard['name']}", f"Authorization: Bearer {secret}"
+    s3_store.server.gate.seen.clear()
+    curl = subprocess.run(["curl", "-sSL", "-o", str(tmp_path / "curl.bin"), "-w", "%{http_code}", "-H", header, url],
+                          capture_output=True, text=True, timeout=60)
+    assert curl.stdout == "200" and hashlib.sha256((tmp_path / "curl.bin").read_bytes()).hexdigest() == shard["sha256"]
+    trusted = subprocess.run(["curl", "-sSL", "--location-trusted", "-o", os.devnull, "-w", "%{http_code}", "-H",
+                              header, url], capture_output=True, text=True, timeout=60)
+    wget = subprocess.run(["wget", "-q", "-O", os.devnull, "--header", header, url], capture_output=True, timeout=60)
+    assert trusted.stdout == "400" and wget.returncode == 8  # wget: "the server issued an error response"
+    assert [bool(seen["authorization"]) for seen in s3_store.server.gate.seen] == [False, True, True]
 
     # A delete removes the rows, then every object under the export's prefix.
     deleted = api_client_for(members["admin"]).delete(f"/api/v1/projects/alpha/exports/{export.pk}/")
