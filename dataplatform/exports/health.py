@@ -16,13 +16,16 @@ from django.core.cache import cache
 from django.core.files.base import ContentFile
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import pgettext_lazy
 
 from .storage import StoreDown, as_store_error, export_storage_aliases
 
 CACHE_KEY = "exports:storage-health"
 PROBE_FOLDER = ".health"  # outside exports/, which the orphan sweep walks
-STEPS = {"write": gettext_lazy("write"), "list": gettext_lazy("list"), "delete": gettext_lazy("delete")}
+# Verbs, in a context of their own: "list" is also a noun elsewhere (an export filter's type).
+STEPS = {"write": pgettext_lazy("export storage probe step", "write"),
+         "list": pgettext_lazy("export storage probe step", "list"),
+         "delete": pgettext_lazy("export storage probe step", "delete")}
 
 
 @dataclass
