@@ -129,7 +129,9 @@ class SweTask(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["project", "instance_id"], name="swe_task_unique_instance")]
-        indexes = [models.Index(fields=["project", "-claims_done", "id"], name="swe_task_queue_order")]
+        indexes = [models.Index(fields=["project", "-claims_done", "id"], name="swe_task_queue_order"),
+                   # The API's cursor pages, newest first (dataplatform/pagination.py): one page of rows a request.
+                   models.Index(fields=["project", "-created_at", "-id"], name="swe_task_project_recent")]
 
     def __str__(self) -> str:
         return self.instance_id
@@ -159,7 +161,9 @@ class Trajectory(models.Model):
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["project", "trajectory_id"],
                                                name="swe_trajectory_unique_id")]
-        indexes = [models.Index(fields=["project", "-claims_done", "id"], name="swe_trajectory_queue_order")]
+        indexes = [models.Index(fields=["project", "-claims_done", "id"], name="swe_trajectory_queue_order"),
+                   # The API's cursor pages, newest first (dataplatform/pagination.py): one page of rows a request.
+                   models.Index(fields=["project", "-created_at", "-id"], name="swe_trajectory_recent")]
 
     def __str__(self) -> str:
         return self.trajectory_id

@@ -78,7 +78,9 @@ class Trace(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["project", "trace_id"], name="trace_unique_id")]
-        indexes = [models.Index(fields=["project", "environment"], name="trace_project_env")]
+        indexes = [models.Index(fields=["project", "environment"], name="trace_project_env"),
+                   # The API's cursor pages, newest first (dataplatform/pagination.py): one page of rows a request.
+                   models.Index(fields=["project", "-created_at", "-id"], name="trace_project_recent")]
 
     def __str__(self) -> str:
         return self.trace_id

@@ -37,6 +37,8 @@ class AtdPrompt(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["project", "external_id"], name="atd_prompt_unique_id")]
+        # The API's cursor pages, newest first (dataplatform/pagination.py): one page of rows a request.
+        indexes = [models.Index(fields=["project", "-created_at", "-id"], name="atd_prompt_project_recent")]
 
 
 class ScoringMethod(models.TextChoices):
