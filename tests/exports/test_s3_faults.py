@@ -1,12 +1,25 @@
 """Store faults answer the platform's errors, never a 500, and lose nothing: a DELETE while the S3 store is down is a
-503 with Retry-After, with a wrong bucket or wrong credentials a 503 that names the problem; the export stays whole."""
+503 with Retry-After, with a wrong bucket or wrong credentials a 503 that names the problem; the export stays whole;
+a pull the store's outage cut finishes when it is run again."""
+
+import hashlib
 
 import pytest
+from botocore.config import Config
 from rest_framework.test import APIClient
 
+from dataplatform.accounts import services as account_services
 from dataplatform.exports.models import Export
+from dataplatform.exports.pull_script import dataplatform_pull
 from tests.conftest import api_client_for
-from tests.s3_store import exports_on_s3, s3_store, start_s3_store, stop_s3_store, use_s3  # noqa: F401  (fixtures)
+from tests.s3_store import (  # noqa: F401  (fixtures)
+    exports_on_s3,
+    restart_s3_store,
+    s3_store,
+    start_s3_store,
+    stop_s3_store,
+    use_s3,
+)
 
 pytestmark = pytest.mark.django_db
 BASE = "/api/v1/projects/alpha/exports/"
@@ -68,3 +81,38 @@ def test_roles_are_checked_before_the_store_is_asked(settings, run_export, membe
     assert {role: client.delete(f"{BASE}{export.pk}/").status_code for role, client in clients.items()} == {
         "admin": 503, "curator": 403, "annotator": 403, "trainer": 403, "outsider": 404, "anonymous": 401}
     assert Export.objects.filter(pk=export.pk).exists()
+
+
+def test_a_store_that_stops_during_a_pull_costs_a_rerun_only_the_files_not_yet_verified(
+        settings, run_export, members, live_server, export_storage_in_tmp, tmp_path):
+    """The store stops after the pull script verified the first shard: it retries, then gives up naming the file it
+    could not get, with nothing unverified under a final name and no manifest.json (written last). Once the store is
+    back, the same command finishes, keeping what it had."""
+    store = start_s3_store()  # its own server, to stop
+    try:
+        use_s3(settings, store, "pull", client_config=Config(signature_version="s3v4", retries={"max_attempts": 1}))
+        export = run_export(filters={"n": 40}, shard_rows=10, validation_ratio=0)
+        shards = {shard["name"]: shard["sha256"] for shard in export.manifest["shards"]}
+        first = next(iter(shards))
+        _, secret = account_services.issue_token(user=members["trainer"], name="pull", read_only=True)
+        url, out, said = f"{live_server.url}{BASE}{export.pk}/", tmp_path / "pulled", []
+
+        def log(line: str) -> None:
+            said.append(line)
+            if line.startswith(f"{first}: ") and line.endswith("sha256 ok"):
+                stop_s3_store(store)
+
+        with pytest.raises(dataplatform_pull.PullError, match=r"gave up after 2 attempts"):
+            dataplatform_pull.pull(url, out, token=secret, workers=1, retries=2, backoff=0, log=log)
+        finals = {path.name for path in out.iterdir() if not path.name.endswith(".part")}
+        assert first in finals and "manifest.json" not in finals
+        assert all(hashlib.sha256((out / name).read_bytes()).hexdigest() == shards[name] for name in finals & set(shards))
+        assert finals & set(shards) != set(shards)  # the outage left files to get
+        restart_s3_store(store)
+        again = []
+        dataplatform_pull.pull(url, out, token=secret, workers=1, retries=2, backoff=0, log=again.append)
+    finally:
+        stop_s3_store(store)
+    assert f"{first}: already complete" in again
+    assert all(hashlib.sha256((out / name).read_bytes()).hexdigest() == sha for name, sha in shards.items())
+    assert (out / "manifest.json").exists()
