@@ -5,8 +5,6 @@ the same transaction (who, model or human, {field: [old, new]}), with the final 
 (final_labels.write_event, under the item's lock: the exports read it).
 """
 
-import copy
-import functools
 import hashlib
 from pathlib import Path
 
@@ -37,7 +35,7 @@ from .models import (
     Trajectory,
     TrajectoryReviewClaim,
 )
-from .taxonomy import TaxonomySpec, parse_taxonomy
+from .taxonomy import TaxonomySpec, parse_shipped, parse_taxonomy
 
 TAXONOMY_DIR = Path(__file__).parent / "taxonomies"
 BUILTIN_TAXONOMIES = ("swe_v1", "swe_v2")
@@ -96,20 +94,9 @@ def _store(spec, sha256: str, filename: str, user) -> Taxonomy:
 
 
 def builtin_taxonomy(name: str) -> Taxonomy:
-    """A taxonomy shipped in labeler/taxonomies (`swe_v1`, `swe_v2`), loaded on first use."""
-    data, sha256, filename = _shipped_taxonomy_file(name)
-    # A copy each time: the row created from it keeps the dict, which must not be the cached one.
-    return _store(TaxonomySpec(copy.deepcopy(data)), sha256, filename, None)
-
-
-@functools.cache
-def _shipped_taxonomy_file(name: str) -> tuple[dict, str, str]:
-    """The shipped file parsed once per process: the files are code, and every new project's settings (and every
-    upload of the published definition files) store or find the shipped version: parsing its 80 kB of YAML each
-    time was most of a labeler test's time (0.5-1 s a parse on a busy 2-core machine)."""
-    path = TAXONOMY_DIR / f"{name}.yaml"
-    text = path.read_text(encoding="utf-8")
-    return parse_taxonomy(text, filename=path.name).data, hashlib.sha256(text.encode("utf-8")).hexdigest(), path.name
+    """A taxonomy shipped in labeler/taxonomies (`swe_v1`, `swe_v2`), loaded on first use (parsed once a process)."""
+    data, sha256 = parse_shipped(TAXONOMY_DIR / f"{name}.yaml")
+    return _store(TaxonomySpec(data), sha256, f"{name}.yaml", None)
 
 
 def shipped_taxonomy() -> Taxonomy:
