@@ -35,7 +35,7 @@ from .models import (
     Trajectory,
     TrajectoryReviewClaim,
 )
-from .taxonomy import parse_taxonomy
+from .taxonomy import TaxonomySpec, parse_shipped, parse_taxonomy
 
 TAXONOMY_DIR = Path(__file__).parent / "taxonomies"
 BUILTIN_TAXONOMIES = ("swe_v1", "swe_v2")
@@ -94,9 +94,9 @@ def _store(spec, sha256: str, filename: str, user) -> Taxonomy:
 
 
 def builtin_taxonomy(name: str) -> Taxonomy:
-    """A taxonomy shipped in labeler/taxonomies (`swe_v1`, `swe_v2`), loaded on first use."""
-    path = TAXONOMY_DIR / f"{name}.yaml"
-    return load_taxonomy(text=path.read_text(encoding="utf-8"), filename=path.name)
+    """A taxonomy shipped in labeler/taxonomies (`swe_v1`, `swe_v2`), loaded on first use (parsed once a process)."""
+    data, sha256 = parse_shipped(TAXONOMY_DIR / f"{name}.yaml")
+    return _store(TaxonomySpec(data), sha256, f"{name}.yaml", None)
 
 
 def shipped_taxonomy() -> Taxonomy:

@@ -42,16 +42,18 @@ SETTINGS_REFUSALS = [
 ]
 
 
-@pytest.mark.parametrize("page_name", ["labeler-settings", "labeler-pin"])
 @pytest.mark.parametrize("data, field, message", SETTINGS_REFUSALS, ids=[str(case[0]) for case in SETTINGS_REFUSALS])
-def test_the_settings_are_refused_alike(client, members, project, page_name, data, field, message):
+def test_the_settings_are_refused_alike(client, members, project, data, field, message):
+    """Both pages that post settings (the settings form, the pin form) against the one API answer: one test
+    each, not one per page, so that the members and settings are made once for both."""
     client.force_login(members["curator"])
     services.settings_for(project)
     before = _settings(project)
     api = api_client_for(members["curator"]).put(API + "settings/", data, format="json")
-    page = client.post(reverse(page_name, args=["alpha"]), data)
-    assert_same_refusal(api, page, field, message)
-    assert _settings(project) == before
+    for page_name in ("labeler-settings", "labeler-pin"):
+        page = client.post(reverse(page_name, args=["alpha"]), data)
+        assert_same_refusal(api, page, field, message)
+        assert _settings(project) == before, page_name
 
 
 def test_good_settings_and_pins_go_through_both(client, members, project):
