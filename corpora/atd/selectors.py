@@ -143,7 +143,16 @@ def q_histogram(run: ScoringRun, bins: int = HISTOGRAM_BINS, value: str = "q") -
 
 def teacher_counts(run: TeacherRun) -> dict[str, int]:
     """The teacher's answers so far by status (ok, tie, invalid), and in all."""
-    counts = dict(TeacherAnswer.objects.filter(run=run).order_by().values_list("status")
-                  .annotate(n=Count("pk")).values_list("status", "n"))
-    return {"ok": counts.get("ok", 0), "tie": counts.get("tie", 0), "invalid": counts.get("invalid", 0),
-            "answered": sum(counts.values())}
+    return teacher_counts_of([run.pk])[run.pk]
+
+
+def teacher_counts_of(run_ids: list[int]) -> dict[int, dict[str, int]]:
+    """`teacher_counts` of several runs, by run id, in one query (a page lists many)."""
+    counts: dict[int, dict[str, int]] = {run_id: {} for run_id in run_ids}
+    for run_id, status, n in (TeacherAnswer.objects.filter(run_id__in=run_ids).order_by()
+                              .values_list("run_id", "status").annotate(n=Count("pk"))
+                              .values_list("run_id", "status", "n")):
+        counts[run_id][status] = n
+    return {run_id: {"ok": by_status.get("ok", 0), "tie": by_status.get("tie", 0),
+                     "invalid": by_status.get("invalid", 0), "answered": sum(by_status.values())}
+            for run_id, by_status in counts.items()}

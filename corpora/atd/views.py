@@ -91,8 +91,10 @@ def _render_overview(request, project, *, import_report=None):
                           title=gettext("%(value)s under scoring run %(id)s") % {
                               "value": selectors.HISTOGRAM_VALUES[shown_value], "id": run.pk})
     selections = []
-    for selection in selectors.selections_with_teacher_runs(request.user, project)[:MAX_SELECTIONS_SHOWN]:
-        teachers = [{"run": t, "counts": selectors.teacher_counts(t)} for t in selection.teacher_runs.all()]
+    shown_selections = list(selectors.selections_with_teacher_runs(request.user, project)[:MAX_SELECTIONS_SHOWN])
+    counts = selectors.teacher_counts_of([t.pk for selection in shown_selections for t in selection.teacher_runs.all()])
+    for selection in shown_selections:
+        teachers = [{"run": t, "counts": counts[t.pk]} for t in selection.teacher_runs.all()]
         modes = [(mode, TeacherMode(mode).label) for mode in services.teacher_modes(selection)]
         selections.append({"selection": selection, "teachers": teachers, "modes": modes})
     return render(request, "corpora/atd/overview.html", {

@@ -5,6 +5,8 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils.html import escape
 
 from corpora.atd.models import AtdPrompt, Score, ScoringRun, Selection, TeacherAnswer, TeacherRun
@@ -195,3 +197,24 @@ def test_position_biased_near_ties_are_counted_left_out_and_kept_on_request(clie
     page = client.get("/projects/alpha/atd/").content.decode()
     assert "Position-biased near ties (bias &gt; 0.2): 1 left out." in page
     assert '<option value="one_word">One word' in page and '<option value="logprobs">' in page
+
+
+def test_the_page_costs_the_same_queries_for_one_selection_or_many(client, members, atd,
+                                                                     django_assert_max_num_queries):
+    """Each selection's teacher runs show their answer counts: read for the whole page at once."""
+    prompt = AtdPrompt.objects.get(external_id="p0")
+
+    def teacher_for(selection):
+        teacher = TeacherRun.objects.create(selection=selection, model_name=f"t-{selection.pk}")
+        TeacherAnswer.objects.create(run=teacher, prompt=prompt, bit="A", status="ok")
+
+    teacher_for(atd["selection"])
+    client.force_login(members["admin"])
+    with CaptureQueriesContext(connection) as one:
+        client.get("/projects/alpha/atd/")
+    for version in range(2, 6):
+        teacher_for(Selection.objects.create(project=atd["run"].project, run=atd["run"], name="ties", version=version,
+                                             epsilon=0.02, size=0))
+    with django_assert_max_num_queries(len(one.captured_queries)):
+        html = client.get("/projects/alpha/atd/").content.decode()
+    assert html.count("t-model") == 0 and all(f"t-{s.pk}" in html for s in Selection.objects.all())
