@@ -97,7 +97,10 @@ class Claim(ClaimBase):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["item", "annotator"], name="one_claim_per_item_annotator"),
                        one_active_claim_per_queue(holder_field="annotator", name="one_active_claim_per_annotator")]
-        indexes = [models.Index(fields=["item", "state", "lease_expires_at"], name="claim_item_state_lease")]
+        indexes = [models.Index(fields=["item", "state", "lease_expires_at"], name="claim_item_state_lease"),
+                   # my-items: an annotator's claims, latest first (selectors.my_claims), a page of them a request
+                   # rather than a sort of all they ever claimed.
+                   models.Index(fields=["annotator", "-updated_at", "-id"], name="claim_annotator_recent")]
 
 
 class SessionStatus(models.TextChoices):

@@ -4,11 +4,11 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from annotate import corrections, services, streaming
+from annotate import corrections, selectors, services, streaming
 from annotate.models import Claim, ClaimState, EventKind, Item, Node, Session
 from tests.conftest import api_client_for
 from tests.factories import MembershipFactory, UserFactory
@@ -321,3 +321,15 @@ def test_my_items_costs_the_same_queries_for_one_claim_or_many(members, project,
     with django_assert_max_num_queries(len(one_claim.captured_queries)):
         claims = client.get(url).json()
     assert len(claims) == 5 and {claim["annotator"] for claim in claims} == {annotator.username}
+
+
+@pytest.mark.postgres_only("the plan is PostgreSQL's")
+def test_my_items_walks_the_annotators_claims_newest_first_on_an_index(members, project):
+    """A page of the annotator's latest claims, not a sort of all they ever claimed (forbidden here, as a long
+    history would make it)."""
+    query = selectors.my_claims(members["annotator"], project)[:200]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_sort = off")
+        plan = query.explain()
+    assert "using claim_annotator_recent" in plan and "Sort" not in plan, plan
