@@ -16,6 +16,31 @@ import psycopg2
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def use_own_database(server_url: str, name: str, data_dir: Path) -> None:
+    """Point this process and its children at a bench's own database and DATA_DIR before django.setup(), with no
+    broker (REDIS_URL unset: kombu's filesystem transport under DATA_DIR, which no worker consumes) and local export
+    storage. Set, not setdefault: a bench never writes into another database."""
+    os.environ["DATABASE_URL"] = f"{server_url}/{name}"
+    os.environ["DATA_DIR"] = str(data_dir)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "dataplatform.settings"
+    os.environ.pop("REDIS_URL", None)
+    os.environ.pop("EXPORTS_S3_BUCKET", None)
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+
+def open_own_database(server_url: str, name: str, *, rebuild: bool = False) -> None:
+    """Make the bench's database (dropped first with `rebuild`) and set Django up on it."""
+    if rebuild:
+        admin = psycopg2.connect(f"{server_url}/postgres")
+        admin.autocommit = True
+        with admin.cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+    ensure_database(server_url, name)
+    import django
+    django.setup()
+
+
 def ensure_database(server_url: str, name: str) -> None:
     """Create the benchmark's own PostgreSQL database if it does not exist yet."""
     admin = psycopg2.connect(f"{server_url}/postgres")

@@ -53,15 +53,7 @@ import benchlib  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 SERVER_URL = "postgres://postgres@127.0.0.1:5432"
 # KINDS_BENCH_DB names another database, so two checkouts can bench side by side.
 BENCH_DB = os.environ.get("KINDS_BENCH_DB", "dataplatform_kinds_bench")
-# Set (not setdefault) before django.setup(): the bench never writes into another database or DATA_DIR; the child
-# processes inherit it. No broker (REDIS_URL unset: kombu's filesystem transport under DATA_DIR, which no worker
-# consumes): every job runs here or in a child, by execute_job. Local storage: the figures are the kinds'.
-os.environ["DATABASE_URL"] = f"{SERVER_URL}/{BENCH_DB}"
-os.environ["DATA_DIR"] = str(ROOT / "var" / "bench" / "kinds")
-os.environ["DJANGO_SETTINGS_MODULE"] = "dataplatform.settings"
-os.environ.pop("REDIS_URL", None)
-os.environ.pop("EXPORTS_S3_BUCKET", None)
-os.environ.setdefault("LOG_LEVEL", "WARNING")
+benchlib.use_own_database(SERVER_URL, BENCH_DB, ROOT / "var" / "bench" / "kinds")  # the children inherit it
 
 SIZES = (10_000, 100_000)
 CAP_SECONDS = 180
@@ -74,16 +66,7 @@ REQUESTS, REQUEST_COPIES, TARGET_REQUEST_MS = 40, 20, 20  # settling requests a 
 
 
 def _setup_django(rebuild: bool = False) -> None:
-    if rebuild:
-        import psycopg2
-        admin = psycopg2.connect(f"{SERVER_URL}/postgres")
-        admin.autocommit = True
-        with admin.cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        admin.close()
-    benchlib.ensure_database(SERVER_URL, BENCH_DB)
-    import django
-    django.setup()
+    benchlib.open_own_database(SERVER_URL, BENCH_DB, rebuild=rebuild)
 
 
 # --- child processes -------------------------------------------------------------------------------------------

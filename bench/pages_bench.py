@@ -38,11 +38,7 @@ import benchlib  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
 SERVER_URL = "postgres://postgres@127.0.0.1:5432"
 BENCH_DB = os.environ.get("PAGES_BENCH_DB", "dataplatform_pages_bench")
-os.environ["DATABASE_URL"] = f"{SERVER_URL}/{BENCH_DB}"
-os.environ["DATA_DIR"] = str(ROOT / "var" / "bench" / "pages")
-os.environ["DJANGO_SETTINGS_MODULE"] = "dataplatform.settings"
-os.environ.pop("REDIS_URL", None)
-os.environ.setdefault("LOG_LEVEL", "WARNING")
+benchlib.use_own_database(SERVER_URL, BENCH_DB, ROOT / "var" / "bench" / "pages")
 
 SIZES = (10_000, 100_000, 1_000_000)
 ITEM_TABLES = {"onpanda": "annotate.Item", "swe": "labeler.SweTask", "aed": "corpora.Trace",
@@ -51,16 +47,7 @@ TARGET_MS, TARGET_FLAT, TARGET_QUERIES = 300, 2.0, 30
 
 
 def setup_django(rebuild: bool) -> None:
-    if rebuild:
-        import psycopg2
-        admin = psycopg2.connect(f"{SERVER_URL}/postgres")
-        admin.autocommit = True
-        with admin.cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        admin.close()
-    benchlib.ensure_database(SERVER_URL, BENCH_DB)
-    import django
-    django.setup()
+    benchlib.open_own_database(SERVER_URL, BENCH_DB, rebuild=rebuild)
     from django.core.management import call_command
     call_command("migrate", verbosity=0)
 
