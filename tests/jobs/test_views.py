@@ -101,3 +101,23 @@ def test_the_project_page_shows_the_latest_jobs_and_pages_to_older_ones(client, 
     older = client.get(reverse("project-detail", args=[project.slug]), {"before": jobs[1].pk}).content.decode()
     assert f'href="/jobs/{jobs[0].pk}/"' in older and f'href="/jobs/{jobs[1].pk}/"' not in older
     assert 'href="?before=' not in older
+
+
+def test_a_page_of_stalled_jobs_pings_the_workers_once(project, monkeypatch):
+    """With no worker alive each ping waits its whole timeout: a page showing several queued jobs asks once."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dataplatform.broker import Workers
+    from dataplatform.jobs.views import stalled_reasons
+
+    pings = []
+    monkeypatch.setattr("dataplatform.jobs.views.ping_workers",
+                        lambda timeout: pings.append(timeout) or Workers(False, "no worker answered a ping within 1 s"))
+    jobs = [Job.objects.create(project=project, kind="demo.sample_continuations", params={}) for _ in range(4)]
+    Job.objects.filter(pk__in=[job.pk for job in jobs[:3]]).update(created_at=timezone.now() - timedelta(minutes=2))
+    reasons = stalled_reasons(Job.objects.filter(pk__in=[job.pk for job in jobs]))
+    assert len(pings) == 1 and set(reasons) == {job.pk for job in jobs[:3]}  # the new one is not stalled yet
+    assert all("no worker answered a ping" in reason for reason in reasons.values())
+    assert stalled_reasons(jobs[3:]) == {} and len(pings) == 1  # nothing waits long enough: no ping at all

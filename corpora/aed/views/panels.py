@@ -12,7 +12,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.jobs.models import Job
-from dataplatform.jobs.views import stalled_reason
+from dataplatform.jobs.views import stalled_reason, stalled_reasons
 from dataplatform.status import render_html
 
 from .. import runners, selectors, stats
@@ -139,6 +139,7 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
     proposals = list(graded.proposals.all())
     replays = [replay for proposal in proposals for replay in proposal.replays.all()]
     jobs = Job.objects.in_bulk([r.job_id for r in replays if r.job_id])
+    stalled = stalled_reasons(jobs.values())
     rules = grade_rules(grading)
     return {
         "grade": grade,
@@ -148,7 +149,8 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
         "grading": describe_grading(grading),
         "grade_proposal": best_proposal,
         "grade_replay": best_replay,
-        "proposals": [{"proposal": p, "replays": [replay_view(project, r, jobs.get(r.job_id), grading.alpha)
+        "proposals": [{"proposal": p, "replays": [replay_view(project, r, jobs.get(r.job_id), grading.alpha,
+                                                              stalled=stalled.get(r.job_id))
                                                   for r in p.replays.all()]} for p in proposals],
         "proposal_error": proposal_error,
         "proposal_add_url": reverse("aed-proposal-add", args=[project.slug, case.pk]),
@@ -164,15 +166,16 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
     }
 
 
-def replay_view(project, replay, job, alpha: float) -> dict:
-    """What the page shows of a replay: its statistics recomputed from the table at the project's `alpha`."""
+def replay_view(project, replay, job, alpha: float, *, stalled: str | None) -> dict:
+    """What the page shows of a replay: its statistics recomputed from the table at the project's `alpha`, and why
+    its job waits (`stalled`: read for all the page's jobs at once, `stalled_reasons`)."""
     recovery = replay.mode == ReplayMode.RECOVERY
     s = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00, alpha=alpha) if (
         replay.stats and not recovery) else {}
     return {
         "replay": replay,
         "job": job,
-        "stalled_reason": stalled_reason(job),
+        "stalled_reason": stalled,
         "url": reverse("aed-replay", args=[project.slug, replay.pk]),
         "options": ", ".join(f"{k}={v}" for k, v in sorted(replay.options.items()) if k not in ("url", "headers")),
         "webhook": replay.options.get("url", "") if replay.runner == "webhook" else "",

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.errors import PlatformError
 from dataplatform.inputs import read, refusal_text
+from dataplatform.jobs.views import stalled_reason
 
 from .. import selectors, services
 from ..inputs import ProposalCreateSerializer, ProposalStatusSerializer, ReplayCreateSerializer
@@ -75,7 +76,8 @@ def replay_detail(request, slug: str, replay_id: int):
     case = replay.proposal.case
     if case.trace.project_id != project.pk:
         raise Http404("No such replay.")
-    view = replay_view(project, replay, replay.job, selectors.grading_of(project).alpha)
+    view = replay_view(project, replay, replay.job, selectors.grading_of(project).alpha,
+                       stalled=stalled_reason(replay.job))
     context = {"project": project, "r": view}
     if replay.job is None or replay.job.is_terminal:
         context |= {"refresh": True, **case_extras(project, case)}
