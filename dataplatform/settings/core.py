@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "dataplatform.exports",
     "dataplatform.demo",
     "dataplatform.audit",
+    "dataplatform.tallies",
     "annotate",
     "labeler",
     "corpora",
