@@ -4,9 +4,10 @@ date by the services that change them instead of recounted per request.
 Each tally is defined once here with its recount (the figures from scratch). The services call the functions at the
 bottom inside their transactions, after the change is written: `session_accepted` (annotate.services.finish),
 `chosen_made` (annotate.corrections: a pick from the top-k), `imported` (a `.panda.json` file's item, claim and
-session), `items_added` and `item_answered` (prompt imports, rollouts, the demo); claims by state are kept by
-dataplatform.claims (`tally=QUEUE`). A change's delta is computed by the same code as the recount, restricted to
-the changed rows, so the two cannot drift apart (tests/annotate/test_figures.py compares them).
+session), `items_added` and `item_answered` (prompt imports, rollouts, the demo); claims by state through
+dataplatform.claims, which reports every change of a claim's state (`claims_counter`). A change's delta is computed
+by the same code as the recount, restricted to the changed rows, so the two cannot drift apart
+(tests/annotate/test_figures.py compares them).
 
 An accepted session never changes again (no service moves a session out of accepted, and nodes and events of a
 finished session are not written), so its figures are added once, when it is accepted.
@@ -24,6 +25,7 @@ Tallies, and their keys:
 - QUEUE: "items", "answered", "claims|<state>".
 """
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -287,6 +289,11 @@ def chosen_made(*, project_id: int, event_id: int) -> None:
         changes = Changes()
         _candidates(changes, Event.objects.filter(pk=event_id))
         changes.write(project_id)
+
+
+def claims_counter(project_id: int):
+    """What dataplatform.claims calls with each change to the project's claims by state."""
+    return functools.partial(tallies.add, project_id, QUEUE)
 
 
 def items_added(*, project_id: int, items: int, answered: int = 0) -> None:

@@ -181,14 +181,15 @@ def claim_next(*, project: Project, annotator) -> Claim | None:
     config = config_for(project)
     return claims.claim_next(claim_model=Claim, item_field="item", holder_field="annotator", project_id=project.pk,
                              holder_id=annotator.pk, overlap=config.overlap, lease_minutes=config.lease_minutes,
-                             ready=Q(rollout__isnull=False), tally=figures.QUEUE)
+                             ready=Q(rollout__isnull=False), counted=figures.claims_counter(project.pk))
 
 
 def end_claim(*, claim: Claim, state: ClaimState) -> Claim:
     """Skip or release a claim (or mark it done): only an active one, once, under its item's lock."""
     try:
         return claims.end_claim(claim_model=Claim, item_field="item", claim_id=claim.pk, state=state,
-                                overlap=lambda: config_for(claim.project).overlap, tally=figures.QUEUE)
+                                overlap=lambda: config_for(claim.project).overlap,
+                                counted=figures.claims_counter(claim.project_id))
     except claims.ClaimRefused as exc:
         raise AnnotationError(str(exc)) from exc
 
