@@ -92,7 +92,7 @@ def _render_overview(request, project, *, import_report=None):
                               "value": selectors.HISTOGRAM_VALUES[shown_value], "id": run.pk})
     selections = []
     shown_selections = list(selectors.selections_with_teacher_runs(request.user, project)[:MAX_SELECTIONS_SHOWN])
-    counts = selectors.teacher_counts_of([t.pk for selection in shown_selections for t in selection.teacher_runs.all()])
+    counts = selectors.teacher_counts_of([t for selection in shown_selections for t in selection.teacher_runs.all()])
     for selection in shown_selections:
         teachers = [{"run": t, "counts": counts[t.pk]} for t in selection.teacher_runs.all()]
         modes = [(mode, TeacherMode(mode).label) for mode in services.teacher_modes(selection)]
