@@ -108,6 +108,11 @@ def queries_of(page, url: str) -> tuple[int, int]:
     return response.status_code, len(captured.captured_queries)
 
 
+def first_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else "")[:160]
+
+
 def measure(page, project, http, repeat: int, cap: float) -> dict:
     """The page's figures at one size, or {"error": what went wrong}: a page that fails (its URL cannot be made,
     the request times out, the server is gone, the page answers 500) is reported, and the bench goes on."""
@@ -119,7 +124,7 @@ def measure(page, project, http, repeat: int, cap: float) -> dict:
     except Exception as exc:  # noqa: BLE001 (any failure of one page is that page's result)
         from django.db import connection
         connection.close()  # a failed query may have left the connection in an aborted transaction
-        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]}
+        return {"error": f"{type(exc).__name__}: {first_line(exc)}"}
     return {**timed, "queries": queries, "keyset_ms": keyset, "test_status": status}
 
 
@@ -184,10 +189,10 @@ def main() -> None:
             server = benchlib.Server("asgi", log_dir, env=env)
         except Exception as exc:  # noqa: BLE001 (reported with the pages, the bench goes on)
             for page in pages:
-                results[page.name][size] = {"error": f"the server did not start: {exc}"[:160]}
+                results[page.name][size] = {"error": f"the server did not start: {first_line(exc)}"}
             continue
         try:
-            server.wait_ready(secret)
+            server.wait_ready(secret, timeout=args.cap_seconds * 2.5)  # a loaded machine starts it slowly
             with httpx.Client(base_url=server.base_url, cookies={"sessionid": session_cookie}) as pages_http, \
                     httpx.Client(base_url=server.base_url, headers={"Authorization": f"Token {secret}"}) as api_http:
                 for page in pages:
@@ -205,7 +210,7 @@ def main() -> None:
                           f"{measured['queries']} queries, keyset {measured['keyset_ms']:.2f} ms", flush=True)
         except Exception as exc:  # noqa: BLE001 (the server died or never answered: this size's pages failed)
             for page in pages:
-                results[page.name].setdefault(size, {"error": f"{type(exc).__name__}: {exc}"[:160]})
+                results[page.name].setdefault(size, {"error": f"{type(exc).__name__}: {first_line(exc)}"})
             print(f"  {size:>9,}: the server failed: {exc}", flush=True)
         finally:
             benchlib.stop_servers({"web": server}, False)

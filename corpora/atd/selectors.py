@@ -77,7 +77,7 @@ def selection_for(user, project: Project, selection_id: int, *, token: ApiToken 
 
 def teacher_run_for(user, project: Project, teacher_run_id: int, *, token: ApiToken | None = None) -> TeacherRun:
     runs = TeacherRun.objects.filter(selection__project=project, selection__project__in=_curated_by(user, token))
-    return get_object_or_404(runs.select_related("job", "selection"), pk=teacher_run_id)
+    return get_object_or_404(runs.select_related("job"), pk=teacher_run_id)
 
 
 # --- what a run has scored (the run comes from the selectors above) ------------------------------------
