@@ -124,12 +124,28 @@ class Case(models.Model):
     model_evidence_rationale = models.TextField(blank=True)
     model_evidence_model_id = models.CharField(max_length=200, blank=True)
     version = models.PositiveIntegerField(default=0)  # bumped by every write; stale writes get 409
+    # The case's grade as it stands, kept by every service that can move it, in its transaction (`grades.regrade`:
+    # the rules of `stats.grade` on the replay `selectors.evidence_of` picks), so pages, summaries and exports read
+    # it instead of grading every case again. Null grade: neither replayed nor evidence-checked.
+    grade = models.CharField(max_length=1, null=True, blank=True)
+    grade_basis = models.CharField(max_length=8, null=True, blank=True)  # stats.REPLAY, stats.CHECK or null
+    grade_proposal = models.ForeignKey("Proposal", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    grade_replay = models.ForeignKey("Replay", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # That replay's net gain and 2x2 table (zeros when no replay grades the case): the dashboard's means and pass
+    # rates are sums of these.
+    grade_net_gain = models.FloatField(null=True, blank=True)
+    grade_n11 = models.PositiveIntegerField(default=0)
+    grade_n10 = models.PositiveIntegerField(default=0)
+    grade_n01 = models.PositiveIntegerField(default=0)
+    grade_n00 = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["trace", "curator"], name="one_case_per_trace_curator")]
+        # The traces list's grade filter: a trace's cases of one grade.
+        indexes = [models.Index(fields=["trace", "grade"], name="case_trace_grade")]
 
 
 class ProposalStatus(models.TextChoices):

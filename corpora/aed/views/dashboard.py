@@ -68,7 +68,7 @@ def update_grading(request, slug: str):
     """Save the project's grading rules (which replay grades a case, grade A's minimum pairs and level)."""
     project, _ = project_for(request.user, slug, CAN_CURATE)
     try:
-        services.update_grading(project=project, **read(GradingSerializer, request.POST))
+        services.update_grading(project=project, user=request.user, **read(GradingSerializer, request.POST))
     except PlatformError as exc:
         show_error(request, exc)
     else:
