@@ -78,9 +78,15 @@ class Trace(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["project", "trace_id"], name="trace_unique_id")]
-        indexes = [models.Index(fields=["project", "environment"], name="trace_project_env"),
-                   # The API's cursor pages, newest first (dataplatform/pagination.py): one page of rows a request.
-                   models.Index(fields=["project", "-created_at", "-id"], name="trace_project_recent")]
+        indexes = [
+            # The API's cursor pages, newest first (dataplatform/pagination.py): one page of rows a request.
+            models.Index(fields=["project", "-created_at", "-id"], name="trace_project_recent"),
+            # Each filter of the traces list: its keyset pages by id (the page) and its cursor pages (the API).
+            *(models.Index(fields=["project", field, "id"], name=f"trace_project_{short}_id")
+              for field, short in (("environment", "env"), ("harness", "harness"), ("policy_model", "model"))),
+            *(models.Index(fields=["project", field, "-created_at", "-id"], name=f"trace_project_{short}_recent")
+              for field, short in (("environment", "env"), ("harness", "harness"), ("policy_model", "model"))),
+        ]
 
     def __str__(self) -> str:
         return self.trace_id
