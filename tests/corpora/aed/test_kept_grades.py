@@ -7,6 +7,7 @@ import json
 
 import pytest
 from django.db import transaction
+from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -112,7 +113,7 @@ def test_every_service_keeps_the_grades_and_figures(project, members):
     assert_kept(project)
 
 
-def test_grading_rules_on_many_cases_regrade_in_a_job(project, members, monkeypatch):
+def test_grading_rules_on_many_cases_regrade_in_a_job(client, project, members, monkeypatch):
     curator = members["curator"]
     for trace in traces(project, 3):
         case = services.open_case(trace=trace, curator=curator)
@@ -125,10 +126,15 @@ def test_grading_rules_on_many_cases_regrade_in_a_job(project, members, monkeypa
         services.update_grading(project=project, min_pairs=10, user=curator)
     job = Job.objects.get(project=project, kind="aed.regrade")
     assert set(Case.objects.values_list("grade", flat=True)) == {"A"}  # not yet: the job grades them again
+    client.force_login(curator)
+    dashboard = reverse("aed-dashboard", args=[project.slug])
+    assert b'id="regrading"' in client.get(dashboard).content  # the page says its figures mix old and new grades
     result = services.regrade_project(project=project)
     assert result == {"cases": 3, "regraded": 3} and job.params == {}
     assert set(Case.objects.values_list("grade", flat=True)) == {"B"}
     assert_kept(project)
+    Job.objects.filter(pk=job.pk).update(state="succeeded")
+    assert b'id="regrading"' not in client.get(dashboard).content
 
 
 def test_the_migration_fills_the_kept_grades_of_existing_cases(project, members):
