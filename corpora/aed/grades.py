@@ -24,7 +24,7 @@ from dataplatform.tallies import services as tally_services
 from dataplatform.tallies.registry import Figure
 
 from . import stats
-from .models import Case, Proposal, ProposalStatus, Replay, Trace
+from .models import AedSettings, Case, Proposal, ProposalStatus, Replay, Trace
 
 UNGRADED = "ungraded"
 NONE = "(none)"  # a trace field left empty, as the summary's breakdowns name it
@@ -90,6 +90,12 @@ def graded(case_ids: list[int], grading: stats.Grading) -> dict[int, Kept]:
         replays.setdefault(proposal_id, []).append((pk, replay_stats or {}, tuple(table)))
     checks = dict(Case.objects.filter(pk__in=case_ids).values_list("pk", "evidence_check"))
     return {pk: kept_of(checks[pk], *evidence(proposals[pk], replays, grading), grading) for pk in case_ids}
+
+
+def grading_of_id(project_id: int) -> stats.Grading:
+    """The project's grading rules (the defaults until a curator changes them)."""
+    found = AedSettings.objects.filter(project_id=project_id).first()
+    return found.grading() if found is not None else stats.DEFAULT_GRADING
 
 
 # --- the project's figures -------------------------------------------------------------------------------
@@ -207,7 +213,6 @@ def regrade(held: Held, grading: stats.Grading | None = None) -> int:
         return 0
     ids = list(held.rows)
     if grading is None:
-        from .selectors import grading_of_id  # selectors import this module's figures
         grading = grading_of_id(next(iter(held.rows.values()))["trace__project_id"])
     kept = graded(ids, grading)
     now = {row["pk"]: row for row in Case.objects.filter(pk__in=ids).values(*_FIGURE_COLUMNS)}

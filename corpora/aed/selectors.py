@@ -12,7 +12,7 @@ from dataplatform.tallies.registry import Figure
 from dataplatform.tallies.selectors import figures as tally_figures
 
 from . import grades, stats
-from .models import AedSettings, Case, CaseStatus, Proposal, ProposalStatus, Replay, Trace
+from .models import Case, CaseStatus, Proposal, ProposalStatus, Replay, Trace
 
 
 def traces_visible_to(user, project: Project, *, token: ApiToken | None = None) -> QuerySet[Trace]:
@@ -67,12 +67,7 @@ def replay_for(user, replay_id: int, *, token: ApiToken | None = None) -> Replay
 
 def grading_of(project: Project) -> stats.Grading:
     """The project's grading rules (the defaults until a curator changes them)."""
-    return grading_of_id(project.pk)
-
-
-def grading_of_id(project_id: int) -> stats.Grading:
-    found = AedSettings.objects.filter(project_id=project_id).first()
-    return found.grading() if found is not None else stats.DEFAULT_GRADING
+    return grades.grading_of_id(project.pk)
 
 
 def evidence_of(case: Case, grading: stats.Grading = stats.DEFAULT_GRADING) -> tuple[Proposal | None, Replay | None]:
