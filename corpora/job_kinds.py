@@ -78,6 +78,25 @@ register(JobKind(
 ))
 
 
+
+class NoParams(serializers.Serializer):
+    pass
+
+
+def run_regrade(job, progress) -> dict:
+    return aed.regrade_project(project=job.project, progress=progress)
+
+
+register(JobKind(
+    name="aed.regrade",
+    label=gettext_lazy("Grade the cases again"),
+    description=gettext_lazy("Grades every case of the project again under its new grading rules, a page of cases at a "
+                             "time, and keeps the dashboard's figures in step."),
+    params_serializer=NoParams,
+    run=run_regrade,
+))
+
+
 class RunParams(serializers.Serializer):
     run = serializers.IntegerField(min_value=1, max_value=MAX_ID,
                                    help_text="the scoring or teacher run this job works for")

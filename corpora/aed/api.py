@@ -74,7 +74,7 @@ class CaseSerializer(serializers.ModelSerializer):
                   "version", "grade", "proposals", "created_at", "updated_at"]
 
     def get_grade(self, case: Case) -> str | None:
-        return selectors.grade_of(case, selectors.grading_of(case.trace.project))
+        return case.grade  # kept by the services (grades.regrade)
 
 
 def _curated_project(request, slug: str):
@@ -155,7 +155,7 @@ class GradingApi(APIView):
         project = _curated_project(request, slug)
         data = GradingSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        services.update_grading(project=project, **data.validated_data)
+        services.update_grading(project=project, user=request.user, **data.validated_data)
         return self.get(request, slug)
 
 

@@ -47,6 +47,7 @@ from dataplatform.imports import (
     canonical_sha256,
 )
 
+from . import grades
 from .models import Trace, TraceSource
 
 BATCH_SIZE = 500
@@ -334,6 +335,7 @@ class _TraceImport:
                 Trace.objects.bulk_create(
                     (Trace(project=self.project, source=source, source_sha256=r.sha256, **r.fields) for r in records),
                     batch_size=BATCH_SIZE)
+                grades.count_traces(self.project.pk, (r.fields for r in records))  # the traces list's figures
         except IntegrityError:
             self.error(0, "(file)", gettext("another import stored this file or some of its traces at the same time; "
                                             "nothing was written, import it again"))

@@ -78,9 +78,15 @@ class Trace(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["project", "trace_id"], name="trace_unique_id")]
-        indexes = [models.Index(fields=["project", "environment"], name="trace_project_env"),
-                   # The API's cursor pages, newest first (dataplatform/pagination.py): one page of rows a request.
-                   models.Index(fields=["project", "-created_at", "-id"], name="trace_project_recent")]
+        indexes = [
+            # The API's cursor pages, newest first (dataplatform/pagination.py): one page of rows a request.
+            models.Index(fields=["project", "-created_at", "-id"], name="trace_project_recent"),
+            # Each filter of the traces list: its keyset pages by id (the page) and its cursor pages (the API).
+            *(models.Index(fields=["project", field, "id"], name=f"trace_project_{short}_id")
+              for field, short in (("environment", "env"), ("harness", "harness"), ("policy_model", "model"))),
+            *(models.Index(fields=["project", field, "-created_at", "-id"], name=f"trace_project_{short}_recent")
+              for field, short in (("environment", "env"), ("harness", "harness"), ("policy_model", "model"))),
+        ]
 
     def __str__(self) -> str:
         return self.trace_id
@@ -124,12 +130,28 @@ class Case(models.Model):
     model_evidence_rationale = models.TextField(blank=True)
     model_evidence_model_id = models.CharField(max_length=200, blank=True)
     version = models.PositiveIntegerField(default=0)  # bumped by every write; stale writes get 409
+    # The case's grade as it stands, kept by every service that can move it, in its transaction (`grades.regrade`:
+    # the rules of `stats.grade` on the replay `selectors.evidence_of` picks), so pages, summaries and exports read
+    # it instead of grading every case again. Null grade: neither replayed nor evidence-checked.
+    grade = models.CharField(max_length=1, null=True, blank=True)
+    grade_basis = models.CharField(max_length=8, null=True, blank=True)  # stats.REPLAY, stats.CHECK or null
+    grade_proposal = models.ForeignKey("Proposal", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    grade_replay = models.ForeignKey("Replay", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # That replay's net gain and 2x2 table (zeros when no replay grades the case): the dashboard's means and pass
+    # rates are sums of these.
+    grade_net_gain = models.FloatField(null=True, blank=True)
+    grade_n11 = models.PositiveIntegerField(default=0)
+    grade_n10 = models.PositiveIntegerField(default=0)
+    grade_n01 = models.PositiveIntegerField(default=0)
+    grade_n00 = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["trace", "curator"], name="one_case_per_trace_curator")]
+        # The traces list's grade filter: a trace's cases of one grade.
+        indexes = [models.Index(fields=["trace", "grade"], name="case_trace_grade")]
 
 
 class ProposalStatus(models.TextChoices):

@@ -2,17 +2,17 @@
 and return nothing for anyone else (trainers read the exports, not the cases)."""
 
 import math
-import statistics
-from collections import Counter, defaultdict
 
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 
 from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_CURATE, visible_projects
+from dataplatform.tallies.registry import Figure
+from dataplatform.tallies.selectors import figures as tally_figures
 
-from . import stats
-from .models import AedSettings, Case, Proposal, ProposalStatus, Replay, Trace
+from . import grades, stats
+from .models import Case, CaseStatus, Proposal, ProposalStatus, Replay, Trace
 
 
 def traces_visible_to(user, project: Project, *, token: ApiToken | None = None) -> QuerySet[Trace]:
@@ -67,8 +67,7 @@ def replay_for(user, replay_id: int, *, token: ApiToken | None = None) -> Replay
 
 def grading_of(project: Project) -> stats.Grading:
     """The project's grading rules (the defaults until a curator changes them)."""
-    found = AedSettings.objects.filter(project=project).first()
-    return found.grading() if found is not None else stats.DEFAULT_GRADING
+    return grades.grading_of_id(project.pk)
 
 
 def evidence_of(case: Case, grading: stats.Grading = stats.DEFAULT_GRADING) -> tuple[Proposal | None, Replay | None]:
@@ -99,44 +98,55 @@ def grade_of(case: Case, grading: stats.Grading = stats.DEFAULT_GRADING) -> str 
 
 def corpus_summary(project: Project) -> dict:
     """Grade distribution, mean net gain with a 95% CI over replayed cases, pooled pass rates by arm,
-    error categories, and breakdowns by environment, harness and policy model."""
-    grades: Counter = Counter()
-    categories: Counter = Counter()
-    gains: list[float] = []
-    arms = {"C": [0, 0], "R": [0, 0]}  # passes, runs
-    by = {"environment": defaultdict(list), "harness": defaultdict(list), "policy_model": defaultdict(list)}
-    cases = list(cases_of(project))
+    error categories, and breakdowns by environment, harness and policy model: read from the project's kept
+    figures (`grades.CASES`), a few rows at any size."""
+    figures = tally_figures(project.pk, grades.CASES)
+
+    def figure(key: str) -> Figure:
+        return figures.get(key, Figure(0))
+
     grading = grading_of(project)
-    for case in cases:
-        grade = grade_of(case, grading)
-        grades[grade or "ungraded"] += 1
-        if case.category:
-            categories[case.category] += 1
-        _, replay = evidence_of(case, grading)
-        gain = replay.stats["net_gain"] if replay else None
-        if replay:
-            gains.append(gain)
-            n = replay.stats["pairs"]
-            arms["C"][0] += replay.n11 + replay.n10
-            arms["R"][0] += replay.n11 + replay.n01
-            arms["C"][1] += n
-            arms["R"][1] += n
-        for field, groups in by.items():
-            groups[getattr(case.trace, field) or "(none)"].append((grade, gain))
-    mean = statistics.fmean(gains) if gains else None
-    half = 1.96 * statistics.stdev(gains) / math.sqrt(len(gains)) if len(gains) > 1 else None
+    replayed, squares = figure("replayed"), figure("replayed.squares")
+    mean = replayed.total / replayed.count if replayed.count else None
+    half = None
+    if replayed.count > 1:  # the sample variance from the sums (never below 0 for rounding)
+        variance = max(0.0, (squares.total - replayed.total ** 2 / replayed.count) / (replayed.count - 1))
+        half = 1.96 * math.sqrt(variance) / math.sqrt(replayed.count)
+    grade_counts = {g: figure(f"grade|{g}").count for g in [*stats.GRADE_ORDER, grades.UNGRADED]}
+    categories = sorted(((key.split("|", 1)[1], f.count) for key, f in figures.items()
+                         if key.startswith("category|") and f.count), key=lambda item: (-item[1], item[0]))
+    breakdowns = {}
+    for field in grades.BREAKDOWN_FIELDS:
+        groups = {}
+        for key, f in sorted(figures.items()):
+            if not key.startswith(f"{field}|") or not f.count:
+                continue
+            name = key.split("|", 1)[1]
+            gained = figure(f"{field}.replayed|{name}").count
+            groups[name] = {"cases": f.count, "graded_a_or_b": figure(f"{field}.ab|{name}").count,
+                            "mean_gain": f.total / gained if gained else None}
+        breakdowns[field] = groups
     return {
         "grading": grading.describe(),
-        "cases": len(cases),
-        "grades": {g: grades.get(g, 0) for g in [*stats.GRADE_ORDER, "ungraded"]},
+        "cases": sum(grade_counts.values()),
+        "grades": grade_counts,
         "mean_gain": mean,
         "mean_gain_ci": [mean - half, mean + half] if half is not None else None,
-        "replayed": len(gains),
-        "pass_rate": {arm: (passes / runs if runs else None) for arm, (passes, runs) in arms.items()},
-        "categories": dict(categories.most_common()),
-        "breakdowns": {field: {name: {"cases": len(rows), "graded_a_or_b": sum(g in ("A", "B") for g, _ in rows),
-                                      "mean_gain": statistics.fmean([x for _, x in rows if x is not None])
-                                      if any(x is not None for _, x in rows) else None}
-                               for name, rows in sorted(groups.items())}
-                       for field, groups in by.items()},
+        "replayed": replayed.count,
+        "pass_rate": {arm: (figure(f"arm|{arm}").total / figure(f"arm|{arm}").count if figure(f"arm|{arm}").count
+                            else None) for arm in ("C", "R")},
+        "categories": dict(categories),
+        "breakdowns": breakdowns,
     }
+
+
+def case_counts(project: Project) -> dict[str, int]:
+    """The project's cases in all and by status (kept figures)."""
+    figures = tally_figures(project.pk, grades.CASES)
+    statuses = {key.split("|", 1)[1]: f.count for key, f in figures.items() if key.startswith("status|")}
+    return {"cases": sum(statuses.values()), **{status: statuses.get(status, 0) for status in CaseStatus.values}}
+
+
+def trace_figures(project: Project) -> dict[str, Figure]:
+    """The project's traces in all ("traces") and by environment, harness and policy model ("<field>|<value>")."""
+    return tally_figures(project.pk, grades.TRACES)

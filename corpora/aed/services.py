@@ -17,7 +17,7 @@ from dataplatform.inference import backend_for
 from dataplatform.jobs import services as job_services
 from dataplatform.status import Status, WordedError
 
-from . import runners, selectors, stats
+from . import grades, runners, selectors, stats
 from .models import (
     AedSettings,
     Case,
@@ -64,6 +64,7 @@ def open_case(*, trace: Trace, curator) -> Case:
         with transaction.atomic():
             case = Case.objects.create(trace=trace, curator=curator, taxonomy=shipped_error_taxonomy())
             CaseEvent.objects.create(case=case, kind="open", actor=curator)
+            grades.regrade(grades.hold([case.pk], new=True))  # counted from nothing
     except IntegrityError:  # opened in another tab at the same moment
         return Case.objects.get(trace=trace, curator=curator)
     return case
@@ -123,6 +124,7 @@ def update_case(*, case: Case, version: int, actor, changes: dict, origin: str =
         diff = {name: [getattr(case, name), value] for name, value in changes.items() if getattr(case, name) != value}
         if not diff:
             return case
+        held = grades.hold([case.pk])  # the evidence check grades, the category is counted
         for name, (_, value) in diff.items():
             setattr(case, name, value)
         if any(name in diff for name in DIAGNOSIS_FIELDS):
@@ -135,6 +137,8 @@ def update_case(*, case: Case, version: int, actor, changes: dict, origin: str =
         case.save()  # updated_at moves: the revision of the case's stored export rows
         CaseEvent.objects.create(case=case, kind="edit", origin=origin, actor=actor if origin == "human" else None,
                                  payload=diff)
+        grades.regrade(held)
+        case.refresh_from_db(fields=list(grades.KEPT_FIELDS))
         if case.status == CaseStatus.SUBMITTED:  # its export rows are derived again soon (an evidence check, ...)
             stored_rows.build_soon(trace.project_id)
     return case
@@ -149,10 +153,12 @@ def submit_case(*, case: Case, version: int, actor) -> Case:
             missing.insert(0, "error_step")
         if missing:
             raise CurationError(gettext("Not complete: set %(fields)s first.") % {"fields": ", ".join(missing)})
+        held = grades.hold([case.pk])  # cases are counted by status
         case.status = CaseStatus.SUBMITTED
         case.version += 1
         case.save(update_fields=["status", "version", "updated_at"])
         CaseEvent.objects.create(case=case, kind="submit", actor=actor)
+        grades.regrade(held)
         stored_rows.build_soon(case.trace.project_id)  # the case settled: its export rows are derived soon
     return case
 
@@ -161,12 +167,14 @@ def add_proposal(*, case: Case, actor, corrected_action: str, rationale: str = "
                  model_id: str = "") -> Proposal:
     """A corrected action for the case (not blank: inputs.ProposalCreateSerializer, or the model's draft)."""
     with transaction.atomic():
+        held = grades.hold([case.pk])  # a first proposal picks the replay that grades the case
         proposal = Proposal.objects.create(case=case, corrected_action=corrected_action, rationale=rationale,
                                            author=actor if origin == "human" else None,
                                            model_authored=origin == "model", model_id=model_id)
         CaseEvent.objects.create(case=case, kind="propose", origin=origin, actor=actor if origin == "human" else None,
                                  payload={"proposal": proposal.pk, "corrected_action": corrected_action})
         _revise_export_rows(Case.objects.filter(pk=case.pk), case.trace.project_id)
+        grades.regrade(held)
     return proposal
 
 
@@ -174,12 +182,14 @@ def set_proposal_status(*, proposal: Proposal, status: str, actor) -> Proposal:
     """Accept or reject a proposal (`status` of ProposalStatus). Nothing is deleted: a rejected proposal stays,
     with its status."""
     with transaction.atomic():
+        held = grades.hold([proposal.case_id])  # a rejected proposal no longer grades the case
         old = proposal.status
         proposal.status = status
         proposal.save(update_fields=["status", "updated_at"])
         CaseEvent.objects.create(case=proposal.case, kind="proposal_status", actor=actor,
                                  payload={"proposal": proposal.pk, "status": [old, status]})
         _revise_export_rows(Case.objects.filter(pk=proposal.case_id), proposal.case.trace.project_id)
+        grades.regrade(held)
     return proposal
 
 
@@ -361,31 +371,64 @@ def refresh_table(replay: Replay, *, alpha: float | None = None) -> Replay:
         return replay
     if alpha is None:
         alpha = selectors.grading_of(replay.proposal.case.trace.project).alpha
-    runs = ReplayRun.objects.filter(replay=replay).values_list("pair", "arm", "passed")
-    replay.n11, replay.n10, replay.n01, replay.n00 = stats.table_from_runs(runs)
-    replay.stats = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00, alpha=alpha)
-    replay.save(update_fields=["n11", "n10", "n01", "n00", "stats"])
-    # Which proposal grades the case and its evidence (aed.pairs, the checkpoint kinds) follow the paired table.
-    # (A recovery replay's runs are export rows of their own: its case's rows need no new revision.)
-    Case.objects.filter(pk=replay.proposal.case_id).update(updated_at=timezone.now())
+    with transaction.atomic():
+        held = grades.hold([replay.proposal.case_id])  # the table grades the case
+        runs = ReplayRun.objects.filter(replay=replay).values_list("pair", "arm", "passed")
+        replay.n11, replay.n10, replay.n01, replay.n00 = stats.table_from_runs(runs)
+        replay.stats = stats.replay_stats(replay.n11, replay.n10, replay.n01, replay.n00, alpha=alpha)
+        replay.save(update_fields=["n11", "n10", "n01", "n00", "stats"])
+        # Which proposal grades the case and its evidence (aed.pairs, the checkpoint kinds) follow the paired table.
+        # (A recovery replay's runs are export rows of their own: its case's rows need no new revision.)
+        Case.objects.filter(pk=replay.proposal.case_id).update(updated_at=timezone.now())
+        grades.regrade(held)
     return replay
 
 
 # --- grading ----------------------------------------------------------------------------------------
 
 def update_grading(*, project, evidence: str | None = None, min_pairs: int | None = None,
-                   alpha: float | None = None) -> AedSettings:
-    """Change how the project grades its cases (the values bounded by inputs.GradingSerializer); grades are
-    computed when read, so every page follows."""
-    settings, _ = AedSettings.objects.get_or_create(project=project)
-    before = (settings.evidence, settings.alpha)
-    for name, value in (("evidence", evidence), ("min_pairs", min_pairs), ("alpha", alpha)):
-        if value is not None:
-            setattr(settings, name, value)
-    settings.save()
-    if (settings.evidence, settings.alpha) != before:
-        # They pick the proposal that grades a case and set the significance of its replay, which the stored rows
-        # of aed.pairs and the checkpoint kinds carry: every case's rows are derived again. (min_pairs moves
-        # grades alone, which are read in SQL.)
-        _revise_export_rows(Case.objects.filter(trace__project=project), project.pk)
+                   alpha: float | None = None, user=None) -> AedSettings:
+    """Change how the project grades its cases (the values bounded by inputs.GradingSerializer) and grade them
+    again: in this transaction when the project has few cases, else in a job (`aed.regrade`, which the dashboard
+    shows while it runs)."""
+    with transaction.atomic():
+        settings, _ = AedSettings.objects.select_for_update().get_or_create(project=project)
+        before = (settings.evidence, settings.min_pairs, settings.alpha)
+        for name, value in (("evidence", evidence), ("min_pairs", min_pairs), ("alpha", alpha)):
+            if value is not None:
+                setattr(settings, name, value)
+        settings.save()
+        if (settings.evidence, settings.alpha) != before[::2]:
+            # They pick the proposal that grades a case and set the significance of its replay, which the stored
+            # rows of aed.pairs and the checkpoint kinds carry: every case's rows are derived again.
+            _revise_export_rows(Case.objects.filter(trace__project=project), project.pk)
+        if (settings.evidence, settings.min_pairs, settings.alpha) != before:
+            cases = Case.objects.filter(trace__project=project)
+            if cases.order_by()[:REGRADE_INLINE + 1].count() <= REGRADE_INLINE:
+                regrade_project(project=project)
+            else:
+                job_services.enqueue_job(project=project, kind="aed.regrade", params={}, user=user)
     return settings
+
+
+# Grading rules changed on more cases than this are applied by a job (`regrade_project`), a page of cases at a time.
+REGRADE_INLINE = 2000
+REGRADE_PAGE = 500
+
+
+def regrade_project(*, project, progress=None) -> dict:
+    """Grade every case of the project again by its grading rules as they stand, a page at a time (a transaction
+    each: a curator's change waits for one page at most). Returns how many cases' grades changed."""
+    grading = selectors.grading_of(project)
+    cases = Case.objects.filter(trace__project=project).order_by("pk")
+    total = cases.count() if progress is not None else 0
+    if progress is not None:
+        progress.set_total(total)
+    done = changed = last = 0
+    while ids := list(cases.filter(pk__gt=last).values_list("pk", flat=True)[:REGRADE_PAGE]):
+        with transaction.atomic():
+            changed += grades.regrade_cases(ids, grading)
+        done, last = done + len(ids), ids[-1]
+        if progress is not None:
+            progress.report(done)
+    return {"cases": done, "regraded": changed}

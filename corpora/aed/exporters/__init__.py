@@ -41,8 +41,9 @@ is submitted or the replay finishes, and every export reads them on the fast pat
 edit of the case and a model's evidence check, and with what the preference, repair and pairs rows read beside
 the case: a proposal added, accepted or rejected, a run of a paired replay (its table), the project's grading
 rules (which pick the proposal that grades a case, and the significance level) (`services._revise_export_rows`).
-The grade and retry arm are read in SQL at export time (`cases.graded_in_sql`, by the rules of `stats.grade` on
-the replays' tables as they stand), and so are the grade filters and the left-out counts, and aed.pairs' curator.
+The grade and retry arm are read at export time from the grades kept on the cases (`grades.regrade`, by the rules
+of `stats.grade` on the replays' tables as they stand, kept by every service that moves them), and so are the grade
+filters and the left-out counts; aed.pairs' curator is read in SQL.
 A case is graded as it stands, not bounded by the data version's runs; so is aed.pairs' replay evidence.
 
 A derivation reads a page of cases at a time (`cases.graded_by_ids`), with their proposals and replays; a page's

@@ -5,10 +5,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-from django.db.models import BooleanField, Count, FloatField, Max, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import BooleanField, Count, Max, Q, QuerySet, Subquery, Value, When
 from django.db.models import Case as SqlCase
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce
 from django.utils.translation import gettext_lazy, gettext_noop
 from rest_framework import serializers
 
@@ -17,7 +15,7 @@ from dataplatform.exports.registry import ExportFilters, ExportQuery
 from dataplatform.exports.sources import keyset_pages
 
 from .. import selectors, stats
-from ..models import Case, CaseStatus, Proposal, ProposalStatus, Replay, ReplayMode, ReplayRun
+from ..models import Case, CaseStatus, Proposal, Replay, ReplayMode, ReplayRun
 
 # A page of cases carries their traces' steps; keep pages small whatever the export's batch size.
 CASE_PAGE = 200
@@ -250,53 +248,12 @@ def trace_columns(case: Case) -> dict:
             "harness": trace.harness, "policy_model": trace.policy_model}
 
 
-# --- grades in SQL, for the stored kinds ------------------------------------------------------------------
-# A stored kind's rows are derived once; which cases an export holds (the grade filters) and how many it leaves
-# out, by reason, are counted in SQL, by the rules of `stats.grade` and `selectors.evidence_of` on the replays'
-# tables as they stand (each run refreshes its replay's table).
+# --- kept grades, for the stored kinds ----------------------------------------------------------------------
+# A stored kind's rows are derived once; which cases an export holds (the grade filters), how many it leaves out, by
+# reason, and the grade columns of its rows are read from the grades kept on the cases (`grades.regrade`: the rules of
+# `stats.grade` on the replay `selectors.evidence_of` picks, kept by every service that moves them).
 
-GRADE, BASIS, EVIDENCE_REPLAY = "aed_grade", "aed_basis", "aed_evidence_replay"
-
-
-def _replay_stat(name: str):
-    return Cast(KeyTextTransform(name, "stats"), FloatField())
-
-
-def _evidence_replay(grading: stats.Grading):
-    """The id of the replay that grades the case (`selectors.evidence_of`): the latest with pairs of the first
-    proposal not rejected ("first"), or of those proposals' latest, the one with the highest net gain ("best")."""
-    with_pairs = Replay.objects.filter(stats__pairs__gt=0)
-    if grading.evidence == "first":
-        first = (Proposal.objects.filter(case=OuterRef(OuterRef("pk"))).exclude(status=ProposalStatus.REJECTED)
-                 .order_by("id").values("id")[:1])
-        return Subquery(with_pairs.filter(proposal_id=Subquery(first)).order_by("-id").values("id")[:1])
-    latest = with_pairs.filter(proposal_id=OuterRef("proposal_id")).order_by("-id").values("id")[:1]
-    return Subquery(with_pairs.filter(proposal__case=OuterRef("pk")).exclude(proposal__status=ProposalStatus.REJECTED)
-                    .filter(id=Subquery(latest))
-                    .annotate(gain=Cast(KeyTextTransform("net_gain", "stats"), FloatField()))
-                    .order_by("-gain", "proposal_id").values("id")[:1])
-
-
-def graded_in_sql(cases: QuerySet[Case], grading: stats.Grading) -> QuerySet[Case]:
-    """`cases` with their grade (GRADE), its basis (BASIS) and the replay that grades them (EVIDENCE_REPLAY: one
-    with pairs, so the case is replayed exactly when it has one). Each subquery is referred to once or twice (an
-    annotation used twice is written out twice in the SQL)."""
-    by_replay = Replay.objects.filter(pk=OuterRef(EVIDENCE_REPLAY)).annotate(
-        stat_pairs=_replay_stat("pairs"), gain=_replay_stat("net_gain"), p=_replay_stat("mcnemar_p"),
-        double=_replay_stat("double_pass_share"),
-    ).annotate(replay_grade=SqlCase(
-        When(gain__lte=0, then=Value("D")),
-        When(stat_pairs__gte=grading.min_pairs, p__lt=grading.alpha, double__lt=stats.DOUBLE_PASS_HIGH, then=Value("A")),
-        default=Value("B"))).values("replay_grade")[:1]
-    return cases.annotate(**{EVIDENCE_REPLAY: _evidence_replay(grading)}).annotate(**{
-        GRADE: SqlCase(
-            When(evidence_check__in=["unsupported", "contradicted"], then=Value("D")),
-            default=Coalesce(Subquery(by_replay), SqlCase(When(evidence_check="supported", then=Value("C")),
-                                                          default=Value(None)))),
-        BASIS: SqlCase(When(**{f"{EVIDENCE_REPLAY}__isnull": False}, then=Value(stats.REPLAY)),
-                       When(evidence_check__in=["supported", "unsupported", "contradicted"], then=Value(stats.CHECK)),
-                       default=Value(None)),
-    })
+GRADE, BASIS = "grade", "grade_basis"
 
 
 def _admitted(filters: dict) -> Q:
@@ -311,19 +268,17 @@ def _admitted(filters: dict) -> Q:
 
 
 def selected_cases(query: ExportQuery) -> QuerySet[Case]:
-    """The submitted cases an export of a stored kind holds: the filters', graded in SQL as the filters ask."""
-    graded = graded_in_sql(_cases(query, Case.objects.all()), selectors.grading_of(query.project))
-    return graded.filter(_admitted(query.filters))
+    """The submitted cases an export of a stored kind holds: the filters', by their kept grades."""
+    return _cases(query, Case.objects.all()).filter(_admitted(query.filters))
 
 
 def note_grades_left_out(query: ExportQuery, **admitted_by) -> dict[tuple, int]:
     """Count the cases the filters match but the grade filters leave out, by reason (`leave_out`), in SQL; and
     record the grading rules, as `graded_pages` does. Returns the cases let through, counted by the values of the
-    `admitted_by` annotations (a tuple of them; () without any), in the same query: the cases are graded once."""
-    grading = selectors.grading_of(query.project)
-    query.notes["grading"] = grading.describe()
+    `admitted_by` annotations (a tuple of them; () without any), in the same query."""
+    query.notes["grading"] = selectors.grading_of(query.project).describe()
     # A CASE, not exclude(): a null grade or basis makes the negated condition null, which would drop the ungraded cases.
-    graded = graded_in_sql(_cases(query, Case.objects.all()), grading).annotate(aed_admitted=SqlCase(
+    graded = _cases(query, Case.objects.all()).annotate(aed_admitted=SqlCase(
         When(_admitted(query.filters), then=Value(True)), default=Value(False), output_field=BooleanField()),
         **admitted_by)
     admitted: dict[tuple, int] = {}
@@ -344,12 +299,10 @@ GRADE_COLUMNS = ("grade", "retry_arm")
 
 
 def live_grade_columns(query: ExportQuery, case) -> dict:
-    """The GRADE_COLUMNS of a case as SQL, by the project's grading rules: `case` is an OuterRef to its id, or a
-    queryset of that one case (found through the source)."""
+    """The GRADE_COLUMNS of a case, kept on it: `case` is an OuterRef to its id, or a queryset of that one case
+    (found through the source)."""
     cases = case if isinstance(case, QuerySet) else Case.objects.filter(pk=case)
-    graded = graded_in_sql(cases, selectors.grading_of(query.project)).annotate(
-        aed_retry=Subquery(Replay.objects.filter(pk=OuterRef(EVIDENCE_REPLAY)).values("retry")[:1]))
-    return {"grade": Subquery(graded.values(GRADE)[:1]), "retry_arm": Subquery(graded.values("aed_retry")[:1])}
+    return {"grade": Subquery(cases.values(GRADE)[:1]), "retry_arm": Subquery(cases.values("grade_replay__retry")[:1])}
 
 
 def graded_by_ids(project: Project, case_ids: list[int], *, with_steps: bool = True) -> list[Graded]:

@@ -141,7 +141,7 @@ register(ExportKind(
     description="The full error-diagnosis record of each submitted case with its proposal and replay evidence "
                 "(2x2 table, pass rates, net gain with Newcombe's 95% CI, McNemar p, grade).",
     # Derived once per case and revision (its updated_at moves with its proposals, a paired replay's table and the
-    # project's grading rules); the grade, the retry arm and the curator read in SQL at export time.
+    # project's grading rules); the grade and the retry arm (kept on the case) and the curator read at export time.
     stored=StoredRows(model=Case, sources=selected_cases, derive=derive_pairs, live_columns=LIVE_COLUMNS,
                       live=live_pair_columns, revision="updated_at", notes=note_grades_left_out),
     dedup_ignore=("id", "case_id", "trace_id", "curator", "proposal_id", "replay_id"),

@@ -193,7 +193,7 @@ NO_PROGRESS = "no recovery run in which a decision after the failure made progre
 def recovery_notes(query: ExportQuery) -> None:
     """The manifest's notes: the cases left out, by grade and for want of a run or of progress, and the rows left
     without token ids, counted in SQL once every selected run has its rows (the engine built them before); the
-    tokenizer, when a row has ids. Two queries: the cases are graded in SQL, which costs, once in each."""
+    tokenizer, when a row has ids. Two queries, on the grades kept on the cases."""
     kind = get_kind("aed.recovery")
     if _drop_rows_of_another_tokenizer(kind, query.project):
         stored.build(kind, query)
@@ -239,7 +239,7 @@ register(ExportKind(
     description="One row per run of a recovery replay: the error and its real observation kept in the prompt, the "
                 "policy's continuation after it; loss only on the decisions that make progress (per message, and "
                 "per token as input_ids + completion_mask under the model's chat template).",
-    # Derived once per run and revision (its case's updated_at); the grade and the retry arm read in SQL at export
+    # Derived once per run and revision (its case's updated_at); the grade and the retry arm read (kept on the case) at export
     # time. Runs are bounded by the data version.
     stored=StoredRows(model=ReplayRun, sources=recovery_runs, derive=derive_recovery, live_columns=GRADE_COLUMNS,
                       live=live_recovery_columns, revision="replay__proposal__case__updated_at", notes=recovery_notes,

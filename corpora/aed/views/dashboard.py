@@ -11,6 +11,7 @@ from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.charts import bar_chart
 from dataplatform.errors import PlatformError, show_error
 from dataplatform.inputs import read
+from dataplatform.jobs.models import TERMINAL_STATES, Job
 
 from .. import selectors, services
 from ..inputs import MAX_REPLAY_PAIRS, GradingSerializer
@@ -27,6 +28,9 @@ def dashboard(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
     summary = selectors.corpus_summary(project)
     grading = selectors.grading_of(project)
+    # New grading rules on many cases are applied by a job: until it is done, the figures mix old and new grades.
+    regrading = (Job.objects.filter(project=project, kind="aed.regrade").exclude(state__in=TERMINAL_STATES)
+                 .order_by("-id").only("progress_done", "progress_total").first())
     rules = grade_rules(grading)
     names = {c["slug"]: c["name"] for c in shipped_error_taxonomy().categories}
     grades = summary["grades"]
@@ -35,6 +39,7 @@ def dashboard(request, slug: str):
     return render(request, "corpora/aed/dashboard.html", {
         "project": project,
         "summary": summary,
+        "regrading": regrading,
         "mean_gain": signed(summary["mean_gain"]),
         "mean_gain_ci": f"[{signed(ci[0])}, {signed(ci[1])}]" if ci else "",
         "pass_rate_c": percent(summary["pass_rate"]["C"]),
@@ -68,7 +73,7 @@ def update_grading(request, slug: str):
     """Save the project's grading rules (which replay grades a case, grade A's minimum pairs and level)."""
     project, _ = project_for(request.user, slug, CAN_CURATE)
     try:
-        services.update_grading(project=project, **read(GradingSerializer, request.POST))
+        services.update_grading(project=project, user=request.user, **read(GradingSerializer, request.POST))
     except PlatformError as exc:
         show_error(request, exc)
     else:

@@ -3,8 +3,7 @@ model, case and grade."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Exists, OuterRef
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
@@ -12,9 +11,11 @@ from django.views.decorators.http import require_POST
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.dbfunctions import JSONArrayLength
 from dataplatform.imports import page_import
+from dataplatform.pagination import capped_count, keyset_page
+from dataplatform.tallies.registry import Figure
 
-from .. import importers, selectors, stats
-from ..models import CaseStatus
+from .. import grades, importers, selectors, stats
+from ..models import Case, CaseStatus
 from .panels import grade_label
 
 PAGE_SIZE = 50
@@ -38,40 +39,49 @@ def _render_overview(request, project, *, import_report=None):
     for field in TRACE_FILTERS:
         if filters[field]:
             listed = listed.filter(**{field: filters[field]})
-    cases = selectors.cases_of(project).prefetch_related(None).filter(trace=OuterRef("pk"))
+    cases = Case.objects.filter(trace=OuterRef("pk"))
     if filters["case"] == "with":
         listed = listed.filter(Exists(cases))
     elif filters["case"] == "without":
         listed = listed.filter(~Exists(cases))
     elif filters["case"] == "submitted":
         listed = listed.filter(Exists(cases.filter(status=CaseStatus.SUBMITTED)))
-    grading = selectors.grading_of(project)
-    if filters["grade"] in GRADE_FILTERS:
-        # Grades are computed from replay statistics in Python; a project's hand-curated cases are few.
-        graded = {case.trace_id for case in selectors.cases_of(project)
-                  if (selectors.grade_of(case, grading) or "ungraded") == filters["grade"]}
-        listed = listed.filter(pk__in=sorted(graded))
-    listed = (listed.defer("steps", "meta").order_by("id")
-              .annotate(n_steps=JSONArrayLength("steps")))
-    page = Paginator(listed, PAGE_SIZE).get_page(request.GET.get("page"))
+    if filters["grade"] in GRADE_FILTERS:  # the grades kept on the cases (grades.regrade)
+        grade = filters["grade"]
+        listed = listed.filter(Exists(cases.filter(grade__isnull=True) if grade == grades.UNGRADED
+                                      else cases.filter(grade=grade)))
+    listed = listed.defer("steps", "meta").annotate(n_steps=JSONArrayLength("steps"))
+    page = keyset_page(request, listed, size=PAGE_SIZE, descending=False)
     by_trace: dict[int, list] = {}
-    if page.object_list:
-        for case in selectors.cases_of(project).filter(trace__in=[t.pk for t in page]):
-            by_trace.setdefault(case.trace_id, []).append({"case": case, "grade": selectors.grade_of(case, grading)})
-    statuses = dict(selectors.cases_of(project).prefetch_related(None).order_by()
-                    .values_list("status").annotate(n=Count("pk")))
+    for case in (Case.objects.filter(trace__in=[t.pk for t in page.rows]).select_related("curator")
+                 .only("pk", "trace_id", "status", "grade", "curator__username").order_by("pk")):
+        by_trace.setdefault(case.trace_id, []).append({"case": case, "grade": case.grade})
+    # Kept figures (the importer and the curation services keep them): no count over the project's traces or cases.
+    figures = selectors.trace_figures(project)
+    trace_count = figures.get("traces", Figure(0)).count
+    chosen = [field for field in TRACE_FILTERS if filters[field]]
+    if not chosen and not filters["case"] and not filters["grade"]:
+        matching, more = trace_count, False
+    elif len(chosen) == 1 and not filters["case"] and not filters["grade"]:
+        matching, more = figures.get(f"{chosen[0]}|{filters[chosen[0]]}", Figure(0)).count, False
+    else:
+        matching, more = capped_count(listed)
+    case_counts = selectors.case_counts(project)
     return render(request, "corpora/aed/overview.html", {
         "project": project,
         "import_report": import_report,
-        "counts": {"traces": traces.count(), "cases": sum(statuses.values()),
-                   "submitted": statuses.get(CaseStatus.SUBMITTED, 0)},
+        "counts": {"traces": trace_count, "cases": case_counts["cases"],
+                   "submitted": case_counts[CaseStatus.SUBMITTED]},
+        "matching": matching,
+        "more": more,
         "filters": filters,
-        "choices": {field: list(traces.order_by(field).values_list(field, flat=True).distinct()[:MAX_FILTER_CHOICES])
+        "choices": {field: sorted(key.split("|", 1)[1] for key, figure in figures.items()
+                                  if key.startswith(f"{field}|") and figure.count)[:MAX_FILTER_CHOICES]
                     for field in TRACE_FILTERS},
         "case_filters": CASE_FILTERS,
         "grade_filters": [(g, grade_label(g)) for g in GRADE_FILTERS],
         "page": page,
-        "rows": [{"trace": trace, "cases": by_trace.get(trace.pk, [])} for trace in page],
+        "rows": [{"trace": trace, "cases": by_trace.get(trace.pk, [])} for trace in page.rows],
     })
 
 

@@ -155,11 +155,15 @@ def test_overview_queries_do_not_grow_with_the_traces(client, members, project, 
     for trace in traces[:3]:
         complete(services.open_case(trace=trace, curator=members["curator"]), members["curator"])
     client.force_login(members["curator"])
-    with django_assert_max_num_queries(16):
+    client.get(reverse("aed-overview", args=["alpha"]))  # the first read of the kept figures counts them
+    with django_assert_max_num_queries(14):
         page = client.get(reverse("aed-overview", args=["alpha"])).content.decode()
     assert page.count('href="/projects/alpha/aed/traces/') == min(n, 50)
+    assert ('rel="next"' in page) == (n > 50)  # a keyset page: no count of the pages
     if n > 50:
-        assert "page 1 of 2" in page and "Next →" in page
+        following = client.get(reverse("aed-overview", args=["alpha"]) + "?" + page.split('href="?')[-1].split('"')[0]
+                               .replace("&amp;", "&")).content.decode()
+        assert following.count('href="/projects/alpha/aed/traces/') == n - 50 and 'rel="next"' not in following
 
 
 def test_the_trace_page_shows_the_steps_and_opens_the_case(client, members, project):
