@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0004_project_trainers_create_exports'),
-        ('corpora', '0011_cursor_page_indexes'),
+        ('corpora', '0013_aed_trace_filter_indexes'),
         ('jobs', '0006_project_kind_latest_index'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
