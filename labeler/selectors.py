@@ -5,6 +5,7 @@ sees only the tasks and trajectories they have claimed, and on those only the mo
 Taxonomies are platform-wide reference data (like a schema): any member of a project may read them.
 """
 
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 from django.utils.translation import gettext
@@ -14,6 +15,7 @@ from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in,
 from dataplatform.dbfunctions import JSONArrayContains
 from dataplatform.errors import Refused
 
+from . import figures
 from .models import (
     Label,
     LabelOrigin,
@@ -148,22 +150,31 @@ def filter_tasks(tasks: QuerySet[SweTask], taxonomy: Taxonomy, *, state: str = "
             raise Refused(gettext("Unknown field %(field)s.") % {"field": repr(field)}, field="field")
         matching = Label.objects.filter(task=OuterRef("pk"), taxonomy=taxonomy, status=LabelStatus.SUBMITTED)
         # A multi-valued field holds a list of tags: the value is one of them (not a substring of one).
-        matching = matching.filter(JSONArrayContains("values", field, value) if field in spec.multi_fields()
-                                   else Q(**{f"values__{field}": value}))
+        matching = matching.filter(_value_is(field, value, multi=field in spec.multi_fields()))
         tasks = tasks.filter(Exists(matching))
     if search:
         tasks = tasks.filter(Q(instance_id__icontains=search) | Q(repo__icontains=search))
     return tasks
 
 
+def _value_is(field: str, value: str, *, multi: bool) -> Q | JSONArrayContains:
+    """A label's `field` holds `value` (a multi-valued field: as one of its tags, not a substring of one). On
+    PostgreSQL asked as containment of the whole `values` column, which its GIN index serves (migration 0012)."""
+    if connection.vendor != "postgresql":
+        return JSONArrayContains("values", field, value) if multi else Q(**{f"values__{field}": value})
+    if multi:
+        return Q(values__contains={field: [value]})
+    return Q(values__contains={field: value}, **{f"values__{field}": value})  # equal, not an array holding it
+
+
 def queue_state(project: Project) -> dict:
-    claims = ReviewClaim.objects.filter(task__project=project)
-    trajectory_claims = TrajectoryReviewClaim.objects.filter(project=project)
-    return {"tasks": SweTask.objects.filter(project=project).count(),
-            "claims": {state: claims.filter(state=state).count() for state in ReviewClaimState.values},
-            "trajectories": Trajectory.objects.filter(project=project).count(),
-            "trajectory_claims": {state: trajectory_claims.filter(state=state).count()
-                                  for state in ReviewClaimState.values}}
+    """How many tasks and trajectories there are and their review claims by state, from the kept figures
+    (labeler/figures.py): the same few rows at any size of the project."""
+    claims = figures.claim_counts(project.pk)
+    return {"tasks": figures.item_count(project.pk),
+            "claims": {state: claims["tasks"].get(state, 0) for state in ReviewClaimState.values},
+            "trajectories": figures.item_count(project.pk, trajectories=True),
+            "trajectory_claims": {state: claims["trajectories"].get(state, 0) for state in ReviewClaimState.values}}
 
 
 def my_claims(user, project: Project) -> QuerySet[ReviewClaim]:
