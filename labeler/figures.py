@@ -102,7 +102,8 @@ def item_count(project_id: int, *, trajectories: bool = False) -> int:
 
 def state_counts(project_id: int, taxonomy_id: int, *, trajectories: bool = False) -> dict[str, int]:
     """How many items there are, and per review state and flag under the taxonomy, from the kept tally:
-    {all, auto, errors, reviewed} as the overview shows them, and the lists' filters (REVIEW_STATES) by name."""
+    {all, auto, errors, reviewed} as the overview shows them, and under "states" the items each of the lists'
+    state filters (REVIEW_STATES; "" for none) matches."""
     kept = selectors.counts(project_id, TRAJECTORY_STATES if trajectories else TASK_STATES)
     counts = Counter({"all": kept.get(ALL, 0)})
     prefix = f"{taxonomy_id}|"
@@ -116,10 +117,9 @@ def state_counts(project_id: int, taxonomy_id: int, *, trajectories: bool = Fals
         counts["state:auto"] += n if "auto" in flags and "reviewed" not in flags else 0
         counts["labeled"] += n
     counts["state:unlabeled"] = counts["all"] - counts.pop("labeled", 0)
-    counts["state:error"], counts["state:reviewed"] = counts["errors"], counts["reviewed"]
-    return {key: counts[key] for key in ("all", "auto", "errors", "reviewed")} | {
-        key.removeprefix("state:"): counts[key] for key in ("state:unlabeled", "state:auto", "state:error",
-                                                            "state:reviewed")} | {"": counts["all"]}
+    states = {"": counts["all"], "unlabeled": counts["state:unlabeled"], "auto": counts["state:auto"],
+              "error": counts["errors"], "reviewed": counts["reviewed"]}
+    return {key: counts[key] for key in ("all", "auto", "errors", "reviewed")} | {"states": states}
 
 
 # --- review claims ---------------------------------------------------------------------------------

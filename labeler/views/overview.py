@@ -77,7 +77,7 @@ def _curator_context(request, project) -> dict:
         "counts": counts,
         "trajectory_counts": trajectory_counts,
         "trajectory_page": trajectory_page,
-        "trajectory_matching": trajectory_counts.get(trajectory_state, 0),
+        "trajectory_matching": trajectory_counts["states"][trajectory_state],
         "trajectory_state": trajectory_state,
         "settings": settings,
         "taxonomy": taxonomy,
@@ -100,7 +100,7 @@ def _matching(listed, counts: dict, filters: dict) -> dict:
     MATCHING_CAP ("more than 10,000"), never the whole project on every page."""
     if not (filters["field"] and filters["value"]) and not filters["q"]:
         state = filters["state"] if filters["state"] in selectors.REVIEW_STATES else ""
-        return {"n": counts.get(state, 0), "more": False}
+        return {"n": counts["states"][state], "more": False}
     n, more = capped_count(listed, cap=MATCHING_CAP)
     return {"n": n, "more": more}
 
