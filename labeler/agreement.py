@@ -21,6 +21,8 @@ from dataplatform.tallies.registry import Figure
 from .models import Label, LabelOrigin, LabelStatus, Taxonomy
 from .taxonomy import UNASSIGNED, UNSPECIFIED, TaxonomySpec
 
+# A label as the kept figures read it (labeler/figures.py takes an item's labels before and after each change).
+LABEL_COLUMNS = ("id", "taxonomy_id", "origin", "author_id", "status", "values", "updated_at")
 DELETED_USER = "(deleted user)"
 KEY_LIMIT = 300  # the tally key's column; a longer key (a hostile value) is counted under one overflow key
 
@@ -31,7 +33,7 @@ def key(taxonomy_id: int, *parts) -> str:
 
 
 def contribution(labels: list[dict], spec: TaxonomySpec, taxonomy_id: int) -> Counter:
-    """What one task's labels under one taxonomy (rows of labeler/figures.py LABEL_COLUMNS) add to the counts.
+    """What one task's labels under one taxonomy (rows of LABEL_COLUMNS) add to the counts.
     Only submitted labels count; reviewers in label-id order (the earlier first in a pair of reviewers)."""
     submitted = sorted((row for row in labels if row["status"] == LabelStatus.SUBMITTED), key=lambda row: row["id"])
     model = next((row for row in submitted if row["origin"] == LabelOrigin.MODEL), None)
@@ -85,8 +87,6 @@ def contribution(labels: list[dict], spec: TaxonomySpec, taxonomy_id: int) -> Co
 
 def _recount(project_id: int) -> dict[str, Figure]:
     """Every task's contribution, from the project's submitted task labels (what the reports read before)."""
-    from .figures import LABEL_COLUMNS  # figures imports this module
-
     rows = (Label.objects.filter(task__project_id=project_id, status=LabelStatus.SUBMITTED)
             .order_by("task_id", "taxonomy_id", "id").values("task_id", *LABEL_COLUMNS))
     groups: dict[tuple[int, int], list[dict]] = defaultdict(list)

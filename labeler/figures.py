@@ -17,6 +17,7 @@ from dataplatform.tallies import registry, selectors, services
 from dataplatform.tallies.registry import Figure
 
 from . import agreement
+from .agreement import LABEL_COLUMNS
 from .models import Label, LabelOrigin, LabelStatus, ReviewClaim, SweTask, Trajectory, TrajectoryReviewClaim
 
 FLAGS = (("auto", LabelOrigin.MODEL, LabelStatus.SUBMITTED), ("error", LabelOrigin.MODEL, LabelStatus.ERROR),
@@ -64,9 +65,6 @@ def flags_of(labels: list[dict]) -> set[str]:
 def items_added(project_id: int, model, n: int) -> None:
     """An import wrote `n` tasks (or trajectories): in its transaction."""
     services.add(project_id, TASK_STATES if model is SweTask else TRAJECTORY_STATES, {ALL: n})
-
-
-LABEL_COLUMNS = ("id", "taxonomy_id", "origin", "author_id", "status", "values", "updated_at")
 
 
 def labels_of(item: SweTask | Trajectory) -> list[dict]:
