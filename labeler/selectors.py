@@ -114,36 +114,58 @@ def label_for(user, label_id: int, *, token: ApiToken | None = None) -> Label:
     return label
 
 
+def _review_flags(model, taxonomy: Taxonomy) -> dict[str, Exists]:
+    labels = Label.objects.filter(**{"trajectory" if model is Trajectory else "task": OuterRef("pk")},
+                                  taxonomy=taxonomy)
+    return {"has_auto": Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.SUBMITTED)),
+            "has_error": Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.ERROR)),
+            "reviewed": Exists(labels.filter(origin=LabelOrigin.HUMAN, status=LabelStatus.SUBMITTED))}
+
+
 def with_review_state(items: QuerySet, taxonomy: Taxonomy) -> QuerySet:
     """Annotate each task (or trajectory) with booleans: auto-labeled, auto-label failed, reviewed (a submitted
     human label)."""
-    labels = Label.objects.filter(**{"trajectory" if items.model is Trajectory else "task": OuterRef("pk")},
-                                  taxonomy=taxonomy)
-    return items.annotate(
-        has_auto=Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.SUBMITTED)),
-        has_error=Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.ERROR)),
-        reviewed=Exists(labels.filter(origin=LabelOrigin.HUMAN, status=LabelStatus.SUBMITTED)),
-    )
+    return items.annotate(**_review_flags(items.model, taxonomy))
 
 
-def filter_by_state(items: QuerySet, taxonomy: Taxonomy, state: str) -> QuerySet:
-    """Tasks (or trajectories) annotated with their review state and narrowed to `state` (REVIEW_STATES; "" any)."""
-    items = with_review_state(items, taxonomy)
+def review_state_of(rows: list, taxonomy: Taxonomy) -> list:
+    """Set the flags `with_review_state` annotates on a page of rows, in one query for the page: a list's page query
+    then has no EXISTS columns, which the planner may hash over every label of the project."""
+    model = type(rows[0]) if rows else SweTask
+    field = "trajectory_id" if model is Trajectory else "task_id"
+    found: dict[int, set] = {}
+    for item_id, origin, status in Label.objects.filter(**{f"{field}__in": [row.pk for row in rows]},
+                                                        taxonomy=taxonomy).values_list(field, "origin", "status"):
+        found.setdefault(item_id, set()).add((origin, status))
+    for row in rows:
+        pairs = found.get(row.pk, set())
+        row.has_auto = (LabelOrigin.MODEL, LabelStatus.SUBMITTED) in pairs
+        row.has_error = (LabelOrigin.MODEL, LabelStatus.ERROR) in pairs
+        row.reviewed = (LabelOrigin.HUMAN, LabelStatus.SUBMITTED) in pairs
+    return rows
+
+
+def filter_by_state(items: QuerySet, taxonomy: Taxonomy, state: str, *, annotate: bool = True) -> QuerySet:
+    """Tasks (or trajectories) narrowed to `state` (REVIEW_STATES; "" any), annotated with their review state
+    unless `annotate` is False (a page then sets it with review_state_of)."""
+    flags = _review_flags(items.model, taxonomy)
+    if annotate:
+        items = items.annotate(**flags)
     if state == "unlabeled":
-        items = items.filter(has_auto=False, has_error=False, reviewed=False)
+        items = items.filter(~flags["has_auto"], ~flags["has_error"], ~flags["reviewed"])
     elif state == "auto":
-        items = items.filter(has_auto=True, reviewed=False)
+        items = items.filter(flags["has_auto"], ~flags["reviewed"])
     elif state == "error":
-        items = items.filter(has_error=True)
+        items = items.filter(flags["has_error"])
     elif state == "reviewed":
-        items = items.filter(reviewed=True)
+        items = items.filter(flags["reviewed"])
     return items
 
 
 def filter_tasks(tasks: QuerySet[SweTask], taxonomy: Taxonomy, *, state: str = "", field: str = "", value: str = "",
-                 search: str = "") -> QuerySet[SweTask]:
+                 search: str = "", annotate: bool = True) -> QuerySet[SweTask]:
     """Narrow by review state, by a label field's value (model label, or any submitted human label), or text."""
-    tasks = filter_by_state(tasks, taxonomy, state)
+    tasks = filter_by_state(tasks, taxonomy, state, annotate=annotate)
     if field and value:
         spec = taxonomy.definition
         if field not in spec.fields():
@@ -162,9 +184,9 @@ def _value_is(field: str, value: str, *, multi: bool) -> Q | JSONArrayContains:
     PostgreSQL asked as containment of the whole `values` column, which its GIN index serves (migration 0012)."""
     if connection.vendor != "postgresql":
         return JSONArrayContains("values", field, value) if multi else Q(**{f"values__{field}": value})
-    if multi:
-        return Q(values__contains={field: [value]})
-    return Q(values__contains={field: value}, **{f"values__{field}": value})  # equal, not an array holding it
+    # A single field holds a string (services validate it), so containment is equality there. Not both: the
+    # planner multiplies their selectivities, takes a common value for a rare one and reads every match first.
+    return Q(values__contains={field: [value] if multi else value})
 
 
 def queue_state(project: Project) -> dict:

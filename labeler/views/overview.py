@@ -56,18 +56,20 @@ def _curator_context(request, project) -> dict:
     trajectory_counts = figures.state_counts(project.pk, taxonomy.pk, trajectories=True)
     trajectory_state = request.GET.get("tstate", "").strip()
     trajectory_state = trajectory_state if trajectory_state in selectors.REVIEW_STATES else ""
-    listed_trajectories = selectors.filter_by_state(trajectories, taxonomy, trajectory_state)
+    listed_trajectories = selectors.filter_by_state(trajectories, taxonomy, trajectory_state, annotate=False)
     trajectory_page = keyset_page(request, listed_trajectories.only("id", "trajectory_id", "instance_id", "model",
                                                                     "task_id"),
                                   size=PAGE_SIZE, descending=False, param="tafter")
+    selectors.review_state_of(trajectory_page.rows, taxonomy)
     filters = {key: request.GET.get(key, "").strip() for key in ("state", "field", "value", "q")}
     try:
         listed = selectors.filter_tasks(tasks, taxonomy, state=filters["state"], field=filters["field"],
-                                        value=filters["value"], search=filters["q"])
+                                        value=filters["value"], search=filters["q"], annotate=False)
     except Refused as exc:  # the page still lists the tasks, unfiltered, with the message
         messages.error(request, str(exc))
-        listed, filters["field"] = selectors.with_review_state(tasks, taxonomy), ""
+        listed, filters["field"] = tasks, ""
     page = keyset_page(request, listed, size=PAGE_SIZE, descending=False)
+    selectors.review_state_of(page.rows, taxonomy)
     failed = [task.pk for task in page.rows if task.has_error]
     errors = {task_id: render_html(i18n, error) for task_id, error, i18n in selectors.project_labels(project).filter(
         task_id__in=failed, taxonomy=taxonomy, origin=LabelOrigin.MODEL, status=LabelStatus.ERROR,
