@@ -23,9 +23,10 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres_only("the plans and th
                                                                "PostgreSQL's")]
 
 # The labels read by item: probed per task (an index condition on task_id), or merged in task order along an index
-# that begins with it.
+# that begins with it; or, for a rare state, the labels in that state found first (by taxonomy, origin, status).
 BY_TASK = re.compile(r"(on labeler_label .*\n\s+Index Cond: \(\(?task_id = )"
-                     r"|(Index (Only )?Scan using (label_task_review_state|labeler_label_task_id\w*) on labeler_label)")
+                     r"|(Index (Only )?Scan using (label_task_review_state|labeler_label_task_id\w*|"
+                     r"label_tax_origin_status) on labeler_label)")
 BY_TRAJECTORY = re.compile(r"(on labeler_label .*\n\s+Index Cond: \(\(?trajectory_id = )|(Index (Only )?Scan "
                            r"using (label_trajectory_review_state|labeler_label_trajectory_id\w*) on labeler_label)")
 FILTERS = {  # filter -> (query string, what its plan must show: an index's name, or a pattern)
