@@ -27,7 +27,7 @@ from .review import with_data
 
 AUTOLABEL_KIND = "labeler.autolabel"
 PAGE_SIZE = 50
-MATCHING_CAP = 10_000
+MATCHING_CAP = 1_000  # a filtered count stops here ("more than 1,000"): counting costs as many rows
 MAX_TAXONOMY_PROBLEMS_SHOWN = 20
 IMPORTERS = {SourceKind.TASKS: importers.import_tasks, SourceKind.TRAJECTORIES: importers.import_trajectories}
 
@@ -99,7 +99,7 @@ def _curator_context(request, project) -> dict:
 
 def _matching(listed, counts: dict, filters: dict) -> dict:
     """How many tasks the filters match: from the kept counts for a review state alone, else counted up to
-    MATCHING_CAP ("more than 10,000"), never the whole project on every page."""
+    MATCHING_CAP ("more than 1,000"), never the whole project on every page."""
     if not (filters["field"] and filters["value"]) and not filters["q"]:
         state = filters["state"] if filters["state"] in selectors.REVIEW_STATES else ""
         return {"n": counts["states"][state], "more": False}

@@ -144,6 +144,18 @@ def test_task_list_filters_errors_and_pages(client, members, project, labeled, m
     assert 'rel="next"' not in page and "60 matching tasks." in page
 
 
+def test_a_filtered_count_stops_at_its_cap(client, members, project, make_tasks, monkeypatch):
+    from labeler.views import overview
+
+    make_tasks(3)
+    client.force_login(members["curator"])
+    url = reverse("labeler-overview", args=["alpha"])
+    monkeypatch.setattr(overview, "MATCHING_CAP", 2)
+    assert "More than 2 matching tasks." in client.get(url, {"q": "org__repo"}).content.decode()
+    page = client.get(url, {"q": "repo-1"}).content.decode()
+    assert "1 matching task." in page and "More than" not in page
+
+
 def test_project_page_links_to_the_labeler(client, members, project):
     client.force_login(members["annotator"])
     page = client.get(reverse("project-detail", args=["alpha"])).content.decode()
