@@ -175,7 +175,7 @@ def _apply(operation, project, taxonomy, reviewers, tasks, runs) -> None:
         model_label(runs[args[0]], taxonomy, error=args[1])
 
 
-@settings(max_examples=12, deadline=None, database=None,
+@settings(max_examples=25, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(operations=st.lists(OPERATIONS, min_size=1, max_size=12), counted_first=st.booleans())
 def test_random_sequences_keep_the_figures(operations, counted_first):
