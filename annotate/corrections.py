@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 
 from dataplatform.inference import backend_for
 
-from . import budget
+from . import budget, figures
 from .errors import CorrectionRefused
 from .locking import SessionLock, bump
 from .models import Event, EventKind, Node, NodeStatus, Origin, Session
@@ -58,7 +58,9 @@ def _save(lock: SessionLock, session: Session, child: Node, kind: str, payload: 
         child.save()
         session.current_node = child
         bump(session)
-        Event.objects.create(session=session, kind=kind, node=child, actor=actor, payload=payload)
+        event = Event.objects.create(session=session, kind=kind, node=child, actor=actor, payload=payload)
+        if kind == EventKind.CONTINUE_WITH_CHOSEN:  # the metrics' candidate ranks and probabilities
+            figures.chosen_made(project_id=project.pk, event_id=event.pk)
     return child
 
 

@@ -26,7 +26,7 @@ from dataplatform.inference import TokenStep, backend_for
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
 
-from . import importers, services
+from . import figures, importers, services
 from .models import Claim, Item
 from .nodes import template_of
 from .panda_json.importer import answer_ids
@@ -88,8 +88,11 @@ def finish(*, project: Project, user) -> str | None:
         item = Item.objects.select_for_update().get(pk=item.pk)
         if Claim.objects.filter(item=item).exists():  # claimed during the forward pass
             return claimed
+        answered = item.rollout is not None
         item.rollout, item.meta = rollout, {**item.meta, "written_for_demo": WRITTEN_FOR_DEMO}
         item.save(update_fields=["rollout", "meta"])
+        if not answered:
+            figures.item_answered(project_id=project.pk)
     return (f"{TOOL_ITEM} answers with a call of {TOOL_CALL.name} that waits for the annotator's approval (written "
             "for the demo: the embedded model rarely calls a tool on its own)")
 

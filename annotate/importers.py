@@ -30,6 +30,7 @@ from dataplatform.conversations.readers import Read, detect, read_trace, trace_r
 from dataplatform.conversations.reading import read_conversation
 from dataplatform.imports import ImportReport, LineError, canonical_sha256
 
+from . import figures
 from .models import Item
 
 ID_MAX = Item._meta.get_field("external_id").max_length
@@ -147,5 +148,6 @@ def import_prompts(*, project: Project, lines: Iterable[bytes | str], file: str 
                   source_sha256=r.source_sha256) for r in new],
             batch_size=1000,
         )
+        figures.items_added(project_id=project.pk, items=len(new))
     report.created = len(new)
     return report

@@ -1,14 +1,10 @@
 """Project metrics for the onPanda workflow: agreement, provenance, where errors are, effort, throughput.
 
-These are selectors (reads only). `project_metrics(project)` takes a project the
-caller has already authorised (e.g. `project_for(user, slug, CAN_CURATE)`) and
-scopes every queryset to it. The result is plain JSON: lists, dicts, ints,
-floats and None (a rate with no denominator is None, not 0).
-
-Bounded queries: event histograms are aggregated in SQL; everything derived from
-session trees comes from two streamed, values-only queries (accepted sessions,
-and the (id, parent, fork) rows of their nodes), merged by session id, so memory
-holds one session's tree at a time plus a few numbers per accepted session.
+These are selectors (reads only). `project_metrics(project)` takes a project the caller has already authorised
+(e.g. `project_for(user, slug, CAN_CURATE)`). It reads the kept figures of annotate/figures.py (a few rows per
+tally, kept by the services that accept sessions and pick candidates), so it costs the same at any project size;
+the first read of a project counts them. The result is plain JSON: lists, dicts, ints, floats and None (a rate
+with no denominator is None, not 0).
 
 Definitions used throughout:
 - The *accepted node* is an accepted session's current node (an accepted session is frozen).
@@ -20,196 +16,100 @@ Definitions used throughout:
   last token are 1 token apart.
 """
 
-import statistics
-from collections import Counter, defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import datetime
-from itertools import combinations, groupby
-from typing import Any
-
-from django.db.models import Count, F, FloatField, IntegerField, OuterRef, Subquery, Value
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Exp, Floor, Least
+from django.contrib.auth import get_user_model
+from django.db.models import F, Sum, Window
 
 from dataplatform.accounts.models import Project
+from dataplatform.tallies import selectors as tallies
+from dataplatform.tallies.models import Tally
+from dataplatform.tallies.registry import Figure
 
-from .models import AnnotationConfig, Event, EventKind, Node, Origin, Session, SessionStatus
-from .reviews import TREE_FIELDS, lineage_forks, tree_of
+from .figures import (
+    ACCEPTED,
+    ACTIVE_TIMES,
+    CANDIDATES,
+    CORRECTIONS,
+    FORK_BINS,
+    MINUTE_MICROSECONDS,
+    ORIGINS,
+    PROBABILITY_BINS,
+    time_key,
+)
+from .models import AnnotationConfig, Session, SessionStatus
 
-MAX_ACTIVE_SECONDS = 7 * 3600  # longer sessions were left open (lunch, overnight), not worked on
-FORK_BINS = 5
-PROBABILITY_BINS = 10
-ORIGINS = (Origin.MODEL.value, Origin.CANDIDATE.value, Origin.TYPED.value)
-
-
-@dataclass(frozen=True)
-class AcceptedSession:
-    """What the metrics need to know about one accepted session."""
-
-    id: int
-    item_id: int
-    annotator: str
-    length: int  # tokens in the accepted response
-    origins: list[str]  # per token of the accepted response
-    forks: list[int]  # fork positions of the corrections on the accepted lineage, root first
-    created_at: datetime
-    accepted_at: datetime | None  # time of the accept event (None only for hand-made data)
-
-    @property
-    def first_error(self) -> int | None:
-        return self.forks[0] if self.forks else None
-
-    @property
-    def agreement_position(self) -> int:
-        """First error position, with a direct accept counted as the response length."""
-        return self.forks[0] if self.forks else self.length
-
-    @property
-    def active_seconds(self) -> float | None:
-        if self.accepted_at is None:
-            return None
-        return (self.accepted_at - self.created_at).total_seconds()
-
-
-def accepted_sessions(project: Project) -> Iterator[AcceptedSession]:
-    """Stream the project's accepted sessions with their lineage forks, in id order.
-
-    Two streamed queries, merged on session id. The session query runs first; a
-    session accepted after it started appears only among the nodes and is skipped,
-    and nodes of an accepted session never change, so the two agree.
-    """
-    accepted_at = (Event.objects.filter(session=OuterRef("pk"), kind=EventKind.ACCEPT)
-                   .order_by("id").values("created_at")[:1])
-    sessions = (Session.objects.filter(item__project=project, status=SessionStatus.ACCEPTED)
-                .annotate(accepted_at=Subquery(accepted_at))
-                .values("id", "item_id", "annotator__username", "created_at", "accepted_at",
-                        "current_node_id", "current_node__origins")
-                .order_by("id"))
-    nodes = (Node.objects.filter(session__item__project=project, session__status=SessionStatus.ACCEPTED)
-             .values_list("session_id", *TREE_FIELDS)
-             .order_by("session_id", "id"))
-    node_groups = groupby(nodes.iterator(chunk_size=2000), key=lambda row: row[0])
-    group: tuple[int, Any] | None = None
-    for row in sessions.iterator(chunk_size=500):
-        # Advance the node stream to this session (both streams are ordered by session id).
-        while group is None or group[0] < row["id"]:
-            group = next(node_groups, None)
-            if group is None:
-                return  # no nodes left: no later session can be measured
-        if group[0] != row["id"] or row["current_node_id"] is None:
-            continue  # cannot happen through the services; skip rather than guess
-        tree = tree_of(node_row[1:] for node_row in group[1])
-        origins = list(row["current_node__origins"] or [])
-        yield AcceptedSession(
-            id=row["id"], item_id=row["item_id"], annotator=row["annotator__username"], length=len(origins),
-            origins=origins, forks=lineage_forks(tree, row["current_node_id"]),
-            created_at=row["created_at"], accepted_at=row["accepted_at"],
-        )
-
-
-CORRECTIONS = (EventKind.CONTINUE_WITH_CHOSEN, EventKind.CONTINUE_WITH_INPUT, EventKind.FORCE_STOP,
-               EventKind.EDIT_SELECTION)
-
-
-def _corrections_by_channel_and_round(project: Project) -> dict:
-    rows = (Event.objects.filter(session__item__project=project, session__status=SessionStatus.ACCEPTED,
-                                 kind__in=CORRECTIONS)
-            .values(channel=KT("payload__channel"), round=F("node__round")).annotate(n=Count("id")))
-    by_channel: Counter[str] = Counter()
-    by_round: Counter[int] = Counter()
-    for row in rows:
-        by_channel[row["channel"] or "unknown"] += row["n"]
-        by_round[row["round"] or 1] += row["n"]
-    return {"corrections_by_channel": dict(sorted(by_channel.items())),
-            "corrections_by_round": {str(number): by_round[number] for number in sorted(by_round)}}
+# The per-session origin shares the API lists: the latest this many accepted sessions (all of them in a smaller
+# project). Every session's row would make the answer grow with the project; the means cover them all.
+ORIGIN_SESSIONS_LISTED = 200
 
 
 def _rate(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def _edges(bins: int) -> list[float]:
     return [round(i / bins, 10) for i in range(bins + 1)]
 
 
-# --- agreement --------------------------------------------------------------------------------
-
-def _agreement(positions_by_item: dict[int, list[tuple[str, int]]]) -> dict:
-    """Pairwise agreement on first error positions, over items with at least two accepted sessions."""
-    matches = distance = pairs = 0
-    per_annotator: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # pairs, matches, total distance
-    items = 0
-    for positions in positions_by_item.values():
-        if len(positions) < 2:
-            continue
-        items += 1
-        for (a, pa), (b, pb) in combinations(positions, 2):
-            d = abs(pa - pb)
-            pairs += 1
-            matches += d == 0
-            distance += d
-            for name in {a, b}:
-                stats = per_annotator[name]
-                stats[0] += 1
-                stats[1] += d == 0
-                stats[2] += d
-    return {
-        "items": items,
-        "pairs": pairs,
-        "exact_match_rate": _rate(matches, pairs),
-        "mean_abs_distance": _rate(distance, pairs),
-        "per_annotator": [
-            {"annotator": name, "pairs": n, "exact_match_rate": _rate(m, n), "mean_abs_distance": _rate(d, n)}
-            for name, (n, m, d) in sorted(per_annotator.items())
-        ],
-        "note": "A direct accept counts as first error position = length of the accepted response.",
-    }
+def _by_prefix(figures: dict[str, Figure], prefix: str) -> dict[str, Figure]:
+    return {key[len(prefix):]: figure for key, figure in figures.items() if key.startswith(prefix)}
 
 
-# --- event histograms (aggregated in SQL) ----------------------------------------------------------
-
-def _chosen_events(project: Project):
-    # Every pick from the top-k list, including picks later undone and picks in sessions not
-    # (yet) accepted: this measures how annotators use the list, not what the answers contain.
-    return Event.objects.filter(session__item__project=project, kind=EventKind.CONTINUE_WITH_CHOSEN)
+def _histogram(counts: dict[int, int]) -> dict:
+    top = max(counts, default=-1)
+    return {"labels": list(range(top + 1)), "counts": [counts.get(n, 0) for n in range(top + 1)]}
 
 
-def _candidate_ranks(project: Project) -> dict:
-    top_k = (AnnotationConfig.objects.filter(project=project).values_list("top_k", flat=True).first()
-             or AnnotationConfig._meta.get_field("top_k").default)
-    rows = (_chosen_events(project).annotate(rank=Cast(KT("payload__rank"), IntegerField()))
-            .filter(rank__gte=1).values("rank").annotate(n=Count("id")).order_by("rank"))
-    counts = {row["rank"]: row["n"] for row in rows}
-    k = max([top_k, *counts])  # the project's top_k may have been lowered after some picks
-    return {"labels": list(range(1, k + 1)), "counts": [counts.get(rank, 0) for rank in range(1, k + 1)]}
+def _names(user_ids: set[str]) -> dict[str, str]:
+    users = get_user_model().objects.filter(pk__in=[int(user_id) for user_id in user_ids])
+    return {str(pk): name for pk, name in users.values_list("pk", "username")}
 
 
-def _candidate_probabilities(project: Project) -> dict:
-    # bin = floor(p * 10), with p = 1.0 put in the last bin.
-    probability_bin = Least(Floor(Exp(F("logprob")) * Value(float(PROBABILITY_BINS))),
-                            Value(float(PROBABILITY_BINS - 1)))
-    rows = (_chosen_events(project).annotate(logprob=Cast(KT("payload__logprob"), FloatField()))
-            .filter(logprob__isnull=False).annotate(bin=probability_bin)
-            .values("bin").annotate(n=Count("id")).order_by("bin"))
-    counts = [0] * PROBABILITY_BINS
-    for row in rows:
-        counts[max(0, int(row["bin"]))] += row["n"]
-    return {"edges": _edges(PROBABILITY_BINS), "counts": counts}
+# --- the median active time, from the kept minutes and the exact times within one minute ----------------------
+
+def _nth_time(project_id: int, minutes: list[tuple[int, int]], rank: int) -> int:
+    """The `rank`-th (0-based) smallest active time, in microseconds: the minute that holds it from the kept
+    minutes, then the exact time within that minute, from the kept exact times of that minute only."""
+    before = 0
+    for minute, count in minutes:  # noqa: B007 (the loop finds `minute`)
+        if rank < before + count:
+            break
+        before += count
+    times = (Tally.objects.filter(project_id=project_id, name=ACTIVE_TIMES,
+                                  key__gte=time_key(minute * MINUTE_MICROSECONDS),
+                                  key__lt=time_key((minute + 1) * MINUTE_MICROSECONDS))
+             .annotate(upto=Window(Sum("count"), order_by=F("key").asc())))
+    return int(times.filter(upto__gt=rank - before).order_by("key").values_list("key", flat=True)[0])
 
 
-def _histogram_from_counter(counter: Counter) -> dict:
-    top = max(counter, default=-1)
-    return {"labels": list(range(top + 1)), "counts": [counter.get(n, 0) for n in range(top + 1)]}
+def _median_seconds(project_id: int, accepted: dict[str, Figure]) -> tuple[float | None, int]:
+    minutes = sorted((int(key), figure.count) for key, figure in _by_prefix(accepted, "minute|").items())
+    timed = sum(count for _minute, count in minutes)
+    if not timed:
+        return None, 0
+    tallies.ensure_counted(project_id, ACTIVE_TIMES)  # its keys are read by range below, not through figures()
+    low, high = (timed - 1) // 2, timed // 2
+    first = _nth_time(project_id, minutes, low) / 1_000_000
+    if low == high:
+        return first, timed
+    return (first + _nth_time(project_id, minutes, high) / 1_000_000) / 2, timed
 
 
 # --- everything --------------------------------------------------------------------------------------
 
-def project_metrics(project: Project) -> dict:
+def _origin_sessions(project: Project) -> list[dict]:
+    rows = list(Session.objects.filter(item__project=project, status=SessionStatus.ACCEPTED)
+                .exclude(current_node=None).order_by("-id")
+                .values("id", "item_id", "annotator__username", "current_node__origins")[:ORIGIN_SESSIONS_LISTED])
+    listed = []
+    for row in reversed(rows):
+        origins = row["current_node__origins"] or []
+        if origins:
+            listed.append({"session": row["id"], "item": row["item_id"], "annotator": row["annotator__username"],
+                           **{origin: origins.count(origin) / len(origins) for origin in ORIGINS}})
+    return listed
+
+
+def project_metrics(project: Project, *, origin_sessions: bool = True) -> dict:
     """All onPanda metrics of one project, as plain JSON.
 
     Keys:
@@ -218,7 +118,8 @@ def project_metrics(project: Project) -> dict:
       exact_match_rate and mean_abs_distance (tokens) of the first error positions, overall
       and per annotator (the pairs that involve them). Direct accept = response length.
     - origin_ratios: per accepted, non-empty response the share of model/candidate/typed
-      tokens ("sessions"), and the mean of those per-session ratios ("mean").
+      tokens ("sessions": the latest ORIGIN_SESSIONS_LISTED accepted sessions, in id order; left out with
+      `origin_sessions=False`), and the mean of those per-session ratios over every accepted response ("mean").
     - fork_positions: each correction on an accepted lineage, as fork position / length of the
       accepted response, in 5 bins over [0, 1] (an empty response counts as 0: its first token
       was wrong); first_token_modification_rate = share of accepted sessions whose first
@@ -237,70 +138,74 @@ def project_metrics(project: Project) -> dict:
     - throughput: per annotator, accepted sessions, active hours (sessions within 7 h) and
       those sessions per active hour.
     """
-    total = direct = first_token = 0
-    positions_by_item: dict[int, list[tuple[str, int]]] = defaultdict(list)
-    origin_rows: list[dict] = []
-    fork_counts = [0] * FORK_BINS
-    corrections: Counter[int] = Counter()
-    active: list[float] = []
-    over_limit = 0
-    per_annotator: dict[str, dict[str, float]] = defaultdict(lambda: {"accepted": 0, "timed": 0, "seconds": 0.0})
+    accepted = tallies.figures(project.pk, ACCEPTED)
+    agreement = accepted  # the pairs are kept in the same tally
+    corrections = tallies.figures(project.pk, CORRECTIONS)
+    candidates = tallies.figures(project.pk, CANDIDATES)
+    zero = Figure(0)
+    total = accepted.get("sessions", zero).count
+    forks = [accepted.get(f"fork|{b}", zero).count for b in range(FORK_BINS)]
+    origins = {origin: accepted.get(f"origin|{origin}", zero) for origin in ORIGINS}
+    median, timed = _median_seconds(project.pk, accepted)
 
-    for s in accepted_sessions(project):
-        total += 1
-        positions_by_item[s.item_id].append((s.annotator, s.agreement_position))
-        direct += not s.forks
-        first_token += s.first_error == 0
-        corrections[len(s.forks)] += 1
-        for fork in s.forks:
-            # Integer arithmetic, so 3/5 lands in bin 3 exactly; fork <= length always holds.
-            fork_counts[min(fork * FORK_BINS // s.length, FORK_BINS - 1) if s.length else 0] += 1
-        if s.length:
-            shares = Counter(s.origins)
-            origin_rows.append({"session": s.id, "item": s.item_id, "annotator": s.annotator,
-                                **{origin: shares[origin] / s.length for origin in ORIGINS}})
-        stats = per_annotator[s.annotator]
-        stats["accepted"] += 1
-        seconds = s.active_seconds
-        if seconds is not None and seconds >= 0:
-            if seconds > MAX_ACTIVE_SECONDS:
-                over_limit += 1
-            else:
-                active.append(seconds)
-                stats["timed"] += 1
-                stats["seconds"] += seconds
+    per_annotator = _by_prefix(accepted, "annotator|")
+    timed_by = _by_prefix(accepted, "timed|")
+    pairs_by, matches_by = _by_prefix(agreement, "pairs|"), _by_prefix(agreement, "matches|")
+    names = _names(set(per_annotator) | set(pairs_by))
+    pairs = agreement.get("pairs", zero)
 
+    top_k = (AnnotationConfig.objects.filter(project=project).values_list("top_k", flat=True).first()
+             or AnnotationConfig._meta.get_field("top_k").default)
+    ranks = {int(rank): figure.count for rank, figure in _by_prefix(candidates, "rank|").items()}
+    k = max([top_k, *ranks])  # the project's top_k may have been lowered after some picks
+    probabilities = [candidates.get(f"p|{b}", zero).count for b in range(PROBABILITY_BINS)]
+    rounds = {int(n): figure.count for n, figure in _by_prefix(corrections, "round|").items()}
+
+    def throughput(user_id: str) -> dict:
+        timed_figure = timed_by.get(user_id, zero)
+        hours = timed_figure.total / 1_000_000 / 3600
+        return {"annotator": names.get(user_id, user_id), "accepted": per_annotator[user_id].count,
+                "active_hours": hours, "accepted_per_hour": _rate(timed_figure.count, hours)}
+
+    def agreement_of(user_id: str) -> dict:
+        n, distance = pairs_by[user_id]
+        return {"annotator": names.get(user_id, user_id), "pairs": n,
+                "exact_match_rate": _rate(matches_by.get(user_id, zero).count, n),
+                "mean_abs_distance": _rate(distance, n)}
+
+    by_name = lambda rows: sorted(rows, key=lambda row: row["annotator"])  # noqa: E731
     return {
         "accepted_sessions": total,
-        "agreement": _agreement(positions_by_item),
+        "agreement": {
+            "items": agreement.get("items", zero).count,
+            "pairs": pairs.count,
+            "exact_match_rate": _rate(agreement.get("matches", zero).count, pairs.count),
+            "mean_abs_distance": _rate(pairs.total, pairs.count),
+            "per_annotator": by_name(agreement_of(user_id) for user_id in pairs_by),
+            "note": "A direct accept counts as first error position = length of the accepted response.",
+        },
         "origin_ratios": {
-            "sessions": origin_rows,
-            "mean": {origin: _mean([row[origin] for row in origin_rows]) for origin in ORIGINS},
+            **({"sessions": _origin_sessions(project)} if origin_sessions else {}),
+            "mean": {origin: _rate(figure.total, figure.count) for origin, figure in origins.items()},
         },
         "fork_positions": {
             "edges": _edges(FORK_BINS),
-            "counts": fork_counts,
-            "corrections": sum(fork_counts),
-            "first_token_modification_rate": _rate(first_token, total),
+            "counts": forks,
+            "corrections": sum(forks),
+            "first_token_modification_rate": _rate(accepted.get("first_token", zero).count, total),
         },
-        "direct_accept_rate": _rate(direct, total),
-        "candidate_rank": _candidate_ranks(project),
-        "candidate_probability": _candidate_probabilities(project),
-        "corrections_per_item": _histogram_from_counter(corrections),
-        **_corrections_by_channel_and_round(project),
+        "direct_accept_rate": _rate(accepted.get("direct", zero).count, total),
+        "candidate_rank": {"labels": list(range(1, k + 1)), "counts": [ranks.get(rank, 0) for rank in range(1, k + 1)]},
+        "candidate_probability": {"edges": _edges(PROBABILITY_BINS), "counts": probabilities},
+        "corrections_per_item": _histogram({int(n): figure.count for n, figure
+                                            in _by_prefix(accepted, "corrections|").items()}),
+        "corrections_by_channel": {channel: figure.count for channel, figure
+                                   in sorted(_by_prefix(corrections, "channel|").items())},
+        "corrections_by_round": {str(n): rounds[n] for n in sorted(rounds)},
         "active_time": {
-            "median_seconds": statistics.median(active) if active else None,
-            "sessions": len(active),
-            "excluded_over_7h": over_limit,
+            "median_seconds": median,
+            "sessions": timed,
+            "excluded_over_7h": accepted.get("over_7h", zero).count,
         },
-        "throughput": [
-            {
-                "annotator": name,
-                "accepted": int(stats["accepted"]),
-                "active_hours": stats["seconds"] / 3600,
-                "accepted_per_hour": _rate(stats["timed"], stats["seconds"] / 3600),
-            }
-            for name, stats in sorted(per_annotator.items())
-        ],
+        "throughput": by_name(throughput(user_id) for user_id in per_annotator),
     }
-

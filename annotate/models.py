@@ -100,7 +100,9 @@ class Claim(ClaimBase):
         indexes = [models.Index(fields=["item", "state", "lease_expires_at"], name="claim_item_state_lease"),
                    # my-items: an annotator's claims, latest first (selectors.my_claims), a page of them a request
                    # rather than a sort of all they ever claimed.
-                   models.Index(fields=["annotator", "-updated_at", "-id"], name="claim_annotator_recent")]
+                   models.Index(fields=["project", "annotator", "-updated_at", "-id"], name="claim_annotator_recent"),
+                   # the curator's queue page: the project's latest claims (selectors.project_claims)
+                   models.Index(fields=["project", "-updated_at", "-id"], name="claim_project_recent")]
 
 
 class SessionStatus(models.TextChoices):

@@ -17,8 +17,8 @@ from django.utils.translation import gettext as _
 
 from dataplatform.accounts.permissions import CAN_CURATE, role_in
 
+from .errors import AnnotationError
 from .models import SESSION_STATUS_WORDS, EventKind, Node, Review, Session, SessionStatus
-from .services import AnnotationError
 
 # node id -> (parent id, fork index, operator); enough of a session tree to walk a lineage.
 Tree = Mapping[int, tuple[int | None, int | None, str]]

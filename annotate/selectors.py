@@ -16,8 +16,10 @@ from dataplatform.accounts.models import ApiToken, Membership, Project
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, visible_projects
 from dataplatform.inference import backend_for
 from dataplatform.inference.text import group_pieces
+from dataplatform.tallies import selectors as tallies
 
-from .models import Claim, ClaimState, Item, Node, Session
+from . import figures
+from .models import Claim, ClaimState, Node, Session
 from .services import config_for
 
 
@@ -64,30 +66,39 @@ def node_of(session: Session, node_id: int) -> Node:
     return node
 
 
+# What a row of a claims list shows (the queue page, my-items): not the item's prompt and rollout, nor the session's
+# meta, which are large JSON and made a page of 200 claims cost seconds to read.
+CLAIM_ROW = ("id", "project_id", "item_id", "annotator_id", "state", "lease_expires_at", "updated_at",
+             "item__id", "item__external_id", "session__id", "session__status")
+
+
 def my_claims(user, project: Project) -> QuerySet[Claim]:
-    return (Claim.objects.filter(item__project=project, annotator=user)
-            .select_related("item", "session").order_by("-updated_at", "-id"))
+    """The user's claims in the project, latest first, walked on the (project, annotator, -updated_at, -id) index."""
+    return (Claim.objects.filter(project=project, annotator=user)
+            .select_related("item", "session").only(*CLAIM_ROW).order_by("-updated_at", "-id"))
 
 
 def queue_state(project: Project) -> dict:
-    """Counts a curator needs: items, answered items, claims by state, live leases."""
+    """Counts a curator needs: items, answered items, claims by state (kept figures: annotate/figures.py), and
+    the active claims' live and expired leases (counted: an annotator holds one active claim a project at most)."""
     now = timezone.now()
-    items = Item.objects.filter(project=project)
-    claims = Claim.objects.filter(item__project=project)
-    by_state = dict(claims.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+    kept = tallies.counts(project.pk, figures.QUEUE)
+    leases = figures.active_claims(project.pk).aggregate(
+        live=Count("id", filter=Q(lease_expires_at__gt=now)), expired=Count("id", filter=Q(lease_expires_at__lte=now)))
     return {
-        "items": items.count(),
-        "answered": items.filter(rollout__isnull=False).count(),
-        "claims": {state: by_state.get(state, 0) for state in ClaimState.values},
-        "active_leases": claims.filter(state=ClaimState.ACTIVE, lease_expires_at__gt=now).count(),
-        "expired_leases": claims.filter(state=ClaimState.ACTIVE, lease_expires_at__lte=now).count(),
+        "items": kept.get("items", 0),
+        "answered": kept.get("answered", 0),
+        "claims": {state: kept.get(f"claims|{state}", 0) for state in ClaimState.values},
+        "active_leases": leases["live"],
+        "expired_leases": leases["expired"],
     }
 
 
 def project_claims(project: Project) -> QuerySet[Claim]:
-    """Every claim of the project, for the curator's queue table."""
-    return (Claim.objects.filter(item__project=project)
-            .select_related("item", "annotator", "session").order_by("-updated_at", "-id"))
+    """The project's claims, latest first, for the curator's queue table (a page of them: the claim's own project
+    column and its (project, -updated_at, -id) index, not a join through the items)."""
+    return (Claim.objects.filter(project=project).select_related("item", "annotator", "session")
+            .only(*CLAIM_ROW, "annotator__username").order_by("-updated_at", "-id"))
 
 
 # --- presenting a node ------------------------------------------------------------------------------

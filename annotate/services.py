@@ -23,8 +23,9 @@ from dataplatform.errors import Forbidden, Missing
 from dataplatform.exports import stored
 from dataplatform.inference import PromptTooLong, backend_for
 from dataplatform.status import Status
+from dataplatform.tallies import services as tallies
 
-from . import budget
+from . import budget, figures
 from .errors import (  # noqa: F401 (callers import them here)
     AnnotationError,
     CorrectionRefused,
@@ -129,7 +130,7 @@ def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -
                 refused.append({"item": batch[index].external_id or batch[index].pk, "error": str(steps)})
             else:
                 rollout = rollout_of(steps, seed=seeds[index], backend=backend, template=template)
-                Item.objects.filter(pk=batch[index].pk).update(prompt_ids=prompts[index], rollout=rollout)
+                _save_rollout(project, batch[index].pk, prompt_ids=prompts[index], rollout=rollout)
             done += 1
             progress.report(done, message=Status(gettext_noop("%(done)s of %(total)s items answered"), done=done,
                                                   total=progress.job.progress_total))
@@ -137,6 +138,15 @@ def generate_rollouts(*, project: Project, progress, regenerate: bool = False) -
     if refused:  # the first few, each with its item: what a curator needs to find and fix the prompts
         result |= {"refused": len(refused), "refusals": refused[:20]}
     return result
+
+
+def _save_rollout(project: Project, item_id: int, *, prompt_ids: list[int], rollout: dict) -> None:
+    """Store an item's rollout; a first one counts the item as answered (the queue's kept figures)."""
+    with transaction.atomic():
+        if Item.objects.filter(pk=item_id, rollout__isnull=True).update(prompt_ids=prompt_ids, rollout=rollout):
+            figures.item_answered(project_id=project.pk)
+        else:  # regenerated
+            Item.objects.filter(pk=item_id).update(prompt_ids=prompt_ids, rollout=rollout)
 
 
 def _item_batches(items) -> Iterator[list[Item]]:
@@ -171,14 +181,15 @@ def claim_next(*, project: Project, annotator) -> Claim | None:
     config = config_for(project)
     return claims.claim_next(claim_model=Claim, item_field="item", holder_field="annotator", project_id=project.pk,
                              holder_id=annotator.pk, overlap=config.overlap, lease_minutes=config.lease_minutes,
-                             ready=Q(rollout__isnull=False))
+                             ready=Q(rollout__isnull=False), counted=figures.claims_counter(project.pk))
 
 
 def end_claim(*, claim: Claim, state: ClaimState) -> Claim:
     """Skip or release a claim (or mark it done): only an active one, once, under its item's lock."""
     try:
         return claims.end_claim(claim_model=Claim, item_field="item", claim_id=claim.pk, state=state,
-                                overlap=lambda: config_for(claim.project).overlap)
+                                overlap=lambda: config_for(claim.project).overlap,
+                                counted=figures.claims_counter(claim.project_id))
     except claims.ClaimRefused as exc:
         raise AnnotationError(str(exc)) from exc
 
@@ -205,8 +216,11 @@ def reassign(*, claim: Claim, to_user) -> Claim:
         if claim.state == ClaimState.ACTIVE:
             claim.state = ClaimState.RELEASED
             claim.save(update_fields=["state", "updated_at"])
-        return Claim.objects.create(item_id=claim.item_id, project_id=claim.project_id, annotator=to_user,
-                                    lease_expires_at=now + timedelta(minutes=config.lease_minutes))
+            tallies.add(claim.project_id, figures.QUEUE, claims.state_change(ClaimState.ACTIVE, ClaimState.RELEASED))
+        new_claim = Claim.objects.create(item_id=claim.item_id, project_id=claim.project_id, annotator=to_user,
+                                         lease_expires_at=now + timedelta(minutes=config.lease_minutes))
+        tallies.add(claim.project_id, figures.QUEUE, claims.state_change(None, ClaimState.ACTIVE))
+        return new_claim
 
 
 # --- sessions -------------------------------------------------------------------------------------
@@ -322,6 +336,9 @@ def finish(*, session: Session, version: int, actor, accept: bool, comment: str 
         Event.objects.create(session=session, kind=EventKind.ACCEPT if accept else EventKind.REJECT, node=node,
                              actor=actor, payload={"comment": comment} if comment else {})
         end_claim(claim=session.claim, state=ClaimState.DONE)  # refused: the whole verdict is undone
+        if accept:  # after end_claim: the item's row is locked, so its other sessions' accepts are all seen
+            figures.session_accepted(project_id=session.item.project_id, session_id=session.pk,
+                                     item_id=session.item_id)
         # A finished session never changes again: its export rows are derived once, by a worker after commit.
         stored.build_soon(session.item.project_id)
     return session

@@ -218,7 +218,10 @@ REVIEW_PAGE_SIZE = 25
 def review_page(request, slug: str):
     project, _role = project_for(request.user, slug, CAN_CURATE)
     sessions = (Session.objects.filter(item__project=project, status=SessionStatus.ACCEPTED)
-                .select_related("item", "annotator").prefetch_related("reviews").order_by("-id"))
+                .select_related("item", "annotator").prefetch_related("reviews")
+                # what a row shows, not the item's prompt and rollout (large JSON, 25 of them a page)
+                .only("id", "status", "current_node_id", "item__id", "item__external_id", "annotator__id",
+                      "annotator__username").order_by("-id"))
     if request.GET.get("pending"):
         sessions = sessions.filter(reviews__isnull=True)
     if before := parse_id(request.GET.get("before")):
@@ -253,7 +256,7 @@ def review_session(request, session_id: int):
 @login_required
 def metrics_page(request, slug: str):
     project, _role = project_for(request.user, slug, CAN_CURATE)
-    data = metrics.project_metrics(project)
+    data = metrics.project_metrics(project, origin_sessions=False)  # the page shows their mean only
     fork_labels = [f"{int(a * 100)}–{int(b * 100)}%" for a, b in itertools.pairwise(data["fork_positions"]["edges"])]
     origin_mean = data["origin_ratios"]["mean"] or {}
     origins = [("model", _("model")), ("candidate", _("picked from top-k")), ("typed", _("typed"))]

@@ -80,11 +80,14 @@ class ClaimRefused(Refused):
 
 
 def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, project_id: int, holder_id: int,
-               overlap: int, lease_minutes: int, ready: Q | None = None):
+               overlap: int, lease_minutes: int, ready: Q | None = None,
+               counted: Callable[[dict[str, int]], None] | None = None):
     """The holder's active claim in the project, renewed; else a new claim on the next item of the project
     that is `ready` (e.g. answered by the model), that they never had and that has a free slot; else None.
     Items have a `project` foreign key and the (project, -claims_done, id) index. The claim's `is_new`
-    says which of the two it is."""
+    says which of the two it is. `counted`, if given, is called in the transaction with each change to the
+    project's claims by state ({"claims|<state>": +1 or -1}, see `state_change`) after it is written: a queue that
+    keeps those counts (a tally) learns here of every change, the release of a lost lease included."""
     sql = _Sql.of(claim_model, item_field, holder_field)
     ready_sql, ready_params = _ready_condition(sql.item_model, ready)
     # SQLite's path (the embedded mode) has no row locks: no FOR UPDATE, no SKIP LOCKED. It holds because its
@@ -132,6 +135,8 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
                 # the claim): it is gone; look for a new item.
                 cursor.execute(f"UPDATE {sql.claims} SET state = 'released', updated_at = %s "
                                f"WHERE id = %s AND state = '{ACTIVE}'", [now, claim_id])
+                if counted and cursor.rowcount:
+                    counted(state_change(ACTIVE, ClaimState.RELEASED.value))
 
             # 2. The first item with a free slot that this holder never had, passing the items other claimers
             # hold locked. If every free item was locked, the queue only looks empty: wait for the first one
@@ -155,14 +160,21 @@ def claim_next(*, claim_model: type[Model], item_field: str, holder_field: str, 
                 f"WHERE ({sql.holders_of('%s')}) < %s ON CONFLICT DO NOTHING RETURNING {sql.returning}",
                 [row[0], holder_id, project_id, lease, now, now, now, row[0], overlap]))
             if created is not None:
+                if counted:
+                    counted(state_change(None, ACTIVE))
                 created.is_new = True  # callers can skip looking for what an older claim would have
                 return created
             # The slot filled up between the scan and the lock, or another tab of this holder claimed
             # meanwhile: the next round renews that claim, or scans again and sees the new claims.
 
 
+def state_change(old: str | None, new: str) -> dict[str, int]:
+    """A queue tally's change when a claim moves from `old` (None: a new claim) to `new`."""
+    return {f"claims|{new}": 1} | ({f"claims|{old}": -1} if old else {})
+
+
 def end_claim(*, claim_model: type[Model], item_field: str, claim_id: int, state: str,
-              overlap: Callable[[], int]):
+              overlap: Callable[[], int], counted: Callable[[dict[str, int]], None] | None = None):
     """Move an active claim to `state` (done, skipped or released), under its item's lock, and return it.
 
     Done counts on the item's `claims_done`. Ending a claim that has already ended is refused, except
@@ -178,8 +190,10 @@ def end_claim(*, claim_model: type[Model], item_field: str, claim_id: int, state
         claim = claim_model.objects.select_for_update().get(pk=claim_id)
         refusal = _why_not(claim_model, item_field, item_id, claim, state, overlap)
         if refusal is None and claim.state != state:
-            claim.state = state
+            was, claim.state = claim.state, state
             claim.save(update_fields=["state", "updated_at"])
+            if counted:  # after the write (a tally's add asks for that)
+                counted(state_change(was, state))
             if state == DONE:
                 meta.get_field(item_field).related_model.objects.filter(pk=item_id).update(
                     claims_done=F("claims_done") + 1)

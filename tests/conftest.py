@@ -17,6 +17,7 @@ from dataplatform.accounts.models import Role
 from . import backend_guard
 from .factories import MembershipFactory, ProjectFactory, UserFactory
 from .s3_store import forget_export_storages
+from .template_db import copy_migrated_sqlite, use_migrated_template
 
 if os.environ.get("PYTEST_XDIST_WORKER") and "tests.parallel" not in sys.modules:
     # Without it the processes would share one Redis database, queue and DATA_DIR (see tests/parallel.py).
@@ -235,6 +236,8 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     from django.conf import settings
 
     database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("postgresql") and not os.environ.get("TEST_MIGRATE_EACH"):
+        use_migrated_template(database)
     if database["ENGINE"] == "dataplatform.sqlite3":
         name = Path(settings.DATA_DIR).resolve() / "test-db.sqlite3"
         database.setdefault("TEST", {})["NAME"] = str(name)
@@ -242,6 +245,19 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
         # (a server's, a request thread's) left behind: never let SQLite meet it beside a new file.
         for leftover in ("-wal", "-shm"):
             name.with_name(name.name + leftover).unlink(missing_ok=True)
+        if not os.environ.get("TEST_MIGRATE_EACH"):
+            copy_migrated_sqlite(name)
+            _COPIED_FROM_TEMPLATE.append(name)
+
+
+_COPIED_FROM_TEMPLATE: list[Path] = []
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb(request, django_db_modify_db_settings) -> bool:
+    """Keep the SQLite file copied from the migrated template (Django would otherwise delete it and migrate a new
+    one); pytest-django's --reuse-db as before."""
+    return bool(request.config.getvalue("reuse_db") or _COPIED_FROM_TEMPLATE)
 
 
 @pytest.hookimpl(tryfirst=True)

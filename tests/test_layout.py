@@ -35,8 +35,9 @@ FLOORS = (
     # two are tied both ways (TIED_PACKAGES): every change to a project, member or token writes its audit row in
     # the same transaction, and the audit log is read only as far as the reader's roles reach.
     ("accounts", "audit"),
-    # The generic Job: every row belongs to a project; it runs every kind registered from above.
-    ("jobs",),
+    # The generic Job: every row belongs to a project; it runs every kind registered from above. The kept figures
+    # (tallies): a project's counts, kept by the services above.
+    ("jobs", "tallies"),
     # What runs as jobs: the model backends (and the sampling job kind), the export engine, the demo project.
     ("inference", "exports", "demo"),
     # The health of all of it: database, broker, workers, model backend.

@@ -17,6 +17,8 @@ LISTS = {  # the list API -> the index its page query must walk
     "labeler/trajectories/": "swe_trajectory_recent",
     "aed/traces/": "trace_project_recent",
     "atd/prompts/": "atd_prompt_project_recent",
+    "atd/runs/": "atd_run_project_recent",
+    "atd/selections/": "atd_selection_project_recent",
     "jobs/": "job_project_recent",
     "exports/": "export_project_recent",
 }

@@ -31,7 +31,7 @@ from dataplatform.exports import stored
 from dataplatform.imports import JsonProblem, check_storable, json_path
 from dataplatform.inference import Backend, backend_for
 
-from .. import services
+from .. import figures, services
 from ..models import Claim, ClaimState, Event, EventKind, Item, Node, NodeStatus, Origin, Session, SessionStatus
 from ..nodes import parse_into, template_of
 from ..prompts import render_prompt
@@ -252,4 +252,5 @@ def _write(project: Project, tree: ParsedTree, built: list[_Built], annotator, f
     session.current_node = final
     session.version = len(built)  # as if written by the services: one write per node, plus the verdict
     session.save(update_fields=["current_node", "version"])
+    figures.imported(session=session)  # the queue's and the metrics' kept figures (annotate/figures.py)
     report.item_id, report.session_id = item.pk, session.pk

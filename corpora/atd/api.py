@@ -120,6 +120,13 @@ def _curated_project(request, slug: str):
     return project
 
 
+def _page(request, view, queryset, serializer_class) -> Response:
+    """One cursor page of `queryset`, newest first: one page of rows a request, whatever the project's size."""
+    paginator = CreatedCursorPagination()
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(serializer_class(page, many=True).data)
+
+
 class AtdImportApi(APIView):
     """Upload a prompt pool as JSONL (field `file`): `{id, prompt | messages, candidates?, meta?}` per line.
     `dry_run` and `skip_bad_lines` are form fields; errors without skip_bad_lines → 400, nothing written."""
@@ -139,20 +146,19 @@ class AtdPromptListApi(APIView):
                    responses=paginated(AtdPromptSerializer), operation_id="v1_projects_atd_prompts_list")
     def get(self, request, slug: str):
         project = _curated_project(request, slug)
-        paginator = CreatedCursorPagination()
-        prompts = selectors.prompts_visible_to(request.user, project, token=request_token(request))
-        page = paginator.paginate_queryset(prompts, request, view=self)
-        return paginator.get_paginated_response(AtdPromptSerializer(page, many=True).data)
+        return _page(request, self, selectors.prompts_visible_to(request.user, project, token=request_token(request)),
+                     AtdPromptSerializer)
 
 
 class AtdRunListApi(APIView):
-    """Scoring runs of the project (newest first); POST starts one (a job) and answers 202."""
+    """Scoring runs of the project, newest first (cursor); POST starts one (a job) and answers 202."""
 
-    @extend_schema(responses=AtdScoringRunSerializer(many=True))
+    @extend_schema(parameters=[OpenApiParameter("cursor", str), OpenApiParameter("page_size", int)],
+                   responses=paginated(AtdScoringRunSerializer), operation_id="v1_projects_atd_runs_list")
     def get(self, request, slug: str):
         project = _curated_project(request, slug)
-        runs = selectors.runs_visible_to(request.user, project, token=request_token(request))
-        return Response(AtdScoringRunSerializer(runs, many=True).data)
+        return _page(request, self, selectors.runs_visible_to(request.user, project, token=request_token(request)),
+                     AtdScoringRunSerializer)
 
     @extend_schema(request=AtdScoringRunCreateSerializer, responses={202: AtdScoringRunSerializer})
     def post(self, request, slug: str):
@@ -211,13 +217,15 @@ class AtdTieCountsApi(APIView):
 
 
 class AtdSelectionListApi(APIView):
-    """Frozen selections (newest first); POST {run, name, epsilon} freezes the next version of `name`."""
+    """Frozen selections, newest first (cursor); POST {run, name, epsilon} freezes the next version of `name`."""
 
-    @extend_schema(responses=AtdSelectionSerializer(many=True))
+    @extend_schema(parameters=[OpenApiParameter("cursor", str), OpenApiParameter("page_size", int)],
+                   responses=paginated(AtdSelectionSerializer), operation_id="v1_projects_atd_selections_list")
     def get(self, request, slug: str):
         project = _curated_project(request, slug)
-        selections = selectors.selections_visible_to(request.user, project, token=request_token(request))
-        return Response(AtdSelectionSerializer(selections, many=True).data)
+        return _page(request, self,
+                     selectors.selections_visible_to(request.user, project, token=request_token(request)),
+                     AtdSelectionSerializer)
 
     @extend_schema(request=AtdSelectionCreateSerializer, responses={201: AtdSelectionSerializer})
     def post(self, request, slug: str):

@@ -17,6 +17,7 @@ its id: the same line content again (canonical sha256) is a duplicate, other con
 is an error on `id`, and bytes already imported into the project add nothing.
 """
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from django.db import IntegrityError, transaction
@@ -33,7 +34,9 @@ from dataplatform.imports import (
     read_error,
     read_lines,
 )
+from dataplatform.tallies import services as tally_services
 
+from . import figures
 from .models import AtdPrompt, PromptSource
 
 BATCH_SIZE = 1000
@@ -190,8 +193,10 @@ def _store(project: Project, report: ImportReport, rows: list[tuple[int, str, di
         with transaction.atomic():
             source = PromptSource.objects.create(project=project, filename=report.file[:255], sha256=file_sha256,
                                                  rows=len(rows), created_by=user)
-            AtdPrompt.objects.bulk_create([AtdPrompt(project=project, source=source, source_sha256=sha256, **fields)
-                                           for _, sha256, fields in rows], batch_size=BATCH_SIZE)
+            created = AtdPrompt.objects.bulk_create([AtdPrompt(project=project, source=source, source_sha256=sha256,
+                                                               **fields) for _, sha256, fields in rows],
+                                                     batch_size=BATCH_SIZE)
+            tally_services.add(project.pk, figures.POOL, Counter(prompt.candidates_origin for prompt in created))
     except IntegrityError:
         report.errors.append(LineError(report.file, 0, "(file)", gettext(
             "a concurrent import stored this file or some of its prompts; nothing was written, import it again")))

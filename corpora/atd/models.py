@@ -59,9 +59,14 @@ class ScoringRun(models.Model):
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Its scores' kept figures (corpora/atd/figures.py: cells of |q - 0.5| by position bias, and the histograms),
+    # added to by the service that writes the scores; null until the first read counts them.
+    figures = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-id"]
+        # The API's cursor pages, newest first (dataplatform/pagination.py).
+        indexes = [models.Index(fields=["project", "-created_at", "-id"], name="atd_run_project_recent")]
 
 
 class Score(models.Model):
@@ -80,7 +85,9 @@ class Score(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "prompt"], name="one_score_per_run_prompt")]
-        indexes = [models.Index(fields=["run", "q"], name="score_run_q")]
+        indexes = [models.Index(fields=["run", "q"], name="score_run_q"),
+                   # The near-tie counts' cut bias cells (selectors.kept_count): one bucket's range of the bias.
+                   models.Index(fields=["run", "position_bias"], name="score_run_bias")]
 
 
 class Selection(models.Model):
@@ -104,6 +111,7 @@ class Selection(models.Model):
     class Meta:
         ordering = ["-id"]
         constraints = [models.UniqueConstraint(fields=["project", "name", "version"], name="selection_unique_version")]
+        indexes = [models.Index(fields=["project", "-created_at", "-id"], name="atd_selection_project_recent")]
 
 
 class SelectionItem(models.Model):
@@ -133,6 +141,9 @@ class TeacherRun(models.Model):
     # when the job names its model (services.teacher_recipe_json): the export reads it as a column, where a
     # CASE over every run made each row's cost grow with the number of runs.
     recipe_json = models.TextField(default="{}")
+    # Its answers by status, {"ok": n, "tie": n, "invalid": n}, added to by the service that records them; null
+    # until the first read counts them (corpora/atd/figures.py).
+    answer_counts = models.JSONField(null=True, blank=True, editable=False)
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -11,20 +11,22 @@ counts, their sample and the frozen selections all read `near_ties`, and the sco
 column is `tie_distance`.
 """
 
-from django.db.models import Count, F, IntegerField, Prefetch, Q, QuerySet
-from django.db.models.functions import Abs, Cast, Floor, Least
+from django.db.models import F, Prefetch, Q, QuerySet
+from django.db.models.functions import Abs
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext_lazy
 
 from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_CURATE, visible_projects
+from dataplatform.tallies import selectors as tallies
 
-from .models import AtdPrompt, Score, ScoringRun, Selection, TeacherAnswer, TeacherRun
+from . import figures
+from .models import AtdPrompt, Score, ScoringRun, Selection, TeacherRun
 
 # Absorbs float rounding at the edge: q = 0.52 is a near tie at epsilon = 0.02, although 0.52 - 0.5 is
 # 0.020000000000000018; q = 0.5200001 is not.
 NEAR_TIE_TOLERANCE = 1e-12
-HISTOGRAM_BINS = 20
+HISTOGRAM_BINS = figures.HISTOGRAM_BINS
 DEFAULT_BIAS_THRESHOLD = 0.2
 HISTOGRAM_VALUES = {"q": gettext_lazy("q (both orders, debiased)"), "q_ab": gettext_lazy("q_ab (A shown first)"),
                     "q_ba": gettext_lazy("q_ba (B shown first)"),
@@ -40,9 +42,12 @@ def prompts_visible_to(user, project: Project, *, token: ApiToken | None = None)
 
 
 def pool_counts(user, project: Project) -> dict[str, int]:
-    """How many prompts the pool holds, and how many of them still have no candidates."""
-    return prompts_visible_to(user, project).aggregate(
-        prompts=Count("pk"), missing=Count("pk", filter=Q(candidates_origin="missing")))
+    """How many prompts the pool holds, and how many of them still have no candidates (kept figures), where `user`
+    curates the project (else none)."""
+    if not _curated_by(user, None).filter(pk=project.pk).exists():
+        return {"prompts": 0, "missing": 0}
+    by_origin = tallies.counts(project.pk, figures.POOL)
+    return {"prompts": sum(by_origin.values()), "missing": by_origin.get("missing", 0)}
 
 
 def runs_visible_to(user, project: Project, *, token: ApiToken | None = None) -> QuerySet[ScoringRun]:
@@ -77,13 +82,31 @@ def teacher_run_for(user, project: Project, teacher_run_id: int, *, token: ApiTo
 
 # --- what a run has scored (the run comes from the selectors above) ------------------------------------
 
+def _cells(run: ScoringRun) -> list[tuple[int, int | None, int]]:
+    """[(distance bucket, bias bucket or None, count)] of the run's kept figures (counted on the first read)."""
+    cells = []
+    for key, count in figures.run_figures(run)["cells"].items():
+        distance, bias = key.split("|")
+        cells.append((_NEVER_INSIDE if distance == figures.NOT_A_NUMBER else int(distance),
+                      None if bias == figures.NO_BIAS else _NEVER_INSIDE if bias == figures.NOT_A_NUMBER else int(bias),
+                      count))
+    return cells
+
+
 def scored_count(run: ScoringRun) -> int:
-    return Score.objects.filter(run=run).count()
+    return sum(count for _, _, count in _cells(run))
 
 
 def pool_size(run: ScoringRun) -> int:
     """The prompts of the run's project that have two candidates: what the run scores in the end."""
-    return AtdPrompt.objects.filter(project_id=run.project_id).exclude(candidates_origin="missing").count()
+    by_origin = tallies.counts(run.project_id, figures.POOL)
+    return sum(by_origin.values()) - by_origin.get("missing", 0)
+
+
+# Index bounds a little wider than a bucket's edge, which the exact bucket filter then draws: the range condition only
+# lets the index skip what no cut cell holds.
+_INDEX_SLACK = 1e-9
+_NEVER_INSIDE = 10**9  # a NaN cell's bucket: past every epsilon and threshold
 
 
 def tie_distance() -> Abs:
@@ -114,13 +137,36 @@ def near_ties(scores: QuerySet[Score], epsilon: float, bias_threshold: float | N
 
 
 def kept_count(run: ScoringRun, epsilon: float, bias_threshold: float | None = DEFAULT_BIAS_THRESHOLD) -> int:
-    """How many scores of the run are near ties at epsilon, counted by the database."""
-    return near_ties(Score.objects.filter(run=run), epsilon, bias_threshold).count()
+    """How many scores of the run are near ties at epsilon (`near_ties`), whatever the run's size: the kept cells
+    wholly inside epsilon and the threshold, plus the scores of the cells they cut through, counted on the
+    (run, q) and (run, position_bias) indexes (one bucket's width each; none when epsilon and the threshold fall
+    on bucket edges, as the defaults do)."""
+    if epsilon < 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+    distances = figures.whole_buckets(epsilon, figures.DISTANCE_BUCKETS)
+    biases = None if bias_threshold is None else figures.whole_buckets(bias_threshold, figures.BIAS_BUCKETS)
+    inside = sum(count for distance, bias, count in _cells(run)
+                 if distance < distances and (biases is None or bias is None or bias < biases))
+    scores = Score.objects.filter(run=run)
+    # The cut distance cells: |q - 0.5| from the whole buckets' edge to epsilon, on either side of 0.5.
+    edge = distances / figures.DISTANCE_BUCKETS - _INDEX_SLACK
+    limit = epsilon + NEAR_TIE_TOLERANCE  # the near-tie rule's range of q (near_ties), cut to its two edges
+    cut = scores.filter(Q(q__gte=0.5 - limit, q__lte=0.5 - edge) | Q(q__gte=0.5 + edge, q__lte=0.5 + limit))
+    if bias_threshold is not None:
+        cut = cut.filter(_unbiased(bias_threshold))
+    cut_distance = cut.alias(distance=figures.distance_bucket_sql()).filter(distance__gte=distances).count()
+    cut_bias = 0
+    if biases is not None:  # the cut bias cells, within the whole distance buckets
+        cut_bias = (scores.filter(position_bias__gte=biases / figures.BIAS_BUCKETS - _INDEX_SLACK,
+                                  position_bias__lte=bias_threshold + NEAR_TIE_TOLERANCE)
+                    .alias(bias=figures.bias_bucket_sql(), distance=figures.distance_bucket_sql())
+                    .filter(bias__gte=biases, distance__lt=distances).count())
+    return inside + cut_distance + cut_bias
 
 
 def biased_count(run: ScoringRun, epsilon: float, bias_threshold: float) -> int:
     """How many scores are near ties by q alone but left out as position-biased."""
-    return _close_by_q(Score.objects.filter(run=run), epsilon).exclude(_unbiased(bias_threshold)).count()
+    return kept_count(run, epsilon, None) - kept_count(run, epsilon, bias_threshold)
 
 
 def near_tie_sample(run: ScoringRun, epsilon: float, size: int,
@@ -132,27 +178,23 @@ def near_tie_sample(run: ScoringRun, epsilon: float, size: int,
 
 def q_histogram(run: ScoringRun, bins: int = HISTOGRAM_BINS, value: str = "q") -> list[dict]:
     """[{lo, hi, count}] of `value` (HISTOGRAM_VALUES: q, either order's raw q, or the position bias) over [0, 1]
-    in `bins` bins (edges i / bins; the last also holds 1), in SQL; scores without the value are not counted."""
+    in `bins` bins (edges i / bins; the last also holds 1), from the kept figures; scores without the value are not
+    counted."""
     if value not in HISTOGRAM_VALUES:
         raise ValueError(f"value must be one of {', '.join(HISTOGRAM_VALUES)}, got {value!r}")
-    bucket = Least(Cast(Floor(F(value) * float(bins)), IntegerField()), bins - 1)
-    counts = dict(Score.objects.filter(run=run, **{f"{value}__isnull": False}).order_by().annotate(bucket=bucket)
-                  .values_list("bucket").annotate(n=Count("pk")).values_list("bucket", "n"))
-    return [{"lo": i / bins, "hi": (i + 1) / bins, "count": counts.get(i, 0)} for i in range(bins)]
+    if bins != figures.HISTOGRAM_BINS:
+        raise ValueError(f"the kept histograms have {figures.HISTOGRAM_BINS} bins, not {bins}")
+    kept = figures.run_figures(run)["bins"]
+    return [{"lo": i / bins, "hi": (i + 1) / bins, "count": kept.get(f"{value}|{i}", 0)}
+            for i in range(bins)]
 
 
 def teacher_counts(run: TeacherRun) -> dict[str, int]:
     """The teacher's answers so far by status (ok, tie, invalid), and in all."""
-    return teacher_counts_of([run.pk])[run.pk]
+    return teacher_counts_of([run])[run.pk]
 
 
-def teacher_counts_of(run_ids: list[int]) -> dict[int, dict[str, int]]:
-    """`teacher_counts` of several runs, by run id, in one query (a page lists many)."""
-    counts: dict[int, dict[str, int]] = {run_id: {} for run_id in run_ids}
-    for run_id, status, n in (TeacherAnswer.objects.filter(run_id__in=run_ids).order_by()
-                              .values_list("run_id", "status").annotate(n=Count("pk"))
-                              .values_list("run_id", "status", "n")):
-        counts[run_id][status] = n
-    return {run_id: {"ok": by_status.get("ok", 0), "tie": by_status.get("tie", 0),
-                     "invalid": by_status.get("invalid", 0), "answered": sum(by_status.values())}
-            for run_id, by_status in counts.items()}
+def teacher_counts_of(runs: list[TeacherRun]) -> dict[int, dict[str, int]]:
+    """`teacher_counts` of several runs, by run id, kept on their rows (a page lists many)."""
+    return {run_id: {**counts, "answered": sum(counts.values())}
+            for run_id, counts in figures.answer_counts(runs).items()}

@@ -23,8 +23,9 @@ from dataplatform.inference.sampling import sampled_texts
 from dataplatform.jobs import services as job_services
 from dataplatform.outbound import UrlNotAllowed, allowed_url
 from dataplatform.status import Status
+from dataplatform.tallies import services as tally_services
 
-from . import scoring, selectors
+from . import figures, scoring, selectors
 from .models import (
     AtdPrompt,
     Score,
@@ -77,7 +78,9 @@ def sample_candidates(*, project, progress, temperature: float = 1.0,
                     prompt.candidate_a, prompt.candidate_b, prompt.candidates_origin = a, b, "sampled"
                     prompt.meta = {**prompt.meta, "sampling": {"temperature": temperature, "seed": seed,
                                                                "tries": attempt + 1, "model_id": backend.model_id}}
-                    prompt.save(update_fields=["candidate_a", "candidate_b", "candidates_origin", "meta"])
+                    with transaction.atomic():
+                        prompt.save(update_fields=["candidate_a", "candidate_b", "candidates_origin", "meta"])
+                        tally_services.add(project.pk, figures.POOL, {"missing": -1, "sampled": 1})
                     filled += 1
                 else:
                     again.append(prompt)
@@ -140,10 +143,21 @@ def score_prompts(*, run: ScoringRun, progress) -> dict:
         last = batch[-1].pk
         rows = (judge_scores(backend, batch, run.debias, verdict) if verdict else
                 likelihood_scores(backend, batch, normalize=run.method == ScoringMethod.LIKELIHOOD_MEAN))
-        Score.objects.bulk_create([Score(run=run, prompt=prompt, **row, logprobs_json=logprobs_json(row["logprobs"]))
-                                   for prompt, row in zip(batch, rows, strict=True)], ignore_conflicts=True)
+        record_scores(run, batch, rows)  # the model first, outside the transaction
         done += len(batch)
         progress.report(done, message=Status(gettext_noop("%(done)s of %(total)s prompts scored"), done=done, total=total))
+
+
+def record_scores(run: ScoringRun, prompts: list[AtdPrompt], rows: list[dict]) -> None:
+    """Stores the scores of `prompts` (conflicts ignored: a resumed job may repeat a prompt) and adds those it wrote
+    to the run's kept figures. The run's row stays locked to the commit, so what was there before the insert is what
+    it did not write (another job of the run waits)."""
+    with transaction.atomic():
+        ScoringRun.objects.select_for_update().filter(pk=run.pk).values_list("pk").first()
+        held = set(Score.objects.filter(run=run, prompt__in=prompts).values_list("prompt_id", flat=True))
+        Score.objects.bulk_create([Score(run=run, prompt=prompt, **row, logprobs_json=logprobs_json(row["logprobs"]))
+                                   for prompt, row in zip(prompts, rows, strict=True)], ignore_conflicts=True)
+        figures.add_scores(run.pk, [row for prompt, row in zip(prompts, rows, strict=True) if prompt.pk not in held])
 
 
 def logprobs_json(logprobs: dict) -> str:
@@ -341,8 +355,13 @@ def record_answers(run: TeacherRun, prompts: list[AtdPrompt], answers: list[dict
     prompt_ids = sorted(prompt.pk for prompt in prompts)
     with transaction.atomic():
         list(AtdPrompt.objects.select_for_update().filter(pk__in=prompt_ids).order_by("pk").values_list("pk"))
+        # The run's row too: its kept counts take what this insert wrote, which the answers held before tell.
+        TeacherRun.objects.select_for_update().filter(pk=run.pk).values_list("pk").first()
+        held = set(TeacherAnswer.objects.filter(run=run, prompt_id__in=prompt_ids).values_list("prompt_id", flat=True))
         TeacherAnswer.objects.bulk_create([TeacherAnswer(run=run, prompt=prompt, **answer) for prompt, answer
                                            in zip(prompts, answers, strict=True)], ignore_conflicts=True)
+        figures.add_answers(run.pk, [answer["status"] for prompt, answer in zip(prompts, answers, strict=True)
+                                     if prompt.pk not in held])
         ok = TeacherAnswer.objects.filter(prompt_id__in=prompt_ids, status="ok")
         # No-op for the prompts whose first ok answer is already flagged: it has the lowest id, so every other is
         # excluded.

@@ -20,7 +20,7 @@ from dataplatform.charts import bar_chart
 from dataplatform.errors import PlatformError, show_error
 from dataplatform.imports import page_import
 from dataplatform.inputs import read
-from dataplatform.pagination import parse_id
+from dataplatform.pagination import keyset_page, parse_id
 
 from . import importers, selectors, services
 from .api import parse_bias_threshold, parse_epsilon
@@ -29,7 +29,7 @@ from .models import ScoringMethod, ScoringRun, TeacherMode
 
 DEFAULT_EPSILON = 0.02
 MAX_RUNS_SHOWN = 20
-MAX_SELECTIONS_SHOWN = 50
+SELECTIONS_PER_PAGE = 20  # newest first, by keyset ("Next page" for older ones)
 SAMPLE_SIZE = 5  # kept prompts shown under the live count
 
 
@@ -91,8 +91,10 @@ def _render_overview(request, project, *, import_report=None):
                           title=gettext("%(value)s under scoring run %(id)s") % {
                               "value": selectors.HISTOGRAM_VALUES[shown_value], "id": run.pk})
     selections = []
-    shown_selections = list(selectors.selections_with_teacher_runs(request.user, project)[:MAX_SELECTIONS_SHOWN])
-    counts = selectors.teacher_counts_of([t.pk for selection in shown_selections for t in selection.teacher_runs.all()])
+    selections_page = keyset_page(request, selectors.selections_with_teacher_runs(request.user, project),
+                                  size=SELECTIONS_PER_PAGE)
+    shown_selections = selections_page.rows
+    counts = selectors.teacher_counts_of([t for selection in shown_selections for t in selection.teacher_runs.all()])
     for selection in shown_selections:
         teachers = [{"run": t, "counts": counts[t.pk]} for t in selection.teacher_runs.all()]
         modes = [(mode, TeacherMode(mode).label) for mode in services.teacher_modes(selection)]
@@ -109,6 +111,7 @@ def _render_overview(request, project, *, import_report=None):
         "histogram_values": selectors.HISTOGRAM_VALUES,
         "shown_value": shown_value,
         "selections": selections,
+        "selections_page": selections_page,
         "default_name": "near-ties",
         "teacher_endpoints": settings.ATD_TEACHER_ENDPOINTS,
     })

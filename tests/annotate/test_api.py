@@ -194,9 +194,9 @@ def test_accept_answer_is_read_in_one_query(members, annotator_session, django_a
     url = f"/api/v1/sessions/{annotator_session.pk}/"
     annotator.get(url)  # the token's first use is recorded
     # auth 1, the session to write 1; one transaction: savepoint, the session locked, its update, the
-    # event, the claim's item locked, the claim locked, marked done, counted on its item, release; the
-    # answer: the session 1, its nodes 1
-    with django_assert_max_num_queries(13):
+    # event, the claim's item locked, the claim locked, marked done, counted on its item, whether the queue's and
+    # the metrics' figures are kept (annotate/figures.py: 2), release; the answer: the session 1, its nodes 1
+    with django_assert_max_num_queries(15):
         accepted = annotator.post(url + "accept/", {"version": annotator_session.version}, format="json")
     assert accepted.status_code == 200
     assert accepted.json() == annotator.get(url).json()

@@ -72,7 +72,7 @@ def test_counts_read_as_proper_plurals_in_english(client, members, project, make
     client.force_login(members["curator"])
     page = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
     assert "1 prompt, 1 answered by the model." in page and "1 prompts" not in page
-    Item.objects.create(project=project, messages=[{"role": "user", "content": "q"}], source_sha256="f" * 64)
+    importers.import_prompts(project=project, lines=['{"messages": [{"role": "user", "content": "q"}]}'])  # a service: counted
     page = client.get(reverse("annotate-queue", args=["alpha"])).content.decode()
     assert "2 prompts, 1 answered by the model." in page
 

@@ -56,3 +56,29 @@ def test_every_page_of_the_bench_answers_on_a_seed_project(export_storage_in_tmp
             cursor.execute(pages_list.KEYSET[name].format(rows=pages_list.PAGE_ROWS), {"project": seed.pk})
             assert len(cursor.fetchall()) <= pages_list.PAGE_ROWS
     assert len(answered) == len(names) - len(LOADS_THE_TOKENIZER)
+
+
+def test_the_report_gives_each_target_a_verdict_and_names_what_misses(capsys):
+    import pages_report
+
+    def timed(p50, queries=5, status=200):
+        return {"p50_ms": p50, "max_ms": p50, "status": status, "queries": queries, "keyset_ms": 1.0}
+
+    pages = {page.name: page for page in pages_list.PAGES}
+    flat, claim = pages["GET atd/prompts/"], pages["POST labeler/claim/"]
+    grows, failing = pages["ATD pool and selections"], pages["GET atd/selections/"]
+    sizes = [10_000, 1_000_000]
+    results = {flat.name: {10_000: timed(40), 1_000_000: timed(70)},
+               claim.name: {10_000: timed(15), 1_000_000: timed(25)},  # a claim's target is 20 ms
+               grows.name: {10_000: timed(100, queries=31), 1_000_000: timed(290)},
+               failing.name: {10_000: timed(50), 1_000_000: {"error": "ReadTimeout: timed out"}}}
+    verdicts = {name: pages_report.targets_of(pages[name], sizes, measured) for name, measured in results.items()}
+    assert verdicts[flat.name] == dict.fromkeys(["answers", "p50", "flat", "queries"], "pass")
+    assert verdicts[claim.name]["p50"] == "FAIL" and verdicts[claim.name]["flat"] == "pass"
+    assert verdicts[grows.name] == {"answers": "pass", "p50": "pass", "flat": "FAIL", "queries": "FAIL"}
+    assert verdicts[failing.name]["answers"] == "FAIL" and verdicts[failing.name]["p50"] == "-"
+    pages_report.print_report(list(pages[name] for name in results), sizes, results)
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert summary.startswith("summary: 1 of 4 pages meet every target; missed: ")
+    assert "POST labeler/claim/ (p50 25 ms > 20)" in summary and "ReadTimeout: timed out" in summary
+    assert "ATD pool and selections (2.9x its 10,000 figure, 31 queries)" in summary and flat.name not in summary

@@ -96,8 +96,8 @@ def test_another_project_sees_nothing(atd, other_project, members, django_captur
     refused = client.post("/api/v1/projects/beta/atd/selections/", {"run": atd["run"], "name": "x", "epsilon": 0.1},
                           format="json")
     assert refused.status_code == 400 and "run" in refused.json()
-    assert client.get("/api/v1/projects/beta/atd/selections/").json() == []
-    assert client.get("/api/v1/projects/beta/atd/runs/").json() == []
+    assert client.get("/api/v1/projects/beta/atd/selections/").json()["results"] == []
+    assert client.get("/api/v1/projects/beta/atd/runs/").json()["results"] == []
     assert client.get("/api/v1/projects/beta/atd/prompts/").json()["results"] == []
     assert not Selection.objects.filter(project=other_project).exists()
 
@@ -140,7 +140,7 @@ def test_start_scoring_returns_run_and_job(project, members, django_capture_on_c
     assert data["method"] == "likelihood" and data["batch_size"] == 4 and data["debias"] is False
     assert data["job"]["kind"] == "atd.score" and data["job"]["params"] == {"run": data["id"]}
     assert client.post("/api/v1/projects/alpha/atd/runs/", {"method": "vibes"}, format="json").status_code == 400
-    listed = client.get("/api/v1/projects/alpha/atd/runs/").json()
+    listed = client.get("/api/v1/projects/alpha/atd/runs/").json()["results"]
     assert [r["id"] for r in listed] == [data["id"]]
 
 

@@ -218,3 +218,17 @@ def test_the_page_costs_the_same_queries_for_one_selection_or_many(client, membe
     with django_assert_max_num_queries(len(one.captured_queries)):
         html = client.get("/projects/alpha/atd/").content.decode()
     assert html.count("t-model") == 0 and all(f"t-{s.pk}" in html for s in Selection.objects.all())
+
+
+def test_selections_come_a_keyset_page_at_a_time(client, members, atd, project):
+    Selection.objects.bulk_create([Selection(project=project, run=atd["run"], name="more", version=n, epsilon=0.02)
+                                   for n in range(1, 25)])  # 25 in all with the fixture's
+    client.force_login(members["curator"])
+    first = client.get(f"/projects/alpha/atd/?run={atd['run'].pk}")
+    shown = first.context["selections_page"].rows
+    assert [s.pk for s in shown] == list(Selection.objects.order_by("-pk").values_list("pk", flat=True)[:20])
+    assert first.context["selections_page"].next_query.startswith(f"run={atd['run'].pk}&before=")
+    older = client.get(f"/projects/alpha/atd/?{first.context['selections_page'].next_query}")
+    rest = older.context["selections_page"].rows
+    assert len(rest) == 5 and rest[-1].pk == atd["selection"].pk and older.context["selections_page"].next_query is None
+    assert b'rel="next"' in first.content and b'rel="next"' not in older.content
