@@ -137,11 +137,15 @@ CLAIM_STATES = registry.define("labeler.review_claims", tables=(ReviewClaim, Tra
                                recount=_recount_claims)
 
 
-def claim_moved(claim_model, project_id: int, *, was: str | None, now: str | None) -> None:
-    """A claim of the queue began (`was` None), or moved from one state to another: in its transaction."""
+def claims_counter(claim_model, project_id: int):
+    """What dataplatform.claims calls, in the claim's transaction, with each change of a claim's state
+    ({"claims|<state>": ±1}): the queue's kept counts move with it."""
     queue = QUEUE_OF[claim_model]
-    services.add(project_id, CLAIM_STATES,
-                 {f"{queue}|{state}": change for state, change in ((was, -1), (now, 1)) if state})
+
+    def counted(change: dict[str, int]) -> None:
+        services.add(project_id, CLAIM_STATES,
+                     {f"{queue}|{key.removeprefix('claims|')}": delta for key, delta in change.items()})
+    return counted
 
 
 def claim_counts(project_id: int) -> dict[str, dict[str, int]]:

@@ -257,31 +257,13 @@ ITEM_FIELD = dict(QUEUES.values())  # claim model -> its item field
 
 def claim_next(*, project: Project, reviewer, queue: str = TASKS) -> ReviewClaim | TrajectoryReviewClaim | None:
     """The reviewer's active claim in the queue (tasks or trajectories), renewed, or the next item with a free
-    review slot. The queue's kept counts move with it: a new claim, and the active one it released (its lease ran
-    out and its slot went to someone else)."""
+    review slot. The queue's kept counts move with it (a new claim; an expired one released)."""
     settings = settings_for(project)
     claim_model, item_field = QUEUES[queue]
-    with transaction.atomic():
-        held = _active_claim_locked(claim_model, item_field, project, reviewer)
-        claim = claims.claim_next(claim_model=claim_model, item_field=item_field, holder_field="reviewer",
-                                  project_id=project.pk, holder_id=reviewer.pk, overlap=settings.overlap,
-                                  lease_minutes=settings.lease_minutes)
-        if held is not None and (claim is None or claim.pk != held):
-            figures.claim_moved(claim_model, project.pk, was=ReviewClaimState.ACTIVE, now=ReviewClaimState.RELEASED)
-        if claim is not None and claim.is_new:
-            figures.claim_moved(claim_model, project.pk, was=None, now=ReviewClaimState.ACTIVE)
-    return claim
-
-
-def _active_claim_locked(claim_model, item_field: str, project: Project, reviewer) -> int | None:
-    """The id of the reviewer's active claim in the queue, its item locked as claims.claim_next locks it first (so
-    that only this transaction can end it now), or None."""
-    active = claim_model.objects.filter(project=project, reviewer=reviewer, state=ReviewClaimState.ACTIVE)
-    found = active.values_list("pk", flat=True).first()
-    if found is None:
-        return None
-    claims.lock_item_of(claim_model, item_field, found)
-    return found if active.filter(pk=found).exists() else None
+    return claims.claim_next(claim_model=claim_model, item_field=item_field, holder_field="reviewer",
+                             project_id=project.pk, holder_id=reviewer.pk, overlap=settings.overlap,
+                             lease_minutes=settings.lease_minutes,
+                             counted=figures.claims_counter(claim_model, project.pk))
 
 
 def claim_next_task(*, project: Project, reviewer) -> ReviewClaim | None:
@@ -291,18 +273,12 @@ def claim_next_task(*, project: Project, reviewer) -> ReviewClaim | None:
 def end_review_claim(*, claim: ReviewClaim | TrajectoryReviewClaim, state: ReviewClaimState):
     """Skip, release or finish a review claim: only an active one, once, under its item's lock (the queue's kept
     counts move with it)."""
-    claim_model, item_field = type(claim), ITEM_FIELD[type(claim)]
     try:
-        with transaction.atomic():
-            claims.lock_item_of(claim_model, item_field, claim.pk)
-            was = claim_model.objects.filter(pk=claim.pk).values_list("state", flat=True).get()
-            ended = claims.end_claim(claim_model=claim_model, item_field=item_field, claim_id=claim.pk, state=state,
-                                     overlap=lambda: settings_for(claim.project).overlap)
-            if ended.state != was:
-                figures.claim_moved(claim_model, ended.project_id, was=was, now=ended.state)
+        return claims.end_claim(claim_model=type(claim), item_field=ITEM_FIELD[type(claim)],
+                                claim_id=claim.pk, state=state, overlap=lambda: settings_for(claim.project).overlap,
+                                counted=figures.claims_counter(type(claim), claim.project_id))
     except claims.ClaimRefused as exc:
         raise LabelingError(str(exc)) from exc
-    return ended
 
 
 def start_review(*, item: SweTask | Trajectory, reviewer) -> Label:
