@@ -117,6 +117,28 @@ def _deep_cursor(name: str) -> Callable[[Project], str]:
     return url
 
 
+def _keyset_last(name: str, model_path: str, per_page: int, parameter: str = "after") -> Callable[[Project], str]:
+    """An HTML list's last page by keyset: after the id of the row `per_page` from the end (what its "Next page"
+    links lead to)."""
+    def url(project: Project) -> str:
+        from django.apps import apps
+        ids = apps.get_model(model_path).objects.filter(project=project).order_by("-id").values_list("id", flat=True)
+        start = ids[per_page:per_page + 1].first()
+        return reverse(name, args=[project.slug]) + (f"?{parameter}={start}" if start else "")
+    return url
+
+
+def _field_filter(name: str, api: bool = False) -> Callable[[Project], str]:
+    """A list filtered by a label field's value: the first single field of a submitted model label of the project."""
+    def url(project: Project) -> str:
+        from labeler.models import Label
+        values = (Label.objects.filter(task__project=project, origin="model", status="submitted")
+                  .values_list("values", flat=True).first()) or {}
+        field, value = next(((k, v) for k, v in sorted(values.items()) if isinstance(v, str)), ("scope", "x"))
+        return reverse(name, args=[project.slug]) + f"?field={field}&value={value}"
+    return url
+
+
 PAGES = [
     # onPanda
     Page("onPanda queue page", "onpanda", _url("annotate-queue")),
@@ -133,12 +155,17 @@ PAGES = [
     Page("labeler task list", "swe", _url("labeler-overview")),
     Page("labeler task list, tag filter", "swe", _url("labeler-overview", query="?state=auto")),
     Page("labeler task list, search", "swe", _url("labeler-overview", query="?q=django")),
-    Page("labeler task list, last page", "swe", _last_page("labeler-overview", "labeler.SweTask", 50)),
+    Page("labeler task list, last page", "swe", _keyset_last("labeler-overview", "labeler.SweTask", 50)),
+    Page("labeler task list, field filter", "swe", _field_filter("labeler-overview")),
+    Page("labeler trajectory list, state filter", "swe", _url("labeler-overview", query="?tstate=auto")),
     Page("labeler metrics page", "swe", _url("labeler-metrics"), figures=True),
     Page("GET labeler/metrics/", "swe", _url("api-labeler-metrics"), api=True, figures=True),
     Page("GET labeler/queue/ (state)", "swe", _url("api-labeler-queue"), api=True, figures=True),
     Page("GET labeler/tasks/", "swe", _url("api-labeler-tasks"), api=True),
     Page("GET labeler/tasks/ (deep cursor)", "swe", _deep_cursor("api-labeler-tasks"), api=True),
+    Page("GET labeler/tasks/ (state, search)", "swe", _url("api-labeler-tasks", query="?state=auto&search=django"),
+         api=True),
+    Page("GET labeler/trajectories/", "swe", _url("api-labeler-trajectories"), api=True),
     Page("one task (review page)", "swe", _url("labeler-task", _task)),
     Page("POST labeler/claim/", "swe", _url("api-labeler-claim"), method="POST", api=True,
          target_ms=CLAIM_TARGET_MS),

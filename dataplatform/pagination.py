@@ -29,10 +29,11 @@ class KeysetPage:
     first_query: str | None  # back to the first page, None on the first
 
 
-def keyset_page(request: HttpRequest, queryset: QuerySet, *, size: int, descending: bool = True) -> KeysetPage:
+def keyset_page(request: HttpRequest, queryset: QuerySet, *, size: int, descending: bool = True,
+                param: str = "") -> KeysetPage:
     """The page of `queryset` (ordered by id, newest first unless `descending` is False) that the request's
-    `before` (or `after`) id starts after."""
-    param = "before" if descending else "after"
+    `before` (or `after`) id starts after; `param` names it otherwise, for a second list on the same page."""
+    param = param or ("before" if descending else "after")
     if start := parse_id(request.GET.get(param)):
         queryset = queryset.filter(**{"pk__lt" if descending else "pk__gt": start})
     rows = list(queryset.order_by("-pk" if descending else "pk")[: size + 1])

@@ -19,7 +19,7 @@ from dataplatform.jobs.api import JobSerializer
 from dataplatform.openapi import STALE_VERSION
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
-from . import importers, metrics, selectors, services
+from . import agreement, importers, metrics, selectors, services
 from .job_kinds import AutolabelParams
 from .models import ReviewClaim, ReviewClaimState, SourceKind, Taxonomy, TrajectoryReviewClaim
 from .serializers import (
@@ -285,9 +285,7 @@ class MetricsApi(APIView):
             if taxonomy is None:
                 raise NotFound(gettext("No such taxonomy."))
         labels = selectors.project_labels(project).filter(taxonomy=taxonomy)
-        body = {"taxonomy": str(taxonomy), "llm_vs_human": metrics.llm_vs_human(labels, taxonomy),
-                "human_vs_human": metrics.human_vs_human(labels, taxonomy),
-                "distributions": metrics.label_distributions(labels, taxonomy)}
+        body = {"taxonomy": str(taxonomy), **agreement.reports(project.pk, taxonomy)}  # kept counts (agreement.py)
         if "compare" in query.validated_data:
             other = Taxonomy.objects.filter(pk=query.validated_data["compare"]).first()
             if other is None:

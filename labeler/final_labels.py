@@ -14,6 +14,7 @@ import json
 
 from django.db import transaction
 
+from . import figures
 from .export_filters import MULTI, SINGLE
 from .models import FinalLabel, Label, LabelEvent, LabelEventKind, LabelOrigin, SweTask, Trajectory
 from .taxonomy import UNASSIGNED, TaxonomySpec
@@ -89,16 +90,20 @@ def derive(labels: dict[int, dict], events: list[dict], spec: TaxonomySpec) -> l
     return [(event["id"], columns(final_label(labels, events[:n + 1]), spec)) for n, event in enumerate(events)]
 
 
-def lock_item(item: SweTask | Trajectory) -> None:
+def lock_item(item: SweTask | Trajectory) -> list[dict]:
     """Called first in a transaction that will write a label event of `item`: its events are then numbered in the
-    order their transactions commit, so each one's `record` sees every event before it."""
+    order their transactions commit, so each one's `record` sees every event before it. Returns the item's labels
+    as they are under the lock, what `write_event` moves the kept figures from (labeler/figures.py)."""
     type(item).objects.select_for_update().filter(pk=item.pk).values_list("pk").first()
+    return figures.labels_of(item)
 
 
-def write_event(*, label: Label, **fields) -> LabelEvent:
-    """Write a label event (`fields`: kind, origin, actor, changes) and record the final label it makes."""
+def write_event(*, label: Label, before: list[dict], **fields) -> LabelEvent:
+    """Write a label event (`fields`: kind, origin, actor, changes), record the final label it makes and move the
+    kept figures (review states, agreement) from `before`, the item's labels lock_item returned."""
     event = LabelEvent.objects.create(label=label, **fields)
     record(label=label, event=event)
+    figures.label_changed(label, before)
     return event
 
 

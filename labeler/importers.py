@@ -50,7 +50,7 @@ from dataplatform.imports import (
     load_json,
 )
 
-from . import services
+from . import figures, services
 from .models import L1Source, Source, SourceKind, SweTask, Taxonomy, Trajectory
 
 BATCH_SIZE = 1000
@@ -279,6 +279,7 @@ def _write(spec: _Spec, project: Project, records: list[_Record], report: Import
             rows = spec.model.objects.bulk_create(
                 [spec.model(project=project, source=source, source_sha256=r.sha256, **r.fields) for r in records],
                 batch_size=BATCH_SIZE)
+            figures.items_added(project.pk, spec.model, len(rows))
             spec.written(rows)
             if spec.model is Trajectory:  # a trajectory never changes: its export row is derived once, after commit
                 stored.build_soon(project.pk)

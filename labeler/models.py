@@ -131,7 +131,11 @@ class SweTask(models.Model):
         constraints = [models.UniqueConstraint(fields=["project", "instance_id"], name="swe_task_unique_instance")]
         indexes = [models.Index(fields=["project", "-claims_done", "id"], name="swe_task_queue_order"),
                    # The API's cursor pages, newest first (dataplatform/pagination.py): one page of rows a request.
-                   models.Index(fields=["project", "-created_at", "-id"], name="swe_task_project_recent")]
+                   models.Index(fields=["project", "-created_at", "-id"], name="swe_task_project_recent"),
+                   # The overview's task list: keyset pages by id within the project.
+                   models.Index(fields=["project", "id"], name="swe_task_project_id")]
+        # PostgreSQL also has trigram indexes on UPPER(instance_id) and UPPER(repo) for the lists' search
+        # (migration 0012: SQLite has no trigram index, and searches with LIKE).
 
     def __str__(self) -> str:
         return self.instance_id
@@ -163,7 +167,9 @@ class Trajectory(models.Model):
                                                name="swe_trajectory_unique_id")]
         indexes = [models.Index(fields=["project", "-claims_done", "id"], name="swe_trajectory_queue_order"),
                    # The API's cursor pages, newest first (dataplatform/pagination.py): one page of rows a request.
-                   models.Index(fields=["project", "-created_at", "-id"], name="swe_trajectory_recent")]
+                   models.Index(fields=["project", "-created_at", "-id"], name="swe_trajectory_recent"),
+                   models.Index(fields=["project", "id"], name="swe_trajectory_project_id")]
+        # PostgreSQL: trigram indexes on UPPER(trajectory_id) and UPPER(instance_id) too (migration 0012).
 
     def __str__(self) -> str:
         return self.trajectory_id
@@ -229,7 +235,13 @@ class Label(models.Model):
             models.CheckConstraint(condition=Q(task__isnull=False, trajectory__isnull=True)
                                    | Q(task__isnull=True, trajectory__isnull=False), name="label_of_task_or_trajectory"),
         ]
-        indexes = [models.Index(fields=["taxonomy", "origin", "status"], name="label_tax_origin_status")]
+        indexes = [models.Index(fields=["taxonomy", "origin", "status"], name="label_tax_origin_status"),
+                   # The lists' review-state columns and filters: one probe per item (selectors.with_review_state).
+                   models.Index(fields=["task", "taxonomy", "origin", "status"], name="label_task_review_state"),
+                   models.Index(fields=["trajectory", "taxonomy", "origin", "status"],
+                                name="label_trajectory_review_state")]
+        # PostgreSQL also has a GIN index on `values` (jsonb_path_ops) for the task list's field=value filter
+        # (migration 0012; selectors.filter_tasks asks with containment, which it serves).
 
     @property
     def item(self) -> "SweTask | Trajectory":

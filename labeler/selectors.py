@@ -5,6 +5,7 @@ sees only the tasks and trajectories they have claimed, and on those only the mo
 Taxonomies are platform-wide reference data (like a schema): any member of a project may read them.
 """
 
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 from django.utils.translation import gettext
@@ -14,6 +15,7 @@ from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in,
 from dataplatform.dbfunctions import JSONArrayContains
 from dataplatform.errors import Refused
 
+from . import figures
 from .models import (
     Label,
     LabelOrigin,
@@ -112,58 +114,89 @@ def label_for(user, label_id: int, *, token: ApiToken | None = None) -> Label:
     return label
 
 
+def _review_flags(model, taxonomy: Taxonomy) -> dict[str, Exists]:
+    labels = Label.objects.filter(**{"trajectory" if model is Trajectory else "task": OuterRef("pk")},
+                                  taxonomy=taxonomy)
+    return {"has_auto": Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.SUBMITTED)),
+            "has_error": Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.ERROR)),
+            "reviewed": Exists(labels.filter(origin=LabelOrigin.HUMAN, status=LabelStatus.SUBMITTED))}
+
+
 def with_review_state(items: QuerySet, taxonomy: Taxonomy) -> QuerySet:
     """Annotate each task (or trajectory) with booleans: auto-labeled, auto-label failed, reviewed (a submitted
     human label)."""
-    labels = Label.objects.filter(**{"trajectory" if items.model is Trajectory else "task": OuterRef("pk")},
-                                  taxonomy=taxonomy)
-    return items.annotate(
-        has_auto=Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.SUBMITTED)),
-        has_error=Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.ERROR)),
-        reviewed=Exists(labels.filter(origin=LabelOrigin.HUMAN, status=LabelStatus.SUBMITTED)),
-    )
+    return items.annotate(**_review_flags(items.model, taxonomy))
 
 
-def filter_by_state(items: QuerySet, taxonomy: Taxonomy, state: str) -> QuerySet:
-    """Tasks (or trajectories) annotated with their review state and narrowed to `state` (REVIEW_STATES; "" any)."""
-    items = with_review_state(items, taxonomy)
+def review_state_of(rows: list, taxonomy: Taxonomy) -> list:
+    """Set the flags `with_review_state` annotates on a page of rows, in one query for the page: a list's page query
+    then has no EXISTS columns, which the planner may hash over every label of the project."""
+    model = type(rows[0]) if rows else SweTask
+    field = "trajectory_id" if model is Trajectory else "task_id"
+    found: dict[int, set] = {}
+    for item_id, origin, status in Label.objects.filter(**{f"{field}__in": [row.pk for row in rows]},
+                                                        taxonomy=taxonomy).values_list(field, "origin", "status"):
+        found.setdefault(item_id, set()).add((origin, status))
+    for row in rows:
+        pairs = found.get(row.pk, set())
+        row.has_auto = (LabelOrigin.MODEL, LabelStatus.SUBMITTED) in pairs
+        row.has_error = (LabelOrigin.MODEL, LabelStatus.ERROR) in pairs
+        row.reviewed = (LabelOrigin.HUMAN, LabelStatus.SUBMITTED) in pairs
+    return rows
+
+
+def filter_by_state(items: QuerySet, taxonomy: Taxonomy, state: str, *, annotate: bool = True) -> QuerySet:
+    """Tasks (or trajectories) narrowed to `state` (REVIEW_STATES; "" any), annotated with their review state
+    unless `annotate` is False (a page then sets it with review_state_of)."""
+    flags = _review_flags(items.model, taxonomy)
+    if annotate:
+        items = items.annotate(**flags)
     if state == "unlabeled":
-        items = items.filter(has_auto=False, has_error=False, reviewed=False)
+        items = items.filter(~flags["has_auto"], ~flags["has_error"], ~flags["reviewed"])
     elif state == "auto":
-        items = items.filter(has_auto=True, reviewed=False)
+        items = items.filter(flags["has_auto"], ~flags["reviewed"])
     elif state == "error":
-        items = items.filter(has_error=True)
+        items = items.filter(flags["has_error"])
     elif state == "reviewed":
-        items = items.filter(reviewed=True)
+        items = items.filter(flags["reviewed"])
     return items
 
 
 def filter_tasks(tasks: QuerySet[SweTask], taxonomy: Taxonomy, *, state: str = "", field: str = "", value: str = "",
-                 search: str = "") -> QuerySet[SweTask]:
+                 search: str = "", annotate: bool = True) -> QuerySet[SweTask]:
     """Narrow by review state, by a label field's value (model label, or any submitted human label), or text."""
-    tasks = filter_by_state(tasks, taxonomy, state)
+    tasks = filter_by_state(tasks, taxonomy, state, annotate=annotate)
     if field and value:
         spec = taxonomy.definition
         if field not in spec.fields():
             raise Refused(gettext("Unknown field %(field)s.") % {"field": repr(field)}, field="field")
         matching = Label.objects.filter(task=OuterRef("pk"), taxonomy=taxonomy, status=LabelStatus.SUBMITTED)
         # A multi-valued field holds a list of tags: the value is one of them (not a substring of one).
-        matching = matching.filter(JSONArrayContains("values", field, value) if field in spec.multi_fields()
-                                   else Q(**{f"values__{field}": value}))
+        matching = matching.filter(_value_is(field, value, multi=field in spec.multi_fields()))
         tasks = tasks.filter(Exists(matching))
     if search:
         tasks = tasks.filter(Q(instance_id__icontains=search) | Q(repo__icontains=search))
     return tasks
 
 
+def _value_is(field: str, value: str, *, multi: bool) -> Q | JSONArrayContains:
+    """A label's `field` holds `value` (a multi-valued field: as one of its tags, not a substring of one). On
+    PostgreSQL asked as containment of the whole `values` column, which its GIN index serves (migration 0012)."""
+    if connection.vendor != "postgresql":
+        return JSONArrayContains("values", field, value) if multi else Q(**{f"values__{field}": value})
+    # A single field holds a string (services validate it), so containment is equality there. Not both: the
+    # planner multiplies their selectivities, takes a common value for a rare one and reads every match first.
+    return Q(values__contains={field: [value] if multi else value})
+
+
 def queue_state(project: Project) -> dict:
-    claims = ReviewClaim.objects.filter(task__project=project)
-    trajectory_claims = TrajectoryReviewClaim.objects.filter(project=project)
-    return {"tasks": SweTask.objects.filter(project=project).count(),
-            "claims": {state: claims.filter(state=state).count() for state in ReviewClaimState.values},
-            "trajectories": Trajectory.objects.filter(project=project).count(),
-            "trajectory_claims": {state: trajectory_claims.filter(state=state).count()
-                                  for state in ReviewClaimState.values}}
+    """How many tasks and trajectories there are and their review claims by state, from the kept figures
+    (labeler/figures.py): the same few rows at any size of the project."""
+    claims = figures.claim_counts(project.pk)
+    return {"tasks": figures.item_count(project.pk),
+            "claims": {state: claims["tasks"].get(state, 0) for state in ReviewClaimState.values},
+            "trajectories": figures.item_count(project.pk, trajectories=True),
+            "trajectory_claims": {state: claims["trajectories"].get(state, 0) for state in ReviewClaimState.values}}
 
 
 def my_claims(user, project: Project) -> QuerySet[ReviewClaim]:

@@ -16,11 +16,10 @@ from dataplatform import claims
 from dataplatform.accounts.models import Project
 from dataplatform.errors import Conflict, Refused
 from dataplatform.inference import Backend, backend_for
-from dataplatform.inference.budget import over_context
 from dataplatform.status import Status, for_row
 from dataplatform.yamlfile import YamlFileError
 
-from . import autolabel, final_labels, selectors, trajectory_mode, upstream
+from . import autolabel, figures, final_labels, selectors, trajectory_mode, upstream
 from .models import (
     L1Source,
     Label,
@@ -35,12 +34,12 @@ from .models import (
     Trajectory,
     TrajectoryReviewClaim,
 )
+from .stages import MAX_RETRY_TOKENS, two_stages  # noqa: F401  (MAX_RETRY_TOKENS: the services' budget too)
 from .taxonomy import TaxonomySpec, parse_shipped, parse_taxonomy
 
 TAXONOMY_DIR = Path(__file__).parent / "taxonomies"
 BUILTIN_TAXONOMIES = ("swe_v1", "swe_v2")
 SHIPPED_TAXONOMY = "swe_v2"  # the paper's structure; swe_v1, our first draft, stays loadable
-MAX_RETRY_TOKENS = 16_384  # the retry's doubled budget stops here, as the published labeler's
 MAX_TAXONOMY_BYTES = 2_000_000  # per uploaded file (the published folder is well under 1 MB in all)
 
 
@@ -187,7 +186,7 @@ class Outcome:
 def label_batch(backend: Backend, taxonomy: Taxonomy, settings: LabelerSettings, tasks: list) -> list[Outcome]:
     """Both stages for a batch of tasks; every prompt of a stage goes to the backend as one batch."""
     texts = [autolabel.task_summary(task, settings) for task in tasks]
-    return _two_stages(backend, taxonomy.definition, settings, texts, [Outcome() for _ in tasks], trajectory=False)
+    return two_stages(backend, taxonomy.definition, settings, texts, [Outcome() for _ in tasks], trajectory=False)
 
 
 def label_trajectories(backend: Backend, taxonomy: Taxonomy, settings: LabelerSettings,
@@ -216,79 +215,7 @@ def label_trajectories(backend: Backend, taxonomy: Taxonomy, settings: LabelerSe
         else:
             outcome.values, outcome.rationales, outcome.l1_source = dict(kept[0]), dict(kept[1]), kept[2]
             outcome.raw.append({"stage": "stage 1", "kept": outcome.l1_source, "values": kept[0]})
-    return _two_stages(backend, spec, settings, texts, outcomes, trajectory=True)
-
-
-def _two_stages(backend, spec, settings, texts: list[str], outcomes: list[Outcome], *, trajectory: bool):
-    """Stage one where no values are kept yet, then stage two, for each text (a task's or a trajectory's)."""
-    _run_stage(backend, settings, "stage 1", texts, outcomes, [n for n, o in enumerate(outcomes) if not o.values],
-               messages=lambda text, outcome: autolabel.stage_one_messages(spec, text, trajectory=trajectory),
-               schema=lambda outcome: autolabel.stage_one_schema(spec),
-               check=lambda text, outcome: autolabel.check_stage_one(spec, text) + ({},))
-    _run_stage(backend, settings, "stage 2", texts, outcomes, list(range(len(outcomes))),
-               messages=lambda text, outcome: autolabel.stage_two_messages(spec, text, outcome.values,
-                                                                           trajectory=trajectory),
-               schema=lambda outcome: autolabel.stage_two_schema(spec, outcome.values),
-               check=lambda text, outcome: autolabel.check_stage_two(spec, text, outcome.values))
-    return outcomes
-
-
-STAGE_NAMES = {"stage 1": gettext_noop("stage 1"), "stage 2": gettext_noop("stage 2")}  # in a label's error
-
-
-def _run_stage(backend, settings, stage: str, texts, outcomes, todo: list[int], *, messages, schema, check) -> None:
-    """Ask (the outcomes numbered in `todo` that have no error), check, and ask once more with twice the token
-    budget (at most MAX_RETRY_TOKENS) where the answer was invalid; an answer still invalid is the item's error.
-    What a check replaced is kept with the answer."""
-    todo = [n for n in todo if not outcomes[n].error]
-    budget = settings.max_tokens
-    for attempt in (1, 2):
-        if not todo:
-            return
-        prompts = [backend.chat_prompt_ids(messages(texts[n], outcomes[n])) for n in todo]
-        todo, prompts = _within_context(backend, stage, outcomes, todo, prompts, budget)
-        if not todo:
-            return
-        schemas = [schema(outcomes[n]) for n in todo] if backend.supports_json_schema else [None] * len(todo)
-        answers = autolabel.generate_answers(backend, prompts, schemas, budget, settings.temperature)
-        retry = []
-        for n, answer in zip(todo, answers, strict=True):
-            outcome = outcomes[n]
-            raw = {"stage": stage, "attempt": attempt, "max_tokens": budget, "text": answer.text,
-                   "finish_reason": answer.finish_reason}
-            outcome.raw.append(raw)
-            try:
-                values, rationales, replaced = check(answer.text, outcome)
-            except autolabel.InvalidAnswer as exc:
-                if attempt == 2:
-                    outcome.error = Status(gettext_noop("%(stage)s: %(problem)s (after a retry with %(tokens)s tokens)"),
-                                           stage=Status(STAGE_NAMES[stage]), problem=exc.problems, tokens=budget)
-                else:
-                    retry.append(n)
-                continue
-            if replaced:  # tags outside the family, become unspecified: what the model said stays here
-                raw["replaced_with_unspecified"] = replaced
-            outcome.values.update(values)
-            outcome.rationales.update(rationales)
-        todo, budget = retry, min(budget * 2, MAX_RETRY_TOKENS)
-
-
-def _within_context(backend, stage: str, outcomes, todo: list[int], prompts: list, max_tokens: int):
-    """The items whose prompt and answer fit the model's context; the others get their error here (the task's
-    text is too long even as the settings cut it), so that one long task does not fail the whole batch."""
-    context = getattr(backend, "context_length", None)  # None: a backend that does not know it
-    kept = []
-    for n, ids in zip(todo, prompts, strict=True):
-        if over_context(len(ids), context=context, max_tokens=max_tokens) is None:
-            kept.append((n, ids))
-        else:
-            outcomes[n].error = Status(gettext_noop("%(stage)s: the prompt is %(tokens)s tokens; with %(answer)s for "
-                                                    "the answer that is over the model's context of %(context)s "
-                                                    "tokens (lower max_problem_chars, max_patch_chars or "
-                                                    "max_trajectory_chars)"),
-                                       stage=Status(STAGE_NAMES[stage]), tokens=len(ids), answer=max_tokens,
-                                       context=context)
-    return [n for n, _ in kept], [ids for _, ids in kept]
+    return two_stages(backend, spec, settings, texts, outcomes, trajectory=True)
 
 
 def _of(item: SweTask | Trajectory) -> dict:
@@ -301,7 +228,7 @@ def save_model_label(*, item: SweTask | Trajectory, taxonomy: Taxonomy, outcome:
     """Store (or, for a retried error, replace) the model's label of a task or trajectory, with its event."""
     status = LabelStatus.ERROR if outcome.error else LabelStatus.SUBMITTED
     with transaction.atomic():
-        final_labels.lock_item(item)
+        before = final_labels.lock_item(item)
         label, _ = Label.objects.select_for_update().get_or_create(
             **_of(item), taxonomy=taxonomy, origin=LabelOrigin.MODEL, defaults={"author": None})
         old = dict(label.values)
@@ -314,7 +241,7 @@ def save_model_label(*, item: SweTask | Trajectory, taxonomy: Taxonomy, outcome:
         label.job, label.version = job, label.version + 1
         label.save()
         final_labels.write_event(
-            label=label, kind=LabelEventKind.AUTO_ERROR if outcome.error else LabelEventKind.AUTO,
+            label=label, before=before, kind=LabelEventKind.AUTO_ERROR if outcome.error else LabelEventKind.AUTO,
             origin=LabelOrigin.MODEL, actor=None,
             changes={name: [old.get(name), value] for name, value in outcome.values.items()
                      if old.get(name) != value} | ({"error": [None, label.error]} if outcome.error else {}))
@@ -330,12 +257,13 @@ ITEM_FIELD = dict(QUEUES.values())  # claim model -> its item field
 
 def claim_next(*, project: Project, reviewer, queue: str = TASKS) -> ReviewClaim | TrajectoryReviewClaim | None:
     """The reviewer's active claim in the queue (tasks or trajectories), renewed, or the next item with a free
-    review slot."""
+    review slot. The queue's kept counts move with it (a new claim; an expired one released)."""
     settings = settings_for(project)
     claim_model, item_field = QUEUES[queue]
     return claims.claim_next(claim_model=claim_model, item_field=item_field, holder_field="reviewer",
                              project_id=project.pk, holder_id=reviewer.pk, overlap=settings.overlap,
-                             lease_minutes=settings.lease_minutes)
+                             lease_minutes=settings.lease_minutes,
+                             counted=figures.claims_counter(claim_model, project.pk))
 
 
 def claim_next_task(*, project: Project, reviewer) -> ReviewClaim | None:
@@ -343,10 +271,12 @@ def claim_next_task(*, project: Project, reviewer) -> ReviewClaim | None:
 
 
 def end_review_claim(*, claim: ReviewClaim | TrajectoryReviewClaim, state: ReviewClaimState):
-    """Skip, release or finish a review claim: only an active one, once, under its item's lock."""
+    """Skip, release or finish a review claim: only an active one, once, under its item's lock (the queue's kept
+    counts move with it)."""
     try:
         return claims.end_claim(claim_model=type(claim), item_field=ITEM_FIELD[type(claim)],
-                                claim_id=claim.pk, state=state, overlap=lambda: settings_for(claim.project).overlap)
+                                claim_id=claim.pk, state=state, overlap=lambda: settings_for(claim.project).overlap,
+                                counted=figures.claims_counter(type(claim), claim.project_id))
     except claims.ClaimRefused as exc:
         raise LabelingError(str(exc)) from exc
 
@@ -366,7 +296,7 @@ def start_review(*, item: SweTask | Trajectory, reviewer) -> Label:
         return label
     try:
         with transaction.atomic():
-            final_labels.lock_item(item)
+            before = final_labels.lock_item(item)
             if label is None:
                 label = Label.objects.create(**mine, status=LabelStatus.DRAFT, task_sha256=item.source_sha256)
             else:  # the model's label came later: the version moves on, so a tab showing the empty form reloads
@@ -380,29 +310,30 @@ def start_review(*, item: SweTask | Trajectory, reviewer) -> Label:
                 label.model_id, label.l1_source = model.model_id, model.l1_source
                 label.save()
                 if label.values:
-                    final_labels.write_event(label=label, kind=LabelEventKind.PREFILL, origin=LabelOrigin.MODEL,
+                    final_labels.write_event(label=label, before=before, kind=LabelEventKind.PREFILL, origin=LabelOrigin.MODEL,
                                              actor=None, changes={k: [None, v] for k, v in label.values.items()})
     except IntegrityError:  # two tabs started the same review
         return Label.objects.get(**mine)
     return label
 
 
-def _locked_label(label: Label, version: int, actor) -> Label:
-    final_labels.lock_item(label.item)
+def _locked_label(label: Label, version: int, actor) -> tuple[Label, list[dict]]:
+    """The reviewer's label locked for a change, and its item's labels as they are (final_labels.lock_item)."""
+    before = final_labels.lock_item(label.item)
     label = Label.objects.select_for_update(of=("self",)).select_related("taxonomy").get(pk=label.pk)
     if label.origin != LabelOrigin.HUMAN or label.author_id != actor.pk:
         raise LabelingError(gettext("Only the reviewer who owns this label can change it."))
     if label.version != version:
         raise StaleLabel(gettext("The label changed (version %(current)s, you had %(yours)s); reload it.")
                          % {"current": label.version, "yours": version})
-    return label
+    return label, before
 
 
 def edit_label(*, label: Label, version: int, changes: dict, actor) -> Label:
     """Set some fields. Changing an L1 drops the L2 tags that are not under the new family, so an
     L2 under the wrong L1 can never be stored. A submitted label may be edited (and stays submitted)."""
     with transaction.atomic():
-        label = _locked_label(label, version, actor)
+        label, before = _locked_label(label, version, actor)
         spec = label.taxonomy.definition
         unknown = sorted(set(changes) - set(spec.fields()))
         if unknown:
@@ -424,7 +355,7 @@ def edit_label(*, label: Label, version: int, changes: dict, actor) -> Label:
         label.provenance = {**label.provenance, **{name: LabelOrigin.HUMAN for name in diff}}
         label.version += 1
         label.save(update_fields=["values", "provenance", "version", "updated_at"])
-        final_labels.write_event(label=label, kind=LabelEventKind.EDIT, origin=LabelOrigin.HUMAN, actor=actor,
+        final_labels.write_event(label=label, before=before, kind=LabelEventKind.EDIT, origin=LabelOrigin.HUMAN, actor=actor,
                                  changes=diff)
     return label
 
@@ -432,7 +363,7 @@ def edit_label(*, label: Label, version: int, changes: dict, actor) -> Label:
 def submit_label(*, label: Label, version: int, actor) -> Label:
     """Accept the label as it stands: every field must be set and valid. Ends the reviewer's claim."""
     with transaction.atomic():
-        label = _locked_label(label, version, actor)
+        label, before = _locked_label(label, version, actor)
         problems = label.taxonomy.definition.validate_values(label.values)
         if problems:
             raise LabelingError(gettext("Not complete: %(problems)s")
@@ -440,7 +371,7 @@ def submit_label(*, label: Label, version: int, actor) -> Label:
         label.status = LabelStatus.SUBMITTED
         label.version += 1
         label.save(update_fields=["status", "version", "updated_at"])
-        final_labels.write_event(label=label, kind=LabelEventKind.SUBMIT, origin=LabelOrigin.HUMAN, actor=actor,
+        final_labels.write_event(label=label, before=before, kind=LabelEventKind.SUBMIT, origin=LabelOrigin.HUMAN, actor=actor,
                                  changes={})
         claim_model, _ = QUEUES[TASKS if label.task_id else TRAJECTORIES]
         claim = claim_model.objects.filter(**_of(label.item), reviewer=actor, state=ReviewClaimState.ACTIVE).first()

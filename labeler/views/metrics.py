@@ -8,7 +8,7 @@ from django.utils.translation import gettext
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.charts import bar_chart
 
-from .. import metrics, selectors, services
+from .. import agreement, metrics, selectors, services
 from ..templatetags.labeler_text import field_text
 
 TOP_TAGS = 30
@@ -19,9 +19,8 @@ def metrics_page(request, slug: str):
     project, _ = project_for(request.user, slug, CAN_CURATE)
     taxonomy = services.settings_for(project).taxonomy
     labels = selectors.project_labels(project).filter(taxonomy=taxonomy)
-    llm = metrics.llm_vs_human(labels, taxonomy)
-    humans = metrics.human_vs_human(labels, taxonomy)
-    distributions = metrics.label_distributions(labels, taxonomy)
+    kept = agreement.reports(project.pk, taxonomy)  # kept counts: a few rows, whatever the project's size
+    llm, humans, distributions = kept["llm_vs_human"], kept["human_vs_human"], kept["distributions"]
     tags = sorted(((field, tag, row) for field, data in llm["multi"].items() for tag, row in data["tags"].items()),
                   key=lambda item: (-item[2]["support"], item[0], item[1]))[:TOP_TAGS]
     singles = taxonomy.definition.single_fields()

@@ -4,8 +4,6 @@ their claims."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
-from django.db.models import Count
 from django.shortcuts import redirect, render
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
@@ -18,16 +16,18 @@ from dataplatform.imports import WHOLE, field_label, page_import
 from dataplatform.inputs import InvalidInput, form_data, validated
 from dataplatform.jobs import services as job_services
 from dataplatform.jobs.models import Job
+from dataplatform.pagination import capped_count, keyset_page
 from dataplatform.status import render_html
 from dataplatform.yamlfile import YamlFileError
 
-from .. import importers, selectors, services
+from .. import figures, importers, selectors, services
 from ..models import LabelOrigin, LabelStatus, SourceKind, TrajectoryL1Mode
 from ..serializers import ImportKindSerializer, SettingsSerializer, TaxonomyUploadSerializer
 from .review import with_data
 
 AUTOLABEL_KIND = "labeler.autolabel"
 PAGE_SIZE = 50
+MATCHING_CAP = 1_000  # a filtered count stops here ("more than 1,000"): counting costs as many rows
 MAX_TAXONOMY_PROBLEMS_SHOWN = 20
 IMPORTERS = {SourceKind.TASKS: importers.import_tasks, SourceKind.TRAJECTORIES: importers.import_trajectories}
 
@@ -52,29 +52,34 @@ def _curator_context(request, project) -> dict:
     taxonomy = settings.taxonomy
     tasks = selectors.tasks_visible_to(request.user, project)
     trajectories = selectors.trajectories_visible_to(request.user, project)
+    counts = figures.state_counts(project.pk, taxonomy.pk)
+    trajectory_counts = figures.state_counts(project.pk, taxonomy.pk, trajectories=True)
     trajectory_state = request.GET.get("tstate", "").strip()
-    listed_trajectories = selectors.filter_by_state(
-        trajectories, taxonomy, trajectory_state if trajectory_state in selectors.REVIEW_STATES else "")
-    trajectory_page = Paginator(listed_trajectories.order_by("id").only("id", "trajectory_id", "instance_id", "model",
-                                                                        "task_id"),
-                                PAGE_SIZE).get_page(request.GET.get("tpage"))
+    trajectory_state = trajectory_state if trajectory_state in selectors.REVIEW_STATES else ""
+    listed_trajectories = selectors.filter_by_state(trajectories, taxonomy, trajectory_state, annotate=False)
+    trajectory_page = keyset_page(request, listed_trajectories.only("id", "trajectory_id", "instance_id", "model",
+                                                                    "task_id"),
+                                  size=PAGE_SIZE, descending=False, param="tafter")
+    selectors.review_state_of(trajectory_page.rows, taxonomy)
     filters = {key: request.GET.get(key, "").strip() for key in ("state", "field", "value", "q")}
     try:
         listed = selectors.filter_tasks(tasks, taxonomy, state=filters["state"], field=filters["field"],
-                                        value=filters["value"], search=filters["q"])
+                                        value=filters["value"], search=filters["q"], annotate=False)
     except Refused as exc:  # the page still lists the tasks, unfiltered, with the message
         messages.error(request, str(exc))
-        listed = selectors.with_review_state(tasks, taxonomy)
-    page = Paginator(listed.order_by("id"), PAGE_SIZE).get_page(request.GET.get("page"))
-    failed = [task.pk for task in page if task.has_error]
+        listed, filters["field"] = tasks, ""
+    page = keyset_page(request, listed, size=PAGE_SIZE, descending=False)
+    selectors.review_state_of(page.rows, taxonomy)
+    failed = [task.pk for task in page.rows if task.has_error]
     errors = {task_id: render_html(i18n, error) for task_id, error, i18n in selectors.project_labels(project).filter(
         task_id__in=failed, taxonomy=taxonomy, origin=LabelOrigin.MODEL, status=LabelStatus.ERROR,
     ).values_list("task_id", "error", "error_i18n")} if failed else {}
     return {
         "curator": True,
-        "counts": _state_counts(tasks, taxonomy),
-        "trajectory_counts": _state_counts(trajectories, taxonomy),
+        "counts": counts,
+        "trajectory_counts": trajectory_counts,
         "trajectory_page": trajectory_page,
+        "trajectory_matching": trajectory_counts["states"][trajectory_state],
         "trajectory_state": trajectory_state,
         "settings": settings,
         "taxonomy": taxonomy,
@@ -83,7 +88,8 @@ def _curator_context(request, project) -> dict:
         "trajectory_l1_modes": TrajectoryL1Mode.choices,
         "jobs": Job.objects.filter(project=project, kind=AUTOLABEL_KIND).order_by("-id")[:3],
         "page": page,
-        "rows": [{"task": task, "error": errors.get(task.pk, "")} for task in page],
+        "matching": _matching(listed, counts, filters),
+        "rows": [{"task": task, "error": errors.get(task.pk, "")} for task in page.rows],
         "filters": filters,
         "states": selectors.REVIEW_STATES,
         "fields": taxonomy.definition.fields(),
@@ -91,15 +97,14 @@ def _curator_context(request, project) -> dict:
     }
 
 
-def _state_counts(items, taxonomy) -> dict:
-    """How many tasks (or trajectories) there are, auto-labeled, failed and reviewed: one query, at most 8 groups."""
-    counts = dict.fromkeys(("all", "auto", "errors", "reviewed"), 0)
-    for group in selectors.with_review_state(items, taxonomy).values("has_auto", "has_error", "reviewed").annotate(
-            n=Count("pk")).order_by():
-        counts["all"] += group["n"]
-        for key, flag in (("auto", "has_auto"), ("errors", "has_error"), ("reviewed", "reviewed")):
-            counts[key] += group["n"] if group[flag] else 0
-    return counts
+def _matching(listed, counts: dict, filters: dict) -> dict:
+    """How many tasks the filters match: from the kept counts for a review state alone, else counted up to
+    MATCHING_CAP ("more than 1,000"), never the whole project on every page."""
+    if not (filters["field"] and filters["value"]) and not filters["q"]:
+        state = filters["state"] if filters["state"] in selectors.REVIEW_STATES else ""
+        return {"n": counts["states"][state], "more": False}
+    n, more = capped_count(listed, cap=MATCHING_CAP)
+    return {"n": n, "more": more}
 
 
 @login_required
