@@ -40,6 +40,7 @@ from dataplatform.conversations.training import text_schema
 from . import arrow_reads, stored_arrays
 from .models import StoredRow
 from .registry import ExportKind, ExportQuery, StoredRows, all_kinds
+from .without_pandas import pandas_kept_out
 
 # The stored document of each row, newline-terminated: one line of newline-delimited JSON.
 DOCUMENT = "stored_document"
@@ -107,6 +108,7 @@ def _current(kind: ExportKind, query: ExportQuery) -> QuerySet:
 
 
 # --- building --------------------------------------------------------------------------------------------------
+@pandas_kept_out()  # a worker's build converts rows with pyarrow as an export does (without_pandas.py)
 def build(kind: ExportKind, query: ExportQuery) -> int:
     """Derive and store the rows of the sources `query` selects that have none at the kind's version and their
     revision; returns how many sources it derived."""
