@@ -69,6 +69,13 @@ def _setup_django(rebuild: bool = False) -> None:
     benchlib.open_own_database(SERVER_URL, BENCH_DB, rebuild=rebuild)
 
 
+def _setup_child() -> None:
+    """A child process: the parent made the database; Django alone, as a worker starts (no admin connection)."""
+    import django
+
+    django.setup()
+
+
 # --- child processes -------------------------------------------------------------------------------------------
 
 def child_engine(export_id: int, started_file: str) -> dict:
@@ -429,7 +436,7 @@ def print_tables(kinds, sizes: list[int], results: dict) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        _setup_django()
+        _setup_child()
         what = sys.argv[2]
         if what == "engine":
             result = child_engine(int(sys.argv[3]), sys.argv[4])
