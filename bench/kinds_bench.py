@@ -278,9 +278,13 @@ def main() -> None:
             results[(kind.name, size)] = {**run, "baseline": baselines[key], "project": project.slug,
                                           "expected_rows": expected[kind.name], "built": built, "verified": verified}
             rate = run["rows"] / run["seconds"] if run["seconds"] else 0
+            ratio, estimated = _ratio(results[(kind.name, size)])
+            # Everything of the tables' row, as it comes: a run stopped before its tables still reports its kinds.
             print(f"  {kind.name} at {size:,}: {run['rows']:,} rows in {run['seconds']:.1f} s "
-                  f"({rate:,.0f} rows/s{', capped' if run['capped'] else ''}), peak RSS {run['peak_rss_mb']:.0f} MB, "
-                  f"verified {verified}", flush=True)
+                  f"({rate:,.0f} rows/s{', capped' if run['capped'] else ''}), x baseline {ratio:.2f}{estimated} "
+                  f"(baseline {baselines[key]['seconds']:.1f} s), peak RSS {run['peak_rss_mb']:.0f} MB, "
+                  f"load {os.getloadavg()[0]:.1f}, verified {verified}"
+                  + (_built(built) if built else ""), flush=True)
 
     if args.build_only:
         return
