@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import platform
+import secrets
 import statistics
 import subprocess
 import sys
@@ -54,6 +55,11 @@ SERVER_URL = "postgres://postgres@127.0.0.1:5432"
 # KINDS_BENCH_DB names another database, so two checkouts can bench side by side.
 BENCH_DB = os.environ.get("KINDS_BENCH_DB", "dataplatform_kinds_bench")
 benchlib.use_own_database(SERVER_URL, BENCH_DB, ROOT / "var" / "bench" / "kinds")  # the children inherit it
+# The children run as production's worker runs (docker-compose.yml): DEBUG off. With the embedded default, DEBUG on,
+# Django logs every query's SQL in the connection (up to 9,000): a build's inserts of ~200 KB each took a catch-up
+# build to 466 MB at 78k sessions, and every export's peak RSS grew with its batches, which no worker does.
+os.environ["DEBUG"] = "0"
+os.environ.setdefault("SECRET_KEY", "kinds-bench-" + secrets.token_hex(16))  # which DEBUG off requires
 
 SIZES = (10_000, 100_000)
 CAP_SECONDS = 180
