@@ -28,6 +28,7 @@ from dataplatform.status import Status
 from . import cards
 from .models import Export
 from .options import validate_options
+from .query_log import forget_logged_queries
 from .registry import ExportKind, ExportQuery, get_kind
 from .sources import read_batches
 from .storage import delete_prefix, publish, storage_named, storage_of, store_errors
@@ -132,6 +133,7 @@ def write_export(*, export: Export, progress) -> dict:
             while len(pending) > WRITE_AHEAD_BATCHES:
                 pending.popleft().result()  # bounds memory, and raises the writer's error here
             progress.report(rows_read, message=Status(gettext_noop("%(rows)s rows read"), rows=rows_read))
+            forget_logged_queries()  # DEBUG on: the batches' queries would stay in memory as SQL text
         while pending:
             pending.popleft().result()
         background.shutdown()

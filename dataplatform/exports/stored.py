@@ -39,6 +39,7 @@ from dataplatform.conversations.training import text_schema
 
 from . import arrow_reads, stored_arrays
 from .models import StoredRow
+from .query_log import forget_logged_queries
 from .registry import ExportKind, ExportQuery, StoredRows, all_kinds
 from .without_pandas import pandas_kept_out
 
@@ -128,6 +129,7 @@ def build(kind: ExportKind, query: ExportQuery) -> int:
         last = max(revisions)
         _store(kind, query.project, revisions, _derive(kind, query.project, list(revisions)))
         derived += len(revisions)
+        forget_logged_queries()  # DEBUG on: each page's inserts would stay in memory as SQL text
 
 
 def _derive(kind: ExportKind, project: Project, source_ids: list[int]) -> dict[int, list[dict]]:
