@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
-import psycopg2
+# httpx and psycopg2 are imported where they are used: a bench's child process that stands for a worker (the kinds
+# bench's export) imports this module too, and ~30 MB of clients a worker never loads would count in its peak RSS.
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,6 +31,8 @@ def use_own_database(server_url: str, name: str, data_dir: Path) -> None:
 def open_own_database(server_url: str, name: str, *, rebuild: bool = False) -> None:
     """Make the bench's database (dropped first with `rebuild`) and set Django up on it."""
     if rebuild:
+        import psycopg2
+
         admin = psycopg2.connect(f"{server_url}/postgres")
         admin.autocommit = True
         with admin.cursor() as cursor:
@@ -43,6 +45,8 @@ def open_own_database(server_url: str, name: str, *, rebuild: bool = False) -> N
 
 def ensure_database(server_url: str, name: str) -> None:
     """Create the benchmark's own PostgreSQL database if it does not exist yet."""
+    import psycopg2
+
     admin = psycopg2.connect(f"{server_url}/postgres")
     admin.autocommit = True  # CREATE DATABASE cannot run in a transaction block
     try:
@@ -105,6 +109,8 @@ class ConnectionSampler:
         self.peak = 0
         self.peak_lock_waits = 0
         self._stop = threading.Event()
+        import psycopg2
+
         self._conn = psycopg2.connect(f"{server_url}/postgres")
         self._conn.autocommit = True
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -328,6 +334,8 @@ class Server:
     def wait_ready(self, secret: str = "", timeout: float = 90) -> float:
         """Seconds until an API request authenticated with `secret` (without one: the log-in page; the model
         server: /health) answers 200; RuntimeError (with the log) otherwise."""
+        import httpx
+
         started = time.perf_counter()
         deadline = started + timeout
         path = "/health" if self.kind == "model" else "/api/v1/projects/" if secret else "/accounts/login/"

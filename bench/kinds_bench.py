@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import platform
+import secrets
 import statistics
 import subprocess
 import sys
@@ -54,6 +55,11 @@ SERVER_URL = "postgres://postgres@127.0.0.1:5432"
 # KINDS_BENCH_DB names another database, so two checkouts can bench side by side.
 BENCH_DB = os.environ.get("KINDS_BENCH_DB", "dataplatform_kinds_bench")
 benchlib.use_own_database(SERVER_URL, BENCH_DB, ROOT / "var" / "bench" / "kinds")  # the children inherit it
+# The children run as production's worker runs (docker-compose.yml): DEBUG off. With the embedded default, DEBUG on,
+# Django logs every query's SQL in the connection (up to 9,000): a build's inserts of ~200 KB each took a catch-up
+# build to 466 MB at 78k sessions, and every export's peak RSS grew with its batches, which no worker does.
+os.environ["DEBUG"] = "0"
+os.environ.setdefault("SECRET_KEY", "kinds-bench-" + secrets.token_hex(16))  # which DEBUG off requires
 
 SIZES = (10_000, 100_000)
 CAP_SECONDS = 180
@@ -67,6 +73,13 @@ REQUESTS, REQUEST_COPIES, TARGET_REQUEST_MS = 40, 20, 20  # settling requests a 
 
 def _setup_django(rebuild: bool = False) -> None:
     benchlib.open_own_database(SERVER_URL, BENCH_DB, rebuild=rebuild)
+
+
+def _setup_child() -> None:
+    """A child process: the parent made the database; Django alone, as a worker starts (no admin connection)."""
+    import django
+
+    django.setup()
 
 
 # --- child processes -------------------------------------------------------------------------------------------
@@ -271,9 +284,13 @@ def main() -> None:
             results[(kind.name, size)] = {**run, "baseline": baselines[key], "project": project.slug,
                                           "expected_rows": expected[kind.name], "built": built, "verified": verified}
             rate = run["rows"] / run["seconds"] if run["seconds"] else 0
+            ratio, estimated = _ratio(results[(kind.name, size)])
+            # Everything of the tables' row, as it comes: a run stopped before its tables still reports its kinds.
             print(f"  {kind.name} at {size:,}: {run['rows']:,} rows in {run['seconds']:.1f} s "
-                  f"({rate:,.0f} rows/s{', capped' if run['capped'] else ''}), peak RSS {run['peak_rss_mb']:.0f} MB, "
-                  f"verified {verified}", flush=True)
+                  f"({rate:,.0f} rows/s{', capped' if run['capped'] else ''}), x baseline {ratio:.2f}{estimated} "
+                  f"(baseline {baselines[key]['seconds']:.1f} s), peak RSS {run['peak_rss_mb']:.0f} MB, "
+                  f"load {os.getloadavg()[0]:.1f}, verified {verified}"
+                  + (_built(built) if built else ""), flush=True)
 
     if args.build_only:
         return
@@ -429,7 +446,7 @@ def print_tables(kinds, sizes: list[int], results: dict) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        _setup_django()
+        _setup_child()
         what = sys.argv[2]
         if what == "engine":
             result = child_engine(int(sys.argv[3]), sys.argv[4])

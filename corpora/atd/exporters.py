@@ -3,7 +3,7 @@
 - `atd.dpo`: one row per prompt, from the teacher's answer with a bit: TRL's `prompt` / `chosen` / `rejected`
   (chosen = the candidate the teacher picked), with q in both orders and its position bias, and the selection's
   recipe (method, orders, judge template, epsilon, bias threshold, models, the teacher's mode), also written
-  once per selection into the manifest's notes. Ties and invalid answers are not pairs and are left out. A
+  into the manifest's notes once per distinct recipe, with the selections that use it (`note_recipe`). Ties and invalid answers are not pairs and are left out. A
   prompt answered more than once (in several selections, or by several teacher runs) gives the pair of its
   first answer: the lowest answer id among those the filters keep, up to the data version. So a prompt's pair,
   once exported, is the same in every later export (answers only add); the filter `all_answers` asks for every
@@ -12,6 +12,9 @@
 Both read in keyset pages and are bounded by the highest row id at the start (the data version), and split by
 prompt (`prompt_id`): all rows of one prompt are in the same split.
 """
+
+import hashlib
+import json
 
 import pyarrow as pa
 from django.db.models import Case, CharField, Exists, F, FilteredRelation, Max, Min, OuterRef, Q, Value, When
@@ -115,6 +118,38 @@ SCORED_RENAMED = {"row_id": "id", "prompt_external_id": "prompt_id"}
 DPO_RENAMED = {**SCORED_RENAMED, "prompt_messages": "prompt"}
 
 
+# The manifest's notes list each distinct recipe once, with the names of the first selections that use it: a
+# project's selections are many copies of a few recipes (a note per selection made 8.4 MB of notes with 33k of
+# them, held in the worker and written into the manifest). Beyond these caps the notes count what they leave out;
+# every row still carries its own recipe (recipe_json).
+RECIPES_NOTED = 50
+SELECTIONS_NAMED = 20
+
+
+def recipe_key(recipe: dict) -> str:
+    """A recipe's key in the notes: the digest of its content (the same recipe, the same key, whatever its key
+    order)."""
+    text = json.dumps(recipe, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def note_recipe(notes: dict, selection: str, recipe: dict) -> None:
+    """Count `selection` ("<name> v<version>") under its recipe in the notes, bounded whatever the selections:
+    {"recipes": {key: {"recipe", "selections" (the first SELECTIONS_NAMED names), "selection_count"}}, and
+    "recipes_left_out": selections whose recipe is not among the first RECIPES_NOTED}."""
+    recipes = notes.setdefault("recipes", {})
+    key = recipe_key(recipe)
+    entry = recipes.get(key)
+    if entry is None:
+        if len(recipes) >= RECIPES_NOTED:
+            notes["recipes_left_out"] = notes.get("recipes_left_out", 0) + 1
+            return
+        entry = recipes[key] = {"recipe": recipe, "selections": [], "selection_count": 0}
+    entry["selection_count"] += 1
+    if len(entry["selections"]) < SELECTIONS_NAMED:
+        entry["selections"].append(selection)
+
+
 def _text_id(prefix: str):
     """The row's `id`, "<prefix>-<pk>" (under the values() name `row_id`: the model's `id` is the keyset)."""
     return Concat(Value(f"{prefix}-"), Cast("id", CharField()), output_field=CharField())
@@ -148,14 +183,13 @@ def _dpo_answers(query: ExportQuery):
 def dpo_values(query: ExportQuery):
     """The pairs in SQL: each answer's row joins its prompt, run, selection, scoring run and score by their keys
     (no correlated subquery, nothing whose cost grows with the number of runs). The recipes are also given once per
-    selection in the manifest's notes, in the order of their first row."""
+    distinct recipe in the manifest's notes, with their selections in the order of their first row (note_recipe)."""
     answers = _dpo_answers(query)
-    recipes = query.notes.setdefault("recipes", {})
     # Plain values, a chunk at a time (no model objects): a project can hold many selections.
     for name, version, recipe in (Selection.objects.filter(project=query.project, teacher_runs__answers__in=answers)
                                   .annotate(first=Min("teacher_runs__answers__id")).order_by("first")
                                   .values_list("name", "version", "recipe").iterator(chunk_size=2000)):
-        recipes.setdefault(f"{name} v{version}", recipe)
+        note_recipe(query.notes, f"{name} v{version}", recipe)
     # The score of the answer's prompt in its selection's scoring run (one per run and prompt, or none).
     answers = answers.annotate(score=FilteredRelation(
         "run__selection__run__scores", condition=Q(run__selection__run__scores__prompt_id=F("prompt_id"))))

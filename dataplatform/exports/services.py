@@ -28,9 +28,11 @@ from dataplatform.status import Status
 from . import cards
 from .models import Export
 from .options import validate_options
+from .query_log import forget_logged_queries
 from .registry import ExportKind, ExportQuery, get_kind
 from .sources import read_batches
 from .storage import delete_prefix, publish, storage_named, storage_of, store_errors
+from .without_pandas import pandas_kept_out
 from .writers import SPLITS, Deduplicator, RowGroups, SplitWriter, partition_batch, split_batch
 
 logger = logging.getLogger(__name__)
@@ -70,6 +72,7 @@ def create_export(*, project: Project, user, options: dict, publish: bool = True
     return export
 
 
+@pandas_kept_out()  # no export hands pyarrow a pandas object: not importing it saves ~55 MB a worker
 def write_export(*, export: Export, progress) -> dict:
     """Write the export's shards, then its dataset card, then manifest.json (last).
 
@@ -130,6 +133,7 @@ def write_export(*, export: Export, progress) -> dict:
             while len(pending) > WRITE_AHEAD_BATCHES:
                 pending.popleft().result()  # bounds memory, and raises the writer's error here
             progress.report(rows_read, message=Status(gettext_noop("%(rows)s rows read"), rows=rows_read))
+            forget_logged_queries()  # DEBUG on: the batches' queries would stay in memory as SQL text
         while pending:
             pending.popleft().result()
         background.shutdown()

@@ -39,7 +39,9 @@ from dataplatform.conversations.training import text_schema
 
 from . import arrow_reads, stored_arrays
 from .models import StoredRow
+from .query_log import forget_logged_queries
 from .registry import ExportKind, ExportQuery, StoredRows, all_kinds
+from .without_pandas import pandas_kept_out
 
 # The stored document of each row, newline-terminated: one line of newline-delimited JSON.
 DOCUMENT = "stored_document"
@@ -107,6 +109,7 @@ def _current(kind: ExportKind, query: ExportQuery) -> QuerySet:
 
 
 # --- building --------------------------------------------------------------------------------------------------
+@pandas_kept_out()  # a worker's build converts rows with pyarrow as an export does (without_pandas.py)
 def build(kind: ExportKind, query: ExportQuery) -> int:
     """Derive and store the rows of the sources `query` selects that have none at the kind's version and their
     revision; returns how many sources it derived."""
@@ -126,6 +129,7 @@ def build(kind: ExportKind, query: ExportQuery) -> int:
         last = max(revisions)
         _store(kind, query.project, revisions, _derive(kind, query.project, list(revisions)))
         derived += len(revisions)
+        forget_logged_queries()  # DEBUG on: each page's inserts would stay in memory as SQL text
 
 
 def _derive(kind: ExportKind, project: Project, source_ids: list[int]) -> dict[int, list[dict]]:

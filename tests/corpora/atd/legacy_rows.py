@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from django.db.models import Exists, OuterRef
 
+from corpora.atd.exporters import note_recipe
 from corpora.atd.models import Score, TeacherAnswer
 from corpora.atd.selectors import tie_distance
 from dataplatform.exports.registry import ExportQuery
@@ -28,13 +29,15 @@ def dpo_rows(query: ExportQuery) -> Iterator[list[dict]]:
     if not query.filters.get("all_answers"):
         # One pair per prompt: its first answer that the filters keep (an earlier one would win over it).
         answers = answers.exclude(Exists(answers.filter(prompt_id=OuterRef("prompt_id"), id__lt=OuterRef("id"))))
-    recipes = query.notes.setdefault("recipes", {})
+    noted = set()
     for page in keyset_pages(answers, batch_size=query.batch_size):
         scores = {(run_id, prompt_id): row for run_id, prompt_id, *row in Score.objects.filter(
             run__in={a.run.selection.run_id for a in page}, prompt__in=[a.prompt_id for a in page])
             .values_list("run_id", "prompt_id", "q", "q_ab", "q_ba", "position_bias")}
         for answer in page:
-            recipes.setdefault(_selection_name(answer.run.selection), answer.run.selection.recipe)
+            if (name := _selection_name(answer.run.selection)) not in noted:
+                noted.add(name)
+                note_recipe(query.notes, name, answer.run.selection.recipe)
         yield [_dpo_row(answer, scores.get((answer.run.selection.run_id, answer.prompt_id), [None] * 4))
                for answer in page]
 

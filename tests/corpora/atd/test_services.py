@@ -7,6 +7,7 @@ import math
 import pytest
 
 from corpora.atd import scoring, services
+from corpora.atd.exporters import recipe_key
 from corpora.atd.inputs import AtdSelectionCreateSerializer
 from corpora.atd.models import Score, TeacherAnswer
 from dataplatform.inputs import InvalidInput, read
@@ -144,7 +145,8 @@ def test_dpo_export_follows_the_teachers_bit(project, members, export_storage_in
     assert by_prompt["p1"]["position_bias"] == pytest.approx(0.0, abs=1e-12) and by_prompt["p1"]["bias_threshold"] == 0.2
     recipe = json.loads(by_prompt["p1"]["recipe_json"])
     assert recipe == {**selection.recipe, "teacher_mode": "logprobs", "teacher_model": "judge-double"}
-    assert export.manifest["notes"]["recipes"] == {"ties v1": selection.recipe}
+    assert export.manifest["notes"]["recipes"] == {
+        recipe_key(selection.recipe): {"recipe": selection.recipe, "selections": ["ties v1"], "selection_count": 1}}
     _, scored = export_rows(project, members["curator"], export_storage_in_tmp, "atd.scored", validation_ratio=0)
     assert len(scored) == 4 and all(0 <= row["q"] <= 1 for row in scored)
     assert all(row["distance"] == abs(row["q"] - 0.5) for row in scored)
