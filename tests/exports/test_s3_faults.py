@@ -3,6 +3,7 @@
 a pull the store's outage cut finishes when it is run again."""
 
 import hashlib
+import time
 
 import pytest
 from botocore.config import Config
@@ -83,8 +84,22 @@ def test_roles_are_checked_before_the_store_is_asked(settings, run_export, membe
     assert Export.objects.filter(pk=export.pk).exists()
 
 
+class _WaitsRecorded:
+    """The pull script's `time`, whose sleep only records how long the script meant to wait (the platform's
+    Retry-After is 30 s a retry: the waits are asserted, not spent)."""
+
+    def __init__(self):
+        self.waits: list[float] = []
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
 def test_a_store_that_stops_during_a_pull_costs_a_rerun_only_the_files_not_yet_verified(
-        settings, run_export, members, live_server, export_storage_in_tmp, tmp_path):
+        settings, run_export, members, live_server, export_storage_in_tmp, tmp_path, monkeypatch):
     """The store stops after the pull script verified the first shard: it retries, then gives up naming the file it
     could not get, with nothing unverified under a final name and no manifest.json (written last). Once the store is
     back, the same command finishes, keeping what it had."""
@@ -102,8 +117,10 @@ def test_a_store_that_stops_during_a_pull_costs_a_rerun_only_the_files_not_yet_v
             if line.startswith(f"{first}: ") and line.endswith("sha256 ok"):
                 stop_s3_store(store)
 
+        monkeypatch.setattr(dataplatform_pull, "time", clock := _WaitsRecorded())
         with pytest.raises(dataplatform_pull.PullError, match=r"gave up after 2 attempts"):
             dataplatform_pull.pull(url, out, token=secret, workers=1, retries=2, backoff=0, log=log)
+        assert clock.waits and all(wait == 30 for wait in clock.waits)  # the platform's Retry-After, not backoff=0
         finals = {path.name for path in out.iterdir() if not path.name.endswith(".part")}
         assert first in finals and "manifest.json" not in finals
         assert all(hashlib.sha256((out / name).read_bytes()).hexdigest() == shards[name] for name in finals & set(shards))
