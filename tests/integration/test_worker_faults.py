@@ -22,7 +22,7 @@ from dataplatform.exports import services as export_services
 from dataplatform.exports.models import Export
 from dataplatform.jobs.models import Job, JobState
 
-from ..exports import kinds  # noqa: F401  (registers test.job_values, which the worker imports too)
+from ..exports import kinds, stored_kind  # noqa: F401  (register the test kinds, which the worker imports too)
 from ..worker import QUICK_REAPER, wait_for_terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
