@@ -37,10 +37,13 @@ IGNORE = -100
 # 3 steps on CPU inside the CI budget: plain SGD (no Adam moments to allocate for 135M weights); what is
 # tested is where the loss falls and that the trainers take the rows, not how well they optimise. One row a step,
 # in the dataset's order: a step costs its row's tokens, not a long row's padding (an agentic prompt with its tools
-# is ~180 tokens, the others ~35), and the rows trained are the first three, which the tests name.
+# is ~180 tokens, the others ~35), and the rows trained are the first three, which the tests name. In float32, as the
+# checkpoint is: TRL's configs default to bf16 autocast, which this CPU runs emulated (the first SFT's 3 steps: 54 s
+# in bf16, 10 s in float32).
 TRAINING = {"max_steps": 3, "per_device_train_batch_size": 1, "train_sampling_strategy": "sequential",
             "learning_rate": 1e-5, "optim": "sgd", "logging_steps": 1, "save_strategy": "no", "report_to": "none",
-            "use_cpu": True, "gradient_checkpointing": False, "max_length": 256, "dataloader_num_workers": 0, "seed": 0}
+            "use_cpu": True, "gradient_checkpointing": False, "max_length": 256, "dataloader_num_workers": 0, "seed": 0,
+            "bf16": False}
 TRAINED = 3  # rows: max_steps x per_device_train_batch_size
 
 
