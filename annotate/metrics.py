@@ -97,7 +97,7 @@ def _median_seconds(project_id: int, accepted: dict[str, Figure]) -> tuple[float
 # --- everything --------------------------------------------------------------------------------------
 
 def _origin_sessions(project: Project) -> list[dict]:
-    rows = list(Session.objects.filter(item__project=project, status=SessionStatus.ACCEPTED)
+    rows = list(Session.objects.filter(project=project, status=SessionStatus.ACCEPTED)
                 .exclude(current_node=None).order_by("-id")
                 .values("id", "item_id", "annotator__username", "current_node__origins")[:ORIGIN_SESSIONS_LISTED])
     listed = []

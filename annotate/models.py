@@ -130,6 +130,9 @@ SESSION_STATUS_WORDS = {
 class Session(models.Model):
     claim = models.OneToOneField(Claim, on_delete=models.CASCADE, related_name="session")
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="sessions")
+    # The item's project, kept on the session so that a project's sessions are found by one index (the review
+    # page's and the metrics' latest accepted sessions), not by walking every project's sessions through items.
+    project = models.ForeignKey("accounts.Project", on_delete=models.CASCADE, related_name="+")
     annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=16, choices=SessionStatus.choices, default=SessionStatus.OPEN)
     # The node the annotator is looking at; undo moves it back to the parent.
@@ -141,6 +144,9 @@ class Session(models.Model):
     meta = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["project", "status", "-id"], name="session_project_status")]
 
 
 class Origin(models.TextChoices):

@@ -19,7 +19,7 @@ from dataplatform.inference.text import group_pieces
 from dataplatform.tallies import selectors as tallies
 
 from . import figures
-from .models import Claim, ClaimState, Node, Session
+from .models import Claim, ClaimState, Node, Session, SessionStatus
 from .services import config_for
 
 
@@ -56,6 +56,16 @@ def session_for_writing(user, session_id: int, *, token: ApiToken | None = None)
     if session is None:
         raise Http404(_("No such session."))
     return session
+
+
+def sessions_to_review(project: Project, *, pending: bool = False) -> QuerySet[Session]:
+    """The project's accepted sessions, latest first, walked on the (project, status, -id) index: what a row of the
+    review page shows (not the item's prompt and rollout, large JSON), with their reviews; `pending`: unreviewed."""
+    sessions = (Session.objects.filter(project=project, status=SessionStatus.ACCEPTED)
+                .select_related("item", "annotator").prefetch_related("reviews")
+                .only("id", "status", "current_node_id", "item__id", "item__external_id", "annotator__id",
+                      "annotator__username").order_by("-id"))
+    return sessions.filter(reviews__isnull=True) if pending else sessions
 
 
 def node_of(session: Session, node_id: int) -> Node:

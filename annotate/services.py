@@ -262,7 +262,8 @@ def _session_of(claim: Claim) -> tuple[Session, bool]:
     channels = rollout.get("channels", [])
     read = len(channels) == len(rollout["token_ids"])
     with transaction.atomic(savepoint=False):  # inside claim_with_session's transaction: no savepoint needed
-        session = Session.objects.create(claim=claim, item_id=claim.item_id, annotator_id=claim.annotator_id)
+        session = Session.objects.create(claim=claim, item_id=claim.item_id, project_id=claim.project_id,
+                                         annotator_id=claim.annotator_id)
         root = Node(
             session=session, key=1, context=item.messages, tools=item.tools, prompt_ids=item.prompt_ids,
             round=sum(message["role"] == "user" for message in item.messages) or 1,

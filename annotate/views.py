@@ -29,7 +29,6 @@ from .models import (
     NodeStatus,
     ReviewDecision,
     SeedPolicy,
-    Session,
     SessionStatus,
 )
 from .panda_json import UnreadableFile, import_panda_json, read_panda_upload
@@ -217,13 +216,7 @@ REVIEW_PAGE_SIZE = 25
 @login_required
 def review_page(request, slug: str):
     project, _role = project_for(request.user, slug, CAN_CURATE)
-    sessions = (Session.objects.filter(item__project=project, status=SessionStatus.ACCEPTED)
-                .select_related("item", "annotator").prefetch_related("reviews")
-                # what a row shows, not the item's prompt and rollout (large JSON, 25 of them a page)
-                .only("id", "status", "current_node_id", "item__id", "item__external_id", "annotator__id",
-                      "annotator__username").order_by("-id"))
-    if request.GET.get("pending"):
-        sessions = sessions.filter(reviews__isnull=True)
+    sessions = selectors.sessions_to_review(project, pending=bool(request.GET.get("pending")))
     if before := parse_id(request.GET.get("before")):
         sessions = sessions.filter(pk__lt=before)
     page = list(sessions[: REVIEW_PAGE_SIZE + 1])

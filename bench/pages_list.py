@@ -20,8 +20,7 @@ TARGET_MS, CLAIM_TARGET_MS, TARGET_FLAT, TARGET_QUERIES = 300, 20, 2.0, 30
 
 # The keyset read of one page of the workflow's main rows: what any list of them must at least cost.
 KEYSET = {
-    "onpanda": """SELECT s.* FROM annotate_session s JOIN annotate_item i ON i.id = s.item_id
-                  WHERE i.project_id = %(project)s ORDER BY s.id DESC LIMIT {rows}""",
+    "onpanda": "SELECT * FROM annotate_session WHERE project_id = %(project)s ORDER BY id DESC LIMIT {rows}",
     "swe": "SELECT * FROM labeler_swetask WHERE project_id = %(project)s ORDER BY id DESC LIMIT {rows}",
     "aed": "SELECT * FROM corpora_trace WHERE project_id = %(project)s ORDER BY id DESC LIMIT {rows}",
     "atd": "SELECT * FROM corpora_atdprompt WHERE project_id = %(project)s ORDER BY id DESC LIMIT {rows}",

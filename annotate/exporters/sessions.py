@@ -53,7 +53,7 @@ def data_version(project: Project) -> str:
         return queryset.aggregate(top=Max("id"))["top"] or 0
 
     return ":".join(str(n) for n in (
-        top(Session.objects.filter(item__project=project)),
+        top(Session.objects.filter(project=project)),
         top(Event.objects.filter(session__item__project=project)),
         top(Review.objects.filter(session__item__project=project)),
     ))

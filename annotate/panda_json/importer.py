@@ -225,7 +225,7 @@ def _write(project: Project, tree: ParsedTree, built: list[_Built], annotator, f
     good = [entry for entry in built if entry.dialog.is_good]
     kept = {str(entry.node.key): entry.dialog.kept for entry in built}
     status = SessionStatus.OPEN if live else SessionStatus.ACCEPTED if good else SessionStatus.REJECTED
-    session = Session.objects.create(claim=claim, item=item, annotator=annotator, status=status,
+    session = Session.objects.create(claim=claim, item=item, project=project, annotator=annotator, status=status,
                                      meta={"panda_json": {**tree.meta, "dialogs": kept}})
     timed: list[tuple[int, datetime]] = []
     for entry in built:

@@ -1,13 +1,14 @@
-"""The onPanda queue's reads walk an index of the project's rows, never a scan of every claim (issue 46): the
-curator's table of latest claims, the active claims' leases, and the range of kept active times the metrics' median
-reads. PostgreSQL's plans, with sequential scans and sorts priced out so that an empty test table cannot hide a
+"""The onPanda queue's reads walk an index of the project's rows, never a scan of every claim or session (issue 46):
+the curator's table of latest claims, the active claims' leases, the range of kept active times the metrics' median
+reads, and the latest accepted sessions the review page and the metrics list. PostgreSQL's plans, with sequential scans and sorts priced out so that an empty test table cannot hide a
 missing index."""
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from annotate import figures, selectors
+from annotate import figures, metrics, selectors
 from dataplatform.tallies.models import Tally
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres_only("the plans are PostgreSQL's")]
@@ -35,3 +36,21 @@ def test_the_median_reads_one_minute_of_kept_times(project):
                                  key__lt=figures.time_key(figures.MINUTE_MICROSECONDS)).order_by("key")
     plan = plan_of(times)
     assert "tally_project_name_key" in plan and "Index Cond" in plan and "key" in plan.split("Index Cond")[1], plan
+
+
+@pytest.mark.parametrize("pending", [False, True], ids=["all", "pending"])
+def test_the_review_page_walks_the_projects_accepted_sessions(project, pending):
+    plan = plan_of(selectors.sessions_to_review(project, pending=pending)[:26])
+    assert "session_project_status" in plan and "Sort" not in plan, plan
+
+
+def test_the_metrics_latest_sessions_walk_the_same_index(project):
+    with CaptureQueriesContext(connection) as captured:
+        metrics._origin_sessions(project)
+    (sql,) = [query["sql"] for query in captured.captured_queries if '"annotate_session"' in query["sql"]]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute(f"EXPLAIN {sql}")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "session_project_status" in plan and "Sort" not in plan, plan

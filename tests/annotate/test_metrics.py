@@ -48,7 +48,8 @@ def build(item, annotator, *, forks=(), origins=(M,) * 6, minutes: float | None 
     `minutes` after the session starts at T0.
     """
     claim = Claim.objects.create(item=item, project_id=item.project_id, annotator=annotator, state=ClaimState.DONE, lease_expires_at=T0)
-    session = Session.objects.create(claim=claim, item=item, annotator=annotator, status=status)
+    session = Session.objects.create(claim=claim, item=item, project_id=item.project_id, annotator=annotator,
+                                     status=status)
     root = Node.objects.create(session=session, key=1, token_ids=list(range(6)), origins=[M] * 6)
     key = 1
     for fork in undone:

@@ -137,6 +137,7 @@ def test_import_a_file_written_by_onpanda(project, members, chars):
     assert item.rollout["token_ids"] == chars.tokenize("Answer is three.") + [EOS]
     assert item.rollout["model_id"] == "vllm-model"
     assert session.status == SessionStatus.ACCEPTED and session.current_node.key == 2
+    assert session.project_id == item.project_id == project.pk  # the review page finds it by its project
     assert Claim.objects.get(pk=session.claim_id).state == ClaimState.DONE
     child = session.current_node
     # Re-tokenized (here one token per character), the fork falls where the texts differ: "Answer is t|w".
