@@ -96,10 +96,15 @@ def _median_seconds(project_id: int, accepted: dict[str, Figure]) -> tuple[float
 
 # --- everything --------------------------------------------------------------------------------------
 
+def latest_origin_sessions(project: Project):
+    """The project's latest accepted sessions with a response, newest first (the (project, status, -id) index)."""
+    return (Session.objects.filter(project=project, status=SessionStatus.ACCEPTED).exclude(current_node=None)
+            .order_by("-id").values("id", "item_id", "annotator__username",
+                                    "current_node__origins")[:ORIGIN_SESSIONS_LISTED])
+
+
 def _origin_sessions(project: Project) -> list[dict]:
-    rows = list(Session.objects.filter(project=project, status=SessionStatus.ACCEPTED)
-                .exclude(current_node=None).order_by("-id")
-                .values("id", "item_id", "annotator__username", "current_node__origins")[:ORIGIN_SESSIONS_LISTED])
+    rows = list(latest_origin_sessions(project))
     listed = []
     for row in reversed(rows):
         origins = row["current_node__origins"] or []
