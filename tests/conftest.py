@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from dataplatform.accounts import services as account_services
 from dataplatform.accounts.models import Role
 
-from . import backend_guard
+from . import backend_guard, written_tables
 from .factories import MembershipFactory, ProjectFactory, UserFactory
 from .s3_store import forget_export_storages
 from .template_db import copy_migrated_sqlite, use_migrated_template
@@ -23,6 +23,8 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "tests.parallel" not in sys.modules
     # Without it the processes would share one Redis database, queue and DATA_DIR (see tests/parallel.py).
     pytest.exit("Run several test processes with bin/test, or add `-p tests.parallel` (with python -m pytest).",
                 returncode=4)
+
+written_tables.install()  # a transactional test's teardown empties the tables holding rows, not all of them
 
 
 @pytest.hookimpl(trylast=True)
