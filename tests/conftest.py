@@ -1,6 +1,7 @@
 """Shared fixtures: users in every role of a project, API clients with tokens, the real model, a backend in its
 place."""
 
+import ast
 import contextlib
 import os
 import sys
@@ -279,6 +280,30 @@ def pytest_runtest_setup(item):
 # --- the embedded lane (bin/test-embedded): what the database can change, run on SQLite -----------------
 
 DATABASE_FIXTURES = {"db", "transactional_db", "live_server", "django_db_setup"}
+NOT_IN_THE_EMBEDDED_LANE = {"model", "browser"}  # the marks whose tests it drops (bin/test-embedded: not browser)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """In the embedded lane, a test module marked `model` or `browser` as a whole is not even imported: every
+    test in it would be dropped (below, and bin/test-embedded's `-m "not browser"`), and importing the model's
+    modules (torch, transformers, vLLM's protocol, TRL: ~10 s) would cost each test process for nothing."""
+    if os.environ.get("TEST_LANE") != "embedded" or collection_path.suffix != ".py" \
+            or not collection_path.name.startswith("test_"):
+        return None
+    return bool(module_marks(collection_path) & NOT_IN_THE_EMBEDDED_LANE) or None
+
+
+def module_marks(path: Path) -> set[str]:
+    """The marks a test module's `pytestmark` gives all its tests (`pytest.mark.NAME`, alone or listed, with or
+    without arguments), read from its source without importing it."""
+    for statement in ast.parse(path.read_bytes(), filename=str(path)).body:
+        if isinstance(statement, ast.Assign) and any(getattr(target, "id", None) == "pytestmark"
+                                                      for target in statement.targets):
+            value = statement.value
+            marks = value.elts if isinstance(value, ast.List | ast.Tuple) else [value]
+            return {mark.func.attr if isinstance(mark, ast.Call) else mark.attr
+                    for mark in marks if isinstance(getattr(mark, "func", mark), ast.Attribute)}
+    return set()
 
 
 def _keep_what_the_database_can_change(config, items):

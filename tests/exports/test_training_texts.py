@@ -13,7 +13,6 @@ import json
 
 import pyarrow as pa
 import pytest
-from transformers.utils.chat_template_utils import render_jinja_template
 
 from annotate import corrections
 from annotate import services as onpanda
@@ -28,10 +27,12 @@ from ..corpora.aed.export_corpus import openhands_tool_case
 from ..corpora.atd.prompts import near_ties
 from ..doubles import CharBackend, RecordingProgress
 from ..exporting import chat_cell, export_rows
+from ..lazy_module import LazyModule
 
 pytestmark = pytest.mark.django_db
 
 TEMPLATE = chat_template()
+chat_template_utils = LazyModule("transformers.utils.chat_template_utils")  # the Jinja rendering TRL calls
 CHAT_COLUMNS = ("messages", "prompt", "completion", "chosen", "rejected")
 KINDS = {
     "onpanda": ["onpanda.sft", "onpanda.pairs", "onpanda.token_supervision"],
@@ -88,7 +89,7 @@ def check(rows: list[dict]) -> dict[str, int]:
         tools = [json.loads(tool) for tool in row["tools"]] if row.get("tools") else None
         texts, chats = {}, conversations(row)
         for name, messages in chats.items():
-            text = render_jinja_template([messages], tools=tools, chat_template=TEMPLATE)[0][0]
+            text = chat_template_utils.render_jinja_template([messages], tools=tools, chat_template=TEMPLATE)[0][0]
             for part in agentic_parts(messages):
                 assert part in text, (name, part, text)
             texts[name] = text

@@ -4,15 +4,18 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from vllm import sampling_params as vllm_sampling
-from vllm.entrypoints.openai.completion.protocol import CompletionRequest
-from vllm.exceptions import VLLMValidationError
 from werkzeug import Request, Response
 
 from dataplatform.inference.base import BackendError, BackendUnavailable
 from dataplatform.inference.vllm import VllmBackend
 from dataplatform.inference.vllm_scoring import MAX_LOGPROB_TOKEN_IDS
 from dataplatform.inference.vllm_wire import NEUTRAL_SAMPLING
+
+from ..lazy_module import LazyModule
+
+vllm_sampling = LazyModule("vllm.sampling_params")
+vllm_protocol = LazyModule("vllm.entrypoints.openai.completion.protocol")
+vllm_exceptions = LazyModule("vllm.exceptions")
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
@@ -94,7 +97,7 @@ def test_vllm_next_token_logprobs_one_request_for_the_batch(httpserver, backend)
     assert len(seen) == 1 and subset(seen[0], expected) == expected
     assert "prompt_logprobs" not in seen[0]
     # vLLM's own request model takes the body as asked: the candidates listed, one token.
-    params = CompletionRequest(**seen[0]).to_sampling_params(1)
+    params = vllm_protocol.CompletionRequest(**seen[0]).to_sampling_params(1)
     assert params.logprob_token_ids == [7, 9] and params.max_tokens == 1 and params.prompt_logprobs is None
     # Choices came back reversed: each is mapped back by its index.
     assert result == [{7: candidate_logprob(0, 7), 9: candidate_logprob(0, 9)},
@@ -117,7 +120,7 @@ def test_vllm_next_token_logprobs_fall_back_once_on_a_server_without_logprob_tok
     fallback = {"model": MODEL, "prompt": [[1, 2, 7], [1, 2, 9], [3, 7], [3, 9], [4, 5, 6, 7], [4, 5, 6, 9]],
                 "max_tokens": 1, "temperature": 0, **NEUTRAL_SAMPLING, "prompt_logprobs": 1, "logprobs": None}
     assert subset(seen[1], fallback) == fallback
-    assert CompletionRequest(**seen[1]).to_sampling_params(1).prompt_logprobs == 1
+    assert vllm_protocol.CompletionRequest(**seen[1]).to_sampling_params(1).prompt_logprobs == 1
     assert result == [
         {7: fake_logprob(0, 2, 7), 9: fake_logprob(1, 2, 9)},
         {7: fake_logprob(2, 1, 7), 9: fake_logprob(3, 1, 9)},
@@ -151,15 +154,15 @@ def test_the_cap_is_vllm_s_and_not_max_logprobs():
     model_config = SimpleNamespace(max_logprobs=20, get_vocab_size=lambda: 49_152)
     assert MAX_LOGPROB_TOKEN_IDS == vllm_sampling.MAX_LOGPROB_TOKEN_IDS
     for count, refused in ((MAX_LOGPROB_TOKEN_IDS, False), (MAX_LOGPROB_TOKEN_IDS + 1, True)):
-        listed = CompletionRequest(model=MODEL, prompt=[[1]], **CANDIDATE_REQUEST,
+        listed = vllm_protocol.CompletionRequest(model=MODEL, prompt=[[1]], **CANDIDATE_REQUEST,
                                    logprob_token_ids=list(range(count))).to_sampling_params(1)
         assert listed.logprobs is None and listed.skip_reading_prefix_cache is False
         if refused:
-            with pytest.raises(VLLMValidationError, match="greater than max allowed: 128"):
+            with pytest.raises(vllm_exceptions.VLLMValidationError, match="greater than max allowed: 128"):
                 listed._validate_logprobs(model_config)
         else:
             listed._validate_logprobs(model_config)
-    fallback = CompletionRequest(model=MODEL, prompt=[[1, 7]], max_tokens=1, temperature=0,
+    fallback = vllm_protocol.CompletionRequest(model=MODEL, prompt=[[1, 7]], max_tokens=1, temperature=0,
                                  prompt_logprobs=1).to_sampling_params(1)
     assert fallback.skip_reading_prefix_cache is True
 

@@ -16,26 +16,28 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from pydantic import TypeAdapter
-from vllm.config.structured_outputs import StructuredOutputsConfig
-from vllm.entrypoints.openai.completion.protocol import CompletionRequest
-from vllm.entrypoints.serve.tokenize.protocol import (
-    DetokenizeRequest,
-    TokenizeChatRequest,
-    TokenizeCompletionRequest,
-)
-from vllm.renderers.chat_utils.chat_message import parse_chat_messages
 
 from dataplatform.conversations.model import Conversation, Message, ToolCall
 from dataplatform.conversations.token_masks import PROBE_MESSAGES, PROBE_TOOLS, describe_chat_template
 from dataplatform.inference.vllm import VllmBackend
 
+from ..lazy_module import LazyModule
 from .model_servers import KEY, SERVED_NAME
+
+# vLLM's own code, imported when a test first reads it.
+structured_outputs = LazyModule("vllm.config.structured_outputs")
+completion_protocol = LazyModule("vllm.entrypoints.openai.completion.protocol")
+tokenize_protocol = LazyModule("vllm.entrypoints.serve.tokenize.protocol")
+chat_message = LazyModule("vllm.renderers.chat_utils.chat_message")
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The fields vLLM fills from the served model's generation_config.json when a request leaves them out (its
-# `to_sampling_params` reads them from a request's own copy), each at vLLM's neutral value.
-NEUTRAL = CompletionRequest.model_construct()._DEFAULT_SAMPLING_PARAMS
+
+def neutral() -> dict:
+    """The fields vLLM fills from the served model's generation_config.json when a request leaves them out (its
+    `to_sampling_params` reads them from a request's own copy), each at vLLM's neutral value."""
+    return completion_protocol.CompletionRequest.model_construct()._DEFAULT_SAMPLING_PARAMS
+
 # What `ModelConfig.get_diff_sampling_param` hands the server for a typical instruct model's generation_config.json
 # (plus the penalties): every field unlike the neutral one, and unlike any temperature the calls below ask for.
 GENERATION_CONFIG = {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.05, "repetition_penalty": 1.05,
@@ -110,14 +112,14 @@ def bodies(sent, label: str, path: str) -> list[dict]:
 
 def drawn_with(body: dict):
     """The SamplingParams vLLM makes of `body` for a model whose generation_config.json is GENERATION_CONFIG."""
-    request = CompletionRequest.model_validate(body)
+    request = completion_protocol.CompletionRequest.model_validate(body)
     return request.to_sampling_params(request.max_tokens, default_sampling_params=GENERATION_CONFIG)
 
 
 def test_the_generation_config_differs_from_neutral_in_every_field_vllm_fills_from_it():
     # Else a field the client forgot could go unnoticed; a vLLM that fills one more field fails here first.
-    assert NEUTRAL.keys() <= GENERATION_CONFIG.keys()
-    assert all(GENERATION_CONFIG[name] != value for name, value in NEUTRAL.items())
+    assert neutral().keys() <= GENERATION_CONFIG.keys()
+    assert all(GENERATION_CONFIG[name] != value for name, value in neutral().items())
 
 
 @pytest.mark.model
@@ -127,9 +129,9 @@ def test_every_completion_is_drawn_with_the_platforms_sampling_whatever_the_mode
     drawn = []
     for body in bodies(sent, label, "/v1/completions"):
         # vLLM ignores a field it does not know (it only logs it): a misspelt one would be dropped silently.
-        assert body.keys() <= CompletionRequest.model_fields.keys()
+        assert body.keys() <= completion_protocol.CompletionRequest.model_fields.keys()
         params = drawn_with(body)
-        assert {name: getattr(params, name) for name in NEUTRAL} == NEUTRAL | {"temperature": temperature}
+        assert {name: getattr(params, name) for name in neutral()} == neutral() | {"temperature": temperature}
         drawn.append(params)
     assert {params.seed for params in drawn} == seeds
 
@@ -165,9 +167,9 @@ def test_past_reasoning_and_tool_calls_reach_vllms_chat_template_as_they_reach_t
     """The local backend hands transformers the training shape; vLLM's parser must hand its template the same."""
     plain, left_open = bodies(sent, "chat", "/tokenize")
     for body in (plain, left_open):
-        assert body.keys() <= TokenizeChatRequest.model_fields.keys()
-        request = TokenizeChatRequest.model_validate(body)
-        seen, _, _ = parse_chat_messages(request.messages, TEXT_ONLY_MODEL, "string")
+        assert body.keys() <= tokenize_protocol.TokenizeChatRequest.model_fields.keys()
+        request = tokenize_protocol.TokenizeChatRequest.model_validate(body)
+        seen, _, _ = chat_message.parse_chat_messages(request.messages, TEXT_ONLY_MODEL, "string")
         expected = [*CONVERSATION.for_training(), *([{"role": "assistant", "content": "It"}] if body is left_open else [])]
         assert [_template_view(message) for message in seen] == [_template_view(message) for message in expected]
         # vLLM hands the reasoning to the template under both names.
@@ -182,8 +184,8 @@ def test_the_chat_template_probe_reaches_vllms_chat_template_whole(sent):
     """The probe that tells the manifest what a served model's template renders is a request vLLM reads, and its
     chat parser hands the template the probe's tools, reasoning, tool call and result."""
     [body] = [json.loads(body) for _, path, body in sent["probe"] if path == "/tokenize"]
-    request = TokenizeChatRequest.model_validate(body)
-    seen, _, _ = parse_chat_messages(request.messages, TEXT_ONLY_MODEL, "string")
+    request = tokenize_protocol.TokenizeChatRequest.model_validate(body)
+    seen, _, _ = chat_message.parse_chat_messages(request.messages, TEXT_ONLY_MODEL, "string")
     assert [_template_view(message) for message in seen] == [_template_view(message) for message in PROBE_MESSAGES]
     assert [tool.model_dump(exclude_none=True) for tool in request.tools] == PROBE_TOOLS
 
@@ -199,10 +201,10 @@ def _template_view(message: dict) -> tuple:
 @pytest.mark.model
 def test_tokenize_detokenize_models_and_health_are_requests_vllm_reads(sent):
     [text] = bodies(sent, "tokenize", "/tokenize")
-    assert text.keys() <= TokenizeCompletionRequest.model_fields.keys()
-    assert TokenizeCompletionRequest.model_validate(text).add_special_tokens is False
+    assert text.keys() <= tokenize_protocol.TokenizeCompletionRequest.model_fields.keys()
+    assert tokenize_protocol.TokenizeCompletionRequest.model_validate(text).add_special_tokens is False
     [ids] = bodies(sent, "detokenize", "/detokenize")
-    assert ids.keys() <= DetokenizeRequest.model_fields.keys() and DetokenizeRequest.model_validate(ids).tokens
+    assert ids.keys() <= tokenize_protocol.DetokenizeRequest.model_fields.keys() and tokenize_protocol.DetokenizeRequest.model_validate(ids).tokens
     assert sent["models"] == [("GET", "/v1/models", b"")]
     assert sent["health"] == [("GET", "/health", b""), ("GET", "/v1/models", b"")]
 
@@ -214,7 +216,7 @@ def test_compose_starts_the_tested_vllm_adding_no_sampling_defaults_and_compact_
     assert service["image"] == f"vllm/vllm-openai:v{version('vllm')}"  # the release these tests read
     assert flags["--generation-config"] == "vllm"
     # Parsed as vLLM's command line parses the flag's JSON.
-    structured = TypeAdapter(StructuredOutputsConfig).validate_json(flags["--structured-outputs-config"])
+    structured = TypeAdapter(structured_outputs.StructuredOutputsConfig).validate_json(flags["--structured-outputs-config"])
     assert structured.backend == "xgrammar" and structured.disable_any_whitespace
 
 

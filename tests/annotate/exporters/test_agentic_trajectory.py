@@ -7,7 +7,6 @@ import json
 
 import pytest
 from onpanda.parser import PandaTree
-from trl.data_utils import apply_chat_template
 
 from annotate import corrections, services, streaming, turns
 from annotate.metrics import project_metrics
@@ -15,10 +14,13 @@ from annotate.models import Item
 from annotate.panda_json import session_to_panda_json
 
 from ...doubles import EOS, CharBackend
+from ...lazy_module import LazyModule
 from .. import agentic
 from ..conftest import fake_rollout
 from ..panda_files import as_file
 from .rows import TOOL_TEMPLATE, load_shards, trained
+
+trl_data_utils = LazyModule("trl.data_utils")  # TRL's own chat-template step
 
 REASONING = "Tokyo is far.\n"
 ROOT = f"<think>\n{REASONING}</think>\n\n" + agentic.call_text({"timezone": "Europe/Tokyo"})
@@ -64,8 +66,8 @@ def test_sft_carries_the_whole_trajectory(run_export, trajectory, export_storage
     assert answer == {"role": "assistant", "content": "It is evening in Tokyo."}
     # TRL's language-modeling step renders the row as it is: no conversion code.
     shard = load_shards(export_storage_in_tmp, export)[0]
-    text = apply_chat_template({"messages": shard["messages"]}, local_backend.tokenizer, tools=shard["tools"],
-                               chat_template=TOOL_TEMPLATE)["text"]
+    text = trl_data_utils.apply_chat_template({"messages": shard["messages"]}, local_backend.tokenizer,
+                                              tools=shard["tools"], chat_template=TOOL_TEMPLATE)["text"]
     assert '[think]Tokyo is UTC+9, nine hours ahead.[/think][call get_current_time {"timezone": "Asia/Tokyo"}]' in text
     assert text.endswith("[assistant]It is evening in Tokyo.")
 
@@ -80,7 +82,8 @@ def test_pairs_and_token_supervision_stay_within_a_turn(run_export, trajectory, 
     assert rejected["tool_calls"][0]["function"]["arguments"] == {"timezone": "Europe/Tokyo"}
     shard = load_shards(export_storage_in_tmp, export)[0]
     example = {key: shard[key] for key in ("prompt", "chosen", "rejected")}
-    rendered = apply_chat_template(example, local_backend.tokenizer, tools=shard["tools"], chat_template=TOOL_TEMPLATE)
+    rendered = trl_data_utils.apply_chat_template(example, local_backend.tokenizer, tools=shard["tools"],
+                                                  chat_template=TOOL_TEMPLATE)
     assert "Asia/Tokyo" in rendered["chosen"] and "Europe/Tokyo" in rendered["rejected"]
 
     _, (supervision,) = run_export("onpanda.token_supervision")
