@@ -19,7 +19,7 @@ from dataplatform.jobs.api import JobSerializer
 from dataplatform.openapi import STALE_VERSION
 from dataplatform.pagination import CreatedCursorPagination, paginated
 
-from . import agreement, importers, metrics, selectors, services
+from . import agreement, importers, selectors, services
 from .job_kinds import AutolabelParams
 from .models import ReviewClaim, ReviewClaimState, SourceKind, Taxonomy, TrajectoryReviewClaim
 from .serializers import (
@@ -284,14 +284,18 @@ class MetricsApi(APIView):
             taxonomy = Taxonomy.objects.filter(pk=query.validated_data["taxonomy"]).first()
             if taxonomy is None:
                 raise NotFound(gettext("No such taxonomy."))
-        labels = selectors.project_labels(project).filter(taxonomy=taxonomy)
         body = {"taxonomy": str(taxonomy), **agreement.reports(project.pk, taxonomy)}  # kept counts (agreement.py)
         if "compare" in query.validated_data:
-            other = Taxonomy.objects.filter(pk=query.validated_data["compare"]).first()
+            other = selectors.taxonomies_visible_to(request.user, token=request_token(request)).filter(
+                pk=query.validated_data["compare"]).first()
             if other is None:
                 raise NotFound(gettext("No such taxonomy to compare with."))
-            body["version_changes"] = {"from": str(taxonomy), "to": str(other), **metrics.version_changes(
-                labels, selectors.project_labels(project).filter(taxonomy=other), taxonomy, other)}
+            # The latest comparison job's result (a job of kind labeler.compare_versions runs it: it reads every
+            # final label of both versions), as of when it finished; null until one has run.
+            comparison = selectors.version_comparison(project, taxonomy, other)
+            kept = comparison.kept
+            body["version_changes"] = kept and {**kept.result, "as_of": kept.finished_at, "job": kept.pk}
+            body["version_changes_pending"] = comparison.pending and comparison.pending.pk
         return Response(body)
 
 

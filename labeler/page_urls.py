@@ -22,4 +22,5 @@ urlpatterns = [
     path("projects/<slug:slug>/labeler/labels/<int:label_id>/edit", review.edit_field, name="labeler-edit"),
     path("projects/<slug:slug>/labeler/labels/<int:label_id>/accept", review.accept, name="labeler-accept"),
     path("projects/<slug:slug>/labeler/metrics/", metrics.metrics_page, name="labeler-metrics"),
+    path("projects/<slug:slug>/labeler/metrics/compare", metrics.compare_versions, name="labeler-compare"),
 ]

@@ -5,6 +5,8 @@ sees only the tasks and trajectories they have claimed, and on those only the mo
 Taxonomies are platform-wide reference data (like a schema): any member of a project may read them.
 """
 
+from dataclasses import dataclass
+
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
@@ -14,6 +16,7 @@ from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in, visible_projects
 from dataplatform.dbfunctions import JSONArrayContains
 from dataplatform.errors import Refused
+from dataplatform.jobs.models import TERMINAL_STATES, Job, JobState
 
 from . import figures
 from .models import (
@@ -207,6 +210,25 @@ def my_claims(user, project: Project) -> QuerySet[ReviewClaim]:
 def my_trajectory_claims(user, project: Project) -> QuerySet[TrajectoryReviewClaim]:
     return (TrajectoryReviewClaim.objects.filter(project=project, reviewer=user)
             .select_related("trajectory").order_by("-updated_at", "-id"))
+
+
+COMPARE_KIND = "labeler.compare_versions"
+
+
+@dataclass
+class VersionComparison:
+    """The kept comparison of two taxonomy versions (labeler/job_kinds.py): the latest that succeeded (its result,
+    as of when it finished) and the one still queued or running, if any."""
+    kept: Job | None
+    pending: Job | None
+
+
+def version_comparison(project: Project, taxonomy: Taxonomy, other: Taxonomy) -> VersionComparison:
+    """Two queries on the project's jobs of the kind (its (project, kind, -id) index), whatever the labels."""
+    jobs = Job.objects.filter(project=project, kind=COMPARE_KIND, params__taxonomy=taxonomy.pk,
+                              params__compare=other.pk).order_by("-id")
+    return VersionComparison(kept=jobs.filter(state=JobState.SUCCEEDED).first(),
+                             pending=jobs.exclude(state__in=TERMINAL_STATES).first())
 
 
 def project_labels(project: Project) -> QuerySet[Label]:

@@ -245,5 +245,7 @@ class MetricsQuerySerializer(serializers.Serializer):
     taxonomy = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                         help_text="taxonomy version id (default: the pinned one)")
     compare = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
-                                       help_text="another version: which final labels differ under it, per field")
+                                       help_text="another version: the latest comparison of the final labels under both "
+                                                 "(`version_changes`, as of when its job ran; null until a job of "
+                                                 "kind labeler.compare_versions has run)")
 

@@ -269,6 +269,7 @@ RULES = {
     "labeler-edit": {"POST": ANNOTATOR_LABEL},
     "labeler-accept": {"POST": ANNOTATOR_LABEL},
     "labeler-metrics": {"GET": CURATE, "POST": CURATE},
+    "labeler-compare": {"POST": CURATE},
     "api-taxonomies": {"GET": AUTHENTICATED},
     "api-taxonomy": {"GET": UserRule("a member of any project", EVERYONE - {"outsider"}, denied=404)},
     "api-labeler-settings": {"GET": ANNOTATE, "PUT": CURATE},

@@ -37,13 +37,15 @@ API_STARTS = {
     "/api/v1/aed/proposals/{proposal_id}/replays/": {"pairs": 1},
 }
 
-# The HTML views that start a job: URL name -> (URL arguments from the world, form data).
+# The HTML views that start a job: URL name -> (URL arguments from the world, form data; a value "beta:<id name>"
+# is that id of beta's objects).
 PAGE_STARTS = {
     "job-create": (["slug"], {"kind": "demo.sample_continuations", "prompt": "hi"}),
     "job-retry": (["job_id"], {}),
     "export-create": (["slug"], {"kind": "onpanda.sft", "format": "parquet"}),
     "annotate-rollouts": (["slug"], {}),
     "labeler-autolabel": (["slug"], {}),
+    "labeler-compare": (["slug"], {"compare": "beta:taxonomy_id"}),  # beta's version against alpha's pinned one
     "atd-score": (["slug"], {}),
     "atd-teacher": (["slug", "selection_id"], {}),
     "aed-case-draft": (["slug", "case_id"], {}),
@@ -103,6 +105,8 @@ def test_every_html_view_that_starts_a_job_says_the_queue_is_full(full_world):
     for name, (arguments, form) in PAGE_STARTS.items():
         url = reverse(name, args=[full_world.alpha.ids[a] if a != "slug" else "alpha" for a in arguments])
         htmx = {"HTTP_HX_REQUEST": "true"} if name.startswith("aed-") else {}  # the AED views answer htmx with a partial
+        form = {key: full_world.beta.ids[value[5:]] if str(value).startswith("beta:") else value
+                for key, value in form.items()}
         response = client.post(url, form, follow=True, **htmx)
         shown[name] = FULL in response.content.decode()
     assert shown == dict.fromkeys(PAGE_STARTS, True)

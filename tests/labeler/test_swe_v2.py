@@ -7,8 +7,11 @@ import json
 import pytest
 from django.urls import reverse
 
+from dataplatform.jobs import services as job_services
+from dataplatform.jobs.models import Job, JobState
 from labeler import services
 from labeler.models import Label, LabelOrigin
+from labeler.selectors import COMPARE_KIND
 
 from ..conftest import api_client_for
 from ..doubles import RecordingProgress
@@ -77,15 +80,55 @@ def test_moving_from_v1_to_v2_shows_which_labels_change(on_v2, project, members,
     services.update_settings(project=project, taxonomy=v1)
     scripted({"stage1": [answer({**STAGE_ONE, "domain_l1": "web_backend"})] * 4, "stage2": [answer(STAGE_TWO)] * 4})
     services.autolabel_project(project=project, progress=RecordingProgress())
-    body = api_client_for(members["curator"]).get(
-        f"/api/v1/projects/alpha/labeler/metrics/?compare={v2.pk}").json()["version_changes"]
+    api = api_client_for(members["curator"])
+    metrics_url = f"/api/v1/projects/alpha/labeler/metrics/?compare={v2.pk}"
+    page_url = reverse("labeler-metrics", args=["alpha"]) + f"?compare={v2.pk}"
+    client.force_login(members["curator"])
+    # Not compared yet: the figure costs every final label of both versions, so a job computes it.
+    body = api.get(metrics_url).json()
+    assert (body["version_changes"], body["version_changes_pending"]) == (None, None)
+    assert "Not compared yet" in client.get(page_url).content.decode()
+    client.post(reverse("labeler-compare", args=["alpha"]), {"compare": v2.pk})
+    job = Job.objects.get(kind=COMPARE_KIND)
+    assert job.params == {"taxonomy": v1.pk, "compare": v2.pk} and job.state == JobState.QUEUED
+    client.post(reverse("labeler-compare", args=["alpha"]), {"compare": v2.pk})  # while it waits: the same job
+    assert Job.objects.filter(kind=COMPARE_KIND).count() == 1
+    assert api.get(metrics_url).json()["version_changes_pending"] == job.pk
+    job_services.execute_job(job_id=job.pk)
+
+    body = api.get(metrics_url).json()["version_changes"]
     assert body["from"] == str(v1) and body["to"] == str(v2) and body["tasks"] == 4
     assert body["fields"]["domain_l1"]["changed"] == 3  # web_backend in both for the first task only
     assert body["fields"]["code_language"]["changed"] == 0
     assert {"from": "A", "to": "C", "tasks": 1} in body["categories"]
-    client.force_login(members["curator"])
-    page = client.get(reverse("labeler-metrics", args=["alpha"]) + f"?compare={v2.pk}").content.decode()
+    assert body["job"] == job.pk and body["as_of"]
+    page = client.get(page_url).content.decode()
     assert "4 tasks have a final label under both" in page and "<code>domain_l1</code></td><td>3 of 4" in page
+    assert 'id="compared-at"' in page and "Refresh" in page
+    # Kept: a label changed since is not counted until the comparison runs again, and then it is.
+    label = Label.objects.filter(task__project=project, taxonomy=v1).order_by("pk").first()
+    label.values = {**label.values, "domain_l1": "devops_infra"}
+    label.save(update_fields=["values"])
+    assert api.get(metrics_url).json()["version_changes"]["fields"]["domain_l1"]["changed"] == 3
+    client.post(reverse("labeler-compare", args=["alpha"]), {"compare": v2.pk})
+    job_services.execute_job(job_id=Job.objects.filter(kind=COMPARE_KIND).latest("pk").pk)
+    assert api.get(metrics_url).json()["version_changes"]["fields"]["domain_l1"]["changed"] == 4
+
+
+@pytest.mark.parametrize("role", ["annotator", "trainer", "outsider"])
+def test_only_curators_run_a_comparison(on_v2, project, members, client, role):
+    client.force_login(members[role])
+    v1 = services.builtin_taxonomy("swe_v1")
+    answer = client.post(reverse("labeler-compare", args=["alpha"]), {"compare": v1.pk})
+    assert answer.status_code in (403, 404) and not Job.objects.filter(kind=COMPARE_KIND).exists()
+
+
+def test_a_comparison_needs_another_version(on_v2, project, members, client):
+    client.force_login(members["curator"])
+    pinned = services.settings_for(project).taxonomy
+    for chosen in (pinned.pk, 10**9, "x"):
+        client.post(reverse("labeler-compare", args=["alpha"]), {"compare": chosen})
+    assert not Job.objects.filter(kind=COMPARE_KIND).exists()
 
 
 def test_reviewers_see_the_published_texts_of_a_loaded_taxonomy(project, members, client, make_tasks):
