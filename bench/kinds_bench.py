@@ -34,9 +34,12 @@ minutes). Run from the project root, with PostgreSQL on 127.0.0.1:5432 (user pos
 
     .venv/bin/python bench/kinds_bench.py [--sizes 10000,100000] [--cap-seconds 180] [--kinds onpanda.,swe.labels]
     .venv/bin/python bench/kinds_bench.py --rows 2000    # a quick smoke run at one size
+    KINDS_BENCH_PROFILE=/tmp/prof .venv/bin/python bench/kinds_bench.py ...   # each export's cProfile stats there
 """
 
 import argparse
+import contextlib
+import cProfile
 import json
 import os
 import platform
@@ -92,9 +95,15 @@ def child_engine(export_id: int, started_file: str) -> dict:
     job_id = Export.objects.values_list("job_id", flat=True).get(pk=export_id)
     rss_before = benchlib.peak_rss_mb()
     Path(started_file).write_text(str(time.time()))  # the parent times a run it stops from here
+    profile = os.environ.get("KINDS_BENCH_PROFILE")  # a folder: each export's cProfile stats go there
+    profiler = cProfile.Profile() if profile else contextlib.nullcontext()
     started = time.perf_counter()
-    execute_job(job_id=job_id)
-    return {"seconds": time.perf_counter() - started, "rss_before_mb": rss_before, "peak_rss_mb": benchlib.peak_rss_mb()}
+    with profiler:
+        execute_job(job_id=job_id)
+    seconds = time.perf_counter() - started
+    if profile:
+        profiler.dump_stats(Path(profile, f"export-{export_id}.prof"))
+    return {"seconds": seconds, "rss_before_mb": rss_before, "peak_rss_mb": benchlib.peak_rss_mb()}
 
 
 def child_baseline(project_id: int, kind_name: str) -> dict:
