@@ -155,10 +155,12 @@ class TaskListApi(APIView):
         token = request_token(request)
         project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=token)
         params = request.query_params
-        tasks = selectors.filter_tasks(selectors.tasks_visible_to(request.user, project, token=token),
-                                       services.settings_for(project).taxonomy, state=_review_state(params),
-                                       field=params.get("field", ""), value=params.get("value", ""),
-                                       search=params.get("search", ""))
+        taxonomy = services.settings_for(project).taxonomy
+        # No review-state columns (the rows do not show them): the planner may hash every label of the project to
+        # answer them, for a page of 25 (12 ms at 10k tasks, 53 ms at 100k).
+        tasks = selectors.filter_tasks(selectors.tasks_visible_to(request.user, project, token=token), taxonomy,
+                                       state=_review_state(params), field=params.get("field", ""),
+                                       value=params.get("value", ""), search=params.get("search", ""), annotate=False)
         paginator = CreatedCursorPagination()
         page = paginator.paginate_queryset(tasks, request, view=self)
         return paginator.get_paginated_response(TaskSerializer(page, many=True).data)
@@ -185,9 +187,9 @@ class TrajectoryListApi(APIView):
         token = request_token(request)
         project, _ = project_for(request.user, slug, CAN_ANNOTATE, token=token)
         params = request.query_params
-        trajectories = selectors.filter_by_state(
-            selectors.trajectories_visible_to(request.user, project, token=token),
-            services.settings_for(project).taxonomy, _review_state(params))
+        taxonomy = services.settings_for(project).taxonomy
+        trajectories = selectors.filter_by_state(selectors.trajectories_visible_to(request.user, project, token=token),
+                                                 taxonomy, _review_state(params), annotate=False)
         if params.get("search"):
             trajectories = trajectories.filter(Q(trajectory_id__icontains=params["search"])
                                                | Q(instance_id__icontains=params["search"]))
