@@ -84,13 +84,14 @@ class Workers:
     names: tuple[str, ...] = ()
 
 
-def ping_workers(timeout: float = 1.0) -> Workers:
-    """Ask every worker to answer a Celery ping (sent through the broker) within `timeout` seconds. Here, below
+def ping_workers(timeout: float = 1.0, *, limit: int | None = None) -> Workers:
+    """Ask every worker to answer a Celery ping (sent through the broker) within `timeout` seconds, or stop at the
+    first `limit` answers (a ping otherwise waits its whole timeout for more, with every worker alive). Here, below
     both its readers: the system page's health and a job page that says why a queued job waits."""
     from dataplatform.celery import app
 
     try:
-        replies = app.control.ping(timeout=timeout) or []
+        replies = app.control.ping(timeout=timeout, limit=limit) or []
     except Exception as exc:
         return Workers(False, _("ping failed: %(error)s") % {"error": exc})
     names = tuple(sorted(name for reply in replies for name in reply))

@@ -551,5 +551,5 @@ def quiet_platform(monkeypatch, use_backend):
     # The model server's capability check runs model calls, and keeps its report in the cache the pages share.
     monkeypatch.setattr("dataplatform.system.services.run_capability_check", _no_check)
     worker_ok = SimpleNamespace(ok=True, detail="")
-    monkeypatch.setattr("dataplatform.jobs.views.ping_workers", lambda timeout=1.0: worker_ok)
+    monkeypatch.setattr("dataplatform.jobs.views.ping_workers", lambda timeout=1.0, limit=None: worker_ok)
     use_backend(Vocabulary())

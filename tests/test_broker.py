@@ -86,7 +86,8 @@ class FakeControl:
     def __init__(self, replies):
         self.replies = replies
 
-    def ping(self, timeout):
+    def ping(self, timeout, limit=None):
+        self.asked = {"timeout": timeout, "limit": limit}
         if isinstance(self.replies, Exception):
             raise self.replies
         return self.replies

@@ -50,7 +50,7 @@ def stalled_reasons(jobs) -> dict[int, str]:
                and now - job.created_at >= STALL_AFTER]
     if not waiting:
         return {}
-    workers = ping_workers(timeout=0.5)
+    workers = ping_workers(timeout=0.5, limit=1)  # one answer is enough: a worker is alive
     if workers.ok:
         return {}
     return {job.pk: _("This job has been queued for %(seconds)d s and %(workers)s") % {

@@ -1,8 +1,11 @@
 """The whole job path with real parts: PostgreSQL, Redis, a live Celery worker, the real model."""
 
 
+import time
+
 import pytest
 
+from dataplatform.broker import ping_workers
 from dataplatform.jobs import services
 from dataplatform.jobs.models import JobState
 from tests.net import closed_port
@@ -26,6 +29,10 @@ def test_demo_job_runs_to_succeeded_with_progress(project, members, start_worker
     assert job.result["model_id"] == "SmolLM2-135M-Instruct" and len(samples) == 2
     assert all(sample["text"].strip() and sample["token_ids"] for sample in samples)
     assert [sample["seed"] for sample in samples] == [0, 1]
+    # The ping a stalled job's warning sends stops at the first answer (without `limit` it waits out its timeout).
+    began = time.monotonic()
+    workers = ping_workers(timeout=10, limit=1)
+    assert workers.ok and len(workers.names) == 1 and time.monotonic() - began < 5
 
 
 def test_job_fails_after_bounded_retries_when_the_backend_is_down(project, members, start_worker):

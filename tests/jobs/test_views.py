@@ -49,7 +49,7 @@ def test_stalled_queued_job_says_no_worker_is_alive(client, members, project, mo
     from dataplatform.broker import Workers
 
     monkeypatch.setattr("dataplatform.jobs.views.ping_workers",
-                        lambda timeout: Workers(False, "no worker answered a ping within 1 s"))
+                        lambda timeout, limit=None: Workers(False, "no worker answered a ping within 1 s"))
     client.force_login(members["curator"])
     job = Job.objects.create(project=project, kind="demo.sample_continuations", params={})
     Job.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(minutes=2))
@@ -114,7 +114,7 @@ def test_a_page_of_stalled_jobs_pings_the_workers_once(project, monkeypatch):
 
     pings = []
     monkeypatch.setattr("dataplatform.jobs.views.ping_workers",
-                        lambda timeout: pings.append(timeout) or Workers(False, "no worker answered a ping within 1 s"))
+                        lambda timeout, limit=None: pings.append(timeout) or Workers(False, "no worker answered a ping within 1 s"))
     jobs = [Job.objects.create(project=project, kind="demo.sample_continuations", params={}) for _ in range(4)]
     Job.objects.filter(pk__in=[job.pk for job in jobs[:3]]).update(created_at=timezone.now() - timedelta(minutes=2))
     reasons = stalled_reasons(Job.objects.filter(pk__in=[job.pk for job in jobs]))

@@ -12,7 +12,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.jobs.models import Job
-from dataplatform.jobs.views import stalled_reason, stalled_reasons
+from dataplatform.jobs.views import stalled_reason
 from dataplatform.status import render_html
 
 from .. import runners, selectors, stats
@@ -139,7 +139,6 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
     proposals = list(graded.proposals.all())
     replays = [replay for proposal in proposals for replay in proposal.replays.all()]
     jobs = Job.objects.in_bulk([r.job_id for r in replays if r.job_id])
-    stalled = stalled_reasons(jobs.values())
     rules = grade_rules(grading)
     return {
         "grade": grade,
@@ -149,8 +148,10 @@ def case_extras(project, case, *, proposal_error: str = "") -> dict:
         "grading": describe_grading(grading),
         "grade_proposal": best_proposal,
         "grade_replay": best_replay,
+        # Why a replay's job waits is left to the replay box's first poll (replay_detail, a second later): asked
+        # here, a ping of the workers would hold the page for its whole timeout whenever none is alive.
         "proposals": [{"proposal": p, "replays": [replay_view(project, r, jobs.get(r.job_id), grading.alpha,
-                                                              stalled=stalled.get(r.job_id))
+                                                              stalled=None)
                                                   for r in p.replays.all()]} for p in proposals],
         "proposal_error": proposal_error,
         "proposal_add_url": reverse("aed-proposal-add", args=[project.slug, case.pk]),
