@@ -241,6 +241,11 @@ class LabelVersionSerializer(serializers.Serializer):
     version = serializers.IntegerField(min_value=0, max_value=MAX_INT)
 
 
+class CompareVersionsSerializer(serializers.Serializer):
+    """The metrics page's *Run the comparison*: the version to compare the pinned one with."""
+    compare = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="the other taxonomy version's id")
+
+
 class MetricsQuerySerializer(serializers.Serializer):
     taxonomy = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                         help_text="taxonomy version id (default: the pinned one)")

@@ -8,12 +8,14 @@ from django.urls import reverse
 from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
+from dataplatform import inputs
 from dataplatform.accounts.permissions import CAN_CURATE, project_for
 from dataplatform.charts import bar_chart
-from dataplatform.errors import PlatformError, show_error
+from dataplatform.errors import PlatformError, Refused, show_error
 from dataplatform.jobs import services as job_services
 
 from .. import agreement, selectors, services
+from ..serializers import CompareVersionsSerializer
 from ..templatetags.labeler_text import field_text
 
 TOP_TAGS = 30
@@ -66,18 +68,17 @@ def compare_versions(request, slug: str):
     shows its progress, then its result."""
     project, _ = project_for(request.user, slug, CAN_CURATE)
     taxonomy = services.settings_for(project).taxonomy
-    other = _other_taxonomy(request, taxonomy, request.POST.get("compare"))
-    if other is None:
-        messages.error(request, gettext("Choose another taxonomy version to compare with."))
-        return redirect("labeler-metrics", slug=slug)
-    pending = selectors.version_comparison(project, taxonomy, other).pending
     try:
-        job = pending or job_services.enqueue_job(project=project, kind=selectors.COMPARE_KIND, user=request.user,
-                                                  params={"taxonomy": taxonomy.pk, "compare": other.pk})
+        other = _other_taxonomy(request, taxonomy, inputs.read(CompareVersionsSerializer, request.POST)["compare"])
+        if other is None:
+            raise Refused(gettext("Choose another taxonomy version to compare with."), field="compare")
+        job = selectors.version_comparison(project, taxonomy, other).pending or job_services.enqueue_job(
+            project=project, kind=selectors.COMPARE_KIND, user=request.user,
+            params={"taxonomy": taxonomy.pk, "compare": other.pk})
     except PlatformError as exc:
         show_error(request, exc)
-    else:
-        messages.success(request, gettext("Job %(job)s is comparing the two versions.") % {"job": job.pk})
+        return redirect("labeler-metrics", slug=slug)
+    messages.success(request, gettext("Job %(job)s is comparing the two versions.") % {"job": job.pk})
     return redirect(f"{reverse('labeler-metrics', args=[slug])}?compare={other.pk}#compare-title")
 
 
