@@ -5,7 +5,7 @@ on the other)."""
 import json
 
 from django.db import NotSupportedError
-from django.db.models import BooleanField, CharField, Expression, F, Func, IntegerField, JSONField
+from django.db.models import BigIntegerField, BooleanField, CharField, Expression, F, Func, IntegerField, JSONField
 from django.db.models.fields.json import compile_json_path
 
 
@@ -146,3 +146,21 @@ class JSONTextList(_JSONKeyFunc):
                 f"THEN 'False' WHEN item.type = 'null' THEN 'None' ELSE CAST(item.value AS TEXT) END) "
                 f"FROM json_each({column}, %s) AS item) END)",
                 (*params, path, *params, path))
+
+
+class TextHash(Func):
+    """A hash of a text as an integer, for sums that tell whether a set of rows changed (a fingerprint, not a
+    secret): PostgreSQL's hashtextextended (64 bits); on SQLite `text_hash`, a 32-bit blake2b that the backend
+    registers (dataplatform/sqlite3), 32 bits so that SQLite's integer sum() of a billion of them cannot
+    overflow. The two differ: compare a fingerprint only with one taken on the same database."""
+
+    output_field = BigIntegerField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        raise NotSupportedError(f"TextHash has no SQL for {connection.vendor}")
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        return super().as_sql(compiler, connection, template="hashtextextended(%(expressions)s, 0)")
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return super().as_sql(compiler, connection, template="text_hash(%(expressions)s)")

@@ -81,6 +81,9 @@ class Trace(models.Model):
         indexes = [
             # The API's cursor pages, newest first (dataplatform/pagination.py): one page of rows a request.
             models.Index(fields=["project", "-created_at", "-id"], name="trace_project_recent"),
+            # The unfiltered page, by id: without it the primary key was walked past every other project's traces
+            # (a 10k project's first page beside a 1M one: 336 ms).
+            models.Index(fields=["project", "id"], name="trace_project_id"),
             # Each filter of the traces list: its keyset pages by id (the page) and its cursor pages (the API).
             *(models.Index(fields=["project", field, "id"], name=f"trace_project_{short}_id")
               for field, short in (("environment", "env"), ("harness", "harness"), ("policy_model", "model"))),

@@ -18,6 +18,7 @@ from django.utils.translation import gettext, gettext_lazy
 from dataplatform.audit import services as audit
 from dataplatform.errors import Conflict, Missing, Refused
 from dataplatform.imports.parsers import UNSTORABLE
+from dataplatform.tallies import services as tallies
 
 from .models import ApiToken, Membership, Project, Role
 
@@ -77,6 +78,7 @@ def create_project(*, slug: str, name: str, description: str = "", license: str 
             raise ProjectRefused(gettext("A project with the slug '%(slug)s' exists already.") % {"slug": slug},
                                  field="slug")
         project = Project.objects.create(slug=slug, name=name, description=description, license=license)
+        tallies.start_new_project(project.pk)
         audit.record(action=audit.Action.PROJECT_CREATED, actor=actor, project=project, target=project,
                      client_ip=client_ip, detail={"slug": slug, "name": name, "license": license})
         if admin is not None:

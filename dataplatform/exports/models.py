@@ -76,3 +76,22 @@ class StoredRow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} v{self.version} row {self.seq} of source {self.source_id}"
+
+
+class StoredCheck(models.Model):
+    """What the last build of a stored kind's rows in a project found complete (exports/stored.py `build`): the
+    fingerprint of the selection it checked and of the kind's stored rows then. A build that finds the same
+    fingerprint has nothing to check: no selected source changed, came or went, and no stored row was added or
+    deleted since every selected source was seen to have its rows."""
+
+    kind = models.CharField(max_length=100)
+    version = models.PositiveIntegerField()
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    fingerprint = models.CharField(max_length=200)
+    checked_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "version", "project"], name="stored_check_once")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} v{self.version}: {self.fingerprint}"

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class TalliesConfig(AppConfig):
@@ -6,3 +7,15 @@ class TalliesConfig(AppConfig):
 
     name = "dataplatform.tallies"
     label = "tallies"
+
+    def ready(self):
+        post_migrate.connect(_queue_counts_after_migrate, sender=self)
+
+
+def _queue_counts_after_migrate(using, **kwargs):
+    """After migrate, a worker counts the kept figures of the projects made before a tally existed (an upgrade),
+    instead of the first page that reads them (a web request, under its statement timeout)."""
+    from .job_kinds import queue_counts
+
+    if using == "default":
+        queue_counts()
