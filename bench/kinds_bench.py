@@ -235,7 +235,6 @@ def main() -> None:
 
     import pyarrow as pa
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import connection
     from kinds_data import (
         WORKFLOWS,
@@ -244,12 +243,13 @@ def main() -> None:
         ensure_seed,
         ensure_target,
         group_copies,
+        migrate,
         rows_per_copy,
         shipped_kinds,
     )
     from kinds_data import workflow_of as workflow_for
 
-    call_command("migrate", verbosity=0)
+    migrate()
     Path(settings.DATA_DIR).mkdir(parents=True, exist_ok=True)
     delete_previous_exports()
     user = bench_user()

@@ -179,6 +179,18 @@ def project_for(slug: str, user) -> tuple[Project, bool]:
     return project, found
 
 
+def migrate() -> None:
+    """Migrate the bench's database, without the `tallies.count` jobs migrate queues for projects whose figures were
+    never counted (as every replicated project's are): a job added to the jobs seed would change what it copies."""
+    from django.core.management import call_command
+
+    from dataplatform.jobs.models import Job
+    from dataplatform.tallies.job_kinds import COUNT_KIND
+
+    call_command("migrate", verbosity=0)
+    Job.objects.filter(kind=COUNT_KIND).delete()
+
+
 def kept_project(slug: str, marker: str, user, fill: Callable[[Project], None]) -> Project:
     """The project of `slug` as `fill` left it in an earlier run, or made and filled now. The marker (its
     description) is written last: a project an interrupted run left half-filled, or filled from another seed, is made

@@ -49,8 +49,8 @@ ITEM_TABLES = {"onpanda": "annotate.Item", "swe": "labeler.SweTask", "aed": "cor
 
 def setup_django(rebuild: bool) -> None:
     benchlib.open_own_database(SERVER_URL, BENCH_DB, rebuild=rebuild)
-    from django.core.management import call_command
-    call_command("migrate", verbosity=0)
+    from kinds_data import migrate
+    migrate()
 
 
 def projects_of_size(workflows: list[str], size: int, say) -> dict:
