@@ -79,19 +79,24 @@ class StoredRow(models.Model):
 
 
 class StoredCheck(models.Model):
-    """What the last build of a stored kind's rows in a project found complete (exports/stored.py `build`): the
-    fingerprint of the selection it checked and of the kind's stored rows then. A build that finds the same
-    fingerprint has nothing to check: no selected source changed, came or went, and no stored row was added or
-    deleted since every selected source was seen to have its rows."""
+    """What a check of a stored kind's rows in a project last found complete, so that the next one can skip it
+    while nothing it looked at changed (exports/stored.py `remembered_check`):
+
+    - "sources" (`stored.build`): the fingerprint of the selection and of the kind's stored rows when every
+      selected source was seen to have its rows;
+    - "tokenizer" (aed.recovery's notes): the tokenizer and template its rows were checked against, and the
+      highest stored row id checked."""
 
     kind = models.CharField(max_length=100)
     version = models.PositiveIntegerField()
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    checked = models.CharField(max_length=32)
     fingerprint = models.CharField(max_length=200)
     checked_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["kind", "version", "project"], name="stored_check_once")]
+        constraints = [models.UniqueConstraint(fields=["kind", "version", "project", "checked"],
+                                               name="stored_check_once")]
 
     def __str__(self) -> str:
-        return f"{self.kind} v{self.version}: {self.fingerprint}"
+        return f"{self.kind} v{self.version} {self.checked}: {self.fingerprint}"

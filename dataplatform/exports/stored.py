@@ -135,13 +135,11 @@ def build(kind: ExportKind, query: ExportQuery) -> int:
     derived = 0
     for _ in range(2):
         fingerprint = _fingerprint(kind, query)
-        checked = StoredCheck.objects.filter(kind=kind.name, version=kind.version, project=query.project)
-        if checked.filter(fingerprint=fingerprint).exists():
+        if remembered_check(kind, query.project, SOURCES_CHECKED) == fingerprint:
             break
         missing = _derive_missing(kind, query)
         if not missing:
-            checked.update_or_create(kind=kind.name, version=kind.version, project=query.project,
-                                     defaults={"fingerprint": fingerprint})
+            remember_check(kind, query.project, SOURCES_CHECKED, fingerprint)
             break
         derived += missing
     forget_logged_queries()
@@ -149,6 +147,20 @@ def build(kind: ExportKind, query: ExportQuery) -> int:
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {StoredRow._meta.db_table}")
     return derived
+
+
+SOURCES_CHECKED = "sources"
+
+
+def remembered_check(kind: ExportKind, project: Project, checked: str) -> str | None:
+    """The fingerprint of what the last `checked` check of the kind's rows in the project found complete."""
+    return (StoredCheck.objects.filter(kind=kind.name, version=kind.version, project=project, checked=checked)
+            .values_list("fingerprint", flat=True).first())
+
+
+def remember_check(kind: ExportKind, project: Project, checked: str, fingerprint: str) -> None:
+    StoredCheck.objects.update_or_create(kind=kind.name, version=kind.version, project=project, checked=checked,
+                                         defaults={"fingerprint": fingerprint})
 
 
 def _fingerprint(kind: ExportKind, query: ExportQuery) -> str:

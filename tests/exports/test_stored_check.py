@@ -88,8 +88,8 @@ def test_another_selection_is_checked_and_another_projects_check_is_its_own(proj
 
 def test_the_sweep_drops_the_checks_of_another_version(project, jobs):
     built(project)
-    StoredCheck.objects.create(kind=STORED_JOBS.name, version=9, project=project, fingerprint="0:0:0:0")
-    StoredCheck.objects.create(kind="gone.kind", version=1, project=project, fingerprint="0:0:0:0")
+    for kind, version in ((STORED_JOBS.name, 9), ("gone.kind", 1)):
+        StoredCheck.objects.create(kind=kind, version=version, project=project, checked="sources", fingerprint="0")
     stored.sweep()
     kept = StoredCheck.objects.filter(kind__in=[STORED_JOBS.name, "gone.kind"]).values_list("kind", "version")
     assert list(kept) == [(STORED_JOBS.name, 1)]
