@@ -132,28 +132,21 @@ def build(kind: ExportKind, query: ExportQuery) -> int:
     the selection and of the kind's stored rows (`_fingerprint`, two aggregates): while both stay the same, a build
     checks nothing. (At 100k sources the check took 4.3 s of a 15 s export, the fingerprint takes a hundredth of
     that.) After deriving rows, the build checks once more, so that the next export finds the check remembered."""
-    return _build(kind, query)[0]
-
-
-def _build(kind: ExportKind, query: ExportQuery) -> tuple[int, str | None]:
-    """`build`, and the fingerprint of the selection it found complete (None if sources kept changing)."""
-    derived, complete = 0, None
+    derived = 0
     for _ in range(2):
         fingerprint = _fingerprint(kind, query)
         if remembered_check(kind, query.project, SOURCES_CHECKED) == fingerprint:
-            complete = fingerprint
             break
         missing = _derive_missing(kind, query)
         if not missing:
             remember_check(kind, query.project, SOURCES_CHECKED, fingerprint)
-            complete = fingerprint
             break
         derived += missing
     forget_logged_queries()
     if derived >= ANALYZE_AFTER and connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {StoredRow._meta.db_table}")
-    return derived, complete
+    return derived
 
 
 SOURCES_CHECKED = "sources"
@@ -172,35 +165,13 @@ def remember_check(kind: ExportKind, project: Project, checked: str, fingerprint
 
 def _fingerprint(kind: ExportKind, query: ExportQuery) -> str:
     """The selected sources (how many, and a sum of a hash of each one's id and revision) and the kind's stored
-    rows of the project (`_rows_fingerprint`). The sources are read first: a row stored after they were read counts
-    as one more row."""
+    rows of the project (how many, and the highest id: ids only grow, so a row added and another deleted still
+    change it). The sources are read first: a row stored after they were read counts as one more row."""
     pair = Concat(Cast("pk", TextField()), Value(":"), F(REVISION), output_field=TextField())
     sources = _current(kind, query).order_by().aggregate(count=Count("pk"), hashed=Sum(TextHash(pair)))
-    return f"{sources['count']}:{sources['hashed'] or 0}:{_rows_fingerprint(kind, query.project)}"
-
-
-def _rows_fingerprint(kind: ExportKind, project: Project) -> str:
-    """How many rows the kind has stored in the project, and the highest id (ids only grow, so a row added and
-    another deleted still change it)."""
-    rows = StoredRow.objects.filter(kind=kind.name, version=kind.version, project=project).aggregate(
+    rows = StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project).aggregate(
         count=Count("id"), last=Max("id"))
-    return f"{rows['count']}:{rows['last'] or 0}"
-
-
-def _only_the_selection(kind: ExportKind, query: ExportQuery, complete: str | None) -> int | None:
-    """The highest id of the kind's stored rows of the project if they are those of the selected sources at their
-    revision and no others, right after a build found the selection complete (`complete`, its fingerprint): the
-    rows are unchanged since, and they come from as many (source, revision) pairs as the selection has sources.
-    An export then reads the stored rows up to that id without asking, row by row, whether their source is selected
-    (2.8 s of 10.6 at 100k rows); a row stored later (a source settled meanwhile) is not read. None otherwise."""
-    if complete is None:
-        return None
-    sources, _, rows = complete.split(":", 2)
-    if _rows_fingerprint(kind, query.project) != rows:
-        return None  # the notes derived rows again, or another builder stored some
-    pairs = (StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project)
-             .values("source_id", "source_revision").distinct().count())
-    return int(rows.split(":")[1]) if pairs == int(sources) else None
+    return f"{sources['count']}:{sources['hashed'] or 0}:{rows['count']}:{rows['last'] or 0}"
 
 
 def _derive_missing(kind: ExportKind, query: ExportQuery) -> int:
@@ -333,11 +304,11 @@ def stored_kinds() -> list[ExportKind]:
 def read(kind: ExportKind, query: ExportQuery) -> tuple[str, Iterator[pa.RecordBatch]]:
     """The kind's rows as RecordBatches in its schema, after the catch-up, and the name of their read path. The
     catch-up runs first, so that the kind's notes count the rows of every selected source."""
-    _, complete = _build(kind, query)
+    build(kind, query)
     if kind.stored.notes is not None:
         kind.stored.notes(query)
     path = "stored-postgresql-arrow" if _arrow() else "stored-orm"
-    return path, _read(kind, query, selected_through=_only_the_selection(kind, query, complete))
+    return path, _read(kind, query)
 
 
 def _arrow() -> bool:
@@ -346,8 +317,8 @@ def _arrow() -> bool:
     return arrow_reads.available() and not transaction.get_connection().in_atomic_block
 
 
-def _read(kind: ExportKind, query: ExportQuery, *, selected_through: int | None = None) -> Iterator[pa.RecordBatch]:
-    rows = _stored_rows(kind, query, selected_through=selected_through)
+def _read(kind: ExportKind, query: ExportQuery) -> Iterator[pa.RecordBatch]:
+    rows = _stored_rows(kind, query)
     binary = kind.stored.binary_lists
     live_names = _live_names(kind.stored)
     names = ["id", DOCUMENT, *live_names, *([ARRAYS] if binary else [])]
@@ -410,19 +381,13 @@ def _rows_per_batch(kind: ExportKind, query: ExportQuery) -> int:
     return max(1, min(query.batch_size, int(settings.EXPORT_STORED_BATCH_BYTES / max(average, 1))))
 
 
-def _stored_rows(kind: ExportKind, query: ExportQuery, *, selected_through: int | None = None) -> QuerySet:
-    """The stored rows of the selected sources at their current revision, with the document and live columns;
-    `selected_through`: the stored rows of the kind in the project up to that id are exactly those
-    (`_only_the_selection`)."""
+def _stored_rows(kind: ExportKind, query: ExportQuery) -> QuerySet:
+    """The stored rows of the selected sources at their current revision, with the document and live columns."""
     spec = kind.stored
-    rows = _kept(kind, query, StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project,
-                                                       row__isnull=False))
-    if selected_through is not None:
-        rows = rows.filter(id__lte=selected_through)
-    else:
-        selected = _current(kind, query).filter(pk=OuterRef("source_id"), **{REVISION: OuterRef("source_revision")})
-        rows = rows.filter(Exists(selected))
-    return (rows
+    selected = _current(kind, query).filter(pk=OuterRef("source_id"), **{REVISION: OuterRef("source_revision")})
+    return (_kept(kind, query, StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project,
+                                                        row__isnull=False))
+            .filter(Exists(selected))
             .annotate(**{DOCUMENT: Concat(Cast("row", TextField()), Value("\n"), output_field=TextField())})
             .annotate(**_live(spec, query, OuterRef("source_id"))))
 

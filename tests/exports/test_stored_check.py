@@ -5,7 +5,6 @@ import pytest
 from django.db import connection
 from django.db.models import Value
 from django.db.models.functions import Concat
-from django.test.utils import CaptureQueriesContext
 
 from dataplatform.dbfunctions import TextHash
 from dataplatform.exports import stored
@@ -102,34 +101,3 @@ def test_the_text_hash_is_the_same_for_the_same_text_on_each_database(jobs):
     assert hashed == again and len(set(hashed.values())) == len(jobs)
     bits = 64 if connection.vendor == "postgresql" else 32
     assert all(-2 ** (bits - 1) <= value < 2 ** (bits - 1) for value in hashed.values())
-
-
-def read_sql(project) -> tuple[list[dict], list[str]]:
-    """The rows an export reads, and the SQL of its windows' reads."""
-    with CaptureQueriesContext(connection) as captured:
-        rows = stored.stored_read_rows(STORED_JOBS, query_of(project))
-    return rows, [query["sql"] for query in captured.captured_queries if '"stored_document"' in query["sql"]]
-
-
-def test_an_export_of_exactly_the_selection_reads_its_rows_without_asking_for_each_source(project, jobs):
-    rows, windows = read_sql(project)
-    assert rows == stored.live_rows(STORED_JOBS, query_of(project)) and windows
-    assert not any("EXISTS" in sql for sql in windows), windows
-    # A job leaves the selection; its rows stay stored (the sweep drops them later): each row's source is asked.
-    Job.objects.filter(pk=jobs[1].pk).update(kind="exports.write")
-    rows, windows = read_sql(project)
-    assert rows == stored.live_rows(STORED_JOBS, query_of(project))
-    assert jobs[1].pk not in {row["job_id"] for row in rows}
-    assert windows and all("EXISTS" in sql for sql in windows), windows
-
-
-def test_a_row_stored_after_the_check_is_not_read(project, jobs):
-    _, complete = stored._build(STORED_JOBS, query_of(project))
-    through = stored._only_the_selection(STORED_JOBS, query_of(project), complete)
-    assert through == StoredRow.objects.order_by("-id").first().pk
-    late = Job.objects.create(project=project, kind="k-late")  # settles while the export reads: past its check
-    stored.build(STORED_JOBS, query_of(project))
-    batches = stored._read(STORED_JOBS, query_of(project), selected_through=through)
-    read = {row["job_id"] for batch in batches for row in batch.to_pylist()}
-    assert read == {job.pk for job in jobs if job.params["copies"]}
-    assert late.pk not in read
