@@ -18,8 +18,8 @@ from django.utils.translation import gettext, gettext_lazy
 from dataplatform.audit import services as audit
 from dataplatform.errors import Conflict, Missing, Refused
 from dataplatform.imports.parsers import UNSTORABLE
-from dataplatform.tallies import services as tallies
 
+from . import signals
 from .models import ApiToken, Membership, Project, Role
 
 TOKEN_PREFIX = "dp_"
@@ -78,7 +78,7 @@ def create_project(*, slug: str, name: str, description: str = "", license: str 
             raise ProjectRefused(gettext("A project with the slug '%(slug)s' exists already.") % {"slug": slug},
                                  field="slug")
         project = Project.objects.create(slug=slug, name=name, description=description, license=license)
-        tallies.start_new_project(project.pk)
+        signals.project_created.send(sender=Project, project=project)
         audit.record(action=audit.Action.PROJECT_CREATED, actor=actor, project=project, target=project,
                      client_ip=client_ip, detail={"slug": slug, "name": name, "license": license})
         if admin is not None:

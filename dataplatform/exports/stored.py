@@ -8,9 +8,10 @@ document per row), so an export reads documents as fast as a values() kind reads
   version and the source's revision. The export runs it first (catch-up: an export is never short of a row),
   and a worker runs it soon after a source settles (`build_soon`) and every EXPORTS_BUILD_INTERVAL_SECONDS
   (`sweep`, which also drops rows nobody can read any more). A build remembers a check that found every row in
-  place (`StoredCheck`), and checks again only once the selection or the stored rows changed. No transaction is open while rows are derived
-  (a derivation may call the tokenizer); each page of rows is inserted in one short transaction, and a page
-  two builders derived at once is inserted once (the rows of a source are the same whoever derives them).
+  place (`StoredCheck`), and checks again only once the selection or the stored rows changed. No transaction is
+  open while rows are derived (a derivation may call the tokenizer); each page of rows is inserted in one short
+  transaction, and a page two builders derived at once is inserted once (the rows of a source are the same
+  whoever derives them).
 - `read(kind, query)` reads the stored documents of the selected sources in keyset batches, with the kind's
   live columns (computed in SQL at read time: what changes in place, or is bounded by the export's data
   version, such as a latest review), in the kind's schema.
@@ -55,6 +56,7 @@ from . import arrow_reads, stored_arrays
 from .models import StoredCheck, StoredRow
 from .query_log import forget_logged_queries
 from .registry import ExportKind, ExportQuery, StoredRows, all_kinds
+from .stored_checks import remember_check, remembered_check
 from .without_pandas import pandas_kept_out
 
 # The stored document of each row, newline-terminated: one line of newline-delimited JSON.
@@ -150,17 +152,6 @@ def build(kind: ExportKind, query: ExportQuery) -> int:
 
 
 SOURCES_CHECKED = "sources"
-
-
-def remembered_check(kind: ExportKind, project: Project, checked: str) -> str | None:
-    """The fingerprint of what the last `checked` check of the kind's rows in the project found complete."""
-    return (StoredCheck.objects.filter(kind=kind.name, version=kind.version, project=project, checked=checked)
-            .values_list("fingerprint", flat=True).first())
-
-
-def remember_check(kind: ExportKind, project: Project, checked: str, fingerprint: str) -> None:
-    StoredCheck.objects.update_or_create(kind=kind.name, version=kind.version, project=project, checked=checked,
-                                         defaults={"fingerprint": fingerprint})
 
 
 def _fingerprint(kind: ExportKind, query: ExportQuery) -> str:

@@ -32,7 +32,7 @@ from dataplatform.conversations.token_masks import (
     token_columns,
 )
 from dataplatform.conversations.training import TOOLS, TOOLS_MEANINGS, messages_cell, tools_cell
-from dataplatform.exports import stored
+from dataplatform.exports import stored, stored_checks
 from dataplatform.exports.models import StoredRow
 from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, get_kind, register
 from dataplatform.inference import backend_for
@@ -226,7 +226,7 @@ def _drop_rows_of_another_tokenizer(kind, project) -> int:
         return 0  # no row has token ids: the tokenizer need not be named (nor loaded)
     identity, _ = remembered_note(backend_for(project, model=""))  # without loading the tokenizer, once named
     named = f"{identity['tokenizer_sha256']}:{identity['chat_template_sha256']}" if identity is not None else "none"
-    checked_through = stored.remembered_check(kind, project, TOKENIZER_CHECKED)
+    checked_through = stored_checks.remembered_check(kind, project, TOKENIZER_CHECKED)
     if checked_through is not None and checked_through.rpartition("|")[0] == named:
         rows = rows.filter(id__gt=int(checked_through.rpartition("|")[2]))
     tokenized = rows.filter(row__isnull=False).exclude(row__tokenizer_sha256=None)
@@ -234,7 +234,7 @@ def _drop_rows_of_another_tokenizer(kind, project) -> int:
         tokenized = tokenized.exclude(row__tokenizer_sha256=identity["tokenizer_sha256"],
                                       row__template_sha256=identity["chat_template_sha256"])
     dropped = tokenized.delete()[0]
-    stored.remember_check(kind, project, TOKENIZER_CHECKED, f"{named}|{last}")
+    stored_checks.remember_check(kind, project, TOKENIZER_CHECKED, f"{named}|{last}")
     return dropped
 
 

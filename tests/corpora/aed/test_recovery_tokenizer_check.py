@@ -5,7 +5,7 @@ newer rows are read at the next export, until the tokenizer or its template chan
 import pytest
 
 from corpora.aed.exporters import recovery
-from dataplatform.exports import stored
+from dataplatform.exports import stored_checks
 from dataplatform.exports.models import StoredRow
 from dataplatform.exports.registry import get_kind
 
@@ -39,7 +39,7 @@ def test_rows_of_another_tokenizer_are_dropped_and_the_check_remembered(project,
     assert recovery._drop_rows_of_another_tokenizer(KIND, project) == 1
     assert left(project) == [1, 3]
     last = StoredRow.objects.filter(project=project).order_by("-id").first().pk
-    assert stored.remembered_check(KIND, project, recovery.TOKENIZER_CHECKED) == f"tok-a:template|{last}"
+    assert stored_checks.remembered_check(KIND, project, recovery.TOKENIZER_CHECKED) == f"tok-a:template|{last}"
 
     # A newer row of another tokenizer is found; those checked before are not read again while the tokenizer
     # stays the same (this one, written by hand under a checked id, shows it).
