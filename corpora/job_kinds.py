@@ -3,7 +3,7 @@ from rest_framework import serializers
 
 from dataplatform.apiutils import MAX_ID, MAX_SEED
 from dataplatform.inference import validate_served_model_name
-from dataplatform.jobs.registry import JobKind, register
+from dataplatform.jobs.registry import JobKind, NoParams, register
 from dataplatform.status import Status
 
 from .aed import evidence_check
@@ -77,10 +77,6 @@ register(JobKind(
     run=run_check_evidence,
 ))
 
-
-
-class NoParams(serializers.Serializer):
-    pass
 
 
 def run_regrade(job, progress) -> dict:

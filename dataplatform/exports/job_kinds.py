@@ -1,13 +1,8 @@
 from django.utils.translation import gettext_lazy
-from rest_framework import serializers
 
-from dataplatform.jobs.registry import JobKind, register
+from dataplatform.jobs.registry import JobKind, NoParams, register
 
 from . import services
-
-
-class NoParams(serializers.Serializer):
-    """The export row holds the options; the job only points at it (job.export)."""
 
 
 def run_export(job, progress) -> dict:

@@ -9,6 +9,10 @@ from rest_framework import serializers
 from dataplatform.registry import KindRegistry
 
 
+class NoParams(serializers.Serializer):
+    """The params of a kind that takes none: its job's project (or the row that points at the job) says it all."""
+
+
 class JobCancelled(Exception):
     """Raised inside a running job when a user asked to cancel it."""
 

@@ -5,12 +5,11 @@ import logging
 
 from django.db.models import Count, Q
 from django.utils.translation import gettext_lazy
-from rest_framework import serializers
 
 from dataplatform.accounts.models import Project
 from dataplatform.errors import Unavailable
 from dataplatform.jobs.models import Job, JobState
-from dataplatform.jobs.registry import JobKind, register
+from dataplatform.jobs.registry import JobKind, NoParams, register
 from dataplatform.jobs.services import JobQueueFull, enqueue_job
 
 from . import services
@@ -19,10 +18,6 @@ from .registry import defined
 
 logger = logging.getLogger(__name__)
 COUNT_KIND = "tallies.count"
-
-
-class NoParams(serializers.Serializer):
-    """The job counts every tally of its project that was never counted."""
 
 
 def run_count(job, progress) -> dict:

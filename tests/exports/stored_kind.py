@@ -8,7 +8,7 @@ from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import JSONObject
 
 from dataplatform.dbfunctions import JSONValue
-from dataplatform.exports.registry import ExportKind, StoredRows, register
+from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, register
 from dataplatform.jobs.models import Job
 
 SCHEMA = pa.schema([
@@ -146,3 +146,8 @@ STORED_JOBS_DOCUMENT = register(ExportKind(
                     "state": "The job's state at export time.", "tags": "The job's params' tags at export time.",
                     "progress": "The job's progress at export time."},
 ))
+
+
+def query_of(project, *, batch_size: int = 4, data_version: str = "stored-jobs-v1") -> ExportQuery:
+    """An export query of these kinds on the project's jobs, with no filters."""
+    return ExportQuery(project=project, filters={}, data_version=data_version, batch_size=batch_size)

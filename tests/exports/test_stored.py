@@ -8,11 +8,10 @@ from django.db import connection
 
 from dataplatform.exports import stored
 from dataplatform.exports.models import StoredRow
-from dataplatform.exports.registry import ExportQuery
 from dataplatform.jobs.models import Job, JobState
 from tests.exporting import export_rows
 
-from .stored_kind import DERIVED, STORED_JOBS
+from .stored_kind import DERIVED, STORED_JOBS, query_of
 
 # The Arrow-native read (ADBC) is a connection of its own: it sees committed rows only.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,10 +22,6 @@ def jobs(project):
     DERIVED.clear()
     params = [{"copies": 2, "answer": "two <b>&</b>"}, {}, {"copies": 0}, {"answer": "x" * 3000}, {"copies": 3}]
     return [Job.objects.create(project=project, kind=f"k{i}", params=params[i % len(params)]) for i in range(11)]
-
-
-def query_of(project, kind=STORED_JOBS) -> ExportQuery:
-    return ExportQuery(project=project, filters={}, data_version="stored-jobs-v1", batch_size=4)
 
 
 def test_stored_rows_read_back_as_the_live_derivation_gives_them(project, jobs):
@@ -141,7 +136,7 @@ def test_stored_schema_leaves_the_live_columns_out():
 
 
 def test_large_documents_are_read_in_fewer_rows_a_batch(project, jobs, settings):
-    query = ExportQuery(project=project, filters={}, data_version="stored-jobs-v1", batch_size=10_000)
+    query = query_of(project, batch_size=10_000)
     stored.build(STORED_JOBS, query)
     assert stored._rows_per_batch(STORED_JOBS, query) == 10_000
     settings.EXPORT_STORED_BATCH_BYTES = 1200  # about two rows of the test kind (one holds a 3,000-character answer)

@@ -12,6 +12,7 @@ from dataplatform.exports.models import StoredRow
 from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, register
 from dataplatform.jobs.models import Job
 
+from . import stored_kind
 from .stored_kind import STORED_TOKENS
 
 # The Arrow-native read (ADBC) is a connection of its own: it sees committed rows only.
@@ -25,7 +26,7 @@ def jobs(project):
 
 
 def query_of(project, batch_size=4) -> ExportQuery:
-    return ExportQuery(project=project, filters={}, data_version="stored-tokens-v1", batch_size=batch_size)
+    return stored_kind.query_of(project, batch_size=batch_size, data_version="stored-tokens-v1")
 
 
 @reads

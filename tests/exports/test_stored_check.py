@@ -9,10 +9,9 @@ from django.db.models.functions import Concat
 from dataplatform.dbfunctions import TextHash
 from dataplatform.exports import stored
 from dataplatform.exports.models import StoredCheck, StoredRow
-from dataplatform.exports.registry import ExportQuery
 from dataplatform.jobs.models import Job
 
-from .stored_kind import DERIVED, STORED_JOBS
+from .stored_kind import DERIVED, STORED_JOBS, query_of
 
 pytestmark = pytest.mark.django_db
 
@@ -30,10 +29,6 @@ def checks(monkeypatch):
     walk = stored._derive_missing
     monkeypatch.setattr(stored, "_derive_missing", lambda kind, query: walked.append(1) or walk(kind, query))
     return walked
-
-
-def query_of(project) -> ExportQuery:
-    return ExportQuery(project=project, filters={}, data_version="stored-jobs-v1", batch_size=4)
 
 
 def built(project) -> int:

@@ -11,6 +11,7 @@ from dataplatform.exports.registry import ExportQuery
 from dataplatform.jobs.models import Job, JobState
 from tests.exporting import export_rows
 
+from . import stored_kind
 from .stored_kind import DERIVED, STORED_JOBS_DOCUMENT
 
 # The Arrow-native read (ADBC) is a connection of its own: it sees committed rows only.
@@ -27,7 +28,7 @@ def jobs(project):
 
 
 def query_of(project) -> ExportQuery:
-    return ExportQuery(project=project, filters={}, data_version="stored-jobs-v1", batch_size=2)
+    return stored_kind.query_of(project, batch_size=2)
 
 
 def test_nested_live_columns_read_back_as_the_live_derivation_gives_them(project, jobs):
