@@ -124,8 +124,8 @@ WORKFLOWS = {workflow.name: workflow for workflow in (
     ), ONPANDA_BASELINE, settings=("annotate.AnnotationConfig",)),
     Workflow("swe", ("swe.",), seed_swe, (
         Table("labeler.SweTask", ("project",)), Table("labeler.Trajectory", ("project",)),
-        Table("labeler.Label", ("task__project", "trajectory__project")),
-        Table("labeler.LabelEvent", ("label__task__project", "label__trajectory__project")),
+        Table("labeler.Label", ("project",)),
+        Table("labeler.LabelEvent", ("label__project",)),
         Table("labeler.FinalLabel", ("task__project", "trajectory__project"),
               ids_of=(("since_event", "labeler.LabelEvent"), ("until_event", "labeler.LabelEvent"))),
     ), SWE_BASELINE, settings=("labeler.LabelerSettings",), settles=("review a label (submit_label)", submit_reviews),

@@ -5,7 +5,17 @@ on the other)."""
 import json
 
 from django.db import NotSupportedError
-from django.db.models import BigIntegerField, BooleanField, CharField, Expression, F, Func, IntegerField, JSONField
+from django.db.models import (
+    BigIntegerField,
+    BooleanField,
+    CharField,
+    Expression,
+    F,
+    Func,
+    IntegerField,
+    JSONField,
+    Value,
+)
 from django.db.models.fields.json import compile_json_path
 
 
@@ -164,3 +174,37 @@ class TextHash(Func):
 
     def as_sqlite(self, compiler, connection, **extra_context):
         return super().as_sql(compiler, connection, template="text_hash(%(expressions)s)")
+
+
+class RowComparison(Expression):
+    """SQL's row comparison, `(a, b) > (x, y)`: true where a > x, or a = x and b > y (both databases have it; SQLite
+    since 3.15). Beside `project_id = P`, `(project_id, id) > (P, after)` narrows nothing more than `id > after`, but
+    only an index that begins with (project_id, id) takes it as its condition: a page of the project's rows then walks
+    that index, where the planner would otherwise walk the primary key from one end and pass every newer (or older)
+    row of the other projects, pricing it as if the project's rows were spread evenly over the table."""
+
+    output_field = BooleanField()
+    OPERATORS = ("<", ">")
+
+    def __init__(self, columns: tuple[str, ...], operator: str, values: tuple):
+        if operator not in self.OPERATORS or len(columns) != len(values):
+            raise ValueError(f"RowComparison: {columns} {operator} {values}")
+        super().__init__()
+        self.operator = operator
+        self.columns = [F(column) for column in columns]
+        self.values = [Value(value) for value in values]
+
+    def get_source_expressions(self):
+        return [*self.columns, *self.values]
+
+    def set_source_expressions(self, exprs):
+        half = len(exprs) // 2
+        self.columns, self.values = list(exprs[:half]), list(exprs[half:])
+
+    def as_sql(self, compiler, connection):
+        sides, params = [], []
+        for expressions in (self.columns, self.values):
+            parts = [compiler.compile(expression) for expression in expressions]
+            sides.append(f"({', '.join(sql for sql, _ in parts)})")
+            params.extend(param for _, part_params in parts for param in part_params)
+        return f"{sides[0]} {self.operator} {sides[1]}", params

@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db.models import QuerySet
@@ -8,6 +9,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
 
 from .apiutils import MAX_ID
+from .dbfunctions import RowComparison
 
 
 def parse_id(value: str | None) -> int | None:
@@ -30,12 +32,27 @@ class KeysetPage:
 
 
 def keyset_page(request: HttpRequest, queryset: QuerySet, *, size: int, descending: bool = True,
-                param: str = "") -> KeysetPage:
+                param: str = "", project_id: int | None = None,
+                ids: Callable[[int | None, int], list[int]] | None = None) -> KeysetPage:
     """The page of `queryset` (ordered by id, newest first unless `descending` is False) that the request's
-    `before` (or `after`) id starts after; `param` names it otherwise, for a second list on the same page."""
+    `before` (or `after`) id starts after; `param` names it otherwise, for a second list on the same page.
+
+    `project_id`: the rows are that project's (the queryset says so too), and its model has a (project, id) index,
+    which the page then walks (dbfunctions.RowComparison), whatever lies around the project in the table.
+    `ids(start, n)`: the ids of the page's rows, found by the caller another way (in the page's order, the first n
+    after `start`), or None where that way cannot tell; the page is the rows of `queryset` among them."""
     param = param or ("before" if descending else "after")
-    if start := parse_id(request.GET.get(param)):
-        queryset = queryset.filter(**{"pk__lt" if descending else "pk__gt": start})
+    start = parse_id(request.GET.get(param))
+    found = ids(start, size + 1) if ids is not None else None
+    if found is not None:
+        queryset = queryset.filter(pk__in=found)
+    else:
+        if project_id is not None:
+            bound = start or (MAX_ID if descending else 0)
+            queryset = queryset.filter(RowComparison(("project_id", "id"), "<" if descending else ">",
+                                                     (project_id, bound)))
+        if start:  # also as a key of its own: the index's scan then starts at the page, not at the project's first row
+            queryset = queryset.filter(**{"pk__lt" if descending else "pk__gt": start})
     rows = list(queryset.order_by("-pk" if descending else "pk")[: size + 1])
     query = request.GET.copy()
     query.pop(param, None)

@@ -87,7 +87,7 @@ def contribution(labels: list[dict], spec: TaxonomySpec, taxonomy_id: int) -> Co
 
 def _recount(project_id: int) -> dict[str, Figure]:
     """Every task's contribution, from the project's submitted task labels (what the reports read before)."""
-    rows = (Label.objects.filter(task__project_id=project_id, status=LabelStatus.SUBMITTED)
+    rows = (Label.objects.filter(project_id=project_id, task__isnull=False, status=LabelStatus.SUBMITTED)
             .order_by("task_id", "taxonomy_id", "id").values("task_id", *LABEL_COLUMNS))
     groups: dict[tuple[int, int], list[dict]] = defaultdict(list)
     for row in rows.iterator(chunk_size=5000):

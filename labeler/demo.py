@@ -63,7 +63,7 @@ def later(*, project: Project, user) -> list[Job]:
 
 
 def _model_labels(project: Project):
-    return Label.objects.filter(task__project=project, origin=LabelOrigin.MODEL,
+    return Label.objects.filter(project=project, task__isnull=False, origin=LabelOrigin.MODEL,
                                 taxonomy=services.settings_for(project).taxonomy)
 
 

@@ -32,7 +32,7 @@ def _recount_states(project_id: int, model) -> dict[str, Figure]:
                       for name, _, _ in FLAGS)
     names = ", ".join(name for name, _, _ in FLAGS)
     sql = (f"SELECT taxonomy_id, {names}, COUNT(*) FROM (SELECT l.{item}, l.taxonomy_id, {flags} "
-           f"FROM {Label._meta.db_table} l JOIN {model._meta.db_table} i ON i.id = l.{item} WHERE i.project_id = %s "
+           f"FROM {Label._meta.db_table} l WHERE l.project_id = %s AND l.{item} IS NOT NULL "
            f"GROUP BY l.{item}, l.taxonomy_id) AS per_item GROUP BY taxonomy_id, {names}")
     params = [value for _, origin, status in FLAGS for value in (origin, status)] + [project_id]
     figures = {ALL: Figure(model.objects.filter(project_id=project_id).count())}

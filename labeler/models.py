@@ -197,6 +197,9 @@ class L1Source(models.TextChoices):
 class Label(models.Model):
     """Of a task or of a trajectory: exactly one of the two is set."""
 
+    # The item's project, kept on the label so that a project's labels are found by indexes that begin with it (the
+    # lists' state and field filters, the figures), not through the items of every project sharing the taxonomy.
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     task = models.ForeignKey(SweTask, null=True, blank=True, on_delete=models.CASCADE, related_name="labels")
     trajectory = models.ForeignKey(Trajectory, null=True, blank=True, on_delete=models.CASCADE,
                                    related_name="labels")
@@ -236,12 +239,22 @@ class Label(models.Model):
                                    | Q(task__isnull=True, trajectory__isnull=False), name="label_of_task_or_trajectory"),
         ]
         indexes = [models.Index(fields=["taxonomy", "origin", "status"], name="label_tax_origin_status"),
-                   # The lists' review-state columns and filters: one probe per item (selectors.with_review_state).
+                   # A page's review states: one probe per item (selectors.review_state_of).
                    models.Index(fields=["task", "taxonomy", "origin", "status"], name="label_task_review_state"),
                    models.Index(fields=["trajectory", "taxonomy", "origin", "status"],
-                                name="label_trajectory_review_state")]
-        # PostgreSQL also has a GIN index on `values` (jsonb_path_ops) for the task list's field=value filter
-        # (migration 0012; selectors.filter_tasks asks with containment, which it serves).
+                                name="label_trajectory_review_state"),
+                   # The lists' state filters: a project's items of one state, in the lists' order (by item id;
+                   # selectors.state_page_ids).
+                   models.Index(fields=["project", "taxonomy", "origin", "status", "task"], name="label_project_tasks",
+                                condition=Q(task__isnull=False)),
+                   models.Index(fields=["project", "taxonomy", "origin", "status", "trajectory"],
+                                name="label_project_trajectories", condition=Q(trajectory__isnull=False)),
+                   # The task list's field filter: the project's submitted task labels, either origin, in task order
+                   # (selectors.field_walk).
+                   models.Index(fields=["project", "taxonomy", "status", "task"], name="label_project_submitted",
+                                condition=Q(task__isnull=False))]
+        # PostgreSQL also has a GIN index on (project, `values` jsonb_path_ops) for the task list's field=value
+        # filter (migration 0014; selectors.filter_tasks asks with containment, which it serves).
 
     @property
     def item(self) -> "SweTask | Trajectory":

@@ -8,13 +8,13 @@ Taxonomies are platform-wide reference data (like a schema): any member of a pro
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
 from django.http import Http404
 from django.utils.translation import gettext
 
 from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_ANNOTATE, CAN_CURATE, role_in, visible_projects
-from dataplatform.dbfunctions import JSONArrayContains
+from dataplatform.dbfunctions import JSONArrayContains, RowComparison
 from dataplatform.errors import Refused
 from dataplatform.jobs.models import TERMINAL_STATES, Job, JobState
 
@@ -100,7 +100,7 @@ def labels_of(user, item: SweTask | Trajectory) -> QuerySet[Label]:
 def label_for_writing(user, label_id: int, *, token: ApiToken | None = None) -> Label:
     """A reviewer's own label, in a project they can still annotate in."""
     projects = visible_projects(user, roles=CAN_ANNOTATE, token=token)
-    label = (Label.objects.filter(Q(task__project__in=projects) | Q(trajectory__project__in=projects), pk=label_id,
+    label = (Label.objects.filter(project__in=projects, pk=label_id,
                                   origin=LabelOrigin.HUMAN, author=user)
              .select_related("taxonomy", "task", "task__project", "trajectory", "trajectory__project").first())
     if label is None:
@@ -118,8 +118,10 @@ def label_for(user, label_id: int, *, token: ApiToken | None = None) -> Label:
 
 
 def _review_flags(model, taxonomy: Taxonomy) -> dict[str, Exists]:
+    # The item's project too: the planner may then walk the project's labels of one state in item order (the
+    # label_project_* indexes) instead of every project's labels under the taxonomy.
     labels = Label.objects.filter(**{"trajectory" if model is Trajectory else "task": OuterRef("pk")},
-                                  taxonomy=taxonomy)
+                                  project=OuterRef("project"), taxonomy=taxonomy)
     return {"has_auto": Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.SUBMITTED)),
             "has_error": Exists(labels.filter(origin=LabelOrigin.MODEL, status=LabelStatus.ERROR)),
             "reviewed": Exists(labels.filter(origin=LabelOrigin.HUMAN, status=LabelStatus.SUBMITTED))}
@@ -165,6 +167,62 @@ def filter_by_state(items: QuerySet, taxonomy: Taxonomy, state: str, *, annotate
     return items
 
 
+# The review states a list finds from the labels that make them (their origin and status), in item order.
+STATE_LABELS = {"auto": (LabelOrigin.MODEL, LabelStatus.SUBMITTED), "error": (LabelOrigin.MODEL, LabelStatus.ERROR),
+                "reviewed": (LabelOrigin.HUMAN, LabelStatus.SUBMITTED)}
+
+
+def state_page_ids(project: Project, model, taxonomy: Taxonomy, state: str, after: int | None, n: int) -> list[int]:
+    """The ids of the first `n` tasks (or trajectories) of the project in `state` (STATE_LABELS) after id `after`,
+    read from the project's labels that make the state, in item order (the label_project_* indexes): a page costs
+    about its own rows whether the state is common or rare. A walk of the items that probes each one's labels costs
+    the whole project when the state is rare (the failed labels of a million tasks), and the planner cannot tell
+    which of the two a state is."""
+    field = "trajectory_id" if model is Trajectory else "task_id"
+    origin, status = STATE_LABELS[state]
+    key = (project.pk, taxonomy.pk, origin, status, after or 0)
+    labels = Label.objects.filter(
+        # The row comparison only the label_project_* index takes (as keyset_page's): another project's labels
+        # are never walked, wherever they lie in the table; the plain bound starts the scan at the page.
+        RowComparison(("project_id", "taxonomy_id", "origin", "status", field), ">", key),
+        project=project, taxonomy=taxonomy, origin=origin, status=status, **{f"{field}__gt": after or 0})
+    if state == "auto":  # not yet reviewed
+        labels = labels.exclude(Exists(Label.objects.filter(
+            project=project, taxonomy=taxonomy, origin=LabelOrigin.HUMAN, status=LabelStatus.SUBMITTED,
+            **{field: OuterRef(field)})))
+    return list(labels.order_by(field).values_list(field, flat=True).distinct()[:n])
+
+
+@dataclass(frozen=True)
+class FieldWalk:
+    """The tasks whose submitted labels hold a field's value, found by walking the project's submitted task labels in
+    task order (label_project_submitted): `ids` in order, each once; `complete` when the walk reached the project's
+    last label (else it stopped at its budget, and later tasks may match too)."""
+
+    ids: list[int]
+    complete: bool
+
+
+def field_walk(project: Project, taxonomy: Taxonomy, field: str, value: str, *, after: int | None,
+               budget: int) -> FieldWalk:
+    """Walk at most `budget` of the project's submitted task labels after task `after`, and keep the tasks whose
+    label holds `value` in `field` (as filter_tasks asks). A common value fills a page within a few hundred labels
+    at any project size; a rare one does not, and its tasks are better found by the GIN index, which a walk cannot
+    use: the caller then asks the planner (filter_tasks)."""
+    key = (project.pk, taxonomy.pk, LabelStatus.SUBMITTED, after or 0)
+    spec = taxonomy.definition
+    walked = (Label.objects.filter(RowComparison(("project_id", "taxonomy_id", "status", "task_id"), ">", key),
+                                   project=project, taxonomy=taxonomy, status=LabelStatus.SUBMITTED,
+                                   task_id__gt=after or 0)
+              .order_by("task_id")
+              .annotate(hit=ExpressionWrapper(_value_is(field, value, multi=field in spec.multi_fields()),
+                                              output_field=BooleanField()))
+              .values_list("task_id", "hit")[:budget])
+    rows = list(walked)
+    ids = list(dict.fromkeys(task_id for task_id, hit in rows if hit))
+    return FieldWalk(ids, complete=len(rows) < budget)
+
+
 def filter_tasks(tasks: QuerySet[SweTask], taxonomy: Taxonomy, *, state: str = "", field: str = "", value: str = "",
                  search: str = "", annotate: bool = True) -> QuerySet[SweTask]:
     """Narrow by review state, by a label field's value (model label, or any submitted human label), or text."""
@@ -173,7 +231,8 @@ def filter_tasks(tasks: QuerySet[SweTask], taxonomy: Taxonomy, *, state: str = "
         spec = taxonomy.definition
         if field not in spec.fields():
             raise Refused(gettext("Unknown field %(field)s.") % {"field": repr(field)}, field="field")
-        matching = Label.objects.filter(task=OuterRef("pk"), taxonomy=taxonomy, status=LabelStatus.SUBMITTED)
+        matching = Label.objects.filter(task=OuterRef("pk"), project=OuterRef("project"), taxonomy=taxonomy,
+                                        status=LabelStatus.SUBMITTED)
         # A multi-valued field holds a list of tags: the value is one of them (not a substring of one).
         matching = matching.filter(_value_is(field, value, multi=field in spec.multi_fields()))
         tasks = tasks.filter(Exists(matching))
@@ -234,12 +293,12 @@ def version_comparison(project: Project, taxonomy: Taxonomy, other: Taxonomy) ->
 def project_labels(project: Project) -> QuerySet[Label]:
     """Every task label of a project: what the agreement reports and the task exports read (callers check the
     role). Trajectory labels are `trajectory_labels`."""
-    return Label.objects.filter(task__project=project)
+    return Label.objects.filter(project=project, task__isnull=False)
 
 
 def trajectory_labels(project: Project) -> QuerySet[Label]:
     """Every trajectory label of a project (callers check the role)."""
-    return Label.objects.filter(trajectory__project=project)
+    return Label.objects.filter(project=project, trajectory__isnull=False)
 
 
 

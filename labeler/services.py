@@ -230,7 +230,8 @@ def save_model_label(*, item: SweTask | Trajectory, taxonomy: Taxonomy, outcome:
     with transaction.atomic():
         before = final_labels.lock_item(item)
         label, _ = Label.objects.select_for_update().get_or_create(
-            **_of(item), taxonomy=taxonomy, origin=LabelOrigin.MODEL, defaults={"author": None})
+            **_of(item), taxonomy=taxonomy, origin=LabelOrigin.MODEL,
+            defaults={"author": None, "project_id": item.project_id})
         old = dict(label.values)
         label.status, label.values, label.rationales = status, outcome.values, outcome.rationales
         label.provenance = {name: LabelOrigin.MODEL for name in outcome.values}
@@ -298,7 +299,8 @@ def start_review(*, item: SweTask | Trajectory, reviewer) -> Label:
         with transaction.atomic():
             before = final_labels.lock_item(item)
             if label is None:
-                label = Label.objects.create(**mine, status=LabelStatus.DRAFT, task_sha256=item.source_sha256)
+                label = Label.objects.create(**mine, project_id=item.project_id, status=LabelStatus.DRAFT,
+                                             task_sha256=item.source_sha256)
             else:  # the model's label came later: the version moves on, so a tab showing the empty form reloads
                 label = Label.objects.select_for_update(of=("self",)).get(pk=label.pk)
                 if label.version or label.values:

@@ -3,7 +3,7 @@
 import pytest
 from django.db import connection
 
-from dataplatform.dbfunctions import JSONArrayContains
+from dataplatform.dbfunctions import JSONArrayContains, RowComparison
 from labeler.models import SweTask
 
 # Values of a JSON key that an array-contains filter must tell apart: the item among others, a longer string
@@ -50,3 +50,21 @@ def test_json_array_contains_negates_and_combines(tasks):
     assert excluded == {task.pk for task in tasks} - holding
     both = SweTask.objects.filter(JSONArrayContains("extra", "tags", "a"), JSONArrayContains("extra", "other", "a"))
     assert set(both.values_list("pk", flat=True)) == holding
+
+
+@pytest.mark.parametrize("operator", ["<", ">"])
+def test_row_comparison_orders_rows_as_sql_does(project, other_project, operator):
+    tasks = [SweTask.objects.create(project=where, instance_id=f"{where.pk}-{n}", problem_statement="",
+                                    source_sha256="0" * 64) for n in range(3) for where in (project, other_project)]
+    keys = sorted((task.project_id, task.pk) for task in tasks)
+    for bound in [keys[0], keys[2], keys[-1], (project.pk, 0), (other_project.pk, 2**63 - 1)]:
+        found = SweTask.objects.filter(RowComparison(("project_id", "id"), operator, bound)).values_list(
+            "project_id", "id")
+        assert sorted(found) == [key for key in keys if (key > bound if operator == ">" else key < bound)], bound
+
+
+def test_row_comparison_refuses_what_it_cannot_say():
+    with pytest.raises(ValueError):
+        RowComparison(("project_id", "id"), ">=", (1, 2))
+    with pytest.raises(ValueError):
+        RowComparison(("project_id", "id"), ">", (1,))

@@ -2,6 +2,8 @@
 change the settings, run auto-labeling and filter the task list, and see the trajectories; reviewers see
 their claims."""
 
+import functools
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
@@ -21,13 +23,16 @@ from dataplatform.status import render_html
 from dataplatform.yamlfile import YamlFileError
 
 from .. import figures, importers, selectors, services
-from ..models import LabelOrigin, LabelStatus, SourceKind, TrajectoryL1Mode
+from ..models import LabelOrigin, LabelStatus, SourceKind, SweTask, Trajectory, TrajectoryL1Mode
 from ..serializers import ImportKindSerializer, SettingsSerializer, TaxonomyUploadSerializer
 from .review import with_data
 
 AUTOLABEL_KIND = "labeler.autolabel"
 PAGE_SIZE = 50
 MATCHING_CAP = 1_000  # a filtered count stops here ("more than 1,000"): counting costs as many rows
+# The labels a field filter walks before it leaves a rare value to the planner: a value on one task in ten fills the
+# count's "more than 1,000" within it, a value on one in two hundred the first page.
+FIELD_WALK_BUDGET = 10_000
 MAX_TAXONOMY_PROBLEMS_SHOWN = 20
 IMPORTERS = {SourceKind.TASKS: importers.import_tasks, SourceKind.TRAJECTORIES: importers.import_trajectories}
 
@@ -59,7 +64,8 @@ def _curator_context(request, project) -> dict:
     listed_trajectories = selectors.filter_by_state(trajectories, taxonomy, trajectory_state, annotate=False)
     trajectory_page = keyset_page(request, listed_trajectories.only("id", "trajectory_id", "instance_id", "model",
                                                                     "task_id"),
-                                  size=PAGE_SIZE, descending=False, param="tafter")
+                                  size=PAGE_SIZE, descending=False, param="tafter", project_id=project.pk,
+                                  ids=_state_page(project, Trajectory, taxonomy, trajectory_state))
     selectors.review_state_of(trajectory_page.rows, taxonomy)
     filters = {key: request.GET.get(key, "").strip() for key in ("state", "field", "value", "q")}
     try:
@@ -68,7 +74,18 @@ def _curator_context(request, project) -> dict:
     except Refused as exc:  # the page still lists the tasks, unfiltered, with the message
         messages.error(request, str(exc))
         listed, filters["field"] = tasks, ""
-    page = keyset_page(request, listed, size=PAGE_SIZE, descending=False)
+    # With a state alone, the page is found from the labels in that state (_state_page); with a field's value alone,
+    # by a short walk of the project's labels when the value is common (_field_page); with no filter, on the
+    # project's (project, id) index. A rare value or a search is left to the planner, which weighs their indexes
+    # (GIN, trigram) against a walk of the project.
+    by_field = bool(filters["field"] and filters["value"])
+    walk = (selectors.field_walk(project, taxonomy, filters["field"], filters["value"], after=None,
+                                 budget=FIELD_WALK_BUDGET)
+            if by_field and not filters["state"] and not filters["q"] else None)
+    plain = not by_field and not filters["q"]
+    page = keyset_page(request, listed, size=PAGE_SIZE, descending=False, project_id=project.pk if plain else None,
+                       ids=(_state_page(project, SweTask, taxonomy, filters["state"]) if plain
+                            else _field_page(project, taxonomy, filters, walk)))
     selectors.review_state_of(page.rows, taxonomy)
     failed = [task.pk for task in page.rows if task.has_error]
     errors = {task_id: render_html(i18n, error) for task_id, error, i18n in selectors.project_labels(project).filter(
@@ -88,7 +105,7 @@ def _curator_context(request, project) -> dict:
         "trajectory_l1_modes": TrajectoryL1Mode.choices,
         "jobs": Job.objects.filter(project=project, kind=AUTOLABEL_KIND).order_by("-id")[:3],
         "page": page,
-        "matching": _matching(listed, counts, filters),
+        "matching": _matching(listed, counts, filters, walk),
         "rows": [{"task": task, "error": errors.get(task.pk, "")} for task in page.rows],
         "filters": filters,
         "states": selectors.REVIEW_STATES,
@@ -97,12 +114,36 @@ def _curator_context(request, project) -> dict:
     }
 
 
-def _matching(listed, counts: dict, filters: dict) -> dict:
-    """How many tasks the filters match: from the kept counts for a review state alone, else counted up to
-    MATCHING_CAP ("more than 1,000"), never the whole project on every page."""
+def _state_page(project, model, taxonomy, state: str):
+    """A list's page of one review state found from the labels that make it (selectors.state_page_ids), or None
+    for no state or one no label makes (unlabeled): the page walks the items."""
+    if state not in selectors.STATE_LABELS:
+        return None
+    return functools.partial(selectors.state_page_ids, project, model, taxonomy, state)
+
+
+def _field_page(project, taxonomy, filters: dict, walk: selectors.FieldWalk | None):
+    """A page of a field's value alone from a walk of the project's labels (`walk`: the first one, from the first
+    task), or None, where the value is too rare for the walk to fill the page: the planner finds it."""
+    if walk is None:
+        return None
+
+    def ids(start: int | None, n: int) -> list[int] | None:
+        found = walk if start is None else selectors.field_walk(
+            project, taxonomy, filters["field"], filters["value"], after=start, budget=FIELD_WALK_BUDGET)
+        return found.ids[:n] if len(found.ids) >= n or found.complete else None
+    return ids
+
+
+def _matching(listed, counts: dict, filters: dict, walk: selectors.FieldWalk | None) -> dict:
+    """How many tasks the filters match: from the kept counts for a review state alone, from the field walk where
+    it says (it reached the end, or found more than MATCHING_CAP), else counted up to MATCHING_CAP ("more than
+    1,000"), never the whole project on every page."""
     if not (filters["field"] and filters["value"]) and not filters["q"]:
         state = filters["state"] if filters["state"] in selectors.REVIEW_STATES else ""
         return {"n": counts["states"][state], "more": False}
+    if walk is not None and (walk.complete or len(walk.ids) > MATCHING_CAP):
+        return {"n": min(len(walk.ids), MATCHING_CAP), "more": len(walk.ids) > MATCHING_CAP}
     n, more = capped_count(listed, cap=MATCHING_CAP)
     return {"n": n, "more": more}
 

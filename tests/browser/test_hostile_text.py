@@ -308,10 +308,10 @@ def test_swe_labeler_pages(browse, members, hostile_project):
                                     patch=diff_of(HOSTILE), test_patch=diff_of(HOSTILE), fail_to_pass=[HOSTILE],
                                     pass_to_pass=[HOSTILE], source_sha256=f"{n:064d}") for n in range(2)]
     values = {**STAGE_ONE, **STAGE_TWO}
-    Label.objects.create(task=tasks[0], taxonomy=taxonomy, origin="model", status="submitted", values=values,
-                         rationales={name: HOSTILE for name in values}, model_id=SHORT)
-    Label.objects.create(task=tasks[1], taxonomy=taxonomy, origin="model", status="error", error=HOSTILE,
-                         model_id=SHORT)
+    Label.objects.create(project=project, task=tasks[0], taxonomy=taxonomy, origin="model", status="submitted",
+                         values=values, rationales={name: HOSTILE for name in values}, model_id=SHORT)
+    Label.objects.create(project=project, task=tasks[1], taxonomy=taxonomy, origin="model", status="error",
+                         error=HOSTILE, model_id=SHORT)
 
     tabs = browse(members["admin"])
     page = tabs.visit(reverse("labeler-overview", args=[project.slug]) + "?state=error")
@@ -354,8 +354,9 @@ def test_swe_labeler_pages(browse, members, hostile_project):
             {"role": "user", "content": HOSTILE},
             {"role": "assistant", "content": HOSTILE, "reasoning": HOSTILE, "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "c1", "name": SHORT, "content": f"error {HOSTILE}"}])
-    Label.objects.create(trajectory=trajectory, taxonomy=taxonomy, origin="model", status="submitted", values=values,
-                         rationales={name: HOSTILE for name in values}, model_id=SHORT, l1_source="generated")
+    Label.objects.create(project=project, trajectory=trajectory, taxonomy=taxonomy, origin="model",
+                         status="submitted", values=values, rationales={name: HOSTILE for name in values},
+                         model_id=SHORT, l1_source="generated")
     page = tabs.visit(reverse("labeler-trajectory", args=[project.slug, trajectory.pk]))
     shows(page, "h1", SHORT)
     # request, reasoning (folded), answer, the call's arguments (JSON-escaped), the tool's result

@@ -15,14 +15,12 @@ from labeler import agreement, figures, importers, services
 from labeler import selectors as lists
 from labeler.models import Label, ReviewClaim, ReviewClaimState, SweTask, Trajectory
 
-from ..factories import MembershipFactory, ProjectFactory, UserFactory
-from .conftest import STAGE_ONE, STAGE_TWO
 from .metrics_oracle import human_vs_human, label_distributions, llm_vs_human, same
+from .world import COMPLETE, model_label, review, world
 
 pytestmark = pytest.mark.django_db
 
 TALLIES = (figures.TASK_STATES, figures.TRAJECTORY_STATES, figures.CLAIM_STATES, agreement.AGREEMENT)
-COMPLETE = STAGE_ONE | STAGE_TWO  # a complete label under swe_v1
 # Values a reviewer may change a field to (valid under swe_v1), so that reviewers and the model disagree.
 CHOICES = {"code_language": ["python", "go", "java"], "scope": ["single-file", "multi-file"],
            "cognitive_complexity": ["low", "medium", "high"],
@@ -38,16 +36,30 @@ def assert_kept(project):
 
 
 def assert_state_counts(project, taxonomy):
-    """What the overview shows from the kept counts equals what the lists' filters find."""
+    """What the overview shows from the kept counts equals what the lists' filters find, and the pages of a state
+    found from its labels (selectors.state_page_ids, two ids a page) are those items in order."""
     for trajectories, items in ((False, SweTask.objects.filter(project=project)),
                                 (True, Trajectory.objects.filter(project=project))):
         counts = figures.state_counts(project.pk, taxonomy.pk, trajectories=trajectories)
         for state in lists.REVIEW_STATES:
-            assert counts["states"][state] == lists.filter_by_state(items, taxonomy, state).count(), (trajectories, state)
+            found = lists.filter_by_state(items, taxonomy, state)
+            assert counts["states"][state] == found.count(), (trajectories, state)
+            if state in lists.STATE_LABELS:
+                expected = list(found.order_by("id").values_list("id", flat=True))
+                assert paged_ids(project, items.model, taxonomy, state) == expected, (trajectories, state)
         flagged = lists.with_review_state(items, taxonomy)
         assert (counts["all"], counts["auto"], counts["errors"], counts["reviewed"]) == (
             items.count(), flagged.filter(has_auto=True).count(), flagged.filter(has_error=True).count(),
             flagged.filter(reviewed=True).count())
+
+
+def paged_ids(project, model, taxonomy, state) -> list[int]:
+    ids, after = [], None
+    while page := lists.state_page_ids(project, model, taxonomy, state, after, 2):
+        ids += page
+        after = page[-1]
+        assert len(ids) < 100
+    return ids
 
 
 def assert_reports(project, taxonomy):
@@ -56,36 +68,6 @@ def assert_reports(project, taxonomy):
     for report, oracle in (("llm_vs_human", llm_vs_human), ("human_vs_human", human_vs_human),
                            ("distributions", label_distributions)):
         assert same(kept[report], oracle(labels, taxonomy)), report
-
-
-def model_label(item, taxonomy, values=None, *, error=False):
-    outcome = services.Outcome()
-    outcome.values = dict(COMPLETE if values is None else values)
-    outcome.error = "the answer was not JSON" if error else ""
-    return services.save_model_label(item=item, taxonomy=taxonomy, outcome=outcome, model_id="m")
-
-
-def review(item, reviewer, changes=None, *, submit=True) -> Label:
-    label = services.start_review(item=item, reviewer=reviewer)
-    values = {**COMPLETE, **label.values, **(changes or {})}
-    label = services.edit_label(label=label, version=label.version, changes=values, actor=reviewer)
-    if submit:
-        label = services.submit_label(label=label, version=label.version, actor=reviewer)
-    return label
-
-
-def world(project=None):
-    project = project or ProjectFactory()
-    taxonomy = services.builtin_taxonomy("swe_v1")
-    services.update_settings(project=project, taxonomy=taxonomy, overlap=2)
-    reviewers = [MembershipFactory(project=project, role="annotator", user=UserFactory()).user for _ in range(3)]
-    importers.import_tasks(project=project, file="tasks.jsonl", lines=[
-        json.dumps({"instance_id": f"task-{n}", "problem_statement": "p", "repo": f"org/repo{n}"}) for n in range(4)])
-    importers.import_trajectories(project=project, file="runs.jsonl", lines=[json.dumps({
-        "trajectory_id": f"run-{n}", "instance_id": f"task-{n}", "model": "agent",
-        "messages": [{"role": "user", "content": "fix it"}, {"role": "assistant", "content": "done"}]})
-        for n in range(2)])
-    return project, taxonomy, reviewers
 
 
 def test_every_service_keeps_the_figures(project):

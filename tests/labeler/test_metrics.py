@@ -124,11 +124,12 @@ def labels(project, spec, taxonomy):
              for n in range(1, 8)]
 
     def model(task, values, status="submitted"):
-        return Label.objects.create(task=task, taxonomy=taxonomy, origin="model", status=status, values=values)
+        return Label.objects.create(project=project, task=task, taxonomy=taxonomy, origin="model", status=status,
+                                    values=values)
 
     def human(task, user, values, status="submitted", tax=taxonomy):
-        return Label.objects.create(task=task, taxonomy=tax, origin="human", author=users[user], status=status,
-                                    values=values)
+        return Label.objects.create(project=project, task=task, taxonomy=tax, origin="human", author=users[user],
+                                    status=status, values=values)
 
     t1, t2, t3, t4, t5, t6, _ = tasks
     model(t1, v())

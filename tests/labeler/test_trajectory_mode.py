@@ -106,7 +106,7 @@ def test_without_labels_both_stages_are_asked_and_relabel_always_asks(project, s
                                                                        make_trajectories):
     task = make_tasks(1)[0]
     v1 = services.update_settings(project=project, taxonomy=services.builtin_taxonomy("swe_v1")).taxonomy  # the script's
-    Label.objects.create(task=task, taxonomy=v1, origin=LabelOrigin.MODEL,
+    Label.objects.create(project=project, task=task, taxonomy=v1, origin=LabelOrigin.MODEL,
                          status=LabelStatus.SUBMITTED, values={**STAGE_ONE, **STAGE_TWO})
     of_task, = make_trajectories(1, task=task)
     alone, = make_trajectories(1)
