@@ -46,13 +46,10 @@ def keyset_page(request: HttpRequest, queryset: QuerySet, *, size: int, descendi
     found = ids(start, size + 1) if ids is not None else None
     if found is not None:
         queryset = queryset.filter(pk__in=found)
-    else:
-        if project_id is not None:
-            bound = start or (MAX_ID if descending else 0)
-            queryset = queryset.filter(RowComparison(("project_id", "id"), "<" if descending else ">",
-                                                     (project_id, bound)))
-        if start:  # also as a key of its own: the index's scan then starts at the page, not at the project's first row
-            queryset = queryset.filter(**{"pk__lt" if descending else "pk__gt": start})
+    elif project_id is not None:
+        queryset = after_in_project(queryset, project_id, start, descending=descending)
+    elif start:
+        queryset = queryset.filter(**{"pk__lt" if descending else "pk__gt": start})
     rows = list(queryset.order_by("-pk" if descending else "pk")[: size + 1])
     query = request.GET.copy()
     query.pop(param, None)
@@ -62,6 +59,15 @@ def keyset_page(request: HttpRequest, queryset: QuerySet, *, size: int, descendi
         query[param] = rows[size - 1].pk
         next_query = query.urlencode()
     return KeysetPage(rows[:size], next_query, first_query)
+
+
+def after_in_project(queryset: QuerySet, project_id: int, start: int | None, *, descending: bool) -> QuerySet:
+    """`queryset` (a project's rows) after id `start` in the page's order, asked so that the model's (project, id)
+    index serves it: the row comparison only that index takes (dbfunctions.RowComparison), and the plain bound as a
+    key of its own, so that the index's scan starts at the page rather than at the project's first row."""
+    bound = start or (MAX_ID if descending else 0)
+    queryset = queryset.filter(RowComparison(("project_id", "id"), "<" if descending else ">", (project_id, bound)))
+    return queryset.filter(**{"pk__lt" if descending else "pk__gt": start}) if start else queryset
 
 
 def capped_count(queryset: QuerySet, cap: int = 10_000) -> tuple[int, bool]:

@@ -57,6 +57,8 @@ class Job(models.Model):
                    # A project's latest job of a kind (the home page's demo.seed progress) without reading
                    # the project's whole history.
                    models.Index(fields=["project", "kind", "-id"], name="job_project_kind_latest"),
+                   # the project page's latest jobs (selectors.latest_jobs), whatever the other projects' jobs
+                   models.Index(fields=["project", "id"], name="job_project_id"),
                    # Every enqueue counts the project's queued jobs (the cap in services.enqueue_job):
                    # this index holds only those rows, so the count stays small however long the history.
                    models.Index(fields=["project"], condition=models.Q(state=JobState.QUEUED),

@@ -6,6 +6,7 @@ from django.utils.translation import gettext
 
 from dataplatform.accounts.models import ApiToken, Project
 from dataplatform.accounts.permissions import CAN_SEE_JOBS, visible_projects
+from dataplatform.pagination import after_in_project
 
 from .models import Job
 
@@ -29,8 +30,6 @@ def job_for(user, job_id: int, *, token: ApiToken | None = None) -> Job:
 def latest_jobs(user, project: Project, *, before: int | None = None, limit: int = 20) -> tuple[list[Job], int | None]:
     """The project's newest `limit` jobs the user may see (older than job `before`, when given), and the cursor
     of the next older page (None when there is none)."""
-    jobs = jobs_of_project(user, project)
-    if before:
-        jobs = jobs.filter(pk__lt=before)
+    jobs = after_in_project(jobs_of_project(user, project), project.pk, before, descending=True)
     page = list(jobs.order_by("-id")[: limit + 1])
     return page[:limit], page[limit - 1].pk if len(page) > limit else None
