@@ -253,8 +253,9 @@ class Label(models.Model):
                    # (selectors.field_walk).
                    models.Index(fields=["project", "taxonomy", "status", "task"], name="label_project_submitted",
                                 condition=Q(task__isnull=False))]
-        # PostgreSQL also has a GIN index on (project, `values` jsonb_path_ops) for the task list's field=value
-        # filter (migration 0014; selectors.filter_tasks asks with containment, which it serves).
+        # PostgreSQL also has a GIN index on `values` (jsonb_path_ops) for the task list's field=value filter when
+        # the value is too rare for selectors.field_walk (migration 0012; filter_tasks asks with containment, which
+        # it serves).
 
     @property
     def item(self) -> "SweTask | Trajectory":
