@@ -39,7 +39,7 @@ from dataplatform.dbfunctions import JSONArrayContains, JSONStringOrNull, JSONTe
 from dataplatform.exports import stored
 from dataplatform.exports.models import StoredRow
 from dataplatform.exports.registry import ExportKind, ExportQuery, StoredRows, register
-from dataplatform.exports.sources import keyset_values, read_batches
+from dataplatform.exports.sources import read_batches, values_batches
 
 from . import services
 from .export_fields import TASK_LABEL_MEANINGS, TRAJECTORY_MEANINGS, UPSTREAM_MEANINGS
@@ -166,6 +166,9 @@ def training_values(query: ExportQuery):
     return _values(query, TRAINING_STATUSES)
 
 
+CANDIDATE_SCHEMA = pa.schema([("id", pa.int64()), ("instance_id", pa.string()), ("category", pa.string())])
+
+
 def balanced_rows(query: ExportQuery) -> Iterator[list[dict]]:
     """Two passes: rank every matching task within its category by a seeded hash and allot the
     requested size across categories as evenly as they allow (a category with fewer rows gives
@@ -180,16 +183,20 @@ def balanced_rows(query: ExportQuery) -> Iterator[list[dict]]:
     candidates = _tasks(query, TRAINING_STATUSES)
     if not query.filters.get("include_unassigned"):
         candidates = candidates.exclude(category=UNASSIGNED)
-    for rows in keyset_values(candidates, ["id", "instance_id", "category"], batch_size=query.batch_size):
-        for row in rows:
-            row["task_id"] = row["id"]
-            rank = int.from_bytes(hashlib.blake2b(f"{seed}:{row['instance_id']}".encode(), digest_size=8).digest(), "big")
-            heap = smallest.setdefault(row["category"], [])
-            available[row["category"]] = available.get(row["category"], 0) + 1
+    # The first pass reads three columns as Arrow (on PostgreSQL), in windows of the task ids as the kinds' reads do:
+    # a keyset LIMIT over the label join joined every later task again, batch after batch (2,417 rows/s at 100k).
+    _, batches = values_batches(candidates.values("id", "instance_id", "category"), CANDIDATE_SCHEMA,
+                                batch_size=query.batch_size, keys=_task_keys(query))
+    for batch in batches:
+        for task_id, instance_id, category in zip(*(batch.column(name).to_pylist() for name in CANDIDATE_SCHEMA.names),
+                                                  strict=True):
+            rank = int.from_bytes(hashlib.blake2b(f"{seed}:{instance_id}".encode(), digest_size=8).digest(), "big")
+            heap = smallest.setdefault(category, [])
+            available[category] = available.get(category, 0) + 1
             if len(heap) < size:
-                heapq.heappush(heap, (-rank, row["task_id"]))
+                heapq.heappush(heap, (-rank, task_id))
             elif -heap[0][0] > rank:
-                heapq.heapreplace(heap, (-rank, row["task_id"]))
+                heapq.heapreplace(heap, (-rank, task_id))
     if query.filters.get("allocation", "equal") == "equal":
         categories = [c for c in _taxonomy(query).definition.categories if c != UNASSIGNED] + (
             [UNASSIGNED] if query.filters.get("include_unassigned") else [])

@@ -60,14 +60,20 @@ def read_batches(kind, query) -> tuple[str, Iterator[pa.RecordBatch]]:
         return stored.read(kind, query)
     if kind.rows is not None:
         return "rows", (as_record_batch(batch, kind) for batch in kind.rows(query))
-    queryset = kind.values(query)
+    return values_batches(kind.values(query), kind.schema, batch_size=query.batch_size, renamed=kind.renamed,
+                          keys=kind.keys(query) if kind.keys else None)
+
+
+def values_batches(queryset: QuerySet, schema: pa.Schema, *, batch_size: int, renamed: dict[str, str] | None = None,
+                   keys: QuerySet | None = None) -> tuple[str, Iterator[pa.RecordBatch]]:
+    """A values() queryset's rows as RecordBatches in `schema`, in id order, and the read path's name: as Arrow on
+    PostgreSQL (batches cut by `keys`' ids: ArrowKeysetReader), through the ORM in keyset batches elsewhere."""
     if arrow_reads.available():
-        reader = arrow_reads.ArrowKeysetReader(queryset, kind.schema, batch_size=query.batch_size,
-                                               renamed=kind.renamed, keys=kind.keys(query) if kind.keys else None)
+        reader = arrow_reads.ArrowKeysetReader(queryset, schema, batch_size=batch_size, renamed=renamed, keys=keys)
         return "postgresql-arrow", reader.batches()
-    pages = keyset_values(queryset, arrow_reads.values_names(queryset), batch_size=query.batch_size,
-                          transform=_renaming(kind.renamed))
-    return "orm-values", (pa.RecordBatch.from_pylist(page, schema=kind.schema) for page in pages)
+    pages = keyset_values(queryset, arrow_reads.values_names(queryset), batch_size=batch_size,
+                          transform=_renaming(renamed))
+    return "orm-values", (pa.RecordBatch.from_pylist(page, schema=schema) for page in pages)
 
 
 def _renaming(renamed) -> Callable[[dict], dict] | None:
