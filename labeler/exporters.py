@@ -26,7 +26,6 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 from django.db.models import Case, CharField, F, FilteredRelation, JSONField, Max, Q, TextField, Value, When
-from django.db.models.expressions import OuterRef, Subquery
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Coalesce, JSONObject
 from django.db.models.lookups import Exact
@@ -68,7 +67,9 @@ SCHEMA = pa.schema(TASK_COLUMNS + LABEL_COLUMNS)
 
 def data_version(project: Project) -> str:
     tasks = SweTask.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0
-    events = LabelEvent.objects.filter(label__task__project=project).aggregate(top=Max("id"))["top"] or 0
+    # By the label's own project (not through its task: 1.3 s against 0.5 s over 800k tasks' labels).
+    events = LabelEvent.objects.filter(label__project=project, label__task__isnull=False).aggregate(
+        top=Max("id"))["top"] or 0
     return f"{tasks}:{events}"
 
 
@@ -338,9 +339,9 @@ def trajectory_data_version(project: Project) -> str:
     """"<highest trajectory id>:<highest label event id>": the trajectories, and their labels and their tasks'
     labels as of then."""
     trajectories = Trajectory.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0
-    # Two maxima: one over the OR of the two joins read every task and label of the table (0.45 s at 10k rows).
-    events = max(LabelEvent.objects.filter(label__task__project=project).aggregate(top=Max("id"))["top"] or 0,
-                 LabelEvent.objects.filter(label__trajectory__project=project).aggregate(top=Max("id"))["top"] or 0)
+    # Both kinds of label by their own project: through the tasks and the trajectories it took 1.4 s beside 800k
+    # tasks' labels, 0.5 s now.
+    events = LabelEvent.objects.filter(label__project=project).aggregate(top=Max("id"))["top"] or 0
     return f"{trajectories}:{events}"
 
 
@@ -390,9 +391,10 @@ def derive_trajectories(project: Project, trajectory_ids: list[int]) -> Iterator
                                   "tools": tools_cell(conversation.tools)}
 
 
-def trajectory_live(query: ExportQuery, trajectory: OuterRef) -> Subquery:
+def trajectory_live(query: ExportQuery):
+    """The trajectories, each with its live columns as one JSON object (`live`)."""
     live = {name: JSONValue(F(name)) if name in MULTI else F(name) for name in LIVE_COLUMNS}
-    return Subquery(_trajectories(query).filter(pk=trajectory).values(live=JSONObject(**live))[:1])
+    return _trajectories(query).annotate(live=JSONObject(**live))
 
 
 LABEL_FILTERS = ("review_status", "category", "where")
@@ -402,7 +404,8 @@ def note_unread(query: ExportQuery) -> None:
     """The manifest counts the trajectories up to the data version whose messages do not read (stored without a
     row), whatever their labels: every one is built first (as a build ahead does), then counted."""
     unfiltered = {name: value for name, value in query.filters.items() if name not in LABEL_FILTERS}
-    stored.build(TRAJECTORIES, dataclasses.replace(query, filters=unfiltered))
+    if unfiltered != query.filters:  # else the export's own catch-up just built them (a second check: 0.16 s at 100k)
+        stored.build(TRAJECTORIES, dataclasses.replace(query, filters=unfiltered))
     unread = StoredRow.objects.filter(kind=TRAJECTORIES.name, version=TRAJECTORIES.version, project=query.project,
                                       row__isnull=True, source_id__in=_bounded(Trajectory, query).values("pk")).count()
     if unread:

@@ -4,7 +4,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from django.db.models import Expression, Model, OuterRef, QuerySet
+from django.db.models import Model, OuterRef, QuerySet
 from django.utils.translation import gettext, gettext_noop
 from rest_framework import serializers
 
@@ -136,10 +136,11 @@ class StoredRows:
     # stands for the source row's id (an OuterRef). Plain (not nested) columns of the schema.
     live_columns: tuple[str, ...] = ()
     live: Callable[[ExportQuery, OuterRef], dict] = lambda query, source: {}
-    # Or, for live columns that are nested (a label's lists) or many (one subquery for them all instead of one
-    # each): live_document(query, source) -> one SQL expression of a JSON object holding every live column, parsed
-    # beside the stored document (`live` is then unused).
-    live_document: Callable[[ExportQuery, OuterRef], Expression] | None = None
+    # Or, for live columns that are nested (a label's lists) or many (one query for a batch's sources instead of a
+    # subquery for each row): live_document(query) -> a queryset of `model` annotated `live`, one JSON object
+    # holding every live column; a batch reads those of its sources (by id) and parses them beside the stored
+    # documents (`live` is then unused).
+    live_document: Callable[[ExportQuery], QuerySet] | None = None
     # A field of the source that changes whenever the source changes in place; "" for sources that never change
     # once they give rows.
     revision: str = ""

@@ -124,10 +124,10 @@ def derive_plain(project, source_ids):
         yield source_id, {name: row[name] for name in ("id", "job_id", "title")}
 
 
-def live_document(query, source):
-    return Subquery(Job.objects.filter(pk=source).values(live=JSONObject(
+def live_document(query):
+    return Job.objects.filter(project=query.project).annotate(live=JSONObject(
         state=F("state"), tags=JSONValue(KeyTransform("tags", "params")),
-        progress=JSONObject(done=F("progress_done"), total=F("progress_total"))))[:1])
+        progress=JSONObject(done=F("progress_done"), total=F("progress_total"))))
 
 
 STORED_JOBS_DOCUMENT = register(ExportKind(

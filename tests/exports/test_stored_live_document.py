@@ -3,10 +3,11 @@ struct) and many columns in one subquery, read at export time beside the stored 
 
 import dataclasses
 
+import pyarrow as pa
 import pytest
 from django.db import connection
 
-from dataplatform.exports import stored
+from dataplatform.exports import stored, stored_live
 from dataplatform.exports.registry import ExportQuery
 from dataplatform.jobs.models import Job, JobState
 from tests.exporting import export_rows
@@ -67,3 +68,31 @@ def test_a_nested_live_column_needs_the_live_document():
     with pytest.raises(ValueError, match="live column 'tags' must be a plain column"):
         spec.check(kind)
     assert KIND.stored.stored_schema(KIND.schema).names == ["id", "job_id", "title"]
+
+
+def test_sources_spread_among_another_project_s_read_their_own_documents(project, other_project, jobs):
+    # Another project's jobs between this one's: the batch's sources span more than twice their number of ids, so
+    # their documents are asked by the list of ids, not by the range (which would also hold the other's jobs).
+    for job in jobs:
+        for _ in range(2):
+            Job.objects.create(project=other_project, kind="other", params={"tags": ["theirs"]})
+        Job.objects.create(project=project, kind="late", params={"tags": [f"after {job.pk}"]})
+    query = query_of(project)
+    ids = sorted(Job.objects.filter(project=project, kind="late").values_list("pk", flat=True))
+    assert ids[-1] - ids[0] >= 2 * len(ids)
+    sql = str(stored_live.documents_of(KIND.stored, query, ids).query)
+    assert '"jobs_job"."id" IN (' in sql and '"jobs_job"."id" >=' not in sql
+    dense = str(stored_live.documents_of(KIND.stored, query, ids[:1] + [ids[0] + 1]).query)
+    assert '"jobs_job"."id" >=' in dense and '"jobs_job"."id" IN (' not in dense
+    live = stored.live_rows(KIND, query)
+    assert stored.stored_read_rows(KIND, query) == live
+    assert {row["job_id"]: row["tags"] for row in live if row["job_id"] in ids} == {
+        job.pk: job.params["tags"] for job in Job.objects.filter(pk__in=ids)}
+
+
+def test_a_row_whose_source_is_gone_reads_an_empty_live_document(project, jobs):
+    gone = jobs[2].pk
+    Job.objects.filter(pk=gone).delete()
+    documents = stored_live.live_documents(KIND.stored, query_of(project), pa.array([jobs[0].pk, gone, jobs[0].pk]), None)
+    first = documents[0].as_py()
+    assert documents.to_pylist() == [first, stored_live.EMPTY_DOCUMENT, first] and '"tags"' in first
