@@ -2,7 +2,6 @@
 expression a column (`StoredRows.live`, a subquery on the row's source) or as one JSON document a source
 (`StoredRows.live_document`), read for a batch's sources in one query and matched to the rows by source id."""
 
-
 import pyarrow as pa
 import pyarrow.compute as pc
 from django.db.models import OuterRef, QuerySet, TextField, Value
