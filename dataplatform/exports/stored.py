@@ -411,8 +411,9 @@ def live_rows(kind: ExportKind, query: ExportQuery, *, source_ids: list[int] | N
     if source_ids is not None:
         sources = sources.filter(pk__in=source_ids)
     if spec.live_document is not None:
-        ids = list(sources.values_list("pk", flat=True))
-        live = {pk: json.loads(line) for pk, line in stored_live.documents_of(spec, query, ids)}
+        ids = set(sources.values_list("pk", flat=True))
+        # Asked by range, the documents may hold unselected sources between the selected ones: only these count.
+        live = {pk: json.loads(line) for pk, line in stored_live.documents_of(spec, query, list(ids)) if pk in ids}
     else:
         annotated = sources.annotate(**stored_live.live_annotations(spec, query, OuterRef("pk")))
         live = {values[0]: stored_live.live_values(spec, values[1:])

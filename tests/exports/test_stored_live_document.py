@@ -96,3 +96,15 @@ def test_a_row_whose_source_is_gone_reads_an_empty_live_document(project, jobs):
     documents = stored_live.live_documents(KIND.stored, query_of(project), pa.array([jobs[0].pk, gone, jobs[0].pk]), None)
     first = documents[0].as_py()
     assert documents.to_pylist() == [first, stored_live.EMPTY_DOCUMENT, first] and '"tags"' in first
+
+
+def test_the_live_derivation_leaves_out_unselected_sources_its_range_of_documents_holds(project, jobs):
+    # A job the kind does not select (an export's) between selected ones: the documents, asked by range, hold it.
+    Job.objects.create(project=project, kind="exports.run", params={"tags": ["not a source"]})
+    Job.objects.create(project=project, kind="k-late", params={"tags": ["late"]})
+    query = query_of(project)
+    selected = sorted(KIND.stored.sources(query).values_list("pk", flat=True))
+    assert '"jobs_job"."id" >=' in str(stored_live.documents_of(KIND.stored, query, selected).query)  # a range
+    live = stored.live_rows(KIND, query)
+    assert {row["job_id"] for row in live} <= set(selected)
+    assert stored.stored_read_rows(KIND, query) == live
