@@ -177,15 +177,18 @@ def test_a_4xx_fails_at_once_after_the_results_already_finished(double, make_cli
 
 def test_closing_early_starts_nothing_more_and_stops_retrying(double, make_client):
     double.failures[9] = [503] * 10
-    results = rollouts(make_client(max_concurrency=3, retries=10, retry_backoff=0.1),
+    # The first prompt fails at once and waits a second to retry; the two results taken come 50 ms in, so the
+    # close falls inside that wait even on a loaded machine (a 0.1 s wait was sometimes over before the close).
+    results = rollouts(make_client(max_concurrency=3, retries=10, retry_backoff=1.0),
                        [[9, 1]] + [[50, n] for n in range(20)])
     taken = [next(results), next(results)]
     results.close()
-    time.sleep(0.5)
+    attempts_at_close = double.attempts(9)
+    time.sleep(1.5)  # past the retry the close must have cancelled
     assert sorted(index for index, _ in taken) == [1, 2]
     # The first three, and at most the two submitted for the freed slots before the close (cancelled if not yet
     # started); no retry after it.
-    assert len(double.received) <= 5 and double.attempts(9) == 1 and double.now == 0
+    assert len(double.received) <= 5 and attempts_at_close == double.attempts(9) == 1 and double.now == 0
 
 
 def test_seeds_must_match_the_prompts_before_any_request(double, make_client):
