@@ -125,7 +125,7 @@ WORKFLOWS = {workflow.name: workflow for workflow in (
     Workflow("swe", ("swe.",), seed_swe, (
         Table("labeler.SweTask", ("project",)), Table("labeler.Trajectory", ("project",)),
         Table("labeler.Label", ("project",)),
-        Table("labeler.LabelEvent", ("label__project",)),
+        Table("labeler.LabelEvent", ("project",)),
         Table("labeler.FinalLabel", ("task__project", "trajectory__project"),
               ids_of=(("since_event", "labeler.LabelEvent"), ("until_event", "labeler.LabelEvent"))),
     ), SWE_BASELINE, settings=("labeler.LabelerSettings",), settles=("review a label (submit_label)", submit_reviews),

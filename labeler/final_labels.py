@@ -101,7 +101,7 @@ def lock_item(item: SweTask | Trajectory) -> list[dict]:
 def write_event(*, label: Label, before: list[dict], **fields) -> LabelEvent:
     """Write a label event (`fields`: kind, origin, actor, changes), record the final label it makes and move the
     kept figures (review states, agreement) from `before`, the item's labels lock_item returned."""
-    event = LabelEvent.objects.create(label=label, **fields)
+    event = LabelEvent.objects.create(label=label, project_id=label.project_id, **fields)
     record(label=label, event=event)
     figures.label_changed(label, before)
     return event

@@ -281,6 +281,9 @@ class LabelEvent(models.Model):
     """One change to a label: {field: [old, new]}, by whom, and whether a model or a human made it."""
 
     label = models.ForeignKey(Label, on_delete=models.CASCADE, related_name="events")
+    # The label's project, kept on the event so that a project's newest event (the SWE exports' data version) is one
+    # step down an index, not a join of every label event with its label (0.5-4 s beside 800k tasks' labels).
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
     kind = models.CharField(max_length=16, choices=LabelEventKind.choices)
     origin = models.CharField(max_length=8, choices=LabelOrigin.choices)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -290,6 +293,7 @@ class LabelEvent(models.Model):
 
     class Meta:
         ordering = ["id"]
+        indexes = [models.Index(fields=["project", "id"], name="label_event_project_id")]
 
 
 class FinalLabel(models.Model):

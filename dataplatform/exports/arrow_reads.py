@@ -9,7 +9,7 @@ newline-delimited JSON: pyarrow's JSON reader parses it into the schema's list/s
 with no copy before it.
 
 Each batch is its own query in autocommit, as on the ORM path: no transaction stays open for the
-whole export. The next batch's query runs on a thread of its own while this one is parsed, so
+whole export. The next batch's query runs on a thread of its own while this one is parsed (`read_ahead`), so
 PostgreSQL never waits for the parser.
 """
 
@@ -131,23 +131,22 @@ class ArrowKeysetReader:
         self.ids = keys.order_by("pk").values_list("pk", flat=True)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        with Connection() as adbc, ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-reader") as fetcher:
+        with Connection() as adbc:
             self.json_columns = self._json_columns(adbc)
-            # The next batch's query runs (PostgreSQL works, the driver decodes) while this batch is parsed.
-            window = (None, self._window_end(None))
-            next_table = fetcher.submit(self._fetch, adbc, *window)
-            while True:
-                table = next_table.result()
-                _, upto = window
-                if upto is not None:
-                    window = (upto, self._window_end(upto))
-                    next_table = fetcher.submit(self._fetch, adbc, *window)
+            for table, in read_ahead(adbc, self._window_queries()):
                 for batch in table.to_batches():
                     yield self._shaped(batch)
                 del table
                 give_back_freed_memory()
-                if upto is None:
-                    return
+
+    def _window_queries(self) -> Iterator[list[str]]:
+        after = None
+        while True:
+            upto = self._window_end(after)
+            yield [self._window_query(after, upto)]
+            if upto is None:
+                return
+            after = upto
 
     def _window_end(self, after: int | None) -> int | None:
         """The `batch_size`-th id of the queryset's own table after `after` (None: fewer are left).
@@ -159,11 +158,11 @@ class ArrowKeysetReader:
         end = list(ids[self.batch_size - 1:self.batch_size])
         return end[0] if end else None
 
-    def _fetch(self, adbc: Connection, after: int | None, upto: int | None) -> pa.Table:
+    def _window_query(self, after: int | None, upto: int | None) -> str:
         key = f"q.{quote(self.key)}"
         bounds = ([] if after is None else [f"{key} > {int(after)}"]) + ([] if upto is None else [f"{key} <= {int(upto)}"])
         where = f" WHERE {' AND '.join(bounds)}" if bounds else ""
-        return adbc.query(f"SELECT {self._select()} FROM {self.rows_sql}{where} ORDER BY {key}")
+        return f"SELECT {self._select()} FROM {self.rows_sql}{where} ORDER BY {key}"
 
     def _json_columns(self, adbc: Connection) -> list[str]:
         """The nested schema fields the database holds as JSON; the others (arrays) arrive as Arrow lists."""
@@ -207,6 +206,26 @@ class ArrowKeysetReader:
                 columns[field.name] = batch.column(field.name)
         arrays = [as_type(columns[field.name], field) for field in self.schema]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def read_ahead(adbc: Connection, queries: Iterator[list[str]]) -> Iterator[list[pa.Table]]:
+    """The results of each list of queries in turn, read on `adbc` by a thread of its own one list ahead of the
+    caller: the next queries run (PostgreSQL works, the driver decodes) while the caller parses these. The lists are
+    taken from `queries` in the caller's thread (they may be composed with Django's connection there); the caller
+    leaves `adbc` to this thread until the iteration ends."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-reader") as fetcher:
+        ahead = None
+        for sqls in queries:
+            fetched = fetcher.submit(lambda sqls: [adbc.query(sql) for sql in sqls], sqls)
+            if ahead is not None:
+                # Handed out from a list it leaves, with its future dropped: once the caller lets go of the tables,
+                # nothing here holds them (the caller gives their memory back before asking for the next).
+                done, ahead = [ahead.result()], fetched
+                yield done.pop()
+            ahead = fetched
+        if ahead is not None:
+            done, ahead = [ahead.result()], None
+            yield done.pop()
 
 
 def give_back_freed_memory() -> None:

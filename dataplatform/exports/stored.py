@@ -39,7 +39,6 @@ from django.db.models import (
     Exists,
     F,
     Max,
-    Min,
     OuterRef,
     QuerySet,
     Sum,
@@ -47,7 +46,7 @@ from django.db.models import (
     Value,
 )
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce, Concat, Length
+from django.db.models.functions import Cast, Concat
 
 from dataplatform.accounts.models import Project
 from dataplatform.conversations.training import text_schema
@@ -58,13 +57,12 @@ from .models import StoredCheck, StoredRow
 from .query_log import forget_logged_queries
 from .registry import ExportKind, ExportQuery, StoredRows, all_kinds
 from .stored_checks import remember_check, remembered_check
+from .stored_windows import ARRAYS, Window, windows
 from .without_pandas import pandas_kept_out
 
 # The stored document of each row, newline-terminated: one line of newline-delimited JSON.
 DOCUMENT = "stored_document"
-ARRAYS = "arrays"  # StoredRow.arrays: the binary list columns (stored_arrays.py)
 REVISION = "stored_revision"
-SIZE_SAMPLE = 200  # stored rows whose size sets the rows of a batch (_rows_per_batch)
 # A build that derived this many sources refreshes the table's planner statistics, which the reads' plans use.
 ANALYZE_AFTER = 2000
 CHECK_PAGE = 1000  # sources whose stored rows a build looks up at once
@@ -278,75 +276,42 @@ def _read(kind: ExportKind, query: ExportQuery) -> Iterator[pa.RecordBatch]:
     binary = kind.stored.binary_lists
     live_names = stored_live.live_names(kind.stored)
     names = ["id", DOCUMENT, *live_names, *([ARRAYS] if binary else [])]
-    adbc = arrow_reads.Connection() if _arrow() else None
-    try:
-        for after, upto in _windows(kind, query):
-            bounds = {"id__gt": after, **({} if upto is None else {"id__lte": upto})}
-            # The sources' check reads only the window's range of sources: on all of them, PostgreSQL hashed every
-            # selected source for each window (105 ms of 100k trajectories, for 10k rows).
-            sources = _own_rows(kind, query).filter(**bounds).aggregate(first=Min(stored_live.SOURCE),
-                                                                         last=Max(stored_live.SOURCE))
-            if sources["first"] is None:
-                continue
-            window = (_stored_rows(kind, query, sources=(sources["first"], sources["last"]))
-                      .filter(**bounds).order_by("id"))
-            if adbc is not None:  # PostgreSQL: the documents arrive as one Arrow text column, parsed in C++
-                table = adbc.query(arrow_reads.bound_sql(window.values(*names))).combine_chunks()
-                documents, live = table.column(DOCUMENT), {name: table.column(name) for name in live_names}
-                blobs = table.column(ARRAYS).combine_chunks() if binary else None
-            else:
-                columns = list(zip(*window.values_list(*names), strict=True)) or [[] for _ in names]
-                documents, live = pa.array(columns[1], pa.string()), {
-                    name: pa.array(values) for name, values in zip(live_names, columns[2:2 + len(live_names)],
-                                                                   strict=True)}
+    if not _arrow():
+        for rows, _ in _window_rows(kind, query):
+            columns = list(zip(*rows.values_list(*names), strict=True)) or [[] for _ in names]
+            if columns[0]:
+                live = {name: pa.array(values) for name, values in zip(live_names, columns[2:2 + len(live_names)],
+                                                                       strict=True)}
                 # bytes on SQLite, a memoryview from psycopg
                 blobs = pa.array([bytes(blob) for blob in columns[-1]], pa.binary()) if binary else None
-            if len(documents):
-                yield _shaped(kind, documents, stored_live.live_arrays(kind, query, live, adbc), blobs)
-            del documents, live, blobs
+                yield _shaped(kind, pa.array(columns[1], pa.string()), stored_live.live_arrays(kind, query, live), blobs)
+        return
+    # PostgreSQL: the documents arrive as one Arrow text column, parsed in C++. A window's rows and live documents are
+    # read on a connection and thread of their own while the window before is parsed.
+    queries = ([arrow_reads.bound_sql(rows.values(*names))] + (
+        [arrow_reads.bound_sql(stored_live.window_documents(kind, query, window))]
+        if kind.stored.live_document is not None else []) for rows, window in _window_rows(kind, query))
+    with arrow_reads.Connection() as ahead:
+        for table, *documents in arrow_reads.read_ahead(ahead, queries):
+            table = table.combine_chunks()
+            if table.num_rows:
+                live = stored_live.live_arrays(kind, query, {name: table.column(name) for name in live_names},
+                                               *documents)
+                blobs = table.column(ARRAYS).combine_chunks() if binary else None
+                yield _shaped(kind, table.column(DOCUMENT), live, blobs)
+                del live, blobs
+            del table, documents
             arrow_reads.give_back_freed_memory()
-    finally:
-        if adbc is not None:
-            adbc.close()
 
 
-def _windows(kind: ExportKind, query: ExportQuery) -> Iterator[tuple[int, int | None]]:
-    """Ranges of stored row ids, `_rows_per_batch` stored rows each (the last one open-ended), in id order.
-
-    Each batch reads one range: the index finds it, and the sources' check and live columns run on its rows
-    only. (A keyset query on the joined rows, `id > last ORDER BY id LIMIT n`, had PostgreSQL join and sort
-    every row after `last`, batch after batch.)"""
-    ids = _own_rows(kind, query).order_by("id").values_list("id", flat=True)
-    size = _rows_per_batch(kind, query)
-    after = 0
-    while True:
-        end = list(ids.filter(id__gt=after)[size - 1:size])
-        yield after, end[0] if end else None
-        if not end:
-            return
-        after = end[0]
-
-
-def _rows_per_batch(kind: ExportKind, query: ExportQuery) -> int:
-    """The export's batch size, or fewer rows where the kind's documents are large: about EXPORT_STORED_BATCH_BYTES
-    of JSON text a batch (the newest rows' average size), which the reader holds as text and as parsed columns.
-    (Ten thousand .panda.json documents of ~7 KB each took a worker to 406 MB.) Binary lists count twice their
-    bytes: their 32-bit values are read as 64-bit ones."""
-    size = Length(Cast("row", TextField()))
-    if kind.stored.binary_lists:
-        size = size + 2 * Coalesce(Length(ARRAYS), 0)
-    sizes = list(StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project,
-                                          row__isnull=False).order_by("-id")
-                 .annotate(size=size).values_list("size", flat=True)[:SIZE_SAMPLE])
-    if not sizes:
-        return query.batch_size
-    average = sum(sizes) / len(sizes)
-    return max(1, min(query.batch_size, int(settings.EXPORT_STORED_BATCH_BYTES / max(average, 1))))
-
-
-def _own_rows(kind: ExportKind, query: ExportQuery) -> QuerySet:
-    """The project's stored rows of the kind at its version."""
-    return StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project)
+def _window_rows(kind: ExportKind, query: ExportQuery) -> Iterator[tuple[QuerySet, Window]]:
+    """The stored rows of the selected sources in each window (`stored_windows.windows`), in id order."""
+    for window in windows(kind, query):
+        bounds = {"id__gt": window.after, **({} if window.upto is None else {"id__lte": window.upto})}
+        # The sources' check reads only the window's range of sources: on all of them, PostgreSQL hashed every
+        # selected source for each window (105 ms of 100k trajectories, for 10k rows).
+        yield (_stored_rows(kind, query, sources=(window.first, window.last)).filter(**bounds).order_by("id"),
+               window)
 
 
 def _stored_rows(kind: ExportKind, query: ExportQuery, *, sources: tuple[int, int] | None = None) -> QuerySet:

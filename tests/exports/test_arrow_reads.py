@@ -129,3 +129,25 @@ def test_the_reads_run_without_jit():
     # An export's read costs over jit_above_cost: compiling it took a quarter of each batch's time.
     with arrow_reads.Connection() as adbc:
         assert adbc.query("SELECT current_setting('jit') AS jit").column("jit").to_pylist() == ["off"]
+
+
+def test_read_ahead_runs_the_next_queries_while_the_caller_holds_these():
+    """Each list's results in order; the next list is taken from the caller's iterator and under way before this
+    one is handed out; a caller that stops early leaves no query running."""
+    taken = []
+
+    def queries():
+        for n in range(3):
+            taken.append(n)
+            yield [f"SELECT {n} AS n, pg_sleep(0.05)::text AS slept", f"SELECT {n * 10} AS m"]
+
+    with arrow_reads.Connection() as adbc:
+        results = arrow_reads.read_ahead(adbc, queries())
+        first, tenfold = next(results)
+        assert (first.column("n").to_pylist(), tenfold.column("m").to_pylist()) == ([0], [0])
+        assert taken == [0, 1]  # the second list is read while the caller holds the first
+        assert [(a.column("n")[0].as_py(), b.column("m")[0].as_py()) for a, b in results] == [(1, 10), (2, 20)]
+        stopped = arrow_reads.read_ahead(adbc, queries())
+        next(stopped)
+        stopped.close()  # waits for the list under way: the connection is free again
+        assert adbc.query("SELECT 7 AS seven").column("seven").to_pylist() == [7]

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 from django.db import connection
 
-from dataplatform.exports import stored
+from dataplatform.exports import stored, stored_windows
 from dataplatform.exports.models import StoredRow
 from dataplatform.jobs.models import Job, JobState
 from tests.exporting import export_rows
@@ -138,9 +138,9 @@ def test_stored_schema_leaves_the_live_columns_out():
 def test_large_documents_are_read_in_fewer_rows_a_batch(project, jobs, settings):
     query = query_of(project, batch_size=10_000)
     stored.build(STORED_JOBS, query)
-    assert stored._rows_per_batch(STORED_JOBS, query) == 10_000
+    assert stored_windows.rows_per_batch(STORED_JOBS, query) == 10_000
     settings.EXPORT_STORED_BATCH_BYTES = 1200  # about two rows of the test kind (one holds a 3,000-character answer)
-    per_batch = stored._rows_per_batch(STORED_JOBS, query)
+    per_batch = stored_windows.rows_per_batch(STORED_JOBS, query)
     assert 1 <= per_batch <= 3
     _, batches = stored.read(STORED_JOBS, query)
     sizes = [batch.num_rows for batch in batches]

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 from django.db import connection
 
-from dataplatform.exports import stored, stored_live
+from dataplatform.exports import stored, stored_live, stored_windows
 from dataplatform.exports.registry import ExportQuery
 from dataplatform.jobs.models import Job, JobState
 from tests.exporting import export_rows
@@ -84,6 +84,14 @@ def test_sources_spread_among_another_project_s_read_their_own_documents(project
     assert '"jobs_job"."id" IN (' in sql and '"jobs_job"."id" >=' not in sql
     dense = str(stored_live.documents_of(KIND.stored, query, ids[:1] + [ids[0] + 1]).query)
     assert '"jobs_job"."id" >=' in dense and '"jobs_job"."id" IN (' not in dense
+    # So are a window's, read ahead with its rows: by a subquery on the window's rows (four rows a window: the late
+    # jobs' rows span three ids each).
+    wide = stored_kind.query_of(project, batch_size=4)
+    stored.build(KIND, wide)
+    windows = [window for window in stored_windows.windows(KIND, wide) if window.last - window.first >= 2 * window.rows]
+    assert windows and all('"jobs_job"."id" IN (SELECT' in str(stored_live.window_documents(KIND, wide, window).query)
+                           for window in windows)
+    assert stored.stored_read_rows(KIND, wide) == stored.live_rows(KIND, wide)
     live = stored.live_rows(KIND, query)
     assert stored.stored_read_rows(KIND, query) == live
     assert {row["job_id"]: row["tags"] for row in live if row["job_id"] in ids} == {
@@ -93,9 +101,9 @@ def test_sources_spread_among_another_project_s_read_their_own_documents(project
 def test_a_row_whose_source_is_gone_reads_an_empty_live_document(project, jobs):
     gone = jobs[2].pk
     Job.objects.filter(pk=gone).delete()
-    documents = stored_live.live_documents(KIND.stored, query_of(project), pa.array([jobs[0].pk, gone, jobs[0].pk]), None)
-    first = documents[0].as_py()
-    assert documents.to_pylist() == [first, stored_live.EMPTY_DOCUMENT, first] and '"tags"' in first
+    live = stored_live.live_arrays(KIND, query_of(project), {stored_live.SOURCE: pa.array([jobs[0].pk, gone, jobs[0].pk])})
+    assert live["tags"].to_pylist() == [jobs[0].params["tags"], None, jobs[0].params["tags"]]
+    assert live["state"].to_pylist() == [JobState.QUEUED, None, JobState.QUEUED]
 
 
 def test_the_live_derivation_leaves_out_unselected_sources_its_range_of_documents_holds(project, jobs):

@@ -1,15 +1,17 @@
 """A label keeps its item's project (labeler 0013/0014), which the lists' state filters read by the label_project_*
 indexes: the services write it, the migration gives the labels that existed before it their item's project, and a
-list never shows another project's items (both lanes)."""
+list never shows another project's items (both lanes). A label event keeps its label's project (0015/0016), which the
+SWE exports' data versions read."""
 
 from importlib import import_module
 
 import pytest
 from django.apps import apps
+from django.db import connection
 from django.urls import reverse
 
-from labeler import selectors
-from labeler.models import Label
+from labeler import exporters, selectors
+from labeler.models import Label, LabelEvent
 from labeler.views import overview
 
 from ..factories import MembershipFactory
@@ -87,3 +89,45 @@ def test_a_field_walk_says_whether_it_reached_the_end(two_worlds):
     assert short == selectors.FieldWalk([tasks[2].pk], complete=False)
     later = selectors.field_walk(project, taxonomy, "scope", "multi-file", after=tasks[2].pk, budget=100)
     assert later == selectors.FieldWalk([tasks[3].pk], complete=True)
+
+
+# --- a label event keeps its label's project too (labeler 0015/0016): the SWE exports' data versions read it ------
+
+def test_the_services_write_each_event_s_label_s_project(two_worlds):
+    for made in two_worlds.values():
+        events = LabelEvent.objects.filter(project=made["project"]).select_related("label")
+        assert events.count() == LabelEvent.objects.filter(label__project=made["project"]).count() > 6
+        assert all(event.project_id == event.label.project_id for event in events)
+
+
+def test_the_migration_gives_each_event_its_label_s_project(two_worlds, project, other_project):
+    LabelEvent.objects.update(project=other_project)
+    import_module("labeler.migrations.0015_label_event_project").copy_the_labels_project(apps, None)
+    for event in LabelEvent.objects.select_related("label"):
+        assert event.project_id == event.label.project_id
+    assert LabelEvent.objects.filter(project=project).count() == LabelEvent.objects.filter(label__project=project).count()
+
+
+def test_the_data_versions_are_the_project_s_own_newest_events(two_worlds):
+    ours, theirs = two_worlds["ours"], two_worlds["theirs"]
+    before = exporters.data_version(ours["project"]), exporters.trajectory_data_version(ours["project"])
+    model_label(theirs["tasks"][3], theirs["taxonomy"])  # another project's event: neither version moves
+    assert (exporters.data_version(ours["project"]), exporters.trajectory_data_version(ours["project"])) == before
+    model_label(ours["runs"][1], ours["taxonomy"])  # a trajectory's: the trajectories' version only
+    newest = LabelEvent.objects.latest("id")
+    assert exporters.data_version(ours["project"]) == before[0]
+    assert exporters.trajectory_data_version(ours["project"]).endswith(f":{newest.pk}")
+    model_label(ours["tasks"][3], ours["taxonomy"])
+    newest = LabelEvent.objects.latest("id")
+    assert exporters.data_version(ours["project"]).endswith(f":{newest.pk}")
+    assert exporters.trajectory_data_version(ours["project"]).endswith(f":{newest.pk}")
+
+
+@pytest.mark.postgres_only("the plan is PostgreSQL's")
+def test_the_newest_event_is_read_down_the_project_s_index(two_worlds):
+    events = LabelEvent.objects.filter(project=two_worlds["ours"]["project"]).order_by("-id").values("id")[:1]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a few rows: a scan would be cheaper, not on a large project
+        cursor.execute(f"EXPLAIN {events.query}")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "label_event_project_id" in plan, plan
