@@ -73,8 +73,7 @@ def window_documents(kind: ExportKind, query: ExportQuery, window: Window) -> Qu
     """`documents_of` the sources of a window of stored rows, asked before its rows are read, so that both are read
     ahead together: the range of its sources where they close ranks, else its sources themselves by a subquery on the
     window's rows."""
-    listed = own_rows(kind, query).filter(id__gt=window.after, **(
-        {} if window.upto is None else {"id__lte": window.upto})).values(SOURCE)
+    listed = own_rows(kind, query).filter(**window.bounds).values(SOURCE)
     documents = kind.stored.live_document(query).order_by()
     return _within(documents, window.first, window.last, window.rows, listed).values_list("pk", LINE)
 

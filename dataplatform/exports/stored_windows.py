@@ -22,6 +22,11 @@ class Window(NamedTuple):
     last: int
     rows: int  # how many rows it holds
 
+    @property
+    def bounds(self) -> dict:
+        """Its stored rows' ids, as filters."""
+        return {"id__gt": self.after, **({} if self.upto is None else {"id__lte": self.upto})}
+
 
 def windows(kind: ExportKind, query: ExportQuery) -> Iterator[Window]:
     """Ranges of stored row ids, `rows_per_batch` stored rows each (the last one open-ended), in id order, each with

@@ -86,8 +86,9 @@ EXPORTS_BUILD_AHEAD = env_bool("EXPORTS_BUILD_AHEAD", True)
 EXPORTS_BUILD_DEBOUNCE_SECONDS = env_float("EXPORTS_BUILD_DEBOUNCE_SECONDS", 5.0)
 EXPORTS_BUILD_INTERVAL_SECONDS = env_float("EXPORTS_BUILD_INTERVAL_SECONDS", 300.0)
 # A stored kind's export reads about this many bytes of JSON documents a batch (fewer rows than EXPORT_BATCH_ROWS
-# where its rows are large).
-EXPORT_STORED_BATCH_BYTES = env_int("EXPORT_STORED_BATCH_BYTES", 8 * 1024 * 1024)
+# where its rows are large). The reader holds two batches at once (it reads the next while this one is parsed):
+# swe.trajectories at 100k rows, 8 MB: 2.1 s, 255 MB (185 at 10k); 4 MB: 2.0 s, 223 MB (186); 2 MB: 2.2 s, 203 MB.
+EXPORT_STORED_BATCH_BYTES = env_int("EXPORT_STORED_BATCH_BYTES", 4 * 1024 * 1024)
 # pyarrow's allocator, read when pyarrow is first imported (after the settings). An export worker's
 # reader, parser and writer threads each allocate a batch's worth at a time: mimalloc, pyarrow's default,
 # keeps ~60 MB more of them resident than jemalloc does (bench/export_bench.py), at the same speed.
