@@ -67,11 +67,15 @@ SCHEMA = pa.schema(TASK_COLUMNS + LABEL_COLUMNS)
 
 def data_version(project: Project) -> str:
     tasks = SweTask.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0
-    # By the event's own project, newest first along its (project, id) index until a task's label's event: not through
-    # the labels (0.5 s over 800k tasks' labels) nor the tasks (1.3 s).
-    events = LabelEvent.objects.filter(project=project, label__task__isnull=False).aggregate(
-        top=Max("id"))["top"] or 0
+    events = _newest_event(LabelEvent.objects.filter(project=project, label__task__isnull=False))
     return f"{tasks}:{events}"
+
+
+def _newest_event(events) -> int:
+    """The id of the newest of `events` (the project's), 0 if none: walked newest first down the (project, id) index
+    until one matches (0.05 ms beside 800k tasks' labels). Not as MAX(id): with the label joined, PostgreSQL sorted
+    every event of the project for it (1.4 s); through the labels it took 0.5-4 s, through the tasks 1.3 s."""
+    return events.order_by("-id").values_list("id", flat=True).first() or 0
 
 
 def _bounds(query: ExportQuery) -> tuple[int, int]:
@@ -354,9 +358,7 @@ def trajectory_data_version(project: Project) -> str:
     """"<highest trajectory id>:<highest label event id>": the trajectories, and their labels and their tasks'
     labels as of then."""
     trajectories = Trajectory.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0
-    # The project's newest event, both kinds of label: one step down the (project, id) index (through the labels it
-    # took 0.5-4 s beside 800k tasks' labels, through the tasks and the trajectories 1.4 s).
-    events = LabelEvent.objects.filter(project=project).aggregate(top=Max("id"))["top"] or 0
+    events = _newest_event(LabelEvent.objects.filter(project=project))
     return f"{trajectories}:{events}"
 
 
