@@ -138,6 +138,7 @@ def test_stored_schema_leaves_the_live_columns_out():
 def test_large_documents_are_read_in_fewer_rows_a_batch(project, jobs, settings):
     query = query_of(project, batch_size=10_000)
     stored.build(STORED_JOBS, query)
+    settings.EXPORT_STORED_BATCH_BYTES = 64 * 1024 * 1024  # more than 10,000 of these rows hold: the batch size
     assert stored_windows.rows_per_batch(STORED_JOBS, query) == 10_000
     settings.EXPORT_STORED_BATCH_BYTES = 1200  # about two rows of the test kind (one holds a 3,000-character answer)
     per_batch = stored_windows.rows_per_batch(STORED_JOBS, query)
