@@ -57,7 +57,7 @@ from .models import StoredCheck, StoredRow
 from .query_log import forget_logged_queries
 from .registry import ExportKind, ExportQuery, StoredRows, all_kinds
 from .stored_checks import remember_check, remembered_check
-from .stored_windows import ARRAYS, Window, windows
+from .stored_windows import ARRAYS, Window, own_rows, windows
 from .without_pandas import pandas_kept_out
 
 # The stored document of each row, newline-terminated: one line of newline-delimited JSON.
@@ -124,8 +124,7 @@ def _fingerprint(kind: ExportKind, query: ExportQuery) -> str:
     change it). The sources are read first: a row stored after they were read counts as one more row."""
     pair = Concat(Cast("pk", TextField()), Value(":"), F(REVISION), output_field=TextField())
     sources = _current(kind, query).order_by().aggregate(count=Count("pk"), hashed=Sum(TextHash(pair)))
-    rows = StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project).aggregate(
-        count=Count("id"), last=Max("id"))
+    rows = own_rows(kind, query).aggregate(count=Count("id"), last=Max("id"))
     return f"{sources['count']}:{sources['hashed'] or 0}:{rows['count']}:{rows['last'] or 0}"
 
 
@@ -321,8 +320,7 @@ def _stored_rows(kind: ExportKind, query: ExportQuery, *, sources: tuple[int, in
     if sources is not None:
         selected = selected.filter(pk__gte=sources[0], pk__lte=sources[1])
     selected = selected.filter(pk=OuterRef(stored_live.SOURCE), **{REVISION: OuterRef("source_revision")})
-    return (_kept(kind, query, StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project,
-                                                        row__isnull=False))
+    return (_kept(kind, query, own_rows(kind, query).filter(row__isnull=False))
             .filter(Exists(selected))
             .annotate(**{DOCUMENT: Concat(Cast("row", TextField()), Value("\n"), output_field=TextField())})
             .annotate(**stored_live.live_annotations(spec, query, OuterRef(stored_live.SOURCE))))

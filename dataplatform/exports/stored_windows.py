@@ -60,8 +60,7 @@ def rows_per_batch(kind: ExportKind, query: ExportQuery) -> int:
     size = Length(Cast("row", TextField()))
     if kind.stored.binary_lists:
         size = size + 2 * Coalesce(Length(ARRAYS), 0)
-    sizes = list(StoredRow.objects.filter(kind=kind.name, version=kind.version, project=query.project,
-                                          row__isnull=False).order_by("-id")
+    sizes = list(own_rows(kind, query).filter(row__isnull=False).order_by("-id")
                  .annotate(size=size).values_list("size", flat=True)[:SIZE_SAMPLE])
     if not sizes:
         return query.batch_size
