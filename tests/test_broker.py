@@ -72,7 +72,11 @@ def test_a_job_runs_through_the_filesystem_broker_from_an_empty_data_dir(embedde
             published = manage(embedded_env, "shell", "-c", PUBLISH_AND_WAIT)
         finally:
             os.killpg(worker.pid, signal.SIGTERM)
-            worker.wait(timeout=30)
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # a warm shutdown slower than 30 s on a loaded machine (seen once in
+                os.killpg(worker.pid, signal.SIGKILL)  # CI): not what this test is about; its job's outcome is
+                worker.wait(timeout=30)
 
     assert published.returncode == 0, published.stderr[-3000:]
     job = json.loads(published.stdout.strip().splitlines()[-1])
